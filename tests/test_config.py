@@ -1,0 +1,53 @@
+from pathlib import Path
+
+import pytest
+
+from lychee_ray.cli import main
+from lychee_ray.config import DEFAULT_CONFIG_PATH, ConfigError, LycheeConfig, load_config, parse_set
+
+
+def test_default_file_matches_code_defaults():
+    # configs/default.yaml documents every default; it must agree with the typed model.
+    assert load_config(env={}) == LycheeConfig()
+    assert DEFAULT_CONFIG_PATH.exists()
+
+
+def test_overrides_and_precedence(tmp_path: Path):
+    f = tmp_path / "c.yaml"
+    f.write_text("llm:\n  model: from-file\n  temperature: 0.3\n")
+    cfg = load_config([f], ["llm.model=from-set", "embedding.batch_size=8"], env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert cfg.llm.model == "from-set" and cfg.llm.temperature == 0.3
+    assert cfg.embedding.batch_size == 8
+    assert cfg.llm.base_url == "http://127.0.0.1:9/v1"
+    cfg2 = load_config(env={"LYCHEE_LLM_BASE_URL": "http://a/v1", "OPENAI_BASE_URL": "http://b/v1", "OPENAI_API_KEY": "sk-x"})
+    assert cfg2.llm.base_url == "http://a/v1" and cfg2.llm.api_key == "sk-x"
+    assert "sk-x" not in str(cfg2.redacted())
+
+
+def test_unknown_keys_and_bad_values_are_errors(tmp_path: Path):
+    with pytest.raises(ConfigError, match="llm.modle"):
+        load_config(sets=["llm.modle=x"], env={})
+    with pytest.raises(ConfigError, match="embedding.batch_size"):
+        load_config(sets=["embedding.batch_size=0"], env={})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("llm: [1, 2\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config([bad], env={})
+    with pytest.raises(ConfigError, match="not found"):
+        load_config([tmp_path / "nope.yaml"], env={})
+    with pytest.raises(ConfigError):
+        parse_set("novalue")
+
+
+def test_fingerprint_ignores_secrets():
+    a = load_config(env={"OPENAI_API_KEY": "one"})
+    b = load_config(env={"OPENAI_API_KEY": "two"})
+    assert a.fingerprint() == b.fingerprint()
+    assert a.fingerprint() != load_config(sets=["llm.model=other"], env={}).fingerprint()
+
+
+def test_config_show_cli(capsys):
+    assert main(["config", "show", "--set", "llm.model=m1"]) == 0
+    out = capsys.readouterr().out
+    assert "model: m1" in out and "fingerprint" in out
+    assert main(["config", "show", "--set", "nope.x=1"]) == 2
