@@ -13,6 +13,7 @@ from .config import ConfigError, LycheeConfig, load_config
 COMMAND_MODULES = [
     "lychee_ray.commands.convert",
     "lychee_ray.commands.config_cmd",
+    "lychee_ray.commands.build",
     "lychee_ray.commands.eval_seg",
 ]
 

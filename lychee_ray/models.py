@@ -80,10 +80,16 @@ class Conversation(BaseModel):
         if not any(s.turns for s in self.sessions):
             raise ValueError("conversation has no turns")
         seen: set[str] = set()
+        turn_ids: set[str] = set()
         for s in self.sessions:
             if s.session_id in seen:
                 raise ValueError(f"duplicate session_id {s.session_id!r}")
             seen.add(s.session_id)
+            for t in s.turns:
+                # turn ids are the key that records, evidence and the turn index refer to
+                if t.turn_id in turn_ids:
+                    raise ValueError(f"duplicate turn_id {t.turn_id!r} in session {s.session_id!r}")
+                turn_ids.add(t.turn_id)
         return self
 
     @property

@@ -1,0 +1,193 @@
+"""Segment encoding contract shared by the ``openai`` and ``rules`` backends.
+
+An encoder turns one :class:`EncodeRequest` (the segment's turns, session dates and the bounded
+reference context ρ_k) into an :class:`EncodeOutput` (record drafts + resolution state d_k).
+:func:`finalise_records` then validates the drafts the same way for every backend and turns them
+into :class:`~lychee_ray.records.MemoryRecord` rows with deterministic ids.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .records import RECORD_TYPES, MemoryRecord, TimeSpan
+
+log = logging.getLogger(__name__)
+
+# Types an LLM tends to invent, mapped onto the seven the method defines. Anything else is rejected
+# (the draft is dropped and counted), so the type field stays a closed vocabulary for recall.
+TYPE_ALIASES = {
+    "preferences": "preference",
+    "like": "preference",
+    "opinion": "preference",
+    "plan": "event",
+    "activity": "event",
+    "experience": "event",
+    "goal": "event",
+    "rule": "constraint",
+    "requirement": "constraint",
+    "instruction": "procedure",
+    "howto": "procedure",
+    "how_to": "procedure",
+    "failure": "failure_pattern",
+    "error": "failure_pattern",
+    "tool": "tool_affordance",
+    "skill": "tool_affordance",
+    "relationship": "fact",
+    "attribute": "fact",
+    "knowledge": "fact",
+    "belief": "fact",
+}
+
+
+class SegmentTurn(BaseModel):
+    """A turn as the encoder sees it: a local index inside the segment plus its context."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    turn_id: str
+    session_id: str
+    session_date: str | None
+    speaker: str
+    role: str
+    content: str
+
+
+class EncodeRequest(BaseModel):
+    """Everything one encode call needs; built by the pipeline, consumed by a backend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    conversation_id: str
+    user_id: str
+    segment_id: str
+    segment_index: int
+    turns: list[SegmentTurn]
+    speakers: list[str] = Field(default_factory=list, description="All speakers of the conversation.")
+    prev_resolution_state: str = ""
+    prev_records: list[str] = Field(default_factory=list, description="Texts of the last m records (ρ_k).")
+
+    @property
+    def session_dates(self) -> list[str]:
+        return list(dict.fromkeys(t.session_date for t in self.turns if t.session_date))
+
+
+class TimeDraft(BaseModel):
+    """Time as a model writes it; normalised by :func:`finalise_records`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: str | None = Field(None, description="ISO date (YYYY-MM-DD) or null")
+    end: str | None = Field(None, description="ISO date (YYYY-MM-DD) or null")
+    expression: str | None = Field(None, description="original time wording from the turns, or null")
+
+
+class RecordDraft(BaseModel):
+    """One record as produced by a backend (LLM JSON or rules)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(description="one of: " + ", ".join(RECORD_TYPES))
+    text: str = Field(description="one standalone sentence: names not pronouns, absolute dates not relative ones")
+    entities: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list)
+    time: TimeDraft | None = None
+    source_turns: list[int] = Field(default_factory=list, description="local indexes of the turns it came from")
+
+
+class EncodeOutput(BaseModel):
+    """The JSON an encode call returns: ``{records[], resolution_state}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[RecordDraft]
+    resolution_state: str = Field("", description="short note of who/what pronouns and aliases refer to")
+
+
+class EncodeResult(BaseModel):
+    """A backend's output plus bookkeeping the pipeline stores with the segment."""
+
+    output: EncodeOutput
+    attempts: int = 1
+    model: str
+
+
+class SegmentEncoder(Protocol):
+    """An encode backend (``openai`` or ``rules``)."""
+
+    backend: str
+    model: str
+
+    async def encode(self, request: EncodeRequest) -> EncodeResult:
+        """Encode one segment; raise on failure (the pipeline records the segment as failed)."""
+        ...
+
+
+def normalise_type(raw: str) -> str | None:
+    """Map a drafted type to one of :data:`RECORD_TYPES`, or None to reject it."""
+    t = raw.strip().lower().replace("-", "_").replace(" ", "_")
+    if t in RECORD_TYPES:
+        return t
+    return TYPE_ALIASES.get(t)
+
+
+def finalise_records(
+    output: EncodeOutput, request: EncodeRequest, backend: str, model: str, resolve_time=None
+) -> tuple[list[MemoryRecord], list[str]]:
+    """Validate drafts and build records. Returns (records, problems).
+
+    - unknown type → mapped via :data:`TYPE_ALIASES` or the draft is rejected;
+    - source turn indexes out of range are dropped; a draft with none left keeps all the
+      segment's turns as its source (the content came from this segment);
+    - empty texts are dropped; identical (type, text) drafts are merged;
+    - times are normalised with ``resolve_time(draft, request_turns)`` when given.
+    """
+    problems: list[str] = []
+    by_index = {t.index: t for t in request.turns}
+    records: list[MemoryRecord] = []
+    seen: set[tuple[str, str]] = set()
+    for i, d in enumerate(output.records):
+        text = " ".join(d.text.split())
+        if not text:
+            problems.append(f"record {i}: empty text dropped")
+            continue
+        rtype = normalise_type(d.type)
+        if rtype is None:
+            problems.append(f"record {i}: unknown type {d.type!r} rejected")
+            continue
+        if (rtype, text) in seen:
+            continue
+        seen.add((rtype, text))
+        src = [j for j in dict.fromkeys(d.source_turns) if j in by_index]
+        if len(src) < len(set(d.source_turns)):
+            problems.append(f"record {i}: source turn indexes out of range dropped")
+        turns = [by_index[j] for j in src] or list(request.turns)
+        time = resolve_time(d, turns) if resolve_time else TimeSpan(
+            start=d.time.start if d.time else None, end=d.time.end if d.time else None,
+            expression=d.time.expression if d.time else None,
+        )
+        ordinal = len(records)
+        records.append(
+            MemoryRecord(
+                record_id=MemoryRecord.make_id(request.conversation_id, request.segment_id, ordinal, rtype, text),
+                conversation_id=request.conversation_id,
+                user_id=request.user_id,
+                session_id=turns[0].session_id,
+                segment_id=request.segment_id,
+                ordinal=ordinal,
+                type=rtype,  # type: ignore[arg-type]
+                text=text,
+                entities=list(dict.fromkeys(e.strip() for e in d.entities if e and e.strip())),
+                topics=list(dict.fromkeys(k.strip().lower() for k in d.topics if k and k.strip())),
+                time=time,
+                source_turn_ids=[t.turn_id for t in turns],
+                created_at=turns[0].session_date,
+                backend=backend,
+                model=model,
+            )
+        )
+    return records, problems
