@@ -86,7 +86,9 @@ async def encode_segments(
     """
     cfg = ctx.cfg
     speakers = speakers_of(conv)
-    resolver = make_resolver()
+    # rules records already carry per-sentence times; searching their turns would smear one date
+    search_turns = cfg.encoder.time_from_turns and ctx.encoder.backend != "rules"
+    resolver = make_resolver(day_first=cfg.encoder.day_first, search_turns=search_turns)
     rows: list[SegmentRow] = []
     records: list[MemoryRecord] = []
     state = ""
@@ -165,7 +167,8 @@ async def build_conversation(
     t_enc = time.perf_counter()
     turn_order = [t.turn_id for *_, t in conv.iter_turns()]
     nodes = build_nodes(records, turn_order, cfg.nodes)
-    texts = [r.text for r in records] + [n.text for n in nodes]
+    node_rows = [i for i, n in enumerate(nodes) if len(n.record_ids) >= cfg.nodes.min_records_to_embed]
+    texts = [r.text for r in records] + [nodes[i].text for i in node_rows]
     vecs = await ctx.embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32)
     turns = pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA)
     ledger = UsageLedger(u for u in ctx.ledger if u.conversation_id == conv.conversation_id)
@@ -180,11 +183,14 @@ async def build_conversation(
         usage=ledger.to_table(),
         record_vectors=vecs[: len(records)],
         node_vectors=vecs[len(records):],
+        node_vector_rows=node_rows,
         turn_vectors=np.asarray(turn_vectors, dtype=np.float32),
         fingerprint=ctx.fingerprint,
         extra={
             "backend": ctx.encoder.backend,
             "model": ctx.encoder.model,
+            "embedder": ctx.embedder_name,
+            "embedding_dim": ctx.embed_dim,
             "tokens": {k: {f: int(v[f]) for f in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")} for k, v in by_stage.items()},
             "timings_s": {"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4), "index": round(time.perf_counter() - t_enc, 4)},
             "mean_turns_per_segment": round(conv.num_turns / max(1, len(seg.segments)), 3),

@@ -131,3 +131,62 @@ def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None) -> Embedder
                 _CACHE[key] = OpenAIEmbedder(cfg, llm or LLMConfig())
             log.info("embedder %s (dim %s) ready", _CACHE[key].name, _CACHE[key].dim)
         return _CACHE[key]
+
+
+class AsyncBatchEmbedder:
+    """Coalesces concurrent ``embed`` calls (e.g. many conversations in flight) into few model calls.
+
+    Requests that arrive within ``wait_ms`` of each other are embedded together (up to
+    ``max_texts`` texts per model call) in a worker thread, so the event loop stays free.
+    """
+
+    def __init__(self, embedder: Embedder, wait_ms: float, max_texts: int) -> None:
+        import asyncio
+
+        self.embedder = embedder
+        self.wait_s = wait_ms / 1000.0
+        self.max_texts = max_texts
+        self._pending: list[tuple[list[str], "asyncio.Future[np.ndarray]"]] = []
+        self._flusher: "asyncio.Task[None] | None" = None
+        self.model_calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors for ``texts`` (batched with whatever else is waiting)."""
+        import asyncio
+
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self._pending.append((list(texts), fut))
+        if sum(len(t) for t, _ in self._pending) >= self.max_texts:
+            await self._flush()
+        elif self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_later())
+        return await fut
+
+    async def _flush_later(self) -> None:
+        import asyncio
+
+        await asyncio.sleep(self.wait_s)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        import asyncio
+
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        texts = [t for ts, _ in batch for t in ts]
+        try:
+            self.model_calls += 1
+            vecs = await asyncio.to_thread(self.embedder.encode, texts)
+        except Exception as e:  # noqa: BLE001 — each waiter gets the error
+            for _, f in batch:
+                if not f.done():
+                    f.set_exception(e)
+            return
+        i = 0
+        for ts, f in batch:
+            if not f.done():
+                f.set_result(vecs[i : i + len(ts)])
+            i += len(ts)

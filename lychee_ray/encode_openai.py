@@ -90,7 +90,7 @@ class OpenAIEncoder:
         self.client = client
         self.cfg = cfg
         self.tokenizer = tokenizer
-        self.model = client.model
+        self.model = client.config.model
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:
         res = await self.client.chat_json(

@@ -1,55 +1,172 @@
-"""In-process build runner: input → conversations → store, with resume and quarantine.
+"""Build orchestration shared by the in-process runner and the Ray job.
 
-This is the ``--local`` path and the reference the Ray job must agree with. It keeps up to
-``build.conversations_in_flight`` conversations in flight on one event loop.
+:class:`ConversationProcessor` takes one adapter item (a conversation or the issues that stopped
+it) to exactly one :class:`Outcome` — built, skipped (already committed with the same
+fingerprint) or failed (quarantined with its stage and message). :func:`run_local_build` drives it
+on one event loop; ``lychee_ray.ray_build`` drives the same class inside Ray Data actors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, AsyncIterator, Iterable
 
-from .adapters import AdapterItem, read_input
+from .adapters import AdapterItem, InputIssue, read_input
 from .build import BuildContext, build_conversation
 from .config import LycheeConfig
-from .embed import Embedder, get_embedder
+from .embed import AsyncBatchEmbedder, Embedder, get_embedder
 from .encode import SegmentEncoder
-from .llm.backend import make_llm_client, resolve_backend
-from .store import MemoryStoreReader, MemoryStoreWriter
+from .llm.backend import BACKEND_DESCRIPTIONS, make_llm_client, resolve_backend
+from .llm.ratelimit import RateLimiter
+from .models import Conversation
+from .store import MemoryStoreReader, MemoryStoreWriter, compact, read_part
 
 log = logging.getLogger(__name__)
 
 
-def make_encoder(cfg: LycheeConfig, backend: str, client: Any = None) -> SegmentEncoder:
-    """The segment encoder for ``backend`` (``openai`` needs an LLM client)."""
+def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None) -> SegmentEncoder:
+    """The segment encoder for ``backend``; ``openai`` gets an LLM client using ``limiter``."""
     if backend == "openai":
         from .encode_openai import OpenAIEncoder
 
-        return OpenAIEncoder(client or make_llm_client(cfg), cfg.encoder, cfg.tokenizer)
+        return OpenAIEncoder(make_llm_client(cfg, limiter=limiter), cfg.encoder, cfg.tokenizer)
     from .encode_rules import RulesEncoder
 
     e = cfg.encoder
-    return RulesEncoder(min_words=e.rules_min_words, max_entities=e.rules_max_entities, max_topics=e.rules_max_topics)
+    return RulesEncoder(
+        min_words=e.rules_min_words, max_entities=e.rules_max_entities, max_topics=e.rules_max_topics,
+        question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
+        we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
+        max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first,
+    )
 
 
-def make_context(cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, client: Any = None) -> BuildContext:
-    """Embedder + encoder + ledger for one process."""
+def make_context(
+    cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, limiter: RateLimiter | None = None
+) -> BuildContext:
+    """Embedder (batched across conversations in flight) + encoder + usage ledger for one process."""
     embedder = embedder or get_embedder(cfg.embedding, cfg.llm)
-    encoder = make_encoder(cfg, backend, client)
-    ledger = getattr(getattr(encoder, "client", None), "ledger", None)
-
-    async def embed(texts):
-        return await asyncio.to_thread(embedder.encode, list(texts))
-
-    ctx = BuildContext(cfg=cfg, embed=embed, embed_dim=embedder.dim, embedder_name=embedder.name, encoder=encoder)
-    if ledger is not None:
-        ctx.ledger = ledger
+    batcher = AsyncBatchEmbedder(embedder, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
+    encoder = make_encoder(cfg, backend, limiter)
+    ctx = BuildContext(cfg=cfg, embed=batcher.embed, embed_dim=embedder.dim, embedder_name=embedder.name, encoder=encoder)
+    client = getattr(encoder, "client", None)
+    if client is not None:
+        ctx.ledger = client.ledger
     return ctx
+
+
+@dataclass
+class Outcome:
+    """What happened to one input conversation."""
+
+    status: str  # built | skipped | failed
+    conversation_id: str | None = None
+    stage: str | None = None
+    message: str | None = None
+    file: str | None = None
+    line: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, dict[str, int]] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def to_row(self) -> dict[str, Any]:
+        """Flat row (JSON strings for nested fields) for transport through Ray Data."""
+        d = asdict(self)
+        d["counts"] = json.dumps(self.counts)
+        d["tokens"] = json.dumps(self.tokens)
+        return d
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Outcome":
+        d = dict(row)
+        d["counts"] = json.loads(d.get("counts") or "{}")
+        d["tokens"] = json.loads(d.get("tokens") or "{}")
+        d["line"] = None if d.get("line") is None else int(d["line"])
+        return cls(**d)
+
+    def error_row(self) -> dict[str, Any]:
+        return {"conversation_id": self.conversation_id, "stage": self.stage or "build", "message": self.message or "",
+                "file": self.file, "line": self.line}
+
+
+# -- adapter items as plain rows (what travels through Ray Data) ----------------------------------
+
+
+def item_to_row(item: AdapterItem) -> dict[str, Any]:
+    return {
+        "conversation": item.conversation.model_dump_json() if item.conversation is not None else None,
+        "file": item.file,
+        "line": item.line,
+        "issues": json.dumps([i.to_dict() for i in item.issues]),
+    }
+
+
+def row_to_item(row: dict[str, Any]) -> AdapterItem:
+    conv = row.get("conversation")
+    line = row.get("line")
+    return AdapterItem(
+        file=str(row.get("file") or "?"),
+        line=None if line is None else int(line),
+        conversation=Conversation.model_validate_json(conv) if conv else None,
+        issues=[InputIssue(**i) for i in json.loads(row.get("issues") or "[]")],
+    )
+
+
+class ConversationProcessor:
+    """Item → outcome: claim the id, skip if committed, build, commit; never raises."""
+
+    def __init__(self, ctx: BuildContext, writer: MemoryStoreWriter, run_id: str, retry_failed: bool = False) -> None:
+        self.ctx = ctx
+        self.writer = writer
+        self.reader = MemoryStoreReader(writer.root)
+        self.run_id = run_id
+        self.retry_failed = retry_failed
+        self.fingerprint = ctx.fingerprint
+
+    async def process(self, item: AdapterItem) -> Outcome:
+        t0 = time.perf_counter()
+        conv = item.conversation
+        if conv is None:
+            errs = [i for i in item.issues if i.level == "error"] or item.issues
+            first = errs[0] if errs else None
+            msg = "; ".join(f"{i.field}: {i.message}" if i.field else i.message for i in errs) or "unreadable input"
+            return Outcome("failed", first.conversation_id if first else None, "input", msg, item.file, item.line)
+        cid = conv.conversation_id
+        dup = self.writer.claim(cid, self.run_id, item.where)
+        if dup is not None:
+            return Outcome("failed", cid, "input", f"duplicate conversation id (first seen at {dup}); skipped", item.file, item.line)
+        marker = self.writer.commit_marker(cid)
+        previous = None
+        if marker is not None and marker.get("fingerprint") == self.fingerprint:
+            if not (self.retry_failed and marker.get("counts", {}).get("failed_segments", 0) > 0):
+                return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+            self.reader.refresh()
+            previous = self.reader.load(cid)
+        stage = "build"
+        try:
+            art = await build_conversation(conv, self.ctx, previous=previous)
+            if previous is not None:
+                art.usage = self._with_previous_usage(cid, art.usage)
+            stage = "commit"
+            marker = await asyncio.to_thread(self.writer.commit, art)
+        except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
+            log.exception("conversation %s failed at %s", cid, stage)
+            return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
+                           wall_s=time.perf_counter() - t0)
+        return Outcome("built", cid, counts=marker["counts"], tokens=marker.get("tokens", {}), file=item.file,
+                       line=item.line, wall_s=time.perf_counter() - t0)
+
+    def _with_previous_usage(self, cid: str, new):
+        import pyarrow as pa
+
+        old = read_part(self.writer.root, "usage", self.reader.markers[cid])
+        return pa.concat_tables([old, new.cast(old.schema)]) if old.num_rows else new
 
 
 @dataclass
@@ -62,89 +179,76 @@ class BuildSummary:
     failed: int = 0
     failed_segments: int = 0
     records: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     wall_s: float = 0.0
     errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, o: Outcome) -> None:
+        self.inputs += 1
+        setattr(self, o.status, getattr(self, o.status) + 1)
+        if o.status == "failed":
+            self.errors.append(o.error_row())
+        if o.status == "built":
+            self.records += o.counts.get("records", 0)
+            self.failed_segments += o.counts.get("failed_segments", 0)
+            for t in o.tokens.values():
+                self.llm_calls += t.get("calls", 0)
+                self.prompt_tokens += t.get("prompt_tokens", 0)
+                self.completion_tokens += t.get("completion_tokens", 0)
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["errors"] = len(self.errors)
         return d
 
+    def table(self) -> str:
+        """Final human-readable summary."""
+        rows = [("input conversations", self.inputs), ("built", self.built), ("skipped (already built)", self.skipped),
+                ("failed (see errors/)", self.failed), ("failed segments (--retry-failed)", self.failed_segments),
+                ("records", self.records), ("LLM calls", self.llm_calls),
+                ("prompt / completion tokens", f"{self.prompt_tokens} / {self.completion_tokens}"), ("wall time (s)", self.wall_s)]
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 
-def input_error_rows(item: AdapterItem) -> list[dict[str, Any]]:
-    """Error-level adapter issues as ``errors/`` rows (stage ``input``)."""
-    return [
-        {"conversation_id": i.conversation_id, "stage": "input", "message": i.message + (f" (field {i.field})" if i.field else ""),
-         "file": i.file, "line": i.line}
-        for i in item.issues
-        if i.level == "error"
-    ]
 
-
-def manifest_info(cfg: LycheeConfig, ctx: BuildContext, summary: BuildSummary) -> dict[str, Any]:
+def manifest_info(cfg: LycheeConfig, backend: str, summary: BuildSummary, runner: str) -> dict[str, Any]:
+    """Run-level manifest fields (models, dims and fingerprints come from the commit markers)."""
     return {
-        "backend": ctx.encoder.backend,
-        "models": {"llm": ctx.encoder.model, "embedding": ctx.embedder_name},
-        "embedding_dim": ctx.embed_dim,
-        "fingerprint": ctx.fingerprint,
+        "backend_description": BACKEND_DESCRIPTIONS.get(backend, ""),
         "config": cfg.redacted(),
+        "runner": runner,
         "last_run": summary.to_dict(),
     }
 
 
-async def _build_all(
-    items: Iterable[AdapterItem], ctx: BuildContext, writer: MemoryStoreWriter, retry_failed: bool, summary: BuildSummary
-) -> None:
-    sem = asyncio.Semaphore(ctx.cfg.build.conversations_in_flight)
-    reader = MemoryStoreReader(writer.root)
-    fp = ctx.fingerprint
-
-    async def one(conv) -> None:
-        async with sem:
-            marker = writer.commit_marker(conv.conversation_id)
-            previous = None
-            if marker is not None and marker.get("fingerprint") == fp:
-                if not (retry_failed and marker.get("counts", {}).get("failed_segments", 0) > 0):
-                    summary.skipped += 1
-                    return
-                reader.refresh()
-                previous = reader.load(conv.conversation_id)
-            try:
-                art = await build_conversation(conv, ctx, previous=previous)
-                if previous is not None:
-                    art.usage = _concat_usage(reader, conv.conversation_id, art.usage)
-                marker = await asyncio.to_thread(writer.commit, art)
-            except Exception as e:  # noqa: BLE001 — quarantine: record and go on
-                log.exception("conversation %s failed", conv.conversation_id)
-                summary.failed += 1
-                summary.errors.append({"conversation_id": conv.conversation_id, "stage": "build", "message": f"{type(e).__name__}: {e}"})
-                return
-            summary.built += 1
-            summary.records += marker["counts"]["records"]
-            summary.failed_segments += marker["counts"]["failed_segments"]
-
-    tasks = []
+async def process_stream(
+    items: Iterable[AdapterItem], processor: ConversationProcessor, in_flight: int
+) -> AsyncIterator[Outcome]:
+    """Process items with at most ``in_flight`` conversations at once; yields outcomes as they finish."""
+    pending: set[asyncio.Task[Outcome]] = set()
     for item in items:
-        summary.inputs += 1
-        if item.conversation is None:
-            summary.failed += 1
-            summary.errors.extend(input_error_rows(item) or [{"stage": "input", "message": "unreadable input", "file": item.file, "line": item.line}])
-            continue
-        tasks.append(asyncio.create_task(one(item.conversation)))
-        if len(tasks) >= 4 * ctx.cfg.build.conversations_in_flight:
-            # bounded lookahead: do not hold thousands of parsed conversations in memory
-            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            tasks = list(pending)
-    if tasks:
-        await asyncio.gather(*tasks)
+        pending.add(asyncio.create_task(processor.process(item)))
+        if len(pending) >= in_flight:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                yield t.result()
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            yield t.result()
 
 
-def _concat_usage(reader: MemoryStoreReader, conversation_id: str, new):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    old = pq.read_table(reader.root / "usage" / f"{reader.markers[conversation_id]['key']}.parquet")
-    return pa.concat_tables([old, new.cast(old.schema)]) if old.num_rows else new
+def finish_run(
+    writer: MemoryStoreWriter, summary: BuildSummary, run_id: str, info: dict[str, Any], conversations_per_file: int
+) -> None:
+    """Errors table, claims released, Parquet parts compacted, manifest written."""
+    writer.write_errors(summary.errors, run_id=run_id)
+    writer.release_claims(run_id)
+    if conversations_per_file > 0:
+        compact(writer.root, conversations_per_file)
+    writer.write_manifest(info)
 
 
 def run_local_build(
@@ -161,10 +265,15 @@ def run_local_build(
     backend = resolve_backend(cfg.llm, backend)
     ctx = ctx or make_context(cfg, backend)
     writer = MemoryStoreWriter(out)
+    run_id = f"local-{uuid.uuid4().hex[:8]}"
+    processor = ConversationProcessor(ctx, writer, run_id, retry_failed)
     summary = BuildSummary()
-    asyncio.run(_build_all(read_input(fmt, input_path), ctx, writer, retry_failed, summary))
-    writer.write_errors(summary.errors, run_id=f"build-{uuid.uuid4().hex[:6]}")
-    summary.wall_s = round(time.perf_counter() - t0, 3)
-    writer.write_manifest(manifest_info(cfg, ctx, summary))
-    return summary
 
+    async def drive() -> None:
+        async for o in process_stream(read_input(fmt, input_path), processor, cfg.build.conversations_in_flight):
+            summary.add(o)
+
+    asyncio.run(drive())
+    summary.wall_s = round(time.perf_counter() - t0, 3)
+    finish_run(writer, summary, run_id, manifest_info(cfg, backend, summary, "local"), cfg.build.compact_conversations_per_file)
+    return summary

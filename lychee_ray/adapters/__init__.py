@@ -5,15 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator
 
+from . import jsonl, locomo, longmemeval, parquet
 from .base import AdapterItem, InputIssue, dedupe_conversations
 from .jsonl import read_jsonl
 from .locomo import read_locomo
 from .longmemeval import read_longmemeval
+from .parquet import read_parquet
 
 READERS: dict[str, Callable[[str | Path], Iterator[AdapterItem]]] = {
     "jsonl": read_jsonl,
     "locomo": read_locomo,
     "longmemeval": read_longmemeval,
+    "parquet": read_parquet,
+}
+# File suffixes each format reads from a directory.
+SUFFIXES: dict[str, tuple[str, ...]] = {
+    "jsonl": jsonl.SUFFIXES,
+    "locomo": locomo.SUFFIXES,
+    "longmemeval": longmemeval.SUFFIXES,
+    "parquet": parquet.SUFFIXES,
 }
 FORMATS = tuple(READERS)
 
@@ -25,4 +35,12 @@ def read_input(fmt: str, path: str | Path) -> Iterator[AdapterItem]:
     return dedupe_conversations(READERS[fmt](path))
 
 
-__all__ = ["AdapterItem", "InputIssue", "FORMATS", "read_input", "read_jsonl", "read_locomo", "read_longmemeval"]
+def input_files(fmt: str, path: str | Path) -> list[Path]:
+    """The files ``read_input(fmt, path)`` would read, in order."""
+    from .base import list_input_files
+
+    return list_input_files(path, SUFFIXES[fmt])
+
+
+__all__ = ["AdapterItem", "InputIssue", "FORMATS", "SUFFIXES", "input_files", "read_input", "read_jsonl", "read_locomo",
+           "read_longmemeval", "read_parquet"]

@@ -13,7 +13,6 @@ from .base import AdapterItem, InputIssue, issues_from_validation, list_input_fi
 
 SUFFIXES = (".jsonl", ".ndjson")
 
-
 def read_jsonl_file(path: str | Path) -> Iterator[AdapterItem]:
     """Validate each line; a bad line becomes an issue and the next line is still read."""
     f = str(path)

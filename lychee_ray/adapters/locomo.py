@@ -20,6 +20,8 @@ from ..models import Conversation, QAItem, Session, Turn
 from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files
 from .dates import parse_datetime
 
+SUFFIXES = (".json",)
+
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
 _DIA_ID = re.compile(r"D:?(\d+):0*(\d+)")
@@ -123,7 +125,7 @@ def convert_sample(sample: dict[str, Any], conversation_id: str, file: str) -> A
 
 def read_locomo(path: str | Path) -> Iterator[AdapterItem]:
     """LoCoMo files (a per-sample dict, or a list of samples as in ``locomo10.json``)."""
-    for file in list_input_files(path, (".json",)):
+    for file in list_input_files(path, SUFFIXES):
         f = str(file)
         try:
             data = json.loads(Path(file).read_text(encoding="utf-8"))

@@ -17,6 +17,8 @@ from ..models import Conversation, QAItem, Session, Turn
 from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files
 from .dates import parse_datetime
 
+SUFFIXES = (".json",)
+
 
 def convert_instance(inst: dict[str, Any], file: str, index: int) -> AdapterItem:
     """One LongMemEval instance to a conversation and its QA item."""
@@ -75,7 +77,7 @@ def convert_instance(inst: dict[str, Any], file: str, index: int) -> AdapterItem
 
 def read_longmemeval(path: str | Path) -> Iterator[AdapterItem]:
     """LongMemEval JSON files (each a list of instances, or one instance)."""
-    for file in list_input_files(path, (".json",)):
+    for file in list_input_files(path, SUFFIXES):
         f = str(file)
         try:
             data = json.loads(Path(file).read_text(encoding="utf-8"))

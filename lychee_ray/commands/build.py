@@ -39,9 +39,12 @@ def run(args: argparse.Namespace) -> int:
         slim = {cid: {k: v for k, v in c.items() if k != "calls_per_segment_prompt_tokens"} for cid, c in report["conversations"].items()}
         print(json.dumps({"conversations": slim, "total": report["total"]}, indent=1))
         return 0 if report["conversations"] else 1
-    from ..runner import run_local_build
-
-    summary = run_local_build(cfg, args.format, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed)
+    if args.local:
+        from ..runner import run_local_build as run_build
+    else:
+        from ..ray_build import run_ray_build as run_build
+    summary = run_build(cfg, args.format, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed)
+    print(summary.table(), file=sys.stderr)
     print(json.dumps(summary.to_dict(), indent=1))
     for e in summary.errors:
         print(f"error: [{e.get('conversation_id') or '-'}] {e['stage']}: {e['message']}", file=sys.stderr)
