@@ -192,7 +192,8 @@ async def build_conversation(
             "embedder": ctx.embedder_name,
             "embedding_dim": ctx.embed_dim,
             "tokens": {k: {f: int(v[f]) for f in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")} for k, v in by_stage.items()},
-            "timings_s": {"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4), "index": round(time.perf_counter() - t_enc, 4)},
+            "timings_s": {"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4), "index": round(time.perf_counter() - t_enc, 4),
+                          "llm_latency": round(sum(u.latency_s for u in ledger), 4)},
             "mean_turns_per_segment": round(conv.num_turns / max(1, len(seg.segments)), 3),
         },
     )

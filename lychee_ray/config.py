@@ -34,6 +34,10 @@ class EmbeddingConfig(_Section):
     # openai backend: model name and endpoint (falls back to llm.base_url / env).
     openai_model: str = "text-embedding-3-small"
     base_url: str | None = None
+    # Concurrent embed requests (conversations in flight) arriving within this window share one call.
+    batch_wait_ms: float = Field(5.0, ge=0)
+    # Upper bound on texts per coalesced call.
+    max_batch_texts: int = Field(512, ge=1)
 
 
 class RateLimitConfig(_Section):
@@ -42,6 +46,10 @@ class RateLimitConfig(_Section):
     tokens_per_min: float = Field(0, ge=0)
     # Pause applied to everyone on a 429 without Retry-After.
     default_429_pause_s: float = Field(5.0, ge=0)
+    # Bucket capacity in seconds of refill: how big a burst may go out at once (pacing).
+    burst_s: float = Field(6.0, gt=0, le=60)
+    # Hard cap window = 60 s + margin: no 60 s window at the server exceeds a limit despite arrival jitter.
+    window_margin_s: float = Field(1.0, ge=0)
 
 
 class LLMConfig(_Section):
@@ -84,7 +92,8 @@ class SurpriseConfig(_Section):
     robust_clip_min: float = -2.0
     robust_clip_max: float = 4.0
     mad_to_sigma: float = Field(1.4826, gt=0)  # MAD -> standard deviation for normal data
-    mad_floor: float = Field(0.01, gt=0)  # keeps R finite when recent surprises are all equal
+    # Smallest sigma for R: keeps near-identical turns (tiny surprise wiggles) from looking like outliers.
+    mad_floor: float = Field(0.05, gt=0)
 
 
 class PressureConfig(_Section):
@@ -117,11 +126,198 @@ class SegmenterConfig(_Section):
     cohesion_max: float = Field(2.5, ge=0)
     # h_k = normalised mean of the last `trajectory_window` exchanges of the open segment.
     trajectory_window: int = Field(2, ge=1)
+    # Subtract the running mean of the stream's exchange vectors before the cosines (removes the
+    # component all sentences share). The mean is shrunk as sum / (n + centering_prior), so the
+    # centring fades in smoothly over the first exchanges instead of switching on at once.
+    center_embeddings: bool = True
+    centering_prior: float = Field(10.0, ge=0)
     surprise: SurpriseConfig = Field(default_factory=SurpriseConfig)
     # L_t over the tokens already in the open segment; N_t over its exchanges.
     length_pressure: PressureConfig = Field(default_factory=lambda: PressureConfig(start=0, scale=1024, max=1.0))
     count_pressure: PressureConfig = Field(default_factory=lambda: PressureConfig(start=0, scale=4, max=2.0))
     fixed_window: int = Field(3, ge=1)  # exchanges per segment when method = fixed
+
+
+class EncoderConfig(_Section):
+    """Segment encoder (DESIGN §1 step 2): one LLM call per segment."""
+
+    # Reference context rho_k = (d_{k-1}; last m records), truncated to a fixed token budget so that
+    # prompts do not grow with the conversation's history.
+    context_records: int = Field(8, ge=0)
+    context_token_budget: int = Field(600, ge=0)
+    # Completion budget per encode call (records JSON).
+    max_completion_tokens: int = Field(2048, ge=64)
+    # Turn text longer than this is cut in the prompt (the raw turn stays indexed in full).
+    max_turn_chars: int = Field(4000, ge=100)
+    # rules backend: sentences shorter than this many words are merged or dropped as filler.
+    rules_min_words: int = Field(4, ge=1)
+    rules_max_entities: int = Field(8, ge=0)
+    rules_max_topics: int = Field(6, ge=0)
+    # rules backend: questions with fewer content words are dropped as chit-chat.
+    rules_question_min_content_words: int = Field(2, ge=0)
+    # rules backend: keep other questions as "A asked: ..." records.
+    rules_keep_questions: bool = True
+    # rules backend: "we" → "A and B" only on contact words (auto), always (pair) or never (keep).
+    rules_we_mode: Literal["auto", "pair", "keep"] = "auto"
+    # rules backend: one record per "[image: ...]" caption.
+    rules_image_records: bool = True
+    # rules backend: adjacent word pairs ("support group") as topics.
+    rules_topic_bigrams: bool = True
+    # rules backend: records per turn at most (0 = unlimited).
+    rules_max_records_per_turn: int = Field(0, ge=0)
+    # Read "05/08/2023" as 5 August (day first) instead of 8 May.
+    day_first: bool = False
+    # A record without its own time takes the first time named in its source turns (LLM records;
+    # rules records already carry per-sentence times, so this would smear one turn's date over all).
+    time_from_turns: bool = True
+
+
+class NodesConfig(_Section):
+    """Evidence nodes derived from record metadata (DESIGN §1 step 3)."""
+
+    # Per-node record list cap (the first records in conversation order are kept).
+    max_records_per_node: int = Field(200, ge=1)
+    # Records of one segment whose source turns are at most this many turns apart share an event frame.
+    event_frame_turn_gap: int = Field(2, ge=0)
+    # Day-level time nodes are made for spans up to this many days (longer spans get month nodes only).
+    max_days_per_span: int = Field(7, ge=1)
+    # Characters of member-record text kept in an event frame's display text (what gets embedded).
+    event_frame_text_chars: int = Field(600, ge=50)
+    # entity x topic nodes per record at most (keeps the cross product bounded).
+    max_entity_topic_pairs: int = Field(12, ge=0)
+    # Only nodes linking at least this many records get a vector: a one-record node's text adds
+    # little over the record's own vector, and there are many of them (all nodes still match by key).
+    min_records_to_embed: int = Field(2, ge=1)
+
+
+class BuildConfig(_Section):
+    """Memory construction job."""
+
+    # Encode-call failures that are retried by the LLM layer are not counted here: this is the
+    # number of whole-segment attempts (a failed segment is stored as failed after these).
+    segment_attempts: int = Field(1, ge=1)
+    # Conversations in flight per builder (their segments are sequential; conversations overlap).
+    conversations_in_flight: int = Field(8, ge=1)
+    # Final step: merge per-conversation Parquet parts, this many conversations per file (0 = off).
+    compact_conversations_per_file: int = Field(256, ge=0)
+
+
+class RayConfig(_Section):
+    """Ray runtime for the build job (local Ray unless RAY_ADDRESS points at a cluster)."""
+
+    # Fractional CPUs per builder actor: on a 2-core machine whole-CPU actors starve the read tasks.
+    actor_num_cpus: float = Field(0.5, gt=0)
+    min_actors: int = Field(1, ge=1)
+    max_actors: int = Field(2, ge=1)
+    # Object store size for a local Ray started by the job (MiB); 0 = Ray's default.
+    object_store_memory_mb: int = Field(512, ge=0)
+    # Seconds between progress lines.
+    progress_interval_s: float = Field(10.0, gt=0)
+
+
+class PlannerConfig(_Section):
+    """Query planner (DESIGN §1 step 4): one LLM call (openai) or deterministic rules."""
+
+    # At most this many routes per plan; extra routes an LLM returns are dropped.
+    max_routes: int = Field(4, ge=1)
+    # Search texts kept per route (all routes' texts are embedded in one batched call).
+    max_search_texts: int = Field(3, ge=1)
+    # rules: routes added for known entities named in the question (by first mention).
+    max_entity_routes: int = Field(2, ge=0)
+    # openai: known entity names shown to the planner (most-referenced first) so its routes use
+    # the store's spelling; 0 shows none.
+    context_entities: int = Field(30, ge=0)
+    max_completion_tokens: int = Field(600, ge=64)
+
+
+class RecallConfig(_Section):
+    """Recall channels (DESIGN §1 step 5); depths are per route and channel."""
+
+    record_depth: int = Field(60, ge=0)  # (a) record vectors
+    node_depth: int = Field(8, ge=0)  # (b) nodes matched by vector, besides exact key matches
+    node_record_depth: int = Field(60, ge=0)  # (b) records returned by the node channel
+    per_node_records: int = Field(15, ge=1)  # (b) cap on records taken from one node (best by similarity)
+    time_depth: int = Field(40, ge=0)  # (c) time filter
+    # (c) records up to this many days outside the constraint still count (ranked after overlapping ones).
+    time_slack_days: int = Field(0, ge=0)
+    # (c) a record without a content time is placed at its session date.
+    time_use_session_date: bool = True
+    turn_depth: int = Field(60, ge=0)  # (d) raw turn vectors
+    bm25_depth: int = Field(60, ge=0)  # (e) lexical BM25 over record and turn texts
+    bm25_k1: float = Field(1.2, ge=0)
+    bm25_b: float = Field(0.75, ge=0, le=1)
+    # Thread pool for channel calls (0 = run them in the calling thread).
+    threads: int = Field(4, ge=0)
+    # FAISS OpenMP threads on the query path: searches are sub-millisecond, threads only add overhead.
+    faiss_threads: int = Field(1, ge=1)
+
+
+class ChannelWeights(_Section):
+    """Multiplier on each channel's RRF contribution (1 = plain RRF)."""
+
+    records: float = Field(1.0, ge=0)
+    nodes: float = Field(1.0, ge=0)
+    time: float = Field(1.0, ge=0)
+    turns: float = Field(1.0, ge=0)
+    bm25: float = Field(1.0, ge=0)
+
+
+class FusionConfig(_Section):
+    """Reciprocal rank fusion across channels and routes (DESIGN §1 step 6)."""
+
+    rrf_k: float = Field(60.0, gt=0)  # kappa in 1 / (kappa + rank)
+    # The wide pool: fused items kept for rerank and selection (selection never sees only the top k).
+    pool_size: int = Field(200, ge=1)
+    weights: ChannelWeights = Field(default_factory=ChannelWeights)
+
+
+class RerankConfig(_Section):
+    """Optional cross-encoder rerank of the fused pool; off by default (no weights ship offline)."""
+
+    enabled: bool = False
+    # Local path (or cached name) of a sentence-transformers CrossEncoder; never downloaded.
+    model: str | None = None
+    top_n: int = Field(50, ge=1)  # pool items reranked (the rest keep their fused order behind them)
+    batch_size: int = Field(32, ge=1)
+    # A failed model load is retried on a query after this many seconds; every failure is reported.
+    retry_after_s: float = Field(60.0, ge=0)
+
+
+class SelectConfig(_Section):
+    """Budgeted diversity selection over the fused pool (DESIGN §1 step 6)."""
+
+    # Context tokens of the serialised evidence (offline tokenizer); never exceeded.
+    budget_tokens: int = Field(2000, ge=0)
+    # MMR: lambda * relevance - (1 - lambda) * max similarity to what is already selected.
+    mmr_lambda: float = Field(0.7, ge=0, le=1)
+    # A raw turn is shown with this many neighbouring turns of the same session on each side.
+    turn_window: int = Field(1, ge=0)
+    # A record and the raw turns it came from are both shown only when the later one adds at least
+    # this many content words/numbers the earlier one lacks.
+    min_novel_terms: int = Field(2, ge=1)
+    # Source turn ids in the serialised evidence (costs a few tokens per item).
+    show_source_ids: bool = True
+
+
+class AnswerConfig(_Section):
+    """Answer call (DESIGN §1 step 7)."""
+
+    max_completion_tokens: int = Field(256, ge=16)
+    # rules: evidence sentences returned as the extractive answer.
+    rules_max_sentences: int = Field(1, ge=1)
+
+
+class QueryConfig(_Section):
+    """Query side: plan → recall channels → fusion → rerank → selection → answer."""
+
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
+    recall: RecallConfig = Field(default_factory=RecallConfig)
+    fusion: FusionConfig = Field(default_factory=FusionConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
+    select: SelectConfig = Field(default_factory=SelectConfig)
+    answer: AnswerConfig = Field(default_factory=AnswerConfig)
+    # Loaded conversations (tables, indexes, BM25) kept in an LRU cache.
+    max_conversations: int = Field(64, ge=1)
 
 
 class LycheeConfig(_Section):
@@ -131,6 +327,11 @@ class LycheeConfig(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
     segmenter: SegmenterConfig = Field(default_factory=SegmenterConfig)
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig)
+    nodes: NodesConfig = Field(default_factory=NodesConfig)
+    build: BuildConfig = Field(default_factory=BuildConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    query: QueryConfig = Field(default_factory=QueryConfig)
 
     def fingerprint(self, *sections: str) -> str:
         """Stable hash of the named sections (all when none), secrets excluded."""

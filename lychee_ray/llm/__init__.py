@@ -1,0 +1,58 @@
+"""LLM layer: the ``openai`` transport, rate limiting, token accounting and backend selection."""
+
+from lychee_ray.llm.backend import (
+    BACKEND_DESCRIPTIONS,
+    BACKENDS,
+    OPENAI_BACKEND,
+    ROLES,
+    RULES_BACKEND,
+    BackendName,
+    make_llm_client,
+    resolve_backend,
+)
+from lychee_ray.llm.client import ChatResult, LLMClient, parse_retry_after, schema_for
+from lychee_ray.llm.errors import AttemptError, ErrorKind, LLMCallFailed, LLMError
+from lychee_ray.llm.ratelimit import (
+    BudgetState,
+    LocalRateLimiter,
+    NoopRateLimiter,
+    RateLimiter,
+    RateLimitState,
+    Reservation,
+    WaitingRateLimiter,
+    make_rate_limiter,
+)
+from lychee_ray.llm.usage import STAGES, USAGE_SCHEMA, CallUsage, Stage, UsageLedger, UsageTotals
+
+__all__ = [
+    "AttemptError",
+    "BACKENDS",
+    "BACKEND_DESCRIPTIONS",
+    "BackendName",
+    "BudgetState",
+    "CallUsage",
+    "ChatResult",
+    "ErrorKind",
+    "LLMCallFailed",
+    "LLMClient",
+    "LLMError",
+    "LocalRateLimiter",
+    "NoopRateLimiter",
+    "OPENAI_BACKEND",
+    "ROLES",
+    "RULES_BACKEND",
+    "RateLimitState",
+    "RateLimiter",
+    "Reservation",
+    "STAGES",
+    "Stage",
+    "USAGE_SCHEMA",
+    "UsageLedger",
+    "UsageTotals",
+    "WaitingRateLimiter",
+    "make_llm_client",
+    "make_rate_limiter",
+    "parse_retry_after",
+    "resolve_backend",
+    "schema_for",
+]
