@@ -15,6 +15,8 @@ COMMAND_MODULES = [
     "lychee_ray.commands.config_cmd",
     "lychee_ray.commands.build",
     "lychee_ray.commands.eval_seg",
+    "lychee_ray.commands.query",
+    "lychee_ray.commands.eval_retrieval",
 ]
 
 
@@ -27,6 +29,22 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> LycheeConfig:
     """Effective config for a parsed command line."""
     return load_config(files=getattr(args, "config", []), sets=getattr(args, "set", []))
+
+
+# Libraries that log every HTTP request or their own loading at INFO.
+NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "faiss.loader", "sentence_transformers", "urllib3")
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """INFO for lychee_ray, WARNING for chatty libraries (DEBUG everywhere with ``-v``)."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not verbose:
+        for name in NOISY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,11 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
     except ConfigError as e:

@@ -80,13 +80,15 @@ class TokenizerConfig(_Section):
 class SurpriseConfig(_Section):
     """phi(s): calibrated surprise, phi = max(A, robust_weight * R) (docs/segmenter.md)."""
 
-    # Absolute part A = clip((s - center) / scale, clip_min, clip_max).
-    center: float = 0.20
+    # Absolute part A = clip((s - center) / scale, clip_min, clip_max). The authors' 0.20 suits
+    # text-embedding-3-small; 0.80 is calibrated for centred MiniLM (A then only fires on outliers).
+    center: float = 0.80
     scale: float = Field(0.14, gt=0)
     clip_min: float = -1.0
     clip_max: float = 2.5
     # Relative part R = robust z-score of s against the last `robust_window` surprises of the stream.
-    robust_weight: float = Field(0.45, ge=0)
+    # Calibrated 1.6 (authors 0.45): phi is mostly data-adaptive, so it transfers across corpora.
+    robust_weight: float = Field(1.6, ge=0)
     robust_window: int = Field(64, ge=1)
     robust_min_history: int = Field(5, ge=1)  # R = 0 until this many surprises were seen
     robust_clip_min: float = -2.0
@@ -122,7 +124,8 @@ class SegmenterConfig(_Section):
     w_cohesion: float = 0.45  # w_c on min(cohesion_max, d_t / cohesion_scale)
     w_length: float = 0.90  # w_l on the length pressure L_t
     w_count: float = 0.30  # w_n on the count pressure N_t
-    cohesion_scale: float = Field(0.06, gt=0)
+    # Calibrated 0.6 (authors 0.06): centred MiniLM cosines are lower and wider spread.
+    cohesion_scale: float = Field(0.6, gt=0)
     cohesion_max: float = Field(2.5, ge=0)
     # h_k = normalised mean of the last `trajectory_window` exchanges of the open segment.
     trajectory_window: int = Field(2, ge=1)
@@ -134,7 +137,7 @@ class SegmenterConfig(_Section):
     surprise: SurpriseConfig = Field(default_factory=SurpriseConfig)
     # L_t over the tokens already in the open segment; N_t over its exchanges.
     length_pressure: PressureConfig = Field(default_factory=lambda: PressureConfig(start=0, scale=1024, max=1.0))
-    count_pressure: PressureConfig = Field(default_factory=lambda: PressureConfig(start=0, scale=4, max=2.0))
+    count_pressure: PressureConfig = Field(default_factory=lambda: PressureConfig(start=2, scale=8, max=2.0))
     fixed_window: int = Field(3, ge=1)  # exchanges per segment when method = fixed
 
 
@@ -207,6 +210,8 @@ class RayConfig(_Section):
 
     # Fractional CPUs per builder actor: on a 2-core machine whole-CPU actors starve the read tasks.
     actor_num_cpus: float = Field(0.5, gt=0)
+    # CPUs per input-reading task (parsing is light; keep it small so readers never starve builders).
+    reader_num_cpus: float = Field(0.25, gt=0)
     min_actors: int = Field(1, ge=1)
     max_actors: int = Field(2, ge=1)
     # Object store size for a local Ray started by the job (MiB); 0 = Ray's default.
@@ -240,8 +245,10 @@ class RecallConfig(_Section):
     time_depth: int = Field(40, ge=0)  # (c) time filter
     # (c) records up to this many days outside the constraint still count (ranked after overlapping ones).
     time_slack_days: int = Field(0, ge=0)
-    # (c) a record without a content time is placed at its session date.
+    # (c) records also match by their session date (ranked after content-time matches).
     time_use_session_date: bool = True
+    # (c) raw turns match by their session date.
+    time_include_turns: bool = True
     turn_depth: int = Field(60, ge=0)  # (d) raw turn vectors
     bm25_depth: int = Field(60, ge=0)  # (e) lexical BM25 over record and turn texts
     bm25_k1: float = Field(1.2, ge=0)
@@ -297,6 +304,11 @@ class SelectConfig(_Section):
     min_novel_terms: int = Field(2, ge=1)
     # Source turn ids in the serialised evidence (costs a few tokens per item).
     show_source_ids: bool = True
+    # Cost-aware gain: relevance * (median pool cost / item cost) ** exponent (0 = ignore cost).
+    cost_exponent: float = Field(0.0, ge=0)
+    # Redundancy also counts the share of an item's turns the selection already covers, times this
+    # weight (0 = cosine similarity only): spreads the budget over more of the conversation.
+    source_overlap_weight: float = Field(0.0, ge=0)
 
 
 class AnswerConfig(_Section):

@@ -5,6 +5,7 @@ batches and embed identical texts once per call.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -98,8 +99,15 @@ class OpenAIEmbedder:
             max_retries=max(0, llm.max_attempts - 1),  # the client's own retries honour Retry-After
         )
         self._batch = cfg.batch_size
-        self.dim = 0  # learnt from the first reply
+        self._dim = 0  # learnt from the first reply
         self.texts_embedded = 0
+
+    @property
+    def dim(self) -> int:
+        """Embedding size; asks the endpoint once when no reply has told it yet."""
+        if not self._dim:
+            self.encode(["dimension probe"])
+        return self._dim
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -112,7 +120,7 @@ class OpenAIEmbedder:
             out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
         self.texts_embedded += len(uniq)
         m = _normalise(np.asarray(out, dtype=np.float32))
-        self.dim = m.shape[1]
+        self._dim = m.shape[1]
         return m[inverse]
 
 
@@ -141,39 +149,35 @@ class AsyncBatchEmbedder:
     """
 
     def __init__(self, embedder: Embedder, wait_ms: float, max_texts: int) -> None:
-        import asyncio
-
         self.embedder = embedder
         self.wait_s = wait_ms / 1000.0
         self.max_texts = max_texts
         self._pending: list[tuple[list[str], "asyncio.Future[np.ndarray]"]] = []
-        self._flusher: "asyncio.Task[None] | None" = None
+        # True while a flush is scheduled but has not yet taken the pending requests; requests that
+        # arrive after it took them (while the model runs) must schedule the next flush themselves.
+        self._scheduled = False
         self.model_calls = 0
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors for ``texts`` (batched with whatever else is waiting)."""
-        import asyncio
-
         if not texts:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
         fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         self._pending.append((list(texts), fut))
         if sum(len(t) for t, _ in self._pending) >= self.max_texts:
             await self._flush()
-        elif self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_later())
+        elif not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().create_task(self._flush_later())
         return await fut
 
     async def _flush_later(self) -> None:
-        import asyncio
-
         await asyncio.sleep(self.wait_s)
         await self._flush()
 
     async def _flush(self) -> None:
-        import asyncio
-
         batch, self._pending = self._pending, []
+        self._scheduled = False
         if not batch:
             return
         texts = [t for ts, _ in batch for t in ts]

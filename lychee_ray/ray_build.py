@@ -132,7 +132,9 @@ class ConversationBuilder:
     """Ray Data actor: loads the embedder once, keeps many conversations in flight (asyncio)."""
 
     def __init__(self, cfg_json: str, backend: str, out: str, run_id: str, retry_failed: bool, limiter: Any) -> None:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+        from .cli import configure_logging
+
+        configure_logging()
         cfg = LycheeConfig.model_validate_json(cfg_json)
         ctx = make_context(cfg, backend, limiter=RayRateLimiter(limiter) if limiter is not None else None)
         self.processor = ConversationProcessor(ctx, MemoryStoreWriter(out), run_id, retry_failed)
@@ -222,11 +224,15 @@ def run_ray_build(
         limiter = RateLimiterActor.options(name=f"lychee-limiter-{run_id}").remote(cfg.llm.rate_limit.model_dump())
     rc = cfg.ray
     ds = ray.data.from_items([{"path": str(Path(f).resolve())} for f in files], override_num_blocks=max(1, len(files)))
-    ds = ds.map_batches(read_file_batches, batch_size=1, fn_kwargs={"fmt": fmt, "rows_per_batch": cfg.build.conversations_in_flight},
-                        num_cpus=rc.actor_num_cpus)
+    # Small blocks of conversations: each actor task takes one, and an actor overlaps a few tasks
+    # (its semaphore caps conversations in flight), so actors stay busy and outcomes stream back.
+    rows_per_block = max(1, cfg.build.conversations_in_flight // 2)
+    ds = ds.map_batches(read_file_batches, batch_size=1, fn_kwargs={"fmt": fmt, "rows_per_batch": rows_per_block},
+                        num_cpus=rc.reader_num_cpus)
+    ds = ds.repartition(target_num_rows_per_block=rows_per_block)
     ds = ds.map_batches(
         ConversationBuilder,
-        batch_size=cfg.build.conversations_in_flight,
+        batch_size=rows_per_block,
         fn_constructor_kwargs={"cfg_json": cfg.model_dump_json(), "backend": backend, "out": str(out), "run_id": run_id,
                                "retry_failed": retry_failed, "limiter": limiter},
         compute=ray.data.ActorPoolStrategy(min_size=rc.min_actors, max_size=max(rc.min_actors, rc.max_actors)),

@@ -19,3 +19,37 @@ def test_local_minilm_offline(embedder):
     assert np.allclose(m[0], m[3])
     assert m[0] @ m[1] > m[0] @ m[2]
     assert embedder.encode([]).shape == (0, 384)
+
+
+def test_async_batch_embedder_coalesces_and_never_strands_requests():
+    import asyncio
+    import threading
+    import time
+
+    from lychee_ray.embed import AsyncBatchEmbedder
+
+    class Slow:
+        name, dim = "slow", 4
+
+        def __init__(self):
+            self.calls = 0
+
+        def encode(self, texts):
+            self.calls += 1
+            time.sleep(0.05)  # requests keep arriving while the model runs
+            return np.tile(np.array([1, 0, 0, 0], dtype=np.float32), (len(texts), 1)) * np.arange(1, len(texts) + 1)[:, None]
+
+    slow = Slow()
+    b = AsyncBatchEmbedder(slow, wait_ms=5, max_texts=6)
+
+    async def main():
+        async def one(i):
+            await asyncio.sleep(0.01 * (i % 7))
+            return await b.embed([f"t{i}-a", f"t{i}-b"])
+
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(40))), timeout=10)
+
+    out = asyncio.run(main())
+    assert len(out) == 40 and all(o.shape == (2, 4) for o in out)
+    assert slow.calls < 40  # coalesced
+    assert threading.active_count() >= 1
