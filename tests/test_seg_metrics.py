@@ -1,0 +1,116 @@
+"""Segmentation metrics: hand-made cases and agreement with NLTK."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from lychee_ray.seg_metrics import (
+    BoundaryCounts,
+    boundary_string,
+    evaluate_corpus,
+    lengths_to_boundaries,
+    match_boundaries,
+    pk,
+    window_k,
+    windowdiff,
+)
+
+
+def test_boundaries_and_strings():
+    assert lengths_to_boundaries([4, 2, 2, 8]) == [3, 5, 7]
+    assert lengths_to_boundaries([5]) == []
+    assert boundary_string([2, 3]) == "01000"
+    assert boundary_string([1, 1, 1]) == "110"
+    with pytest.raises(ValueError):
+        lengths_to_boundaries([2, 0])
+
+
+def test_pk_windowdiff_hand_cases():
+    ref = boundary_string([3, 3])  # "001000"
+    assert pk(ref, ref, 2) == 0.0 and windowdiff(ref, ref, 2) == 0.0
+    hyp = boundary_string([6])  # no boundary: windows over position 2 disagree
+    # windows of 2 over 6 positions: [0,1] [1,2] [2,3] [3,4] [4,5]; the two containing index 2 differ
+    assert pk(ref, hyp, 2) == pytest.approx(2 / 5)
+    assert windowdiff(ref, hyp, 2) == pytest.approx(2 / 5)
+    # a near miss: Pk and WindowDiff forgive part of it
+    near = boundary_string([4, 2])  # "000100"
+    assert pk(ref, near, 2) == pytest.approx(2 / 5)
+    assert windowdiff(ref, near, 3) == pytest.approx(2 / 4)
+    # two hypothesised boundaries where gold has one: Pk blind to it, WindowDiff not
+    ref2, hyp2 = "0100", "0110"
+    assert pk(ref2, hyp2, 2) == pytest.approx(1 / 3)
+    assert windowdiff(ref2, hyp2, 2) == pytest.approx(2 / 3)
+
+
+def test_nltk_docstring_examples():
+    s1, s2, s3 = "000100000010", "000010000100", "100000010000"
+    assert f"{windowdiff(s1, s2, 3):.2f}" == "0.30"
+    assert f"{windowdiff(s2, s3, 3):.2f}" == "0.80"
+    assert f"{pk('0100' * 100, '1' * 400, 2):.2f}" == "0.50"
+    assert f"{pk('0100' * 100, '0' * 400, 2):.2f}" == "0.50"
+
+
+def _random_lengths(rng: random.Random, n: int) -> list[int]:
+    out, left = [], n
+    while left:
+        k = min(left, rng.randint(1, 6))
+        out.append(k)
+        left -= k
+    return out
+
+
+def test_agrees_with_nltk_on_random_segmentations():
+    seg = pytest.importorskip("nltk.metrics.segmentation")
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randint(2, 40)
+        ref, hyp = boundary_string(_random_lengths(rng, n)), boundary_string(_random_lengths(rng, n))
+        k = rng.randint(1, n)
+        assert pk(ref, hyp, k) == pytest.approx(seg.pk(ref, hyp, k))
+        assert windowdiff(ref, hyp, k) == pytest.approx(seg.windowdiff(ref, hyp, k))
+
+
+def test_window_errors():
+    with pytest.raises(ValueError):
+        pk("010", "01", 2)
+    with pytest.raises(ValueError):
+        windowdiff("010", "010", 4)
+
+
+def test_boundary_matching_and_f1():
+    exact = match_boundaries([3, 5, 7], [3, 6, 9], tolerance=0)
+    assert exact == BoundaryCounts(tp=1, n_hyp=3, n_ref=3)
+    assert exact.f1 == pytest.approx(1 / 3)
+    tol = match_boundaries([3, 5, 7], [3, 6, 9], tolerance=1)
+    assert tol.tp == 2  # 6 matches 5 (or 7) once, never twice
+    assert match_boundaries([5], [4, 6], tolerance=1).tp == 1  # one-to-one
+    assert match_boundaries([4, 5], [5], tolerance=1).tp == 1  # exact match taken first
+    assert BoundaryCounts().f1 == 1.0  # no boundaries anywhere: perfect
+    assert BoundaryCounts(0, 2, 0).f1 == 0.0
+    assert (BoundaryCounts(1, 2, 3) + BoundaryCounts(1, 1, 1)) == BoundaryCounts(2, 3, 4)
+
+
+def test_window_k():
+    assert window_k([4, 2, 2, 8]) == 2  # mean 4 -> 2
+    assert window_k([5, 5]) == 3  # mean 5 -> 2.5 rounds half up
+    assert window_k([1, 1, 1, 1]) == 2  # at least 2
+    assert window_k([2]) == 2
+    assert window_k([1]) == 1  # never longer than the dialogue
+
+
+def test_evaluate_corpus_small():
+    gold = [[3, 3], [2, 2, 2]]
+    perfect = evaluate_corpus(gold, gold)
+    assert perfect["pk"] == 0 and perfect["windowdiff"] == 0
+    assert perfect["f1"] == perfect["f1_tol1"] == 1.0
+    assert perfect["mean_segment_len"] == pytest.approx(12 / 5)
+    off = evaluate_corpus(gold, [[4, 2], [3, 3]])
+    # boundaries: gold {2} vs hyp {3}; gold {1,3} vs hyp {2}: exact 0/3, within ±1: 2 matches
+    assert off["f1"] == 0.0
+    assert off["precision"] == 0.0
+    assert off["f1_tol1"] == pytest.approx(2 * (2 / 2) * (2 / 3) / (2 / 2 + 2 / 3))
+    assert off["mean_segment_len"] == pytest.approx(3.0)
+    with pytest.raises(ValueError):
+        evaluate_corpus(gold, [[3, 3], [2, 2]])

@@ -1,0 +1,410 @@
+"""Online segmenter: planted topic shifts, the token cap, sessions, resumability, degenerate input.
+
+Unit tests use synthetic unit vectors (no model); one test uses the shared MiniLM fixture.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lychee_ray.config import SegmenterConfig, load_config
+from lychee_ray.models import Conversation, Session, Turn
+from lychee_ray.segment import (
+    BaseSegmenter,
+    FixedWindowSegmenter,
+    OnlineSegmenter,
+    Segment,
+    TurnInput,
+    TurnRef,
+    build_exchanges,
+    calibrated_surprise,
+    make_segmenter,
+    ramp,
+    segment_conversation,
+    segment_turn_inputs,
+    segment_turns,
+    split_text_by_tokens,
+)
+from lychee_ray.tokens import count_tokens
+
+DIM = 32
+
+
+def _topic_vec(rng: np.random.Generator, topic: int, noise: float = 0.15) -> np.ndarray:
+    base = np.zeros(DIM)
+    base[topic % DIM] = 1.0
+    return base + noise * rng.standard_normal(DIM) / np.sqrt(DIM)
+
+
+def make_turns(
+    topics: list[int],
+    sessions: list[int] | None = None,
+    roles: list[str] | None = None,
+    tokens: list[int] | None = None,
+    seed: int = 0,
+) -> list[TurnInput]:
+    """Synthetic turns: turn i talks about topics[i] (a basis direction plus noise)."""
+    rng = np.random.default_rng(seed)
+    sessions = sessions or [0] * len(topics)
+    out, per_session = [], {}
+    for i, topic in enumerate(topics):
+        si = sessions[i]
+        ti = per_session.get(si, 0)
+        per_session[si] = ti + 1
+        ref = TurnRef(session_index=si, turn_index=ti, turn_id=f"D{si}:{ti}", session_id=f"s{si}")
+        out.append(
+            TurnInput(ref, roles[i] if roles else "user", f"turn {i} about {topic}", tokens[i] if tokens else 10, _topic_vec(rng, topic))
+        )
+    return out
+
+
+def cut_points(segments: list[Segment]) -> list[int]:
+    """Stream positions (turn counts) where a new segment starts."""
+    out, pos = [], 0
+    for s in segments[:-1]:
+        pos += s.num_turns
+        out.append(pos)
+    return out
+
+
+def assert_covers(turns: list[TurnInput], segments: list[Segment]) -> None:
+    """Every turn appears, in order, nothing twice (pieces of one turn stay adjacent)."""
+    seen = [r.position for s in segments for r in s.turns]
+    dedup = list(dict.fromkeys(seen))
+    assert dedup == [t.ref.position for t in turns]
+    assert [s.segment_index for s in segments] == list(range(len(segments)))
+
+
+# ---- decisions -----------------------------------------------------------------------------
+
+
+def test_planted_topic_shifts_are_cut_exactly():
+    topics = [0] * 8 + [1] * 8 + [2] * 8 + [3] * 8
+    turns = make_turns(topics)
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(), mode="turn")
+    assert cut_points(segs) == [8, 16, 24]
+    assert [s.reason for s in segs] == ["semantic", "semantic", "semantic", "end_of_stream"]
+    assert_covers(turns, segs)
+    # one decision per exchange plus the end-of-stream record; cuts carry their signals
+    assert len(decisions) == len(turns) + 1
+    cuts = [d for d in decisions if d.reason == "semantic"]
+    assert [d.exchange_index for d in cuts] == [8, 16, 24]
+    for d in cuts:
+        assert d.cut and d.p is not None and d.p > 0.5 and d.surprise is not None and d.surprise > 0.5
+    for d in decisions:
+        if d.p is not None:
+            assert 0.0 < d.p < 1.0
+            assert d.cohesion_drop is not None and d.cohesion_drop >= 0
+            assert d.length_pressure is not None and d.count_pressure is not None
+
+
+def test_pair_and_role_modes_cut_between_exchanges():
+    topics = [0] * 10 + [5] * 10 + [9] * 10
+    segs, _ = segment_turn_inputs(make_turns(topics), SegmenterConfig(), mode="pair")
+    assert cut_points(segs) == [10, 20]
+    roles = ["user", "assistant"] * 15
+    segs, _ = segment_turn_inputs(make_turns(topics, roles=roles), SegmenterConfig(exchange_mode="auto"))
+    assert cut_points(segs) == [10, 20]
+
+
+def test_hard_cap_is_never_exceeded():
+    rng = np.random.default_rng(3)
+    n = 300
+    topics = list(rng.integers(0, 3, size=n) // 1)
+    tokens = list(rng.integers(1, 60, size=n))
+    cfg = SegmenterConfig(max_segment_tokens=100)
+    turns = make_turns([int(t) for t in topics], tokens=[int(t) for t in tokens])
+    for mode in ("turn", "pair"):
+        segs, decisions = segment_turn_inputs(turns, cfg, mode=mode)
+        assert all(s.tokens <= 100 for s in segs)
+        assert sum(s.tokens for s in segs) == sum(tokens)
+        assert_covers(turns, segs)
+        assert any(d.reason == "length_cap" for d in decisions)
+    # identical turns never cut semantically, so only the cap closes segments
+    same = make_turns([0] * 50, tokens=[30] * 50)
+    only_cap = SegmenterConfig(max_segment_tokens=100, center_embeddings=False, count_pressure={"start": 0, "scale": 1, "max": 0})
+    segs, _ = segment_turn_inputs(same, only_cap, mode="turn")
+    assert [s.num_turns for s in segs] == [3] * 16 + [2]
+    assert all(s.reason == "length_cap" for s in segs[:-1])
+
+
+def test_session_boundaries_always_cut_and_exchanges_never_cross():
+    topics = [0] * 15  # one topic throughout
+    sessions = [0] * 5 + [1] * 5 + [2] * 5
+    turns = make_turns(topics, sessions=sessions)
+    never_semantic = SegmenterConfig(threshold=0.999)  # isolates the session rule
+    for mode in ("turn", "pair", "role"):
+        segs, decisions = segment_turn_inputs(turns, never_semantic, mode=mode)
+        assert [s.session_index for s in segs] == [0, 1, 2]
+        assert [s.reason for s in segs] == ["session_boundary", "session_boundary", "end_of_stream"]
+        # with the defaults there may be semantic cuts too, but never a segment across sessions
+        # and always a new segment at the first turn of each session
+        segs, decisions = segment_turn_inputs(turns, SegmenterConfig(), mode=mode)
+        for s in segs:
+            assert {r.session_index for r in s.turns} == {s.session_index}
+        firsts = {s.turns[0].position for s in segs}
+        assert {(0, 0), (1, 0), (2, 0)} <= firsts
+        assert sum(d.reason == "session_boundary" for d in decisions) == 2
+    units = build_exchanges(turns, "pair")
+    assert [len(u.turns) for u in units] == [2, 2, 1] * 3  # the odd turn closes its session alone
+
+
+def test_exchange_building_modes():
+    roles = ["user", "assistant", "assistant", "user", "assistant", "user", "user", "assistant"]
+    turns = make_turns([0] * 8, roles=roles)
+    assert [len(u.turns) for u in build_exchanges(turns, "role")] == [3, 2, 1, 2]
+    assert [len(u.turns) for u in build_exchanges(turns, "auto")] == [3, 2, 1, 2]  # has assistant turns
+    assert [len(u.turns) for u in build_exchanges(turns, "pair")] == [2, 2, 2, 2]
+    assert [len(u.turns) for u in build_exchanges(turns, "turn")] == [1] * 8
+    humans = make_turns([0] * 5)
+    assert [len(u.turns) for u in build_exchanges(humans, "auto")] == [2, 2, 1]  # all user -> pair
+    # a session that starts with an assistant turn
+    lead = make_turns([0] * 3, roles=["assistant", "user", "assistant"])
+    assert [len(u.turns) for u in build_exchanges(lead, "role")] == [1, 2]
+
+
+def test_exchange_vector_is_normalised_mean_of_turn_vectors():
+    turns = make_turns([0, 1], roles=["user", "assistant"])
+    (unit,) = build_exchanges(turns, "role")
+    a = turns[0].vector / np.linalg.norm(turns[0].vector)
+    b = turns[1].vector / np.linalg.norm(turns[1].vector)
+    expect = (a + b) / np.linalg.norm(a + b)
+    assert np.allclose(unit.vector, expect)
+    assert np.linalg.norm(unit.vector) == pytest.approx(1.0)
+
+
+# ---- resumability --------------------------------------------------------------------------
+
+
+def _run(seg: BaseSegmenter, turns: list[TurnInput], splits: list[int]) -> tuple[list[Segment], list]:
+    closed: list[Segment] = []
+    decisions: list = []
+    bounds = [0, *splits, len(turns)]
+    for a, b in zip(bounds, bounds[1:]):
+        closed += seg.push_turns(turns[a:b])
+        if b != len(turns):
+            state = json.loads(json.dumps(seg.state_dict()))  # through real JSON text
+            decisions += seg.decisions
+            seg = BaseSegmenter.from_state(state)
+    closed += seg.finish()
+    decisions += seg.decisions
+    return closed, decisions
+
+
+@pytest.mark.parametrize("method", ["semantic", "fixed"])
+def test_save_restore_gives_identical_decisions(method):
+    rng = np.random.default_rng(11)
+    n = 160
+    topics = [int(t) for t in np.repeat(rng.integers(0, 6, size=n // 4), 4)]
+    sessions = sorted(int(s) for s in rng.integers(0, 5, size=n))
+    roles = [str(r) for r in rng.choice(["user", "assistant"], size=n)]
+    tokens = [int(t) for t in rng.integers(1, 120, size=n)]
+    turns = make_turns(topics, sessions=sessions, roles=roles, tokens=tokens, seed=5)
+    cfg = SegmenterConfig(method=method, max_segment_tokens=300)
+    whole = make_segmenter(cfg, mode="role")
+    ref_segs = whole.push_turns(turns) + whole.finish()
+    ref_dec = whole.decisions
+    for splits in ([1], [37], [5, 6, 80, 81, 159], list(range(7, n, 13))):
+        segs, decs = _run(make_segmenter(cfg, mode="role"), turns, splits)
+        assert [s.model_dump() for s in segs] == [s.model_dump() for s in ref_segs]
+        assert [d.model_dump() for d in decs] == [d.model_dump() for d in ref_dec]
+    assert_covers(turns, ref_segs)
+
+
+def test_restore_refuses_a_different_config_and_auto_mode_is_kept():
+    seg = make_segmenter(SegmenterConfig())  # auto
+    seg.push_turns(make_turns([0, 0, 1], roles=["user", "assistant", "user"]))
+    assert seg.mode == "role"
+    state = seg.state_dict()
+    restored = BaseSegmenter.from_state(json.dumps(state))
+    assert restored.mode == "role" and isinstance(restored, OnlineSegmenter)
+    with pytest.raises(ValueError):
+        BaseSegmenter.from_state(state, SegmenterConfig(threshold=0.6))
+    fixed = BaseSegmenter.from_state(make_segmenter(SegmenterConfig(method="fixed")).state_dict())
+    assert isinstance(fixed, FixedWindowSegmenter)
+
+
+def test_new_stream_restarts_numbering_but_keeps_background():
+    seg = make_segmenter(SegmenterConfig(), mode="turn")
+    first = seg.push_turns(make_turns([0] * 30)) + seg.new_stream()
+    history = seg.state_dict()["surprises"]
+    second = seg.push_turns(make_turns([1] * 4)) + seg.new_stream()
+    assert first[0].segment_index == 0 and second[0].segment_index == 0
+    assert second[0].first_exchange == 0
+    assert history and seg.state_dict()["bg_n"] == 34
+
+
+# ---- degenerate input ----------------------------------------------------------------------
+
+
+def test_single_turn_and_empty_stream():
+    segs, decisions = segment_turn_inputs(make_turns([0]), SegmenterConfig())
+    assert len(segs) == 1 and segs[0].reason == "end_of_stream" and segs[0].num_turns == 1
+    assert [d.reason for d in decisions] == ["start", "end_of_stream"]
+    seg = make_segmenter(SegmenterConfig())
+    assert seg.push_turns([]) == [] and seg.finish() == []
+
+
+def test_empty_turns_are_appended_never_dropped():
+    turns = make_turns([0] * 6 + [3] * 6)
+    for i in (2, 6, 7):  # empty text (vector irrelevant: no signal); 6 is the first of a new topic
+        turns[i].text = ""
+        turns[i].tokens = 0
+    turns[8].text = "   "
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(), mode="turn")
+    assert_covers(turns, segs)
+    for i in (2, 6, 7, 8):
+        assert decisions[i].reason == "append" and decisions[i].surprise is None
+    # the shift is detected at the first non-empty turn of the new topic
+    assert cut_points(segs) == [9]
+    # a whole stream of empty turns: one segment
+    empty = make_turns([0] * 5)
+    for t in empty:
+        t.text, t.tokens, t.vector = "", 0, np.zeros(DIM)
+    segs, _ = segment_turn_inputs(empty, SegmenterConfig(), mode="turn")
+    assert len(segs) == 1 and segs[0].num_turns == 5
+
+
+def test_identical_turns_stay_together():
+    rng_vec = np.ones(DIM) / np.sqrt(DIM)
+    turns = make_turns([0] * 40)
+    for t in turns:
+        t.vector = rng_vec.copy()
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(count_pressure={"start": 0, "scale": 1, "max": 0}), mode="turn")
+    assert len(segs) == 1
+    assert all(d.surprise is None or d.surprise == pytest.approx(0, abs=1e-9) for d in decisions)
+
+
+def test_oversized_turn_is_split_into_pieces_within_the_cap():
+    words = [f"word{i % 97}" for i in range(3000)]
+    big = " ".join(words)[:20000]
+    assert len(big) == 20000
+    cap = 1024
+    turns = make_turns([0, 0, 0])
+    turns[1].text, turns[1].tokens = big, count_tokens(big)
+    assert turns[1].tokens > 2 * cap
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(max_segment_tokens=cap), mode="turn")
+    assert all(s.tokens <= cap for s in segs)
+    pieces = [r for s in segs for r in s.turns if r.position == turns[1].ref.position]
+    assert len(pieces) >= 3 and all(r.is_piece for r in pieces)
+    assert "".join(r.slice(big) for r in pieces) == big  # contiguous, nothing dropped
+    assert [r.char_start for r in pieces][0] == 0 and pieces[-1].char_end == len(big)
+    assert all(count_tokens(r.slice(big)) <= cap for r in pieces)
+    assert_covers(turns, segs)
+    assert any(d.reason == "length_cap" for d in decisions)
+
+
+def test_split_text_by_tokens_edge_cases():
+    assert split_text_by_tokens("short text", 16) == [(0, 10)]
+    assert split_text_by_tokens("", 16) == [(0, 0)]
+    text = "😀" * 300 + "x" * 500  # multi-token characters and a long unbroken run
+    spans = split_text_by_tokens(text, 16)
+    assert "".join(text[a:b] for a, b in spans) == text
+    assert all(count_tokens(text[a:b]) <= 16 for a, b in spans)
+
+
+def test_turn_order_is_enforced():
+    seg = make_segmenter(SegmenterConfig(), mode="turn")
+    seg.push_turns(make_turns([0, 0], sessions=[1, 1]))
+    with pytest.raises(ValueError):
+        seg.push_turns(make_turns([0], sessions=[0]))
+
+
+# ---- pieces --------------------------------------------------------------------------------
+
+
+def test_signal_helpers():
+    from lychee_ray.config import PressureConfig, SurpriseConfig
+
+    assert ramp(1, PressureConfig(start=2, scale=4, max=2)) == 0
+    assert ramp(6, PressureConfig(start=2, scale=4, max=2)) == 1
+    assert ramp(100, PressureConfig(start=2, scale=4, max=2)) == 2
+    cfg = SurpriseConfig(center=0.5, scale=0.1, robust_weight=0.0)
+    assert calibrated_surprise(0.6, [], cfg) == pytest.approx(1.0)
+    assert calibrated_surprise(5.0, [], cfg) == cfg.clip_max
+    rob = SurpriseConfig(center=10.0, robust_weight=1.0, robust_min_history=3)
+    assert calibrated_surprise(0.9, [0.1, 0.2], rob) == 0.0  # A is -1 and R is silent before min history
+    assert calibrated_surprise(0.9, [0.1, 0.2, 0.3], rob) == rob.robust_clip_max
+
+
+def test_fixed_window_segmenter():
+    turns = make_turns([0, 1, 2] * 7 + [0], sessions=[0] * 10 + [1] * 12)
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(method="fixed", fixed_window=4), mode="turn")
+    assert [s.num_turns for s in segs] == [4, 4, 2, 4, 4, 4]
+    assert [s.reason for s in segs] == ["window", "window", "session_boundary", "window", "window", "end_of_stream"]
+    assert all(s.method == "fixed" for s in segs)
+    capped, _ = segment_turn_inputs(turns, SegmenterConfig(method="fixed", fixed_window=4, max_segment_tokens=25), mode="turn")
+    assert all(s.tokens <= 25 for s in capped)
+
+
+def test_default_yaml_has_the_segmenter_section():
+    cfg = load_config(env={})
+    assert cfg.segmenter == SegmenterConfig()
+
+
+# ---- conversations ---------------------------------------------------------------------------
+
+
+class _CountingEmbedder:
+    """Deterministic fake: a topic direction picked from the first word."""
+
+    name = "fake"
+    dim = DIM
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def encode(self, texts):
+        self.calls += 1
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i, (hash(t.split()[0]) if t.split() else 0) % DIM] = 1.0
+        return out
+
+
+def _conversation() -> Conversation:
+    def turns(prefix: str, word: str, n: int, roles: list[str]) -> list[Turn]:
+        return [Turn(turn_id=f"{prefix}:{i}", role=roles[i % 2], content=f"{word} talk {i}") for i in range(n)]
+
+    return Conversation(
+        conversation_id="c1",
+        sessions=[
+            Session(session_id="s1", turns=turns("D1", "cats", 6, ["user", "assistant"]) + turns("D1b", "rockets", 6, ["user", "assistant"])),
+            Session(session_id="s2", turns=turns("D2", "cats", 4, ["user", "assistant"])),
+        ],
+    )
+
+
+def test_segment_conversation_embeds_once_and_returns_vectors():
+    conv = _conversation()
+    emb = _CountingEmbedder()
+    res = segment_conversation(conv, emb, SegmenterConfig())
+    assert emb.calls == 1 and res.turn_vectors.shape == (conv.num_turns, DIM)
+    assert res.mode == "role"
+    assert [s.session_id for s in res.segments] == ["s1", "s1", "s2"]
+    assert res.segments[0].turn_ids == [f"D1:{i}" for i in range(6)]
+    again = segment_conversation(conv, cfg=SegmenterConfig(), turn_vectors=res.turn_vectors)
+    assert [s.model_dump() for s in again.segments] == [s.model_dump() for s in res.segments]
+    resolved = segment_turns(conv, res.segments[1])
+    assert [r.text for r in resolved] == [f"rockets talk {i}" for i in range(6)]
+    with pytest.raises(ValueError):
+        segment_conversation(conv, cfg=SegmenterConfig())
+
+
+def test_segment_conversation_with_minilm(embedder):
+    """Real embeddings: a dog chat then a tax chat, as two-human dialogue (pair mode)."""
+    dog = ["I adopted a puppy last week.", "Oh nice, what breed is the puppy?", "A golden retriever, he loves fetch.",
+           "Retrievers are great dogs for families.", "He already chewed my shoes, though!", "Puppies chew everything, get him toys."]
+    tax = ["Did you file your income tax return yet?", "Not yet, the tax deadline is in April.", "I owe money to the IRS this year.",
+           "You can set up a payment plan with the IRS.", "My accountant said deductions were lower.", "Tax rules changed, deductions shrank."]
+    texts = dog * 3 + tax * 3
+    conv = Conversation(conversation_id="c", sessions=[Session(session_id="s", turns=[
+        Turn(turn_id=f"t{i}", role="user", speaker="AB"[i % 2], content=t) for i, t in enumerate(texts)])])
+    res = segment_conversation(conv, embedder, SegmenterConfig())
+    assert res.turn_vectors.shape == (len(texts), embedder.dim)
+    starts = [int(s.turns[0].turn_id[1:]) for s in res.segments]
+    assert 18 in starts  # the topic change is a boundary
+    assert all(s.tokens <= SegmenterConfig().max_segment_tokens for s in res.segments)
