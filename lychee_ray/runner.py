@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -43,7 +44,7 @@ def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = 
         min_words=e.rules_min_words, max_entities=e.rules_max_entities, max_topics=e.rules_max_topics,
         question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
         we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
-        max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first,
+        max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
     )
 
 
@@ -84,7 +85,7 @@ class Outcome:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "Outcome":
-        d = dict(row)
+        d = {k: _null(v) for k, v in row.items()}
         d["counts"] = json.loads(d.get("counts") or "{}")
         d["tokens"] = json.loads(d.get("tokens") or "{}")
         d["line"] = None if d.get("line") is None else int(d["line"])
@@ -107,9 +108,14 @@ def item_to_row(item: AdapterItem) -> dict[str, Any]:
     }
 
 
+def _null(v: Any) -> Any:
+    """Ray Data's numpy batches turn a missing int into NaN; read it back as None."""
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
 def row_to_item(row: dict[str, Any]) -> AdapterItem:
-    conv = row.get("conversation")
-    line = row.get("line")
+    conv = _null(row.get("conversation"))
+    line = _null(row.get("line"))
     return AdapterItem(
         file=str(row.get("file") or "?"),
         line=None if line is None else int(line),

@@ -150,3 +150,25 @@ def test_killed_job_rerun_builds_each_conversation_once(ray_session, tmp_path):
     assert len(snap) == n
     all_ids = [i for ids in snap.values() for i in ids]
     assert len(all_ids) == len(set(all_ids))
+
+
+def test_ray_build_dataset_format_without_line_numbers(ray_session, tmp_path):
+    """LoCoMo-style inputs have no line numbers (None travels through Ray Data as NaN)."""
+    from lychee_ray.ray_build import run_ray_build
+
+    d = tmp_path / "locomo"
+    d.mkdir()
+    sample = {
+        "speaker_a": "Ann", "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy named Max yesterday."},
+                      {"speaker": "Bo", "dia_id": "D1:2", "text": "That is lovely, what breed is Max?"},
+                      {"speaker": "Ann", "dia_id": "D1:3", "text": "Max is a golden retriever from the shelter."}],
+        "qa": [{"question": "When did Ann adopt Max?", "answer": "7 May 2023", "evidence": ["D1:1"], "category": 2}],
+    }
+    (d / "1.json").write_text(json.dumps(sample))
+    (d / "2.json").write_text("{not json")
+    s = run_ray_build(load_config(env={}), "locomo", d, tmp_path / "st", backend="rules", progress=False)
+    assert (s.inputs, s.built, s.failed) == (2, 1, 1)
+    err = MemoryStoreReader(tmp_path / "st").errors().to_pylist()[0]
+    assert err["line"] is None and err["file"].endswith("2.json") and "not valid JSON" in err["message"]
