@@ -22,7 +22,7 @@ from .llm.usage import UsageLedger
 from .models import TURN_SCHEMA, Conversation
 from .nodes import build_nodes
 from .records import MemoryRecord, SegmentRow, segment_id
-from .segment import Segment, segment_conversation, turn_embedding_text
+from .segment import Segment, segment_conversation, segment_turns, turn_embedding_text
 from .store import ConversationArtifacts, ConversationData
 from .timeparse import make_resolver
 
@@ -53,15 +53,15 @@ class BuildContext:
         return build_fingerprint(self.cfg, self.encoder.backend, self.encoder.model, self.embedder_name)
 
 
-def _encode_turns(conv: Conversation, seg: Segment) -> list[SegmentTurn]:
+def encode_turns(conv: Conversation, seg: Segment) -> list[SegmentTurn]:
+    """The segment's turns as the encoder sees them (local index, speaker, session date, text)."""
     out = []
-    for i, ref in enumerate(seg.turns):
-        s = conv.sessions[ref.session_index]
-        t = s.turns[ref.turn_index]
+    for i, rt in enumerate(segment_turns(conv, seg)):
+        s = conv.sessions[rt.ref.session_index]
         out.append(
             SegmentTurn(
-                index=i, turn_id=t.turn_id, session_id=s.session_id, session_date=t.timestamp or s.started_at,
-                speaker=t.speaker, role=t.role, content=ref.slice(t.content),
+                index=i, turn_id=rt.turn.turn_id, session_id=s.session_id, session_date=rt.turn.timestamp or s.started_at,
+                speaker=rt.turn.speaker, role=rt.turn.role, content=rt.text,
             )
         )
     return out
@@ -108,7 +108,7 @@ async def encode_segments(
             continue
         request = EncodeRequest(
             conversation_id=conv.conversation_id, user_id=conv.user_id, segment_id=sid,
-            segment_index=seg.segment_index, turns=_encode_turns(conv, seg), speakers=speakers,
+            segment_index=seg.segment_index, turns=encode_turns(conv, seg), speakers=speakers,
             prev_resolution_state=state,
             prev_records=[r.text for r in records[-cfg.encoder.context_records:]] if cfg.encoder.context_records else [],
         )

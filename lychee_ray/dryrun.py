@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .adapters import read_input
-from .build import _encode_turns, speakers_of
+from .build import encode_turns, speakers_of
 from .config import LycheeConfig
 from .embed import Embedder, get_embedder
 from .encode import EncodeRequest
@@ -31,7 +31,7 @@ def _prompt_tokens(conv, segments: list[Segment], cfg: LycheeConfig) -> list[int
         req = EncodeRequest(
             conversation_id=conv.conversation_id, user_id=conv.user_id,
             segment_id=segment_id(conv.conversation_id, seg.segment_index), segment_index=seg.segment_index,
-            turns=_encode_turns(conv, seg), speakers=speakers,
+            turns=encode_turns(conv, seg), speakers=speakers,
         )
         out.append(count_message_tokens(build_messages(req, cfg.encoder, cfg.tokenizer), cfg.tokenizer.encoding))
     return out

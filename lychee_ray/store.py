@@ -127,10 +127,12 @@ class MemoryStoreWriter:
 
     def claim(self, conversation_id: str, run_id: str, where: str) -> str | None:
         """Claim a conversation id for this run; returns the earlier claimant's location when the
-        id was already claimed by this run (a duplicate input), else None.
+        id was already claimed in this run from another input location (a duplicate), else None.
 
-        Claims of other (earlier, possibly killed) runs are taken over, so resume still works.
-        The check-and-create is atomic (``O_EXCL``), so two builders racing on one id cannot both win.
+        A claim from the same location is the same input retried (e.g. Ray re-running a task after
+        an actor died) and is granted again. Claims of other (earlier, possibly killed) runs do not
+        matter, so resume still works. The check-and-create is atomic (``O_EXCL``), so two
+        builders racing on one id cannot both win.
         """
         path = self.root / "_claims" / run_id / f"{conversation_key(conversation_id)}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,9 +140,10 @@ class MemoryStoreWriter:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             try:
-                return json.loads(path.read_text(encoding="utf-8")).get("where", "?")
+                first = json.loads(path.read_text(encoding="utf-8")).get("where", "?")
             except (json.JSONDecodeError, OSError):
-                return "?"
+                first = "?"
+            return None if first == where else first
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps({"conversation_id": conversation_id, "where": where}))
         return None
@@ -343,10 +346,12 @@ class MemoryStoreReader:
 
     def refresh(self) -> None:
         """Re-scan commit markers (picks up conversations added by a later build)."""
-        self.markers = {m["conversation_id"]: m for m in iter_markers(self.root)}
-        self.by_user: dict[str, list[str]] = {}
-        for cid, m in self.markers.items():
-            self.by_user.setdefault(m.get("user_id") or cid, []).append(cid)
+        # Built aside and swapped in whole: threads querying meanwhile never see a half-built map.
+        markers = {m["conversation_id"]: m for m in iter_markers(self.root)}
+        by_user: dict[str, list[str]] = {}
+        for cid, m in markers.items():
+            by_user.setdefault(m.get("user_id") or cid, []).append(cid)
+        self.markers, self.by_user = markers, by_user
 
     @property
     def manifest(self) -> dict[str, Any]:

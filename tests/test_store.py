@@ -106,3 +106,13 @@ def test_compaction_keeps_rows_and_recommit_after_compaction(tmp_path):
     compact(tmp_path, conversations_per_file=2)
     r.refresh()
     assert r.read_table("records").num_rows == 7 and r.load("b").records.num_rows == 1
+
+
+def test_claims_detect_duplicates_but_allow_retries(tmp_path):
+    w = MemoryStoreWriter(tmp_path)
+    assert w.claim("c", "run1", "a.jsonl:1") is None
+    assert w.claim("c", "run1", "a.jsonl:1") is None  # the same input retried
+    assert w.claim("c", "run1", "b.jsonl:7") == "a.jsonl:1"  # a duplicate id elsewhere
+    assert w.claim("c", "run2", "b.jsonl:7") is None  # another run starts fresh
+    w.release_claims("run1")
+    assert w.claim("c", "run1", "b.jsonl:7") is None
