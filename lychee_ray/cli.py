@@ -14,9 +14,12 @@ COMMAND_MODULES = [
     "lychee_ray.commands.convert",
     "lychee_ray.commands.config_cmd",
     "lychee_ray.commands.build",
+    "lychee_ray.commands.verify",
     "lychee_ray.commands.eval_seg",
     "lychee_ray.commands.query",
+    "lychee_ray.commands.serve",
     "lychee_ray.commands.eval_retrieval",
+    "lychee_ray.commands.eval",
 ]
 
 

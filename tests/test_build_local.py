@@ -11,6 +11,7 @@ from lychee_ray.config import load_config
 from lychee_ray.dryrun import dry_run
 from lychee_ray.runner import make_context, run_local_build
 from lychee_ray.store import MemoryStoreReader
+from lychee_ray.verify import verify_conversation, verify_store
 from lychee_ray.testing.fake_llm import encoder_reply, is_encode_request
 from lychee_ray.testing.openai_server import OpenAIServer, malformed_content, ok, schema_violation, truncated
 from lychee_ray.testing.synthetic import synthetic_conversation
@@ -44,18 +45,9 @@ def test_rules_build_store_integrity(tmp_path, embedder):
     cfg = load_config(env={})
     s = run_local_build(cfg, "jsonl", src, tmp_path / "st", backend="rules", ctx=make_context(cfg, "rules", embedder))
     assert (s.inputs, s.built, s.failed) == (3, 3, 0) and s.records > 0
-    r = MemoryStoreReader(tmp_path / "st")
-    for cid in r.conversation_ids():
-        d = r.load(cid)
-        turn_ids = set(d.turns.column("turn_id").to_pylist())
-        rec_ids = d.records.column("record_id").to_pylist()
-        assert len(rec_ids) == len(set(rec_ids))
-        assert all(set(t) <= turn_ids and t for t in d.records.column("source_turn_ids").to_pylist())
-        assert all(set(ids) <= set(rec_ids) for ids in d.nodes.column("record_ids").to_pylist())
-        assert d.ids["records"] == rec_ids and d.ids["turns"] == d.turns.column("turn_id").to_pylist()
-        assert d.ids["nodes"] == d.nodes.column("node_id").to_pylist()
-        assert d.record_index.ntotal == len(rec_ids) and d.turn_index.ntotal == len(turn_ids)
-        assert d.node_index.ntotal <= d.nodes.num_rows
+    report = verify_store(tmp_path / "st")
+    assert report["ok"], report["problems"]
+    assert report["conversations"] == 3 and report["records"] == s.records and report["turns"] > 0
     m = json.loads((tmp_path / "st" / "manifest.json").read_text())
     assert m["backend"] == "rules" and m["models"]["llm"] == "rules-v1" and m["embedding_dim"] == 384
     assert m["counts"]["conversations"] == 3 and m["counts"]["records"] == s.records
@@ -86,6 +78,7 @@ def test_openai_encoder_failed_segments_then_retry_failed_equals_clean(tmp_path,
         assert len(failed) == 2 and all(s["error"] and s["turn_ids"] for s in failed)
         d = r.load(r.conversation_ids()[0])
         assert d.turns.num_rows == d.turn_index.ntotal  # raw turns of failed segments stay indexed
+        assert verify_conversation(r, r.conversation_ids()[0]) == []
 
         srv.handler = encoder_reply
         calls_before = len(srv.chat_requests())

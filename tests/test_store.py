@@ -116,3 +116,15 @@ def test_claims_detect_duplicates_but_allow_retries(tmp_path):
     assert w.claim("c", "run2", "b.jsonl:7") is None  # another run starts fresh
     w.release_claims("run1")
     assert w.claim("c", "run1", "b.jsonl:7") is None
+
+
+def test_verify_flags_broken_references(tmp_path):
+    from lychee_ray.verify import verify_store
+
+    w = MemoryStoreWriter(tmp_path)
+    art = artifacts("a")
+    art.records[0] = art.records[0].model_copy(update={"source_turn_ids": ["missing"]})
+    w.commit(art)
+    rep = verify_store(tmp_path)
+    assert not rep["ok"] and any("source turns missing" in p for p in rep["problems"]["a"])
+    assert any("segments do not cover" in p for p in rep["problems"]["a"])
