@@ -17,6 +17,7 @@ import numpy as np
 import ray
 
 from .adapters import input_files, read_input
+from .adapters.base import is_uri, open_input
 from .config import LycheeConfig, RateLimitConfig, ray_address
 from .llm.backend import resolve_backend
 from .llm.ratelimit import RateLimitState, WaitingRateLimiter
@@ -156,18 +157,18 @@ class ConversationBuilder:
         return _columns(list(await asyncio.gather(*(one(r) for r in _rows(batch)))))
 
 
-def estimate_total(fmt: str, files: list[Path]) -> int | None:
+def estimate_total(fmt: str, files: list[str]) -> int | None:
     """Conversation count when it is cheap to know (JSONL lines, Parquet row counts)."""
     if fmt == "jsonl":
         n = 0
         for f in files:
-            with open(f, "rb") as fh:
+            with open_input(f) as fh:
                 n += sum(1 for line in fh if line.strip())
         return n
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        return sum(pq.ParquetFile(open_input(f)).metadata.num_rows for f in files)
     return None  # dataset JSON files would have to be parsed in the driver to count them
 
 
@@ -223,7 +224,8 @@ def run_ray_build(
     if backend == "openai":
         limiter = RateLimiterActor.options(name=f"lychee-limiter-{run_id}").remote(cfg.llm.rate_limit.model_dump())
     rc = cfg.ray
-    ds = ray.data.from_items([{"path": str(Path(f).resolve())} for f in files], override_num_blocks=max(1, len(files)))
+    paths = [f if is_uri(f) else str(Path(f).resolve()) for f in files]  # workers may run elsewhere
+    ds = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, len(files)))
     # Small blocks of conversations: each actor task takes one, and an actor overlaps a few tasks
     # (its semaphore caps conversations in flight), so actors stay busy and outcomes stream back.
     rows_per_block = max(1, cfg.build.conversations_in_flight // 2)

@@ -141,3 +141,21 @@ def test_longmemeval_bad_date(tmp_path: Path):
     items = list(read_input("longmemeval", src))
     assert items[0].conversation is None and items[0].issues[0].field == "haystack_dates.0"
     assert items[1].conversation is not None
+
+
+def test_uri_inputs_and_parquet(tmp_path: Path):
+    from lychee_ray.adapters import input_files
+    from lychee_ray.models import conversations_to_table
+    import pyarrow.parquet as pq
+
+    (tmp_path / "a.jsonl").write_text(json.dumps(_conv("u1")) + "\n")
+    uri = f"file://{tmp_path}"
+    assert input_files("jsonl", uri) == [f"file://{tmp_path}/a.jsonl"]
+    items = list(read_input("jsonl", uri))
+    assert [i.conversation.conversation_id for i in items] == ["u1"]
+    table = conversations_to_table([Conversation.model_validate(_conv("p1")), Conversation.model_validate(_conv("p2"))])
+    pq.write_table(table, tmp_path / "convs.parquet")
+    got = [i.conversation.conversation_id for i in read_input("parquet", f"file://{tmp_path}/convs.parquet")]
+    assert got == ["p1", "p2"]
+    with pytest.raises(FileNotFoundError):
+        input_files("jsonl", f"file://{tmp_path}/missing")

@@ -35,7 +35,7 @@ def read_input(fmt: str, path: str | Path) -> Iterator[AdapterItem]:
     return dedupe_conversations(READERS[fmt](path))
 
 
-def input_files(fmt: str, path: str | Path) -> list[Path]:
+def input_files(fmt: str, path: str | Path) -> list[str]:
     """The files ``read_input(fmt, path)`` would read, in order."""
     from .base import list_input_files
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from pydantic import ValidationError
 
@@ -65,21 +66,53 @@ def issues_from_validation(
     return out
 
 
-def list_input_files(path: str | Path, suffixes: Iterable[str]) -> list[Path]:
-    """A file as-is, or a directory's files with the given suffixes in natural order."""
+def is_uri(path: str | Path) -> bool:
+    """True for ``scheme://...`` inputs (object storage etc., read through ``pyarrow.fs``)."""
+    return "://" in str(path)
+
+
+def open_input(path: str | Path) -> BinaryIO:
+    """Open a local path or a ``pyarrow.fs`` URI (``s3://``, ``gs://``, ``file://`` …) for reading."""
+    if is_uri(path):
+        from pyarrow import fs
+
+        filesystem, inner = fs.FileSystem.from_uri(str(path))
+        # random access (Parquet needs it) behind a buffered reader (line iteration for JSONL)
+        return io.BufferedReader(filesystem.open_input_file(inner))  # type: ignore[arg-type]
+    return open(path, "rb")
+
+
+def list_input_files(path: str | Path, suffixes: Iterable[str]) -> list[str]:
+    """A file as-is, or a directory's files with the given suffixes in natural order.
+
+    Local paths and ``pyarrow.fs`` URIs are both accepted; URIs are returned as URIs.
+    """
     import re
 
+    def natural(name: str) -> list:
+        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+    wanted = set(suffixes)
+    if is_uri(path):
+        from pyarrow import fs
+
+        filesystem, inner = fs.FileSystem.from_uri(str(path))
+        info = filesystem.get_file_info(inner)
+        if info.type == fs.FileType.NotFound:
+            raise FileNotFoundError(f"input not found: {path}")
+        if info.type == fs.FileType.File:
+            return [str(path)]
+        scheme = str(path).split("://", 1)[0]
+        infos = filesystem.get_file_info(fs.FileSelector(inner, recursive=False))
+        names = [i.path for i in infos if i.type == fs.FileType.File and Path(i.path).suffix in wanted]
+        return [f"{scheme}://{n}" for n in sorted(names, key=lambda n: natural(Path(n).name))]
     p = Path(path)
     if p.is_file():
-        return [p]
+        return [str(p)]
     if not p.exists():
         raise FileNotFoundError(f"input not found: {p}")
-    files = [f for f in p.iterdir() if f.is_file() and f.suffix in set(suffixes)]
-
-    def natural(f: Path) -> list:
-        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", f.name)]
-
-    return sorted(files, key=natural)
+    files = [f for f in p.iterdir() if f.is_file() and f.suffix in wanted]
+    return [str(f) for f in sorted(files, key=lambda f: natural(f.name))]
 
 
 def dedupe_conversations(items: Iterable[AdapterItem]) -> Iterator[AdapterItem]:

@@ -9,14 +9,14 @@ from typing import Iterator
 from pydantic import ValidationError
 
 from ..models import Conversation
-from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files
+from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files, open_input
 
 SUFFIXES = (".jsonl", ".ndjson")
 
 def read_jsonl_file(path: str | Path) -> Iterator[AdapterItem]:
     """Validate each line; a bad line becomes an issue and the next line is still read."""
     f = str(path)
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue

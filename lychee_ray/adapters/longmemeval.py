@@ -14,7 +14,7 @@ from typing import Any, Iterator
 from pydantic import ValidationError
 
 from ..models import Conversation, QAItem, Session, Turn
-from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files
+from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files, open_input
 from .dates import parse_datetime
 
 SUFFIXES = (".json",)
@@ -80,7 +80,8 @@ def read_longmemeval(path: str | Path) -> Iterator[AdapterItem]:
     for file in list_input_files(path, SUFFIXES):
         f = str(file)
         try:
-            data = json.loads(Path(file).read_text(encoding="utf-8"))
+            with open_input(file) as fh:
+                data = json.loads(fh.read().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             yield AdapterItem(f, issues=[InputIssue(f, f"not valid JSON: {e}")])
             continue

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from ..models import conversation_from_row
-from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files
+from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files, open_input
 
 SUFFIXES = (".parquet",)
 
@@ -19,7 +19,7 @@ def read_parquet(path: str | Path) -> Iterator[AdapterItem]:
     for file in list_input_files(path, SUFFIXES):
         f = str(file)
         try:
-            pf = pq.ParquetFile(file)
+            pf = pq.ParquetFile(open_input(file))
         except Exception as e:  # noqa: BLE001 — a corrupt file is one error, the others still load
             yield AdapterItem(f, issues=[InputIssue(f, f"unreadable Parquet: {e}")])
             continue

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..adapters import FORMATS
+from ..adapters.base import is_uri
 from ..cli import add_config_args, config_from_args
 
 
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    if not Path(args.input).exists():
+    if not is_uri(args.input) and not Path(args.input).exists():
         print(f"lychee-ray build: input not found: {args.input}", file=sys.stderr)
         return 2
     if args.dry_run:
