@@ -19,6 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 
 
+# Keys added after stores were built: left out of fingerprints while at this default value, so a
+# store built before the key existed still matches (and is reused) when the key is not changed.
+FINGERPRINT_OMIT_AT_DEFAULT: dict[tuple[str, str], Any] = {("encoder", "mode"): "atomic"}
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -173,6 +178,9 @@ class EncoderConfig(_Section):
     # A record without its own time takes the first time named in its source turns (LLM records;
     # rules records already carry per-sentence times, so this would smear one turn's date over all).
     time_from_turns: bool = True
+    # atomic = one record per fact (the method); summary = ONE summary record per segment (the
+    # paper's "summary-level records" ablation; `lychee-ray eval --variant summary`).
+    mode: Literal["atomic", "summary"] = "atomic"
 
 
 class NodesConfig(_Section):
@@ -241,7 +249,7 @@ class RecallConfig(_Section):
     record_depth: int = Field(60, ge=0)  # (a) record vectors
     node_depth: int = Field(8, ge=0)  # (b) nodes matched by vector, besides exact key matches
     node_record_depth: int = Field(60, ge=0)  # (b) records returned by the node channel
-    per_node_records: int = Field(15, ge=1)  # (b) cap on records taken from one node (best by similarity)
+    per_node_records: int = Field(40, ge=1)  # (b) cap on records taken from one node (best by similarity)
     time_depth: int = Field(40, ge=0)  # (c) time filter
     # (c) records up to this many days outside the constraint still count (ranked after overlapping ones).
     time_slack_days: int = Field(0, ge=0)
@@ -253,8 +261,9 @@ class RecallConfig(_Section):
     bm25_depth: int = Field(60, ge=0)  # (e) lexical BM25 over record and turn texts
     bm25_k1: float = Field(1.2, ge=0)
     bm25_b: float = Field(0.75, ge=0, le=1)
-    # Thread pool for channel calls (0 = run them in the calling thread).
-    threads: int = Field(4, ge=0)
+    # Thread pool running each (conversation, route)'s channels in parallel (0 = in the calling thread;
+    # on 2 cores the channels take ~2 ms in all, so more threads buy nothing).
+    threads: int = Field(2, ge=0)
     # FAISS OpenMP threads on the query path: searches are sub-millisecond, threads only add overhead.
     faiss_threads: int = Field(1, ge=1)
 
@@ -296,16 +305,17 @@ class SelectConfig(_Section):
     # Context tokens of the serialised evidence (offline tokenizer); never exceeded.
     budget_tokens: int = Field(2000, ge=0)
     # MMR: lambda * relevance - (1 - lambda) * max similarity to what is already selected.
-    mmr_lambda: float = Field(0.7, ge=0, le=1)
-    # A raw turn is shown with this many neighbouring turns of the same session on each side.
-    turn_window: int = Field(1, ge=0)
+    mmr_lambda: float = Field(0.85, ge=0, le=1)
+    # A raw turn is shown with this many neighbouring turns of the same session on each side (the
+    # answer often sits in the reply or the question around the matched turn; LoCoMo: 2 > 1 > 0).
+    turn_window: int = Field(2, ge=0)
     # A record and the raw turns it came from are both shown only when the later one adds at least
     # this many content words/numbers the earlier one lacks.
     min_novel_terms: int = Field(2, ge=1)
     # Source turn ids in the serialised evidence (costs a few tokens per item).
     show_source_ids: bool = True
     # Cost-aware gain: relevance * (median pool cost / item cost) ** exponent (0 = ignore cost).
-    cost_exponent: float = Field(0.0, ge=0)
+    cost_exponent: float = Field(0.4, ge=0)
     # Redundancy also counts the share of an item's turns the selection already covers, times this
     # weight (0 = cosine similarity only): spreads the budget over more of the conversation.
     source_overlap_weight: float = Field(0.0, ge=0)
@@ -332,6 +342,81 @@ class QueryConfig(_Section):
     max_conversations: int = Field(64, ge=1)
 
 
+class ServeAutoscalingConfig(_Section):
+    """Ray Serve autoscaling of the query deployment (replaces ``serve.replicas`` when enabled)."""
+
+    enabled: bool = False
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(2, ge=1)
+    # Ongoing requests per replica the autoscaler aims for.
+    target_ongoing_requests: float = Field(4.0, gt=0)
+    upscale_delay_s: float = Field(30.0, ge=0)
+    downscale_delay_s: float = Field(600.0, ge=0)
+
+
+class ServeConfig(_Section):
+    """Query service (Ray Serve + FastAPI ingress, DESIGN §4)."""
+
+    # Bind address of Serve's HTTP proxy: loopback unless deliberately opened.
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    # Bearer token required on every endpoint except /healthz (None = no auth); env LYCHEE_SERVE_TOKEN.
+    token: str | None = Field(None, repr=False)
+    # Fixed replica count (ignored when autoscaling is enabled).
+    replicas: int = Field(1, ge=1)
+    # CPUs Ray reserves per replica (fractional: a 2-core machine also runs the proxy and the clients).
+    replica_num_cpus: float = Field(0.5, gt=0)
+    # Requests one replica works on at once; more wait in Serve's queue.
+    max_ongoing_requests: int = Field(8, ge=1)
+    # Requests queued beyond that before Serve sheds load with 503 (-1 = unbounded).
+    max_queued_requests: int = Field(64, ge=-1)
+    # Serve's HTTP request timeout (a request still running after this gets 408/503).
+    request_timeout_s: float = Field(60.0, gt=0)
+    autoscaling: ServeAutoscalingConfig = Field(default_factory=ServeAutoscalingConfig)
+    # Loaded conversations per replica (LRU); overrides query.max_conversations in the service.
+    cache_max_conversations: int = Field(64, ge=1)
+    # Approximate bytes of loaded conversations per replica (LRU; 0 = count bound only).
+    cache_max_bytes: int = Field(1024 * 1024 * 1024, ge=0)
+    # Request bodies larger than this get 413.
+    max_request_bytes: int = Field(65536, ge=256)
+    # Longer questions get 422.
+    max_question_chars: int = Field(2000, ge=1)
+    # Largest budget_tokens a request may ask for (422 above).
+    max_budget_tokens: int = Field(16000, ge=0)
+    # @serve.batch over query embeddings of concurrent requests: requests per batch (capped at
+    # max_ongoing_requests / 2), wait for more; requests arriving during a model call share the next one.
+    batch_max_size: int = Field(8, ge=1)
+    batch_wait_ms: float = Field(5.0, ge=0)
+    # Torch intra-op threads per replica for query embeddings (0 = embedding.num_threads / torch default).
+    torch_threads: int = Field(1, ge=0)
+    # Seconds between checks of the store for new or rebuilt conversations (0 = only POST /v1/admin/reload).
+    reload_interval_s: float = Field(10.0, ge=0)
+    # After an LLM failure, plan with rules and fail /v1/query fast (503) for this long (0 = always retry).
+    llm_cooldown_s: float = Field(30.0, ge=0)
+
+
+class EvalConfig(_Section):
+    """Benchmark evaluation (``lychee-ray eval``; DESIGN §5)."""
+
+    # full_context variant: the whole conversation goes into the answer prompt when it has at most
+    # this many tokens; a longer one keeps its most recent turns that fit (reported as truncated).
+    full_context_max_tokens: int = Field(120000, ge=1)
+    # LLM judge model (None = llm.model); temperature 0, its tokens are counted separately.
+    judge_model: str | None = None
+    judge_max_completion_tokens: int = Field(200, ge=16)
+    # LoCoMo categories evaluated (the paper's 1,540 questions: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop).
+    locomo_categories: list[str] = Field(default_factory=lambda: ["1", "2", "3", "4"])
+    # Ray Data question pipeline: actor pool size, fractional CPUs per actor, questions per batch,
+    # questions answered concurrently inside one actor (threads; LLM calls overlap).
+    min_actors: int = Field(1, ge=1)
+    max_actors: int = Field(2, ge=1)
+    actor_num_cpus: float = Field(0.5, gt=0)
+    batch_size: int = Field(8, ge=1)
+    questions_in_flight: int = Field(4, ge=1)
+    # Finished answers are appended to the run directory every this many questions (resume unit).
+    flush_every: int = Field(50, ge=1)
+
+
 class LycheeConfig(_Section):
     """The whole effective configuration."""
 
@@ -344,10 +429,15 @@ class LycheeConfig(_Section):
     build: BuildConfig = Field(default_factory=BuildConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     query: QueryConfig = Field(default_factory=QueryConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
 
     def fingerprint(self, *sections: str) -> str:
         """Stable hash of the named sections (all when none), secrets excluded."""
-        data = self.model_dump(mode="json", exclude={"llm": {"api_key"}})
+        data = self.model_dump(mode="json", exclude={"llm": {"api_key"}, "serve": {"token"}})
+        for (sec, key), default in FINGERPRINT_OMIT_AT_DEFAULT.items():
+            if data.get(sec, {}).get(key) == default:  # keys added later: existing stores keep their fingerprint
+                del data[sec][key]
         if sections:
             data = {k: data[k] for k in sections}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
@@ -357,6 +447,8 @@ class LycheeConfig(_Section):
         data = self.model_dump(mode="json")
         if data["llm"].get("api_key"):
             data["llm"]["api_key"] = "***"
+        if data["serve"].get("token"):
+            data["serve"]["token"] = "***"
         return data
 
 
@@ -413,7 +505,10 @@ def _env_overrides(env: dict[str, str]) -> dict[str, Any]:
         llm["api_key"] = env["OPENAI_API_KEY"]
     if env.get("LYCHEE_LLM_MODEL"):
         llm["model"] = env["LYCHEE_LLM_MODEL"]
-    return {"llm": llm} if llm else {}
+    out: dict[str, Any] = {"llm": llm} if llm else {}
+    if env.get("LYCHEE_SERVE_TOKEN"):
+        out["serve"] = {"token": env["LYCHEE_SERVE_TOKEN"]}
+    return out
 
 
 def load_config(

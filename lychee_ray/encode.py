@@ -135,6 +135,40 @@ def normalise_type(raw: str) -> str | None:
     return TYPE_ALIASES.get(t)
 
 
+SUMMARY_MAX_CHARS = 1200  # a merged summary record's text is cut here (at a word boundary)
+
+
+def merge_to_summary(output: EncodeOutput, max_chars: int = SUMMARY_MAX_CHARS) -> EncodeOutput:
+    """``encoder.mode: summary``: collapse a segment's drafts into ONE summary record.
+
+    The text joins the drafts' texts in order (cut at ``max_chars``), entities/topics/source turns are
+    unions, the time spans the drafts' earliest start to latest end, and the type is the most common
+    draft type. An LLM asked for a summary usually returns one record already (then nothing changes);
+    the rules backend returns atomic sentences, which this turns into the segment-level record the
+    paper's "summary-level records" ablation stores. Empty outputs stay empty.
+    """
+    drafts = [d for d in output.records if d.text.strip()]
+    if len(drafts) <= 1:
+        return EncodeOutput(records=drafts, resolution_state=output.resolution_state)
+    text = " ".join(" ".join(d.text.split()) for d in drafts)
+    if len(text) > max_chars:
+        text = text[:max_chars].rsplit(" ", 1)[0] + " …"
+    types = [d.type for d in drafts]
+    rtype = max(dict.fromkeys(types), key=types.count)
+    starts = sorted(d.time.start for d in drafts if d.time and d.time.start)
+    ends = sorted(d.time.end or d.time.start for d in drafts if d.time and (d.time.end or d.time.start))
+    exprs = [d.time.expression for d in drafts if d.time and d.time.expression]
+    time = TimeDraft(start=starts[0], end=ends[-1], expression="; ".join(dict.fromkeys(exprs)) or None) if starts else None
+    merged = RecordDraft(
+        type=rtype, text=text,
+        entities=list(dict.fromkeys(e for d in drafts for e in d.entities)),
+        topics=list(dict.fromkeys(t for d in drafts for t in d.topics)),
+        time=time,
+        source_turns=sorted(set(i for d in drafts for i in d.source_turns)),
+    )
+    return EncodeOutput(records=[merged], resolution_state=output.resolution_state)
+
+
 def finalise_records(
     output: EncodeOutput, request: EncodeRequest, backend: str, model: str, resolve_time=None
 ) -> tuple[list[MemoryRecord], list[str]]:

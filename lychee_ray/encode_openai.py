@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import EncoderConfig, TokenizerConfig
-from .encode import EncodeOutput, EncodeRequest, EncodeResult
+from .encode import EncodeOutput, EncodeRequest, EncodeResult, merge_to_summary
 from .records import RECORD_TYPES
 from .tokens import count_tokens, truncate_to_tokens
 
@@ -37,6 +37,21 @@ Fields:
 resolution_state: a short note of who or what the pronouns and aliases of this conversation refer to
 (e.g. "I = Caroline; you = Melanie; 'the shelter' = Hope Animal Shelter"), for the next segment.
 """
+
+
+# encoder.mode: summary — the paper's "summary-level records" ablation: the same call and output
+# schema, but ONE record summarising the whole segment instead of one record per fact.
+SUMMARY_INSTRUCTIONS = INSTRUCTIONS.replace(
+    "Each record is ONE standalone sentence that can be understood with no other context:",
+    "Write exactly ONE record: a short standalone summary (1-3 sentences) of the whole segment that can be\n"
+    "understood with no other context:",
+).replace("- one fact per record; skip greetings and small talk; do not invent anything.",
+          "- summarise the segment as a whole; skip greetings and small talk; do not invent anything.")
+
+
+def instructions_for(cfg: EncoderConfig) -> str:
+    """Static system prompt for ``encoder.mode`` (atomic records or one summary record)."""
+    return SUMMARY_INSTRUCTIONS if cfg.mode == "summary" else INSTRUCTIONS
 
 
 def _format_turn(t: Any, max_chars: int) -> str:
@@ -78,7 +93,7 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
         f"Reference context from earlier segments:\n{rho or '(none)'}\n\n"
         f"Segment turns:\n{turns}"
     )
-    return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": instructions_for(cfg)}, {"role": "user", "content": user}]
 
 
 class OpenAIEncoder:
@@ -101,4 +116,5 @@ class OpenAIEncoder:
             max_completion_tokens=self.cfg.max_completion_tokens,
             keys={"conversation_id": request.conversation_id, "segment_id": request.segment_id},
         )
-        return EncodeResult(output=res.parsed, attempts=res.usage.attempts, model=self.model)
+        out = merge_to_summary(res.parsed) if self.cfg.mode == "summary" else res.parsed
+        return EncodeResult(output=out, attempts=res.usage.attempts, model=self.model)

@@ -36,7 +36,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Literal
 
-from .encode import EncodeOutput, EncodeRequest, EncodeResult, RecordDraft, SegmentTurn, TimeDraft
+from .encode import EncodeOutput, EncodeRequest, EncodeResult, RecordDraft, SegmentTurn, TimeDraft, merge_to_summary
 from .timeparse import rewrite_relative
 
 WeMode = Literal["auto", "pair", "keep"]
@@ -577,7 +577,9 @@ class RulesEncoder:
     - ``image_records`` (True): a record per shared image caption;
     - ``topic_bigrams`` (True): adjacent content-word pairs as topics;
     - ``max_records_per_turn`` (0 = unlimited): cap for very long turns (assistant answers);
-    - ``day_first`` (False): read "05/08/2023" as 5 August instead of May 8.
+    - ``day_first`` (False): read "05/08/2023" as 5 August instead of May 8;
+    - ``summary`` (False): ``encoder.mode: summary`` — the segment's sentences are merged into ONE
+      summary record (:func:`~lychee_ray.encode.merge_to_summary`), the paper's summary-level ablation.
     """
 
     backend = "rules"
@@ -596,6 +598,7 @@ class RulesEncoder:
         topic_bigrams: bool = True,
         max_records_per_turn: int = 0,
         day_first: bool = False,
+        summary: bool = False,
     ) -> None:
         if we_mode not in ("auto", "pair", "keep"):
             raise ValueError(f"we_mode must be auto, pair or keep, got {we_mode!r}")
@@ -609,10 +612,12 @@ class RulesEncoder:
         self.topic_bigrams = topic_bigrams
         self.max_records_per_turn = max_records_per_turn
         self.day_first = day_first
+        self.summary = summary
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:
         """Encode one segment (pure CPU, well under 1 ms per chat turn; nothing to await)."""
-        return EncodeResult(output=self.encode_sync(request), attempts=1, model=self.model)
+        out = self.encode_sync(request)
+        return EncodeResult(output=merge_to_summary(out) if self.summary else out, attempts=1, model=self.model)
 
     # ------------------------------------------------------------ helpers
 

@@ -8,7 +8,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Tests must never pick up a developer's real endpoint or key.
-for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL", "LYCHEE_LLM_MODEL"):
+for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL", "LYCHEE_LLM_MODEL", "LYCHEE_SERVE_TOKEN"):
     os.environ.pop(_var, None)
 
 @pytest.fixture(scope="session")

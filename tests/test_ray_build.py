@@ -85,11 +85,12 @@ def test_cluster_limiter_never_over_limit_across_actors(ray_session):
 
     t0 = time.time()
     grants = sorted(t for g in ray.get([hammer.remote(limiter, 3.0) for _ in range(3)]) for t in g)
-    elapsed = max(grants[-1] - t0, 0.001) if grants else 3.0
-    # 60/min = 1 per second paced, burst of 2 s worth: never more than burst + rate * elapsed (+1 slack)
-    assert 0 < len(grants) <= 2 + elapsed * 1.0 + 1
+    elapsed = time.time() - t0
     stats = ray.get(limiter.stats.remote())
-    assert stats["granted"] == len(grants) and stats["calls_last_min"] <= 60
+    # An acquire cancelled by the client's timeout may still have been granted by the actor, so the
+    # actor's count is the one that must respect the limit: 60/min paced at 1/s with a 2 s burst.
+    assert 0 < len(grants) <= stats["granted"] <= 2 + elapsed * 1.0 + 1
+    assert stats["calls_last_min"] <= 60
 
     # a 429 Retry-After pause stops everyone
     ray.get(limiter.pause.remote(1.0))

@@ -4,6 +4,11 @@
 :mod:`lychee_ray.encode_openai` writes) and answers valid ``{records, resolution_state}`` JSON: one
 record per turn. Tests and the throughput benchmark use it to drive the real ``openai`` encoder
 path end to end without a model.
+
+For ``lychee-ray eval`` end to end there are query-side and judge stand-ins too: :func:`plan_reply`
+(one route: the question), :func:`answer_reply` (the memory line sharing most words with the
+question), :func:`judge_reply` (CORRECT when every gold token is in the answer) and
+:func:`eval_reply`, one handler that routes encode / plan / answer / judge requests.
 """
 
 from __future__ import annotations
@@ -43,3 +48,72 @@ def encoder_reply(body: dict[str, Any]) -> dict[str, Any]:
 
 def is_encode_request(body: dict[str, Any]) -> bool:
     return schema_name(body) == "segment_records" or "Segment turns:" in prompt_text(body)
+
+
+# ------------------------------------------------------------------------------------------------
+# query-side and judge replies (``lychee-ray eval`` end to end against the test server)
+# ------------------------------------------------------------------------------------------------
+
+_QUESTION = re.compile(r"^Question: (.*)$", re.M)
+_GOLD = re.compile(r"^Gold answer: (.*)$", re.M)
+_GENERATED = re.compile(r"^Generated answer: (.*)$", re.M)
+_MEMORY = re.compile(r"<memory>\n?(.*?)</memory>", re.S)
+
+
+def is_plan_request(body: dict[str, Any]) -> bool:
+    return schema_name(body) == "query_plan" or "You plan memory retrieval" in prompt_text(body)
+
+
+def is_answer_request(body: dict[str, Any]) -> bool:
+    return schema_name(body) == "memory_answer" or "<memory>" in prompt_text(body)
+
+
+def is_judge_request(body: dict[str, Any]) -> bool:
+    return schema_name(body) == "judge_verdict" or "Gold answer:" in prompt_text(body)
+
+
+def plan_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """A valid one-route plan: the question itself as the search text, no constraints."""
+    m = _QUESTION.search(prompt_text(body))
+    q = m.group(1).strip() if m else "question"
+    return {"question_type": "single_hop", "routes": [{"goal": "answer the question", "search_texts": [q], "entities": [],
+                                                       "topics": [], "record_types": [], "time": None}]}
+
+
+def answer_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """An extractive answer: the memory line sharing the most words with the question (or "I don't know")."""
+    msgs = body.get("messages") or []
+    text = str((msgs[-1] if msgs else {}).get("content") or "")  # the user message (the system prompt names the tags too)
+    m = _QUESTION.search(text)
+    q = set(re.findall(r"[a-z0-9]+", (m.group(1) if m else "").lower()))
+    mem = _MEMORY.search(text)
+    best, score = "", 0
+    for line in (mem.group(1) if mem else "").splitlines():
+        line = line.strip()
+        if not line.startswith("- "):
+            continue
+        s = len(q & set(re.findall(r"[a-z0-9]+", line.lower())))
+        if s > score:
+            best, score = line[2:], s
+    return {"answer": best or "I don't know."}
+
+
+def judge_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """CORRECT when every normalised gold token appears in the generated answer, else WRONG."""
+    text = prompt_text(body)
+    g, a = _GOLD.search(text), _GENERATED.search(text)
+    gold = set(re.findall(r"[a-z0-9]+", (g.group(1) if g else "").lower()))
+    ans = set(re.findall(r"[a-z0-9]+", (a.group(1) if a else "").lower()))
+    ok = bool(gold) and gold <= ans
+    return {"verdict": "CORRECT" if ok else "WRONG", "reason": "gold tokens present" if ok else "gold tokens missing"}
+
+
+def eval_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """One handler for every call an eval run makes: encode, plan, answer, judge."""
+    if is_judge_request(body):
+        return judge_reply(body)
+    if is_plan_request(body):
+        return plan_reply(body)
+    if is_answer_request(body):
+        return answer_reply(body)
+    return encoder_reply(body)

@@ -1,0 +1,62 @@
+"""``lychee-ray eval-retrieval``: evidence recall of the selected context vs naive turn-RAG (no LLM)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..adapters import FORMATS
+from ..cli import add_config_args, config_from_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval-retrieval", help="gold-evidence recall of the selected context vs naive turn-RAG (no LLM)")
+    p.add_argument("--memory", required=True, help="memory store directory")
+    p.add_argument("--data", required=True, help="dataset with QA and gold evidence (e.g. ../shared/data/locomo)")
+    p.add_argument("--format", default="locomo", choices=FORMATS)
+    p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
+    p.add_argument("--categories", default=None, help="comma-separated categories (default for locomo: 1,2,3,4; else all)")
+    p.add_argument("--limit", type=int, default=None, help="first N questions only (quick checks)")
+    p.add_argument("--per-question", action="store_true", help="add per-question rows to the output file")
+    p.add_argument("--out", default=None, help="write the JSON report here (it is printed either way)")
+    add_config_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..query import MemoryStore
+    from ..retrieval_eval import LOCOMO_CATEGORIES, evaluate_retrieval, load_questions, question_rows
+
+    cfg = config_from_args(args)
+    if not Path(args.data).exists():
+        print(f"lychee-ray eval-retrieval: data not found: {args.data}", file=sys.stderr)
+        return 2
+    try:
+        store = MemoryStore.open(args.memory, cfg, llm="rules")
+    except FileNotFoundError as e:
+        print(f"lychee-ray eval-retrieval: {e}", file=sys.stderr)
+        return 2
+    cats = args.categories.split(",") if args.categories else (LOCOMO_CATEGORIES if args.format == "locomo" else None)
+    questions = load_questions(args.format, args.data, cats)
+    if args.limit:
+        questions = questions[: args.limit]
+    if not questions:
+        print("lychee-ray eval-retrieval: no questions with gold evidence", file=sys.stderr)
+        return 1
+
+    def progress(done: int, total: int) -> None:
+        if done % 200 == 0 or done == total:
+            print(f"eval-retrieval: {done}/{total} questions", file=sys.stderr)
+
+    with store:
+        report, results = evaluate_retrieval(store, questions, args.budget_tokens, progress=progress)
+    print(json.dumps(report, indent=1))
+    if args.out:
+        out = dict(report)
+        if args.per_question:
+            out["details"] = question_rows(results, with_covered=True)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return 0 if report["questions"] else 1

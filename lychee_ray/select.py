@@ -1,0 +1,414 @@
+"""Budgeted diversity selection over the wide fused pool (DESIGN §1 step 6).
+
+Greedy MMR: at each step the pool item with the best ``λ·relevance − (1−λ)·max_sim(selected)``
+whose serialised evidence still fits the token budget is taken (relevance = fused or reranked score
+scaled to [0, 1]; similarity = cosine of the item vectors). Selection runs over the whole fused
+pool, not a top-k cut of it, and stops when nothing more fits. The budget counts the serialised
+evidence with the offline tokenizer and is never exceeded.
+
+Serialisation (what the answer prompt shows and the budget counts), in conversation order, one
+header per session date::
+
+    ## session 2023-05-08
+    - D1:3 [event, 2023-05-07] Caroline went to an LGBTQ support group on 7 May 2023.
+    - D1:4 Melanie: Wow, that's cool, Caroline! What happened that was so awesome?
+
+a record is one line with its source turn ids, ``[type, absolute time]`` (time omitted when it is
+the session date) and its text; a raw turn is shown as a window of ``turn_window`` neighbouring
+turns on each side within its session, one ``id Speaker: content`` line per turn.
+
+No duplicate evidence: a record is shown once (and a record whose text equals a shown record's is
+skipped); a turn is shown at most once (a window is trimmed to the turns not yet shown, keeping the
+contiguous run around its centre; a candidate whose centre is already shown is skipped).
+
+Record vs raw-turn rule ("never both unless the turns add something"): content terms are the
+stemmed, stop-worded words and numbers of :func:`~lychee_ray.recall.lexical_terms`.
+
+- A turn with shown records made from it is shown only if it has at least ``min_novel_terms``
+  content terms those records lack (otherwise a window drops it; a candidate centred on it is
+  skipped).
+- A record whose source turns are all shown is selected only if it has at least
+  ``min_novel_terms`` content terms those turns lack (e.g. an absolute date resolved from
+  "yesterday", or a name resolved from a pronoun).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+
+from .config import SelectConfig
+from .fuse import FusedItem, ItemKey
+from .recall import ConversationView
+from .records import TimeSpan
+from .tokens import DEFAULT_ENCODING, count_tokens
+
+EvidenceKind = Literal["record", "turns"]
+
+
+@dataclass
+class Evidence:
+    """One selected unit of context."""
+
+    key: ItemKey
+    kind: EvidenceKind
+    conversation_id: str
+    id: str  # record id, or the window's centre turn id
+    text: str  # record text, or the window's "Speaker: content" lines
+    type: str  # record type, or "turns"
+    time: TimeSpan | None
+    session_date: str | None
+    turn_ids: list[str]  # source turns of a record; the turns of a window (what the unit covers)
+    score: float
+    channels: list[str]
+    routes: list[int]
+    block: str = ""  # serialised form (counted against the budget)
+    # tokens the block adds to the context (its lines and their newlines; the session header not included)
+    tokens: int = 0
+    order: tuple[int, int] = (0, 0)  # chronological position (first covered turn)
+    rank: int = 0  # position in selection order (0 = picked first)
+    group: tuple[str, str | None] = ("", None)  # (conversation id, session day): the header it goes under
+
+
+@dataclass
+class Selection:
+    """Selected evidence (chronological) and its serialisation."""
+
+    evidence: list[Evidence]
+    context: str
+    tokens: int
+    budget: int
+    pool: int
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------------
+# serialisation
+# ------------------------------------------------------------------------------------------------
+
+
+def fmt_day(iso: str | None) -> str | None:
+    return iso[:10] if iso else None
+
+
+def fmt_time(span: TimeSpan | None) -> str | None:
+    """Compact absolute time: 2023-05-07, 2023-05 (month), 2023 (year), a..b (range)."""
+    if span is None or not (span.start or span.end):
+        return None
+    s, e = fmt_day(span.start), fmt_day(span.end)
+    if span.granularity == "year" and s:
+        return s[:4] if (e is None or e[:4] == s[:4]) else f"{s[:4]}..{e[:4]}"
+    if span.granularity == "month" and s and (e is None or e[:7] == s[:7]):
+        return s[:7]
+    if s and e and s == e:
+        return s
+    return f"{s or ''}..{e or ''}"
+
+
+def fmt_turn_ids(ids: Sequence[str]) -> str:
+    if len(ids) <= 2:
+        return ",".join(ids)
+    return f"{ids[0]}-{ids[-1]}"
+
+
+def group_header(conversation_id: str, session_date: str | None, show_conversation: bool) -> str:
+    """``## session 2023-05-08`` (+ the conversation id when several are in scope)."""
+    head = f"## session {fmt_day(session_date) or 'undated'}"
+    return f"{head} ({conversation_id})" if show_conversation else head
+
+
+def record_block(view: ConversationView, pos: int, show_source_ids: bool) -> str:
+    """``- D1:3 [type, time] text`` — time only when it differs from the session date."""
+    said = fmt_day(view.record_session_date[pos])
+    t = fmt_time(view.record_time[pos])
+    tag = view.record_type[pos] + (f", {t}" if t and t != said else "")
+    src = f"{fmt_turn_ids(view.record_sources[pos])} " if show_source_ids and view.record_sources[pos] else ""
+    return f"- {src}[{tag}] {' '.join(view.record_text[pos].split())}"
+
+
+def turns_block(view: ConversationView, positions: Sequence[int], show_source_ids: bool) -> str:
+    """One ``- D1:3 Speaker: content`` line per turn of a window."""
+    return "\n".join(
+        f"- {view.turn_ids[p] + ' ' if show_source_ids else ''}{view.turn_speaker[p]}: {' '.join(view.turn_text[p].split())}"
+        for p in positions
+    )
+
+
+def line_tokens(text: str, encoding: str) -> int:
+    """Tokens a line adds to the rendered context: the line with the newline that follows it
+    (BPE often merges that newline into the line's last token, e.g. ``.\n``)."""
+    return count_tokens(text + "\n", encoding)
+
+
+def record_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, encoding: str) -> int:
+    """:func:`line_tokens` of a record's line (cached on the view)."""
+    key = ("rec_tok", pos, show_source_ids, encoding)
+    n = view.memo.get(key)
+    if n is None:
+        n = view.memo[key] = line_tokens(record_block(view, pos, show_source_ids), encoding)
+    return n
+
+
+def turn_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, encoding: str) -> int:
+    """:func:`line_tokens` of a raw turn's line (cached on the view)."""
+    key = ("turn_tok", pos, show_source_ids, encoding)
+    n = view.memo.get(key)
+    if n is None:
+        n = view.memo[key] = line_tokens(turns_block(view, [pos], show_source_ids), encoding)
+    return n
+
+
+def full_window(view: ConversationView, center: int, width: int) -> list[int]:
+    """The centre turn and up to ``width`` same-session neighbours per side (nothing trimmed)."""
+    sess = view.turn_session[center]
+    lo, hi = center, center
+    while lo > 0 and center - lo < width and view.turn_session[lo - 1] == sess:
+        lo -= 1
+    while hi < view.num_turns - 1 and hi - center < width and view.turn_session[hi + 1] == sess:
+        hi += 1
+    return list(range(lo, hi + 1))
+
+
+def turn_unit_text(view: ConversationView, positions: Sequence[int]) -> str:
+    return "\n".join(f"{view.turn_speaker[p]}: {view.turn_text[p]}" for p in positions)
+
+
+def render(units: Sequence["Evidence"], show_conversation: bool) -> str:
+    """Units in the given order, under a header per (conversation, session date) group."""
+    lines: list[str] = []
+    group = None
+    for u in units:
+        if u.group != group:
+            group = u.group
+            lines.append(group_header(u.conversation_id, group[1], show_conversation))
+        lines.append(u.block)
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# selection
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Shown:
+    turns: set[int] = field(default_factory=set)
+    records: set[int] = field(default_factory=set)
+    texts: set[str] = field(default_factory=set)
+
+
+def _novel(terms: frozenset[str], against: list[frozenset[str]]) -> int:
+    if not against:
+        return len(terms)
+    covered = frozenset().union(*against)
+    return len(terms - covered)
+
+
+def turn_is_redundant(view: ConversationView, shown: _Shown, tp: int, min_novel: int) -> bool:
+    """A turn whose shown records already say all but < ``min_novel`` of its content terms."""
+    recs = [r for r in view.turn_records[tp] if r in shown.records]
+    if not recs:
+        return False
+    return _novel(view.turn_terms[tp], [view.record_terms[r] for r in recs]) < min_novel
+
+
+def record_is_redundant(view: ConversationView, shown: _Shown, rp: int, min_novel: int) -> bool:
+    """A record whose source turns are all shown and which adds < ``min_novel`` content terms."""
+    src = view.record_turns[rp]
+    if not src or not all(t in shown.turns for t in src):
+        return False
+    return _novel(view.record_terms[rp], [view.turn_terms[t] for t in src]) < min_novel
+
+
+def turn_window(view: ConversationView, shown: _Shown, center: int, width: int, min_novel: int) -> list[int]:
+    """The centre turn plus up to ``width`` same-session neighbours per side that are not yet shown
+    and not redundant with shown records; only the contiguous run around the centre is kept."""
+    sess = view.turn_session[center]
+    out = [center]
+    for step in (-1, 1):
+        p = center
+        for _ in range(width):
+            p += step
+            if p < 0 or p >= view.num_turns or view.turn_session[p] != sess or p in shown.turns:
+                break
+            if turn_is_redundant(view, shown, p, min_novel):
+                break
+            out.append(p)
+    return sorted(out)
+
+
+def select_evidence(
+    pool: Sequence[FusedItem],
+    relevance: Sequence[float] | np.ndarray,
+    views: dict[str, ConversationView],
+    budget_tokens: int,
+    cfg: SelectConfig,
+    encoding: str = DEFAULT_ENCODING,
+) -> Selection:
+    """Greedy budgeted MMR over ``pool`` (see the module docstring for the rules)."""
+    n = len(pool)
+    skipped = {"duplicate": 0, "redundant": 0, "budget": 0}
+    if n == 0 or budget_tokens <= 0:
+        return Selection([], "", 0, budget_tokens, n, skipped)
+    show_conv = len({it.key.conversation_id for it in pool}) > 1
+    pos = np.empty(n, dtype=np.int64)
+    vecs = np.zeros((n, next(iter(views.values())).dim), dtype=np.float32)
+    for i, it in enumerate(pool):
+        v = views[it.key.conversation_id]
+        p = v.record_pos[it.key.id] if it.key.kind == "record" else v.turn_pos[it.key.id]
+        pos[i] = p
+        vecs[i] = v.vector(it.key.kind, p)
+    rel = np.asarray(relevance, dtype=np.float64)
+    top = rel.max() if len(rel) else 0.0
+    rel = rel / top if top > 0 else np.ones(n)
+    # what each item would cover and cost if picked now (windows untrimmed): for the cost-aware
+    # gain and the source-overlap penalty
+    item_turns: list[tuple[str, list[int]]] = []
+    cost0 = np.empty(n, dtype=np.float64)
+    for i, it in enumerate(pool):
+        v = views[it.key.conversation_id]
+        p = int(pos[i])
+        if it.key.kind == "record":
+            item_turns.append((it.key.conversation_id, v.record_turns[p]))
+            cost0[i] = record_line_tokens(v, p, cfg.show_source_ids, encoding)
+        else:
+            win = full_window(v, p, cfg.turn_window)
+            item_turns.append((it.key.conversation_id, win))
+            cost0[i] = sum(turn_line_tokens(v, q, cfg.show_source_ids, encoding) for q in win)
+    gain = rel
+    if cfg.cost_exponent > 0:
+        gain = rel * (np.median(cost0) / np.maximum(cost0, 1.0)) ** cfg.cost_exponent
+        gain = gain / gain.max()
+    by_turn: dict[tuple[str, int], list[int]] = {}
+    for i, (cid, tps) in enumerate(item_turns):
+        for tp in tps:
+            by_turn.setdefault((cid, tp), []).append(i)
+    covered: set[tuple[str, int]] = set()
+    overlap = np.zeros(n, dtype=np.float64)  # share of an item's turns already covered by the selection
+    lam = cfg.mmr_lambda
+    max_sim = np.zeros(n, dtype=np.float64)
+    alive = np.ones(n, dtype=bool)
+    shown: dict[str, _Shown] = {cid: _Shown() for cid in views}
+    chosen: list[Evidence] = []
+    groups: set[tuple[str, str | None]] = set()
+    header_tokens: dict[tuple[str, str | None], int] = {}
+    remaining = budget_tokens
+    while True:
+        redundancy = np.maximum(max_sim, cfg.source_overlap_weight * overlap) if cfg.source_overlap_weight > 0 else max_sim
+        mmr = lam * gain - (1 - lam) * redundancy
+        mmr[~alive] = -np.inf
+        picked = False
+        while True:  # best candidate first; rejected ones leave the pool for good
+            i = int(np.argmax(mmr))
+            if mmr[i] == -np.inf:
+                break
+            alive[i] = False
+            mmr[i] = -np.inf
+            it = pool[i]
+            cid = it.key.conversation_id
+            view = views[cid]
+            p = int(pos[i])
+            cand = _candidate(it.key.kind, p, view, shown[cid], cfg, encoding, skipped)
+            if cand is None:
+                continue
+            positions, tokens, group = cand
+            # its lines (each with its newline), plus its session header when that group is new
+            cost = tokens
+            if group not in groups:
+                if group not in header_tokens:
+                    header_tokens[group] = line_tokens(group_header(group[0], group[1], show_conv), encoding)
+                cost += header_tokens[group]
+            if cost > remaining:
+                skipped["budget"] += 1
+                continue
+            remaining -= cost
+            groups.add(group)
+            unit = _build_unit(it, p, positions, tokens, group, float(rel[i]), view, cfg)
+            unit.rank = len(chosen)
+            chosen.append(unit)
+            _mark_shown(unit, view, shown[cid], p)
+            max_sim = np.maximum(max_sim, vecs @ vecs[i])
+            new_turns = [(cid, tp) for tp in (positions if unit.kind == "turns" else view.record_turns[p])]
+            touched = {j for key in new_turns if key not in covered for j in by_turn.get(key, ())}
+            covered.update(new_turns)
+            for j in touched:
+                c, tps = item_turns[j]
+                overlap[j] = sum((c, tp) in covered for tp in tps) / len(tps) if tps else 0.0
+            picked = True
+            break
+        if not picked:
+            break
+    chosen.sort(key=lambda e: (e.conversation_id, e.order))
+    context = render(chosen, show_conv)
+    tokens = count_tokens(context, encoding)
+    while tokens > budget_tokens and chosen:  # BPE merges across lines could, in theory, beat the bound
+        worst = min(range(len(chosen)), key=lambda j: chosen[j].score)
+        chosen.pop(worst)
+        context = render(chosen, show_conv)
+        tokens = count_tokens(context, encoding)
+    return Selection(chosen, context, tokens, budget_tokens, n, skipped)
+
+
+def _norm_text(view: ConversationView, p: int) -> str:
+    key = ("norm", p)
+    t = view.memo.get(key)
+    if t is None:
+        t = view.memo[key] = " ".join(view.record_text[p].lower().split())
+    return t
+
+
+def _candidate(kind: str, p: int, view: ConversationView, shown: _Shown, cfg: SelectConfig, encoding: str,
+               skipped: dict[str, int]) -> tuple[list[int], int, tuple[str, str | None]] | None:
+    """(window turn positions or [], tokens, group) of a pool item as it would be shown now, or
+    None when it is a duplicate or redundant (counted in ``skipped``). No strings are built here."""
+    cid = view.conversation_id
+    if kind == "record":
+        if p in shown.records or _norm_text(view, p) in shown.texts:
+            skipped["duplicate"] += 1
+            return None
+        if record_is_redundant(view, shown, p, cfg.min_novel_terms):
+            skipped["redundant"] += 1
+            return None
+        return [], record_line_tokens(view, p, cfg.show_source_ids, encoding), (cid, fmt_day(view.record_session_date[p]))
+    if p in shown.turns:
+        skipped["duplicate"] += 1
+        return None
+    if turn_is_redundant(view, shown, p, cfg.min_novel_terms):
+        skipped["redundant"] += 1
+        return None
+    window = turn_window(view, shown, p, cfg.turn_window, cfg.min_novel_terms)
+    tokens = sum(turn_line_tokens(view, q, cfg.show_source_ids, encoding) for q in window)
+    return window, tokens, (cid, fmt_day(view.turn_session_date[p]))
+
+
+def _build_unit(it: FusedItem, p: int, window: list[int], tokens: int, group: tuple[str, str | None], rel: float,
+                view: ConversationView, cfg: SelectConfig) -> Evidence:
+    cid = it.key.conversation_id
+    if it.key.kind == "record":
+        src = view.record_turns[p]
+        return Evidence(
+            key=it.key, kind="record", conversation_id=cid, id=it.key.id, text=view.record_text[p],
+            type=view.record_type[p], time=view.record_time[p], session_date=view.record_session_date[p],
+            turn_ids=list(view.record_sources[p]), score=rel, channels=sorted(it.channels), routes=sorted(it.routes),
+            block=record_block(view, p, cfg.show_source_ids), tokens=tokens, order=(min(src) if src else 1 << 30, 0),
+            group=group,
+        )
+    return Evidence(
+        key=it.key, kind="turns", conversation_id=cid, id=it.key.id, text=turn_unit_text(view, window),
+        type="turns", time=None, session_date=view.turn_session_date[p], turn_ids=[view.turn_ids[q] for q in window],
+        score=rel, channels=sorted(it.channels), routes=sorted(it.routes),
+        block=turns_block(view, window, cfg.show_source_ids), tokens=tokens, order=(window[0], 1), group=group,
+    )
+
+
+def _mark_shown(unit: Evidence, view: ConversationView, shown: _Shown, p: int) -> None:
+    if unit.kind == "record":
+        shown.records.add(p)
+        shown.texts.add(_norm_text(view, p))
+    else:
+        shown.turns.update(view.turn_pos[t] for t in unit.turn_ids)
+
+
+__all__ = ["Evidence", "Selection", "fmt_time", "group_header", "record_block", "render", "select_evidence", "turns_block"]

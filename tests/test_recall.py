@@ -1,0 +1,104 @@
+"""Recall channels over a small synthetic conversation: records, nodes, time, turns, BM25."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lychee_ray.records import TimeSpan
+from lychee_ray.recall import (
+    lexical_terms,
+    recall_bm25,
+    recall_nodes,
+    recall_records,
+    recall_time,
+    recall_turns,
+    stem,
+)
+from tests.test_query import conversation_spec, make_store
+
+
+@pytest.fixture(scope="module")
+def view(tmp_path_factory, embedder):
+    from lychee_ray.query import MemoryStore
+
+    root = make_store(tmp_path_factory.mktemp("recall"), embedder, [conversation_spec("c-1")])
+    store = MemoryStore.open(root, embedder=embedder, llm="rules")
+    yield store.view("c-1")
+    store.close()
+
+
+def q(embedder, *texts: str) -> np.ndarray:
+    return embedder.encode(list(texts))
+
+
+def text_of(view, hit) -> str:
+    return view.record_text[view.record_pos[hit.id]] if hit.kind == "record" else view.turn_text[view.turn_pos[hit.id]]
+
+
+def test_record_vectors(view, embedder):
+    hits = recall_records(view, q(embedder, "Melanie took a pottery class"), depth=3)
+    assert len(hits) == 3 and all(h.kind == "record" for h in hits)
+    assert "pottery" in text_of(view, hits[0])
+    assert hits[0].score >= hits[1].score >= hits[2].score
+    # several search texts: best score per record, no duplicates
+    multi = recall_records(view, q(embedder, "pottery class", "charity race"), depth=8)
+    assert len({h.id for h in multi}) == len(multi) == 8
+    assert {"pottery" in text_of(view, h) or "charity" in text_of(view, h) for h in multi[:2]} == {True}
+
+
+def test_turn_vectors(view, embedder):
+    hits = recall_turns(view, q(embedder, "kids like dinosaurs"), depth=2)
+    assert [h.kind for h in hits] == ["turn", "turn"] and hits[0].id == "D1:4"
+
+
+def test_node_expansion_exact_keys_and_cap(view, embedder):
+    qv = q(embedder, "where did she live before")
+    hits = recall_nodes(view, qv, ["Sweden"], [], node_depth=0, depth=10, per_node=5)
+    assert [text_of(view, h) for h in hits] == ["Caroline moved from Sweden in 2019."]
+    # entity node of Melanie links 4 records; the per-node cap keeps the most similar
+    capped = recall_nodes(view, q(embedder, "pottery class"), ["Melanie"], [], node_depth=0, depth=10, per_node=2)
+    assert len(capped) == 2 and "pottery" in text_of(view, capped[0])
+    # entity x topic exact match (most specific) plus nodes found by vector
+    both = recall_nodes(view, q(embedder, "painting"), ["Melanie"], ["painting"], node_depth=3, depth=10, per_node=10)
+    assert "painting a sunrise" in text_of(view, both[0])
+    assert recall_nodes(view, qv, ["Nobody"], ["nothing"], node_depth=0, depth=10, per_node=5) == []
+
+
+def test_time_filter_overlap_then_closeness(view, embedder):
+    june = TimeSpan(start="2023-06-01", end="2023-06-30", granularity="month")
+    qv = q(embedder, "what happened")
+    # content time only
+    hits = recall_time(view, qv, june, depth=10, use_session_date=False, include_turns=False)
+    texts = [text_of(view, h) for h in hits]
+    assert len(texts) == 2 and any("speech" in t for t in texts) and any("charity race" in t for t in texts)
+    slack = [text_of(view, h) for h in recall_time(view, qv, june, depth=10, slack_days=3, use_session_date=False, include_turns=False)]
+    assert "pottery" in slack[-1]  # 2 July: one day outside, ranked after the overlapping ones
+    # session dates: everything said on 9 June 2023 matches too, after the content-time matches
+    hits = recall_time(view, qv, june, depth=20)
+    kinds = [(h.kind, text_of(view, h)) for h in hits]
+    assert {t for _, t in kinds[:2]} == set(texts)
+    assert any("Sweden" in t for k, t in kinds if k == "record")  # said in June, happened in 2019
+    assert {h.id for h in hits if h.kind == "turn"} == {"D2:1", "D2:2", "D2:3", "D2:4"}
+    may8 = TimeSpan(start="2023-05-08", end="2023-05-08", granularity="day")
+    assert len(recall_time(view, q(embedder, "x"), may8, depth=10, include_turns=False)) == 4  # all said that day
+    assert recall_time(view, q(embedder, "x"), may8, depth=10, use_session_date=False, include_turns=False) == []
+    assert recall_time(view, q(embedder, "x"), None, depth=10) == []
+    open_end = TimeSpan(start="2023-07-01", end=None, granularity="range")
+    assert [text_of(view, h) for h in recall_time(view, q(embedder, "x"), open_end, depth=10)] == [
+        "Melanie signed up for a pottery class on 2 July 2023."]
+
+
+def test_bm25_records_and_turns(view):
+    hits = recall_bm25(view, "1200 dollars", depth=5)
+    assert hits and hits[0] == hits[0]._replace(kind="turn", id="D2:4")
+    sweden = recall_bm25(view, "Sweden", depth=5)
+    assert {h.kind for h in sweden} == {"record", "turn"} and len(sweden) == 2
+    assert recall_bm25(view, "the of and", depth=5) == []  # stop words only
+    assert recall_bm25(view, "zzzunknown", depth=5) == []
+
+
+def test_lexical_terms():
+    assert lexical_terms("Caroline's adopted 2 dogs in 2023!") == ["carolin", "adopt", "2", "dog", "2023"]
+    assert stem("running") == "run" and stem("adoption") == stem("adopted") == "adopt"
+    assert stem("classes") == stem("class")

@@ -1,0 +1,137 @@
+"""Budgeted MMR selection: budget never exceeded, no duplicate evidence, windows, record/turn rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from lychee_ray.config import SelectConfig
+from lychee_ray.fuse import FusedItem, ItemKey
+from lychee_ray.select import fmt_time, select_evidence
+from lychee_ray.records import TimeSpan
+from lychee_ray.tokens import count_tokens
+from tests.test_recall import view  # noqa: F401  (module-scoped synthetic conversation)
+
+
+def pool_of(view, ids: list[str]) -> list[FusedItem]:
+    out = []
+    for i, x in enumerate(ids):
+        kind = "turn" if x.startswith("D") else "record"
+        rid = x if kind == "turn" else view.record_ids[int(x[1:])]
+        out.append(FusedItem(key=ItemKey("c-1", kind, rid), score=1.0 / (60 + i + 1), channels={"records"}, routes={0}, first_seen=i))
+    return out
+
+
+def select(view, ids, budget=2000, **kw):
+    pool = pool_of(view, ids)
+    return select_evidence(pool, [p.score for p in pool], {"c-1": view}, budget, SelectConfig(**kw))
+
+
+ALL = ["r0", "D1:1", "r1", "D1:2", "r2", "D1:3", "r3", "D1:4", "r4", "D2:1", "r5", "D2:2", "r6", "D2:3", "r7", "D2:4"]
+
+
+@pytest.mark.parametrize("budget", [0, 1, 15, 30, 45, 60, 90, 120, 200, 350, 2000])
+@pytest.mark.parametrize("window", [0, 1, 2])
+def test_budget_never_exceeded_and_no_duplicates(view, budget, window):
+    sel = select(view, ALL, budget=budget, turn_window=window)
+    assert sel.tokens == count_tokens(sel.context) <= budget
+    shown_turns = [t for e in sel.evidence if e.kind == "turns" for t in e.turn_ids]
+    assert len(shown_turns) == len(set(shown_turns))
+    ids = [e.id for e in sel.evidence]
+    assert len(ids) == len(set(ids))
+    for e in sel.evidence:
+        assert e.block in sel.context
+        if e.kind == "turns":
+            assert len(e.turn_ids) <= 2 * window + 1
+            assert len({t.split(":")[0] for t in e.turn_ids}) == 1  # one session per window
+
+
+def test_turn_window_has_speaker_date_and_neighbours(view):
+    sel = select(view, ["D1:2"], turn_window=1)
+    (e,) = sel.evidence
+    assert e.kind == "turns" and e.turn_ids == ["D1:1", "D1:2", "D1:3"]
+    lines = sel.context.split("\n")
+    assert lines[0] == "## session 2023-05-08"
+    assert lines[1].startswith("- D1:1 Caroline: Hey Mel!") and lines[2].startswith("- D1:2 Melanie: That's great!")
+    assert len(lines) == 4
+    # a window never crosses a session boundary
+    assert select(view, ["D2:1"], turn_window=1).evidence[0].turn_ids == ["D2:1", "D2:2"]
+
+
+def test_record_block_format_and_session_headers(view):
+    (e,) = select(view, ["r0"]).evidence
+    assert e.block == "- D1:1 [event, 2023-05-07] Caroline went to an LGBTQ support group on 7 May 2023."
+    (e,) = select(view, ["r1"], show_source_ids=False).evidence
+    assert e.block == "- [event] Melanie is painting a sunrise over the lake."
+    sel = select(view, ["r7", "r0", "r1"])
+    assert [ln for ln in sel.context.split("\n") if ln.startswith("##")] == ["## session 2023-05-08", "## session 2023-06-09"]
+    assert fmt_time(TimeSpan(start="2023-05-01", end="2023-05-31", granularity="month")) == "2023-05"
+    assert fmt_time(TimeSpan(start="2019-01-01", end="2019-12-31", granularity="year")) == "2019"
+    assert fmt_time(TimeSpan(start=None, end="2022-12-31", granularity="range")) == "..2022-12-31"
+
+
+def test_record_and_its_turn_not_both_unless_turn_adds_something(view):
+    # D1:3's record says everything its turn says -> the raw turn is skipped
+    sel = select(view, ["r2", "D1:3"], turn_window=0, min_novel_terms=2, cost_exponent=0)
+    assert [e.kind for e in sel.evidence] == ["record"] and sel.skipped["redundant"] == 1
+    # the charity-race turn has "1200 dollars", which its record lacks -> both are shown
+    sel = select(view, ["r7", "D2:4"], turn_window=0, min_novel_terms=2, cost_exponent=0)
+    assert sorted(e.kind for e in sel.evidence) == ["record", "turns"]
+    # turn first, then its record: the record adds an absolute date ("7 May 2023" vs "yesterday")
+    sel = select(view, ["D1:1", "r0"], turn_window=0, min_novel_terms=2, cost_exponent=0)
+    assert len(sel.evidence) == 2
+    # ... but a record restating its shown turn is skipped
+    sel = select(view, ["D1:3", "r2"], turn_window=0, min_novel_terms=2, cost_exponent=0)
+    assert [e.kind for e in sel.evidence] == ["turns"]
+    # a window does not pull in a neighbour whose record is already shown
+    sel = select(view, ["r2", "D1:2"], turn_window=1, min_novel_terms=2, cost_exponent=0)
+    win = next(e for e in sel.evidence if e.kind == "turns")
+    assert win.turn_ids == ["D1:1", "D1:2"]
+
+
+def test_mmr_prefers_diversity(view):
+    # r3 and turn D1:4 say nearly the same thing; r1 is unrelated but slightly less relevant
+    pool = pool_of(view, ["r3", "D1:4", "r1"])
+    rel = [1.0, 0.95, 0.9]
+
+    def order(lam):
+        cfg = SelectConfig(mmr_lambda=lam, turn_window=0, min_novel_terms=1, cost_exponent=0)
+        sel = select_evidence(pool, rel, {"c-1": view}, 2000, cfg)
+        return [e.id for e in sorted(sel.evidence, key=lambda e: e.rank)]
+
+    ids = [p.key.id for p in pool]
+    assert order(1.0) == ids  # pure relevance
+    assert order(0.5) == [ids[0], ids[2], ids[1]]  # the near-duplicate goes last
+
+
+def test_selection_is_chronological(view):
+    sel = select(view, ["D2:4", "r0", "r6"], turn_window=0)
+    assert [e.turn_ids[0] for e in sel.evidence] == ["D1:1", "D2:3", "D2:4"]
+
+
+def test_cost_aware_gain_prefers_cheap_items_at_equal_relevance(view):
+    # a 5-turn window and a one-line record, equally relevant: with a cost exponent the record goes first
+    pool = pool_of(view, ["D1:2", "r6"])
+
+    def first(exp):
+        cfg = SelectConfig(turn_window=2, cost_exponent=exp, mmr_lambda=1.0)
+        sel = select_evidence(pool, [1.0, 1.0], {"c-1": view}, 2000, cfg)
+        return min(sel.evidence, key=lambda e: e.rank).kind
+
+    assert first(0.0) == "turns" and first(1.0) == "record"
+
+
+def test_source_overlap_penalty_spreads_over_turns(view):
+    # two records from one turn vs a record from another turn: the overlap penalty picks the new turn first
+    from lychee_ray.fuse import FusedItem, ItemKey
+
+    r7 = view.record_ids[7]
+    pool = [FusedItem(key=ItemKey("c-1", "turn", "D2:4"), score=1.0, channels={"turns"}, routes={0}),
+            FusedItem(key=ItemKey("c-1", "record", r7), score=0.99, channels={"records"}, routes={0}, first_seen=1),
+            FusedItem(key=ItemKey("c-1", "record", view.record_ids[5]), score=0.98, channels={"records"}, routes={0}, first_seen=2)]
+
+    def order(w):
+        cfg = SelectConfig(turn_window=0, cost_exponent=0, mmr_lambda=0.5, min_novel_terms=1, source_overlap_weight=w)
+        sel = select_evidence(pool, [1.0, 0.99, 0.98], {"c-1": view}, 2000, cfg)
+        return [e.id for e in sorted(sel.evidence, key=lambda e: e.rank)]
+
+    assert order(1.0)[1] == view.record_ids[5]  # r7 only repeats the turn already shown
