@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     cfg = load_config(sets=args.set)
+    load_before = os.getloadavg()
     questions = load_questions(args.format, args.data, LOCOMO_CATEGORIES if args.format == "locomo" else None)
     if args.limit:
         questions = questions[: args.limit]
@@ -79,8 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         "conversation_load_ms": {"median": round(statistics.median(loads.values()), 1), "max": round(max(loads.values()), 1),
                                  "conversations": len(loads)},
         "config": {"budget_tokens": args.budget_tokens or cfg.query.select.budget_tokens, "recall_threads": cfg.query.recall.threads,
-                   "faiss_threads": cfg.query.recall.faiss_threads, "embedding": cfg.embedding.model or "all-MiniLM-L6-v2 (offline)"},
-        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count(), "platform": platform.platform()},
+                   "faiss_threads": cfg.query.recall.faiss_threads, "torch_threads": cfg.embedding.num_threads or "default",
+                   "embedding": cfg.embedding.model or "all-MiniLM-L6-v2 (offline)"},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
+                    # other work on the box inflates the tails: 1-minute load average before / after
+                    "load_avg_1m": [round(load_before[0], 2), round(os.getloadavg()[0], 2)]},
         "note": "LLM time excluded: the rules planner makes no call and search() stops before the answer",
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

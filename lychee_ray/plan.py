@@ -6,8 +6,9 @@ Two backends with one output type (:class:`QueryPlan`):
   has a goal, search texts, entities, topics, record types and a time constraint that is resolved
   to an absolute range against the question date. A failed call or an unusable reply falls back to
   the single route "the question itself", and the plan says so (``fallback`` + reason).
-- ``rules``: deterministic. The question as one route, one more route per known entity the
-  question names (matched by normalised key against the conversation's entity nodes), and a time
+- ``rules``: deterministic. The question as one route, one more route per known entity when the
+  question names several (matched by normalised key against the conversation's entity nodes; each
+  entity route drops the other names from its search text), and a time
   constraint when the question names a date, month, year or relative time
   (:func:`~lychee_ray.timeparse.parse_query_time`).
 
@@ -34,7 +35,7 @@ from .llm.errors import LLMCallFailed
 from .llm.usage import CallUsage
 from .nodes import normalise_key
 from .records import RECORD_TYPES, TimeSpan
-from .timeparse import normalise_time, parse_query_time, to_date
+from .timeparse import normalise_time, parse_query_time
 from .tokens import DEFAULT_ENCODING, count_message_tokens, count_tokens
 
 log = logging.getLogger(__name__)
@@ -281,7 +282,10 @@ class RulesPlanner:
         base.entities = [ctx.entities[k][0] for k in ent_keys]
         base.topics = topic_keys
         routes = [base]
-        for k in ent_keys[: self.cfg.max_entity_routes]:
+        # One route per named entity — only when the question names several: with a single entity
+        # the question route already carries it (exact node matches), and an identical second route
+        # would only double every list in RRF without changing the order.
+        for k in (ent_keys if len(ent_keys) > 1 else [])[: self.cfg.max_entity_routes]:
             if len(routes) >= self.cfg.max_routes:
                 break
             name = ctx.entities[k][0]
@@ -414,5 +418,4 @@ def make_planner(backend: str, cfg: PlannerConfig, client: Any = None, encoding:
 __all__ = [
     "OpenAIPlanner", "PlanContext", "PlanOutcome", "PlanReply", "Planner", "QueryPlan", "Route", "RouteDraft",
     "RulesPlanner", "TimeDraft", "as_datetime", "make_planner", "match_keys", "plan_messages", "question_route",
-    "to_date",
 ]

@@ -249,7 +249,13 @@ def _prefer_types(hits: list[Hit], view: ConversationView, types: list[str]) -> 
 
 
 class MemoryStore:
-    """Query side of a memory store: ``query``/``search`` scoped to a conversation or a user."""
+    """Query side of a memory store: ``query``/``search`` scoped to a conversation or a user.
+
+    ``embedder`` (anything with ``encode(texts) -> unit vectors``), ``llm`` (backend override:
+    openai | rules), ``llm_client`` (an :class:`~lychee_ray.llm.client.LLMClient`; the caller keeps
+    ownership), ``reranker`` and ``cache_max_bytes`` (byte bound of the conversation cache, 0 =
+    count bound only) are optional; missing pieces are built from ``config`` on first use.
+    """
 
     def __init__(
         self,

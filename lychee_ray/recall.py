@@ -18,6 +18,7 @@ A route with several search texts searches with all of them; an item's score is 
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import date
@@ -120,6 +121,7 @@ class BM25Index:
     def __init__(self, texts: Sequence[str], kinds: Sequence[ItemKind], ids: Sequence[str], k1: float, b: float) -> None:
         import bm25s
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
         self.kinds = list(kinds)
         self.ids = list(ids)
         tokens = [lexical_terms(t) or ["\x00empty"] for t in texts]

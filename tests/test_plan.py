@@ -46,6 +46,7 @@ def test_rules_planner_time_constraint(question, start, end):
 def test_rules_planner_no_time_and_open_ranges():
     p = rules().plan("What does Caroline like to read?", QDATE, CTX).plan
     assert p.routes[0].time is None
+    assert len(p.routes) == 1 and p.routes[0].entities == ["Caroline"]  # one entity: no duplicate route
     before = rules().plan("What did Melanie paint before 2023?", QDATE, CTX).plan.routes[0].time
     assert before is not None and before.start is None and before.end == "2022-12-31"
 
