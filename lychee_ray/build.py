@@ -7,11 +7,10 @@ can be in flight at once (the caller decides how many).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -198,7 +197,3 @@ async def build_conversation(
         },
     )
 
-
-def run_sync(coro: Awaitable[Any]) -> Any:
-    """Run a coroutine from synchronous code (CLI, tests)."""
-    return asyncio.run(coro)  # type: ignore[arg-type]
