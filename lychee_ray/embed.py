@@ -180,17 +180,23 @@ class AsyncBatchEmbedder:
         self._scheduled = False
         if not batch:
             return
-        texts = [t for ts, _ in batch for t in ts]
-        try:
-            self.model_calls += 1
-            vecs = await asyncio.to_thread(self.embedder.encode, texts)
-        except Exception as e:  # noqa: BLE001 — each waiter gets the error
-            for _, f in batch:
-                if not f.done():
-                    f.set_exception(e)
-            return
-        i = 0
-        for ts, f in batch:
+        self.model_calls += 1
+        await embed_batch(self.embedder, batch)
+
+
+async def embed_batch(embedder: Embedder, batch: list[tuple[list[str], "asyncio.Future[np.ndarray]"]]) -> None:
+    """One model call (in a worker thread) for several waiting requests; each future gets its rows,
+    or the error when the call fails."""
+    texts = [t for ts, _ in batch for t in ts]
+    try:
+        vecs = await asyncio.to_thread(embedder.encode, texts)
+    except Exception as e:  # noqa: BLE001 — each waiter gets the error
+        for _, f in batch:
             if not f.done():
-                f.set_result(vecs[i : i + len(ts)])
-            i += len(ts)
+                f.set_exception(e)
+        return
+    i = 0
+    for ts, f in batch:
+        if not f.done():
+            f.set_result(vecs[i : i + len(ts)])
+        i += len(ts)

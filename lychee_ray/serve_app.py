@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from . import __version__
 from .config import LycheeConfig, load_config
+from .embed import embed_batch
 from .plan import QueryPlan, as_datetime
 from .query import EvidenceItem, MemoryStore, QueryUsage, ScopeError, UnknownConversation
 from .rerank import RerankReport
@@ -586,19 +587,7 @@ class _Coalescer:
                     item = self._pending.pop(0)
                     batch.append(item)
                     n += len(item[0])
-                flat = [t for ts, _ in batch for t in ts]
-                try:
-                    vecs = await asyncio.to_thread(self.embedder.encode, flat)
-                except Exception as e:  # noqa: BLE001 — every waiter gets the error
-                    for _, f in batch:
-                        if not f.done():
-                            f.set_exception(e)
-                    continue
-                i = 0
-                for ts, f in batch:
-                    if not f.done():
-                        f.set_result(vecs[i: i + len(ts)])
-                    i += len(ts)
+                await embed_batch(self.embedder, batch)
         finally:
             self._running = False
 
