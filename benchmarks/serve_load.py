@@ -11,7 +11,10 @@ It also measures a serial HTTP pass (concurrency 1: Serve's own overhead) and, a
 down, the same searches in-process (``MemoryStore.search``, same config and torch threads).
 
 Writes ``{"requests", "errors", "concurrency", "rps", "p50_ms", "p95_ms", "p99_ms", "inproc_p50_ms", ...}``
-plus the server-side time per request, embedding batching counts and the machine's load average.
+plus the server-side time per request, embedding batching counts, the machine's load average and
+the CPU milliseconds each request cost per process kind (client, proxy, replica, controller, Ray
+system processes) — latency on a shared 2-core machine moves with whatever else runs, CPU per
+request does not, so it is the figure to compare changes with.
 
 ``--synthetic N`` serves a store of N small synthetic conversations instead (built once with the
 rules backend under ``--cache-dir``) and asks one question per conversation, round-robin over all
@@ -172,6 +175,47 @@ async def drive(url: str, token: str, bodies: list[dict[str, Any]], concurrency:
             "scope_violations": scope_violations}
 
 
+# process kinds for the CPU accounting (matched against the command line)
+PROCESS_KINDS = (("replica", "ServeReplica"), ("proxy", "ProxyActor"), ("controller", "ServeController"),
+                 ("ray_system", "raylet"), ("ray_system", "gcs_server"), ("ray_system", "dashboard"),
+                 ("ray_system", "log_monitor"), ("ray_system", "ray/_private"), ("ray_system", "runtime_env"))
+
+
+def cpu_snapshot() -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system) of this process and of every Ray/Serve process, by kind."""
+    import psutil
+
+    out: dict[int, tuple[str, float]] = {}
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.pid == me:
+                kind = "client"
+            else:
+                cmd = " ".join(proc.info["cmdline"] or [])
+                kind = next((k for k, pat in PROCESS_KINDS if pat in cmd), "")
+                if not kind:
+                    continue
+            t = proc.cpu_times()
+            out[proc.pid] = (kind, t.user + t.system)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return out
+
+
+def cpu_per_request(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], n: int) -> dict[str, float]:
+    """CPU milliseconds per request by process kind over a run of ``n`` requests (noise-robust:
+    it does not depend on what else the machine runs, unlike latency)."""
+    by: dict[str, float] = {}
+    for pid, (kind, t1) in after.items():
+        t0 = before.get(pid, (kind, 0.0))[1]
+        by[kind] = by.get(kind, 0.0) + max(0.0, t1 - t0)
+    out = {k: round(v * 1000.0 / max(n, 1), 2) for k, v in sorted(by.items())}
+    out["total"] = round(sum(by.values()) * 1000.0 / max(n, 1), 2)
+    out["service"] = round(sum(v for k, v in by.items() if k != "client") * 1000.0 / max(n, 1), 2)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--concurrency", type=int, default=8)
@@ -180,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--cache-dir", default=os.environ.get("LYCHEE_CACHE_DIR", "/tmp/lychee-cache"))
     ap.add_argument("--out", required=True)
-    ap.add_argument("--replicas", type=int, default=None, help="serve.replicas (default from config)")
+    ap.add_argument("--replicas", type=int, default=os.cpu_count() or 1,
+                    help="serve.replicas (default: one per CPU core — a replica runs one search at a time, "
+                         "replicas are the unit of parallelism)")
     ap.add_argument("--serial-requests", type=int, default=100, help="HTTP requests at concurrency 1 (0 = skip)")
     ap.add_argument("--inproc-requests", type=int, default=200, help="in-process searches for inproc_p50_ms")
     ap.add_argument("--timeout", type=float, default=60.0)
@@ -237,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         serial = asyncio.run(drive(url, cfg.serve.token, bodies[: args.serial_requests], 1, args.timeout)) \
             if args.serial_requests else None
         load_mid = os.getloadavg()
+        cpu0 = cpu_snapshot()
         res = asyncio.run(drive(url, cfg.serve.token, bodies, args.concurrency, args.timeout))
+        cpu1 = cpu_snapshot()
         load_after = os.getloadavg()
         stats = httpx.get(url + "/v1/admin/stats", headers=auth).json()
     finally:
@@ -250,14 +298,17 @@ def main(argv: list[str] | None = None) -> int:
 
     apply_thread_limits(cfg)
     inproc: list[float] = []
+    inproc_cpu = 0.0
     with MemoryStore.open(store, cfg) as ms:
         for c in cids[: cfg.serve.cache_max_conversations]:
             ms.view(c)
         ms.search(cids[0], "warm-up question about the weekend", None)
+        c0 = time.process_time()
         for b in bodies[: args.inproc_requests]:
             t0 = time.perf_counter()
             ms.search(b["conversation_id"], b["question"], b["question_date"])
             inproc.append((time.perf_counter() - t0) * 1000.0)
+        inproc_cpu = (time.process_time() - c0) * 1000.0 / max(1, len(inproc))
 
     lat = res["lat"]
     errors = sum(n for c, n in res["codes"].items() if c != "200")
@@ -275,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         "inproc_p50_ms": inproc_p50,
         "inproc_p95_ms": pct(inproc, 0.95),
         "inproc_requests": len(inproc),
+        # CPU per request by process (client = this load generator) vs the in-process search's CPU
+        "cpu_ms_per_request": cpu_per_request(cpu0, cpu1, len(bodies)),
+        "inproc_cpu_ms_per_request": round(inproc_cpu, 2),
         "mean_ms": round(statistics.fmean(lat), 2) if lat else None,
         "server_p50_ms": pct(res["server"], 0.5),  # time inside the replica (queue for a worker + search)
         "overhead_p50_ms": round(p50 - inproc_p50, 2) if p50 is not None and inproc_p50 is not None else None,
@@ -289,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                     "max_ongoing_requests": cfg.serve.max_ongoing_requests,
                     "max_queued_requests": cfg.serve.max_queued_requests, "batch_max_size": cfg.serve.batch_max_size,
                     "batch_wait_ms": cfg.serve.batch_wait_ms, "torch_threads": cfg.serve.torch_threads,
+                    "search_threads": cfg.serve.search_threads, "batch_embeddings": cfg.serve.batch_embeddings,
+                    "access_log": cfg.serve.access_log, "embedding_runtime": cfg.embedding.runtime,
                     "ready_s": round(ready_s, 1)},
         "scope_violations": res["scope_violations"],
         "replica_stats_sample": {"embedding": stats.get("embedding"), "cache": stats.get("cache"),
@@ -307,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: report[k] for k in ("requests", "errors", "concurrency", "rps", "p50_ms", "p95_ms", "p99_ms",
-                                             "inproc_p50_ms", "server_p50_ms", "overhead_p50_ms")}))
+                                             "inproc_p50_ms", "server_p50_ms", "overhead_p50_ms", "cpu_ms_per_request",
+                                             "inproc_cpu_ms_per_request")}))
     return 0
 
 

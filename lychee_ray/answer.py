@@ -78,6 +78,15 @@ def answer_messages(question: str, question_date: datetime | None, context: str)
     return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
+def answer_prompt_estimate(question: str, question_date: datetime | None, context: str, context_tokens: int,
+                           encoding: str) -> int:
+    """Offline prompt tokens of the answer call, from the context's known token count (the selection
+    has already counted it) instead of tokenising the whole prompt again; within a token or two of
+    :func:`~lychee_ray.plan.prompt_tokens_estimate` over :func:`answer_messages`."""
+    base = prompt_tokens_estimate(answer_messages(question, question_date, ""), AnswerReply, encoding)
+    return base + (context_tokens if context else 0)  # the joining newline merges with its neighbours
+
+
 @dataclass
 class AnswerOutcome:
     answer: str

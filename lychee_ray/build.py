@@ -158,7 +158,7 @@ async def build_conversation(
     t0 = time.perf_counter()
     cfg = ctx.cfg
     if turn_vectors is None:
-        turn_vectors = await ctx.embed([turn_embedding_text(t) for *_, t in conv.iter_turns()])
+        turn_vectors = await ctx.embed([turn_embedding_text(t, cfg.segmenter.max_turn_chars) for *_, t in conv.iter_turns()])
     seg = segment_conversation(conv, cfg=cfg.segmenter, turn_vectors=turn_vectors, encoding=cfg.tokenizer.encoding)
     t_seg = time.perf_counter()
     prev = previous_outcomes(previous) if previous is not None else None

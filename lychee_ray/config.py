@@ -21,7 +21,8 @@ DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "configs" / "defa
 
 # Keys added after stores were built: left out of fingerprints while at this default value, so a
 # store built before the key existed still matches (and is reused) when the key is not changed.
-FINGERPRINT_OMIT_AT_DEFAULT: dict[tuple[str, str], Any] = {("encoder", "mode"): "atomic"}
+FINGERPRINT_OMIT_AT_DEFAULT: dict[tuple[str, str], Any] = {("encoder", "mode"): "atomic", ("segmenter", "max_turn_chars"): 50_000,
+                                                           ("encoder", "wrong_script_share"): 0.8}
 
 
 class _Section(BaseModel):
@@ -36,6 +37,12 @@ class EmbeddingConfig(_Section):
     device: str = "cpu"
     # Torch intra-op threads for the local model; 0 leaves torch's default.
     num_threads: int = Field(0, ge=0)
+    # Local model runtime on CPU: onnx = the same weights exported once to ONNX Runtime (~3x less CPU
+    # per short text, vectors equal to ~1e-7; falls back to torch when the model cannot be exported),
+    # torch = sentence-transformers as is.
+    runtime: Literal["onnx", "torch"] = "onnx"
+    # Where the exported ONNX model is kept (None = $LYCHEE_CACHE_DIR/onnx or ~/.cache/lychee_ray/onnx).
+    onnx_cache_dir: str | None = None
     # openai backend: model name and endpoint (falls back to llm.base_url / env).
     openai_model: str = "text-embedding-3-small"
     base_url: str | None = None
@@ -123,6 +130,10 @@ class SegmenterConfig(_Section):
     exchange_weighting: Literal["mean", "tokens"] = "mean"
     # Hard cap on a segment's tokens (turn text); longer turns are split into pieces.
     max_segment_tokens: int = Field(2048, ge=16)
+    # Bound on one turn's cost: only the first this-many characters of a longer turn (a pasted log,
+    # a 10 MB blob) are embedded, segmented and encoded; the turn is stored and searchable (raw turns,
+    # BM25) in full, and the build reports it as an input warning. 0 = no bound.
+    max_turn_chars: int = Field(50_000, ge=0)
     threshold: float = Field(0.50, gt=0, lt=1)  # delta: cut when p_t > threshold
     bias: float = -1.10  # b
     w_surprise: float = 0.65  # w_s on phi(s_t)
@@ -173,6 +184,10 @@ class EncoderConfig(_Section):
     rules_topic_bigrams: bool = True
     # rules backend: records per turn at most (0 = unlimited).
     rules_max_records_per_turn: int = Field(0, ge=0)
+    # rules backend: fold a short answer (at most this many words) into the record of the question
+    # that ended the previous turn of the same segment ("A asked: ...? B answered: ...").
+    rules_pair_answers: bool = True
+    rules_pair_max_answer_words: int = Field(15, ge=1)
     # Read "05/08/2023" as 5 August (day first) instead of 8 May.
     day_first: bool = False
     # A record without its own time takes the first time named in its source turns (LLM records;
@@ -181,6 +196,11 @@ class EncoderConfig(_Section):
     # atomic = one record per fact (the method); summary = ONE summary record per segment (the
     # paper's "summary-level records" ablation; `lychee-ray eval --variant summary`).
     mode: Literal["atomic", "summary"] = "atomic"
+    # openai backend: an encode reply is rejected as written in the wrong language (retried, then the
+    # segment is stored as failed with its raw turns kept) when at least this share of the segment's
+    # turn letters are one script (Latin, CJK, Cyrillic, ...) and at least this share of a record's
+    # letters are another. A cheap check without a language model; 0 disables it.
+    wrong_script_share: float = Field(0.8, ge=0, le=1)
 
 
 class NodesConfig(_Section):
@@ -309,6 +329,8 @@ class SelectConfig(_Section):
     # A raw turn is shown with this many neighbouring turns of the same session on each side (the
     # answer often sits in the reply or the question around the matched turn; LoCoMo: 2 > 1 > 0).
     turn_window: int = Field(2, ge=0)
+    # Raw-turn windows stay inside the centre turn's segment (the unit the encoder read as one event).
+    window_within_segment: bool = True
     # A record and the raw turns it came from are both shown only when the later one adds at least
     # this many content words/numbers the earlier one lacks.
     min_novel_terms: int = Field(2, ge=1)
@@ -366,6 +388,10 @@ class ServeConfig(_Section):
     replicas: int = Field(1, ge=1)
     # CPUs Ray reserves per replica (fractional: a 2-core machine also runs the proxy and the clients).
     replica_num_cpus: float = Field(0.5, gt=0)
+    # Serve's per-request access log lines (proxy and replica log files, shipped by Ray's log
+    # monitor): measured ~5 ms of CPU per request on 2 cores, so off unless wanted for auditing;
+    # errors are logged either way.
+    access_log: bool = False
     # Requests one replica works on at once; more wait in Serve's queue.
     max_ongoing_requests: int = Field(8, ge=1)
     # Requests queued beyond that before Serve sheds load with 503 (-1 = unbounded).
@@ -385,10 +411,18 @@ class ServeConfig(_Section):
     max_budget_tokens: int = Field(16000, ge=0)
     # @serve.batch over query embeddings of concurrent requests: requests per batch (capped at
     # max_ongoing_requests / 2), wait for more; requests arriving during a model call share the next one.
+    # Coalesce query embeddings of concurrent requests (@serve.batch); None = auto: on with the
+    # openai embedding backend (one HTTP call for many), off with the local model (measured: the hops
+    # through the event loop cost more CPU than one ONNX call per search).
+    batch_embeddings: bool | None = None
     batch_max_size: int = Field(8, ge=1)
     batch_wait_ms: float = Field(5.0, ge=0)
     # Torch intra-op threads per replica for query embeddings (0 = embedding.num_threads / torch default).
     torch_threads: int = Field(1, ge=0)
+    # Worker threads running searches in one replica; 0 = auto: 1 with the local embedding model (a
+    # search is CPU-bound Python: more threads only trade the GIL, scale with replicas instead),
+    # max_ongoing_requests with the openai embedding backend (searches wait on the network).
+    search_threads: int = Field(0, ge=0)
     # Seconds between checks of the store for new or rebuilt conversations (0 = only POST /v1/admin/reload).
     reload_interval_s: float = Field(10.0, ge=0)
     # After an LLM failure, plan with rules and fail /v1/query fast (503) for this long (0 = always retry).

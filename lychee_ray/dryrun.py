@@ -59,7 +59,7 @@ def dry_run(cfg: LycheeConfig, fmt: str, input_path: str | Path, embedder: Embed
         conv = item.conversation
         if conv is None:
             continue
-        vecs = embedder.encode([turn_embedding_text(t) for *_, t in conv.iter_turns()])
+        vecs = embedder.encode([turn_embedding_text(t, cfg.segmenter.max_turn_chars) for *_, t in conv.iter_turns()])
         segs = segment_conversation(conv, cfg=cfg.segmenter, turn_vectors=vecs, encoding=cfg.tokenizer.encoding).segments
         lychee = _prompt_tokens(conv, segs, cfg)
         eager = _prompt_tokens(conv, _per_turn_segments(conv), cfg)

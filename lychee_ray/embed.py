@@ -72,15 +72,32 @@ class LocalEmbedder:
         self._batch = cfg.batch_size
         self._lock = threading.Lock()  # torch modules are not safe to call from many threads at once
         self.texts_embedded = 0
+        self.runtime = "torch"
+        self._onnx = None
+        if cfg.runtime == "onnx" and cfg.device == "cpu":
+            from .onnx_embed import OnnxSentenceEncoder, unsupported_reason
+
+            reason = unsupported_reason(self._model)
+            if reason:
+                log.warning("embedding.runtime=onnx not used (%s); running the model with torch", reason)
+            else:
+                try:
+                    self._onnx = OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir, threads=torch.get_num_threads())
+                    self.runtime = "onnx"
+                except Exception as e:  # noqa: BLE001 — an export problem must not stop the job: torch still works
+                    log.warning("ONNX export of the embedding model failed (%s); running it with torch", e)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         uniq, inverse = _dedup(texts)
         with self._lock:
-            vecs = self._model.encode(
-                uniq, batch_size=self._batch, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
-            )
+            if self._onnx is not None:
+                vecs = self._onnx.encode(uniq, self._batch)
+            else:
+                vecs = self._model.encode(
+                    uniq, batch_size=self._batch, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+                )
             self.texts_embedded += len(uniq)
         return _normalise(vecs)[inverse]
 
@@ -191,6 +208,12 @@ async def embed_batch(embedder: Embedder, batch: list[tuple[list[str], "asyncio.
     try:
         vecs = await asyncio.to_thread(embedder.encode, texts)
     except Exception as e:  # noqa: BLE001 — each waiter gets the error
+        if len(batch) > 1:
+            # One request's bad text must not fail the others it was coalesced with: embed each
+            # request alone, so only the requests that fail on their own get the error.
+            for one in batch:
+                await embed_batch(embedder, [one])
+            return
         for _, f in batch:
             if not f.done():
                 f.set_exception(e)

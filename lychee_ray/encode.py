@@ -9,10 +9,14 @@ into :class:`~lychee_ray.records.MemoryRecord` rows with deterministic ids.
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+import unicodedata
+from collections import Counter
+from functools import lru_cache
+from typing import Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .llm.errors import AttemptError
 from .records import RECORD_TYPES, MemoryRecord, TimeSpan
 
 log = logging.getLogger(__name__)
@@ -167,6 +171,69 @@ def merge_to_summary(output: EncodeOutput, max_chars: int = SUMMARY_MAX_CHARS) -
         source_turns=sorted(set(i for d in drafts for i in d.source_turns)),
     )
     return EncodeOutput(records=[merged], resolution_state=output.resolution_state)
+
+
+# ------------------------------------------------------------------------------------------------
+# wrong-language check (encoder.wrong_script_share)
+# ------------------------------------------------------------------------------------------------
+
+# Why a script check: a model that answers in another language (a multilingual model drifting into
+# Chinese, a "helpful" translation) returns JSON that is valid and schema-conform, so nothing else
+# catches it — yet its records no longer match the conversation's wording (BM25, entity keys) or
+# the questions asked about it. Comparing Unicode scripts needs no language model and is cheap; it
+# cannot tell English from French (same script), which is the accepted blind spot.
+
+# Texts with fewer letters than this are not judged (a record like "Yui 結衣." says too little).
+SCRIPT_MIN_LETTERS = 8
+# Unicode name prefixes grouped into one script (Japanese mixes kanji and kana).
+_SCRIPT_GROUPS = {"CJK": "CJK", "HIRAGANA": "CJK", "KATAKANA": "CJK", "IDEOGRAPHIC": "CJK"}
+
+
+@lru_cache(maxsize=8192)
+def char_script(ch: str) -> str:
+    """The script of one letter from its Unicode name: LATIN, CJK, CYRILLIC, GREEK, HANGUL, ARABIC, ..."""
+    words = unicodedata.name(ch, "UNKNOWN").split()
+    if words[0] in ("FULLWIDTH", "HALFWIDTH") and len(words) > 1:
+        words = words[1:]
+    return _SCRIPT_GROUPS.get(words[0], words[0])
+
+
+def dominant_script(texts: Iterable[str]) -> tuple[str | None, float, int]:
+    """(most common script, its share of all letters, number of letters) over ``texts``; digits,
+    punctuation and spaces do not count. ``(None, 0.0, 0)`` when there are no letters."""
+    counts = Counter(char_script(ch) for t in texts for ch in t if ch.isalpha())
+    total = sum(counts.values())
+    if not total:
+        return None, 0.0, 0
+    script, n = counts.most_common(1)[0]
+    return script, n / total, total
+
+
+def wrong_script_problem(output: EncodeOutput, request: EncodeRequest, share: float) -> str | None:
+    """Why ``output`` looks written in the wrong language, or None.
+
+    Wrong = the segment's turns are at least ``share`` one script and some record's text (with at
+    least :data:`SCRIPT_MIN_LETTERS` letters) is at least ``share`` another. ``share <= 0`` = off;
+    a mixed-script segment (no script reaching ``share``) is never judged.
+    """
+    if share <= 0:
+        return None
+    src, src_share, n = dominant_script(t.content for t in request.turns)
+    if src is None or n < SCRIPT_MIN_LETTERS or src_share < share:
+        return None
+    for i, d in enumerate(output.records):
+        script, rec_share, letters = dominant_script([d.text])
+        if script is not None and script != src and letters >= SCRIPT_MIN_LETTERS and rec_share >= share:
+            return (f"record {i} is written in {script} script ({rec_share:.0%} of its letters) but the segment's "
+                    f"turns are {src} ({src_share:.0%}): {d.text[:80]!r}")
+    return None
+
+
+def check_reply_language(output: EncodeOutput, request: EncodeRequest, share: float) -> None:
+    """Raise a retryable ``wrong_language`` :class:`AttemptError` when :func:`wrong_script_problem` finds one."""
+    problem = wrong_script_problem(output, request, share)
+    if problem is not None:
+        raise AttemptError("wrong_language", problem)
 
 
 def finalise_records(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import EncoderConfig, TokenizerConfig
-from .encode import EncodeOutput, EncodeRequest, EncodeResult, merge_to_summary
+from .encode import EncodeOutput, EncodeRequest, EncodeResult, check_reply_language, merge_to_summary
 from .records import RECORD_TYPES
 from .tokens import count_tokens, truncate_to_tokens
 
@@ -22,7 +22,8 @@ Each record is ONE standalone sentence that can be understood with no other cont
 - turn relative dates into absolute ones using the session date ("yesterday" -> "7 May 2023",
   "last year" -> "2022"); keep the original wording in time.expression;
 - keep concrete details: names, numbers, places, titles, dates, quantities, reasons;
-- one fact per record; skip greetings and small talk; do not invent anything.
+- one fact per record; skip greetings and small talk; do not invent anything;
+- write in the language of the segment's turns (do not translate).
 Fields:
 - type: one of {", ".join(RECORD_TYPES)}
   (fact = stable information; preference = likes/dislikes/opinions; event = something that happened or is
@@ -45,8 +46,8 @@ SUMMARY_INSTRUCTIONS = INSTRUCTIONS.replace(
     "Each record is ONE standalone sentence that can be understood with no other context:",
     "Write exactly ONE record: a short standalone summary (1-3 sentences) of the whole segment that can be\n"
     "understood with no other context:",
-).replace("- one fact per record; skip greetings and small talk; do not invent anything.",
-          "- summarise the segment as a whole; skip greetings and small talk; do not invent anything.")
+).replace("- one fact per record; skip greetings and small talk; do not invent anything;",
+          "- summarise the segment as a whole; skip greetings and small talk; do not invent anything;")
 
 
 def instructions_for(cfg: EncoderConfig) -> str:
@@ -108,6 +109,12 @@ class OpenAIEncoder:
         self.model = client.config.model
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:
+        """One call; a reply in the wrong language (``encoder.wrong_script_share``) or truncated
+        (finish_reason=length) is an invalid reply, retried by the client like malformed JSON."""
+
+        def validate(out: EncodeOutput) -> None:
+            check_reply_language(out, request, self.cfg.wrong_script_share)
+
         res = await self.client.chat_json(
             "encode",
             build_messages(request, self.cfg, self.tokenizer),
@@ -115,6 +122,7 @@ class OpenAIEncoder:
             schema_name="segment_records",
             max_completion_tokens=self.cfg.max_completion_tokens,
             keys={"conversation_id": request.conversation_id, "segment_id": request.segment_id},
+            validate=validate,
         )
         out = merge_to_summary(res.parsed) if self.cfg.mode == "summary" else res.parsed
         return EncodeResult(output=out, attempts=res.usage.attempts, model=self.model)

@@ -17,7 +17,13 @@ No model is involved. For each turn of a segment, in order:
 6. first/second person is rewritten to speaker names (see :func:`rewrite_persons`);
 7. a sentence that does not name its speaker afterwards is attributed: "Caroline said: ..." /
    "Caroline asked: ...";
-8. entities (capitalised spans), topics (keywords) and a type (cue words) are extracted.
+8. entities (capitalised spans), topics (keywords) and a type (cue words) are extracted;
+9. question → answer pairs inside the segment: when a turn answers the other speaker's question that
+   ended the previous turn, its first (short) statement — or the whole short turn, when it is only
+   "Yes! It was so fun!" — is folded into the question's record, "Caroline asked: What did Melanie
+   paint? Melanie answered: A sunset by the lake.", with both turns as sources. An elliptical answer
+   means nothing alone; an LLM reading the segment writes it as one fact, and so do we. Pairs can
+   only form inside a segment, so this is where segment boundaries matter to the rules backend.
 
 Not handled (documented limits): third-person pronouns (he/she/they/it) are left as written — without
 gender or a parser, guessing their referent does more harm than good; generic "you" ("you never
@@ -578,6 +584,8 @@ class RulesEncoder:
     - ``topic_bigrams`` (True): adjacent content-word pairs as topics;
     - ``max_records_per_turn`` (0 = unlimited): cap for very long turns (assistant answers);
     - ``day_first`` (False): read "05/08/2023" as 5 August instead of May 8;
+    - ``pair_answers`` (True), ``pair_max_answer_words`` (15): fold a short answer into the record of
+      the question that ended the previous turn (step 9 above);
     - ``summary`` (False): ``encoder.mode: summary`` — the segment's sentences are merged into ONE
       summary record (:func:`~lychee_ray.encode.merge_to_summary`), the paper's summary-level ablation.
     """
@@ -599,6 +607,8 @@ class RulesEncoder:
         max_records_per_turn: int = 0,
         day_first: bool = False,
         summary: bool = False,
+        pair_answers: bool = True,
+        pair_max_answer_words: int = 15,
     ) -> None:
         if we_mode not in ("auto", "pair", "keep"):
             raise ValueError(f"we_mode must be auto, pair or keep, got {we_mode!r}")
@@ -613,6 +623,8 @@ class RulesEncoder:
         self.max_records_per_turn = max_records_per_turn
         self.day_first = day_first
         self.summary = summary
+        self.pair_answers = pair_answers
+        self.pair_max_answer_words = pair_max_answer_words
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:
         """Encode one segment (pure CPU, well under 1 ms per chat turn; nothing to await)."""
@@ -684,6 +696,8 @@ class RulesEncoder:
         records: list[RecordDraft] = []
         last_entities: list[str] = []
         last_topics: list[str] = []
+        # the question that ended the previous turn: (asker, index in records or None, its draft)
+        open_question: tuple[str, int | None, RecordDraft] | None = None
         for turn in request.turns:
             speaker = display_name(turn.speaker, turn.role)
             other = self._other(speaker, request, seg_names, all_names)
@@ -693,17 +707,37 @@ class RulesEncoder:
             if "[image" in content.lower():
                 captions = [c.strip() for c in _IMAGE.findall(content) if c.strip()]
                 content = _IMAGE.sub(" ", content)
-            units = self._units(content, vocative, names_low)
+            units, trailing_question = self._units(content, vocative, names_low)
+            question = open_question if open_question is not None and open_question[0] != speaker else None
+            open_question = None
             made = 0
-            for unit in units:
+            for ui, unit in enumerate(units):
                 if self.max_records_per_turn and made >= self.max_records_per_turn:
                     break
                 draft = self._record(unit, speaker, other, ref, known, seen_caps, turn)
-                if draft is not None:
+                if draft is None:
+                    continue
+                if ui == 0 and question is not None and not unit.question and len(unit.text.split()) <= self.pair_max_answer_words:
+                    self._fold_answer(records, question, draft, speaker)
+                    question = None
+                else:
                     records.append(draft)
-                    made += 1
-                    last_entities = [e for e in draft.entities if e not in all_names] or last_entities
-                    last_topics = draft.topics[:2] or last_topics
+                made += 1
+                last_entities = [e for e in draft.entities if e not in all_names] or last_entities
+                last_topics = draft.topics[:2] or last_topics
+                if ui == len(units) - 1 and unit.question and self.pair_answers:
+                    open_question = (speaker, len(records) - 1, records[-1])
+            if question is not None and not units:
+                # a turn of only reactions ("Yes! It was so fun!") still answers the question
+                answer = self._short_answer(content, speaker, other)
+                if answer is not None:
+                    draft = RecordDraft(type="fact", text=f"{speaker} said: {answer}", entities=[speaker], topics=[],
+                                        time=None, source_turns=[turn.index])
+                    self._fold_answer(records, question, draft, speaker)
+            if trailing_question is not None and self.pair_answers and open_question is None:
+                q = self._record(_Unit(trailing_question), speaker, other, ref, known, seen_caps, turn)
+                if q is not None:
+                    open_question = (speaker, None, q)
             if self.image_records:
                 for cap in captions:
                     records.append(self._caption_record(cap, speaker, known, seen_caps, turn))
@@ -717,13 +751,19 @@ class RulesEncoder:
                 caps.add(m.group(1).removesuffix("'s"))
         return caps
 
-    def _units(self, content: str, vocative: re.Pattern, names_low: set[str]) -> list[_Unit]:
-        """Clean, split, drop trivial sentences and merge short ones into record units."""
+    def _units(self, content: str, vocative: re.Pattern, names_low: set[str]) -> tuple[list[_Unit], str | None]:
+        """Clean, split, drop trivial sentences and merge short ones into record units.
+
+        Also returns the turn's last sentence when it is a question too short to be a record on its
+        own ("What did you paint?"): it still gives the next turn's answer its meaning.
+        """
         text = _MARKDOWN.sub("", content.replace("’", "'"))
         names_t = tuple(names_low)
         units: list[_Unit] = []
         pending: list[str] = []  # short sentences waiting for a following unit
+        trailing_question: str | None = None
         for raw in split_sentences(text):
+            trailing_question = None
             s = vocative.sub("", raw).strip()
             s = INNER_FILLER.sub("", s)
             s = LEADING_FILLER.sub("", s).strip()
@@ -735,6 +775,7 @@ class RulesEncoder:
             question = s.rstrip().endswith("?")
             n_content = self._content_words(s, names_low)
             if question and (not self.keep_questions or n_content < self.question_min_content_words):
+                trailing_question = s if n_content > 0 else None
                 continue
             if n_content == 0:
                 continue
@@ -754,7 +795,7 @@ class RulesEncoder:
             for p in pending[1:]:
                 unit.add(p)
             units.append(unit)
-        return units
+        return units, trailing_question
 
     def _record(
         self,
@@ -790,6 +831,37 @@ class RulesEncoder:
             time=time,
             source_turns=[turn.index],
         )
+
+    def _fold_answer(self, records: list[RecordDraft], question: tuple[str, int | None, RecordDraft],
+                     answer: RecordDraft, speaker: str) -> None:
+        """Merge an answer into the record of the question it answers (in place, or appended when the
+        question was too short to be a record of its own)."""
+        _, index, q = question
+        text = answer.text
+        if text.startswith(f"{speaker} said: "):
+            text = f"{speaker} answered: " + text[len(speaker) + len(" said: "):]
+        elif not text.startswith(speaker):  # "Mostly at Mount Tam with Melanie's dad." names them later
+            text = f"{speaker} answered: {text}"
+        merged_text = f"{q.text} {text}"
+        entities = list(dict.fromkeys(q.entities + answer.entities))[: max(self.max_entities, 1)]
+        topics = list(dict.fromkeys(answer.topics + q.topics))[: self.max_topics]
+        time = answer.time or q.time
+        merged = RecordDraft(
+            type=classify(merged_text, time is not None), text=merged_text, entities=entities, topics=topics,
+            time=time, source_turns=list(dict.fromkeys(q.source_turns + answer.source_turns)),
+        )
+        if index is None:
+            records.append(merged)
+        else:
+            records[index] = merged
+
+    def _short_answer(self, content: str, speaker: str, other: str | None) -> str | None:
+        """The whole turn, cleaned and person-rewritten, when it is short enough to be an answer."""
+        text = " ".join(_MARKDOWN.sub("", content.replace("’", "'")).split())
+        if not text or not any(c.isalpha() for c in text) or len(text.split()) > self.pair_max_answer_words:
+            return None
+        body, _ = rewrite_persons(text, speaker, other)
+        return " ".join(body.split())
 
     def _caption_record(self, caption: str, speaker: str, known: dict[str, str], seen_caps: set[str], turn: SegmentTurn) -> RecordDraft:
         cap = _PHOTOGRAPHY.sub("a photo of", caption.strip().rstrip("."))

@@ -41,10 +41,9 @@ def time_keys(rec: MemoryRecord, max_days: int) -> list[tuple[str, str]]:
         start, end = end, start
     out: list[tuple[str, str]] = []
     if rec.time.granularity not in ("month", "year") and (end - start).days < max_days:
-        d = start
-        while d <= end:
+        for i in range((end - start).days + 1):  # never steps past `end` (date.max has no successor)
+            d = start + timedelta(days=i)
             out.append((f"day:{d.isoformat()}", f"{d.day} {d:%B %Y}"))
-            d += timedelta(days=1)
     if rec.time.granularity != "year":
         y, m = start.year, start.month
         while (y, m) <= (end.year, end.month):

@@ -34,11 +34,11 @@ from typing import Any, Callable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .answer import AnswerReply, answer_messages, make_answerer
+from .answer import answer_prompt_estimate, make_answerer
 from .config import LycheeConfig, QueryConfig, load_config
 from .fuse import FusedItem, RankedList, rrf
 from .llm.backend import resolve_backend
-from .plan import PlanContext, QueryPlan, Route, as_datetime, make_planner, prompt_tokens_estimate
+from .plan import PlanContext, QueryPlan, Route, as_datetime, make_planner
 from .recall import (
     ConversationView,
     Hit,
@@ -50,7 +50,7 @@ from .recall import (
 )
 from .records import TimeSpan
 from .rerank import CrossEncoderReranker, RerankReport, rerank_order
-from .select import Evidence, Selection, select_evidence
+from .select import Evidence, Selection, prime_line_tokens, select_evidence
 from .store import MemoryStoreReader
 
 log = logging.getLogger(__name__)
@@ -346,7 +346,10 @@ class MemoryStore:
 
     def view(self, conversation_id: str) -> ConversationView:
         """The loaded (cached) conversation."""
-        return self.cache.get(conversation_id)[0]
+        view, loaded = self.cache.get(conversation_id)
+        if loaded:
+            prime_line_tokens(view, self.qcfg.select.show_source_ids, self.encoding)
+        return view
 
     # -- shared pieces ---------------------------------------------------------------------------
     @property
@@ -446,7 +449,7 @@ class MemoryStore:
 
         t0 = time.perf_counter()
         cids = self.scope(conversation_id, user_id)
-        views = {cid: self.cache.get(cid)[0] for cid in cids}
+        views = {cid: self.view(cid) for cid in cids}
         timings["load"] = _ms(time.perf_counter() - t0)
 
         t0 = time.perf_counter()
@@ -486,7 +489,7 @@ class MemoryStore:
         timings["selection"] = _ms(time.perf_counter() - t0)
         timings["total"] = _ms(time.perf_counter() - t_start)
 
-        answer_est = prompt_tokens_estimate(answer_messages(question, qd, sel.context), AnswerReply, self.encoding)
+        answer_est = answer_prompt_estimate(question, qd, sel.context, sel.tokens, self.encoding)
         usage = QueryUsage(
             backend=backend, plan_prompt_tokens=plan_out.prompt_tokens, plan_completion_tokens=plan_out.completion_tokens,
             answer_prompt_tokens=answer_est, query_prompt_tokens=plan_out.prompt_tokens + answer_est,

@@ -192,9 +192,12 @@ class Progress:
         eta = f"{(self.total - done) / rate:.0f}s" if self.total and rate > 0 else "?"
         cpm = ""
         if self.limiter is not None:
-            st = ray.get(self.limiter.stats.remote())
-            lim = st["limit_calls_per_min"] or "∞"
-            cpm = f" calls/min {st['calls_last_min']}/{lim}"
+            try:
+                st = ray.get(self.limiter.stats.remote(), timeout=10)
+                lim = st["limit_calls_per_min"] or "∞"
+                cpm = f" calls/min {st['calls_last_min']}/{lim}"
+            except (ray.exceptions.RayError, TimeoutError):  # the limiter died: its calls fail, the report must not
+                cpm = " calls/min ? (rate limiter unavailable)"
         print(
             f"[build] {done}/{self.total or '?'} conversations (built {summary.built}, skipped {summary.skipped}, "
             f"failed {summary.failed}) segments {self.segments} LLM calls {summary.llm_calls} tokens "
@@ -241,17 +244,26 @@ def run_ray_build(
         num_cpus=rc.actor_num_cpus,
     )
     summary = BuildSummary()
-    prog = Progress(estimate_total(fmt, files), rc.progress_interval_s, limiter) if progress else None
-    for row in ds.iter_rows():
-        o = Outcome.from_row(row)
-        summary.add(o)
-        if prog:
-            prog.update(summary, o)
+    try:
+        prog = Progress(estimate_total(fmt, files), rc.progress_interval_s, limiter) if progress else None
+        for row in ds.iter_rows():
+            o = Outcome.from_row(row)
+            summary.add(o)
+            if prog:
+                prog.update(summary, o)
+        if prog and summary.inputs:
+            prog.update(summary, Outcome("skipped"), force=True)
+    except BaseException:
+        # e.g. a builder actor killed for good (ray.kill): the job fails. What was committed stays
+        # committed; a re-run resumes. The claims of this run are dropped, the limiter released.
+        log.error("build run %s failed after %d outcomes; re-run to resume (committed conversations are kept)",
+                  run_id, summary.inputs)
+        writer.release_claims(run_id)
+        raise
+    finally:
+        if limiter is not None:
+            ray.kill(limiter)
     summary.wall_s = round(time.perf_counter() - t0, 3)
-    if prog and summary.inputs:
-        prog.update(summary, Outcome("skipped"), force=True)
     finish_run(writer, summary, run_id, manifest_info(cfg, backend, summary, "ray"), cfg.build.compact_conversations_per_file)
-    if limiter is not None:
-        ray.kill(limiter)
     return summary
 

@@ -168,6 +168,7 @@ class ConversationView:
     turn_speaker: list[str]
     turn_session: list[int]
     turn_session_date: list[str | None]
+    turn_segment: list[int]  # index of the semantic segment each turn was encoded in (-1 = none)
     turn_vecs: np.ndarray
     turn_index: object
     # evidence nodes
@@ -214,6 +215,10 @@ class ConversationView:
             a, b = (a if a is not None else b), (b if b is not None else a)
             spans.append(None if a is None else (min(a, b), max(a, b)))
         sessions = trn["session_index"]
+        seg_of: dict[str, int] = {}
+        for idx, tids in zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist()):
+            for t in tids or []:
+                seg_of[t] = int(idx)
         turn_date = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"])]
         turn_text = [str(c) for c in trn["content"]]
         turn_speaker = [str(s) for s in trn["speaker"]]
@@ -243,7 +248,7 @@ class ConversationView:
             record_sources=[list(s or []) for s in rec["source_turn_ids"]],
             record_vecs=_flat_vectors(data.record_index, n_rec, dim), record_index=data.record_index,
             turn_ids=list(trn["turn_id"]), turn_text=turn_text, turn_speaker=turn_speaker, turn_session=list(sessions),
-            turn_session_date=turn_date, turn_vecs=_flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
+            turn_session_date=turn_date, turn_segment=[seg_of.get(t, -1) for t in trn["turn_id"]], turn_vecs=_flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
             node_kind=list(nod["kind"]), node_key=list(nod["key"]), node_records=node_records, node_index=data.node_index,
             keys=keys, entities=entities, topics=topics, speakers=speakers, bm25=bm25,
             record_pos=record_pos, turn_pos=turn_pos, record_turns=record_turns, turn_records=turn_records,

@@ -45,6 +45,7 @@ def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = 
         question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
         we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
         max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
+        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words,
     )
 
 
@@ -75,12 +76,15 @@ class Outcome:
     counts: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, dict[str, int]] = field(default_factory=dict)
     wall_s: float = 0.0
+    # Input repairs reported for this conversation (adapter warnings, bounded long turns).
+    warnings: list[str] = field(default_factory=list)
 
     def to_row(self) -> dict[str, Any]:
         """Flat row (JSON strings for nested fields) for transport through Ray Data."""
         d = asdict(self)
         d["counts"] = json.dumps(self.counts)
         d["tokens"] = json.dumps(self.tokens)
+        d["warnings"] = json.dumps(self.warnings)
         return d
 
     @classmethod
@@ -88,6 +92,7 @@ class Outcome:
         d = {k: _null(v) for k, v in row.items()}
         d["counts"] = json.loads(d.get("counts") or "{}")
         d["tokens"] = json.loads(d.get("tokens") or "{}")
+        d["warnings"] = json.loads(d.get("warnings") or "[]")
         d["line"] = None if d.get("line") is None else int(d["line"])
         return cls(**d)
 
@@ -124,6 +129,19 @@ def row_to_item(row: dict[str, Any]) -> AdapterItem:
     )
 
 
+def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
+    """The item's warning-level issues plus one line for turns over ``segmenter.max_turn_chars``."""
+    out = [f"{i.field}: {i.message}" if i.field else i.message for i in item.issues if i.level == "warning"]
+    conv = item.conversation
+    if conv is not None and max_turn_chars:
+        long = [t for *_, t in conv.iter_turns() if len(t.content) > max_turn_chars]
+        if long:
+            named = ", ".join(f"{t.turn_id} ({len(t.content)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
+            out.append(f"{len(long)} turn(s) longer than segmenter.max_turn_chars={max_turn_chars}: {named}; only their first "
+                       f"{max_turn_chars} characters are embedded, segmented and encoded, the turns are stored in full")
+    return out
+
+
 class ConversationProcessor:
     """Item → outcome: claim the id, skip if committed, build, commit; never raises."""
 
@@ -147,6 +165,7 @@ class ConversationProcessor:
         dup = self.writer.claim(cid, self.run_id, item.where)
         if dup is not None:
             return Outcome("failed", cid, "input", f"duplicate conversation id (first seen at {dup}); skipped", item.file, item.line)
+        warnings = input_warnings(item, self.ctx.cfg.segmenter.max_turn_chars)
         marker = self.writer.commit_marker(cid)
         previous = None
         if marker is not None and marker.get("fingerprint") == self.fingerprint:
@@ -164,9 +183,9 @@ class ConversationProcessor:
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
-                           wall_s=time.perf_counter() - t0)
+                           wall_s=time.perf_counter() - t0, warnings=warnings)
         return Outcome("built", cid, counts=marker["counts"], tokens=marker.get("tokens", {}), file=item.file,
-                       line=item.line, wall_s=time.perf_counter() - t0)
+                       line=item.line, wall_s=time.perf_counter() - t0, warnings=warnings)
 
     def _with_previous_usage(self, cid: str, new):
         import pyarrow as pa
@@ -190,12 +209,17 @@ class BuildSummary:
     completion_tokens: int = 0
     wall_s: float = 0.0
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # Input repairs (one row per conversation and kind; stored in errors/ with stage "warning").
+    warnings: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, o: Outcome) -> None:
         self.inputs += 1
         setattr(self, o.status, getattr(self, o.status) + 1)
         if o.status == "failed":
             self.errors.append(o.error_row())
+        for w in o.warnings:
+            self.warnings.append({"conversation_id": o.conversation_id, "stage": "warning", "message": w,
+                                  "file": o.file, "line": o.line})
         if o.status == "built":
             self.records += o.counts.get("records", 0)
             self.failed_segments += o.counts.get("failed_segments", 0)
@@ -207,12 +231,14 @@ class BuildSummary:
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["errors"] = len(self.errors)
+        d["warnings"] = len(self.warnings)
         return d
 
     def table(self) -> str:
         """Final human-readable summary."""
         rows = [("input conversations", self.inputs), ("built", self.built), ("skipped (already built)", self.skipped),
-                ("failed (see errors/)", self.failed), ("failed segments (--retry-failed)", self.failed_segments),
+                ("failed (see errors/)", self.failed), ("input warnings (errors/, stage warning)", len(self.warnings)),
+                ("failed segments (--retry-failed)", self.failed_segments),
                 ("records", self.records), ("LLM calls", self.llm_calls),
                 ("prompt / completion tokens", f"{self.prompt_tokens} / {self.completion_tokens}"), ("wall time (s)", self.wall_s)]
         w = max(len(k) for k, _ in rows)
@@ -250,7 +276,7 @@ def finish_run(
     writer: MemoryStoreWriter, summary: BuildSummary, run_id: str, info: dict[str, Any], conversations_per_file: int
 ) -> None:
     """Errors table, claims released, Parquet parts compacted, manifest written."""
-    writer.write_errors(summary.errors, run_id=run_id)
+    writer.write_errors(summary.errors + summary.warnings, run_id=run_id)
     writer.release_claims(run_id)
     if conversations_per_file > 0:
         compact(writer.root, conversations_per_file)

@@ -28,7 +28,8 @@ Every decision is recorded as a :class:`Decision` (signals, p_t, reason) in ``se
 Invariants (tested): a segment never spans two sessions; a segment never has more than
 ``max_segment_tokens`` tokens (a longer turn is split into character-range pieces that all carry the
 turn's vector); every turn of the input appears in exactly one segment, in order (the pieces of a split
-turn in order, possibly in several segments), nothing is dropped; the state round-trips through JSON and a restored
+turn in order, possibly in several segments), nothing is dropped (with ``max_turn_chars`` set, a longer turn enters
+as its first ``max_turn_chars`` characters: the bound on one turn's cost); the state round-trips through JSON and a restored
 segmenter makes exactly the decisions an uninterrupted one would.
 
 Degenerate input: an exchange whose turns are all empty/whitespace (or have zero vectors) carries no
@@ -220,8 +221,15 @@ def split_text_by_tokens(text: str, max_tokens: int, encoding: str = DEFAULT_ENC
     spans: list[tuple[int, int]] = []
     start = 0
     while start < len(text):
-        rest = text[start:]
-        ids = enc.encode(rest, disallowed_special=())
+        # Tokenise a window of the rest, not all of it (a 10 MB turn would cost O(n^2)); the window
+        # grows until it holds more than max_tokens tokens or reaches the end of the text.
+        window = max_tokens * 8
+        while True:
+            rest = text[start : start + window]
+            ids = enc.encode(rest, disallowed_special=())
+            if len(ids) > max_tokens or start + window >= len(text):
+                break
+            window *= 2
         if len(ids) <= max_tokens:
             spans.append((start, len(text)))
             break
@@ -741,26 +749,35 @@ def segment_turn_inputs(
 # --------------------------------------------------------------------------------------------
 
 
-def turn_embedding_text(turn: Turn) -> str:
-    """The text embedded for a turn (segmenter and raw-turn index share it): its content."""
-    return turn.content
+def turn_embedding_text(turn: Turn, max_chars: int = 0) -> str:
+    """The text embedded for a turn (segmenter and raw-turn index share it): its content, or its
+    first ``max_chars`` characters (``segmenter.max_turn_chars``; 0 = all)."""
+    return turn.content[:max_chars] if max_chars and len(turn.content) > max_chars else turn.content
 
 
-def embed_turns(conv: Conversation, embedder: Any) -> np.ndarray:
+def embed_turns(conv: Conversation, embedder: Any, max_chars: int = 0) -> np.ndarray:
     """One batched ``embedder.encode`` call over every turn, in :meth:`Conversation.iter_turns` order."""
-    return np.asarray(embedder.encode([turn_embedding_text(t) for _, _, _, t in conv.iter_turns()]))
+    return np.asarray(embedder.encode([turn_embedding_text(t, max_chars) for _, _, _, t in conv.iter_turns()]))
 
 
 def conversation_turn_inputs(
-    conv: Conversation, turn_vectors: np.ndarray, encoding: str = DEFAULT_ENCODING
+    conv: Conversation, turn_vectors: np.ndarray, encoding: str = DEFAULT_ENCODING, max_turn_chars: int = 0
 ) -> list[TurnInput]:
-    """Pair every turn of ``conv`` with its vector (rows in ``iter_turns`` order) and token count."""
+    """Pair every turn of ``conv`` with its vector (rows in ``iter_turns`` order) and token count.
+
+    A turn longer than ``max_turn_chars`` (0 = no bound) enters as the piece ``[0, max_turn_chars)``:
+    only that part is segmented and encoded; the turn itself is kept whole by the caller.
+    """
     if len(turn_vectors) != conv.num_turns:
         raise ValueError(f"{len(turn_vectors)} vectors for {conv.num_turns} turns")
     out = []
     for row, (si, s, ti, t) in enumerate(conv.iter_turns()):
         ref = TurnRef(session_index=si, turn_index=ti, turn_id=t.turn_id, session_id=s.session_id)
-        out.append(TurnInput(ref, t.role, t.content, count_tokens(t.content, encoding), turn_vectors[row]))
+        text = t.content
+        if max_turn_chars and len(text) > max_turn_chars:
+            text = text[:max_turn_chars]
+            ref = ref.model_copy(update={"char_start": 0, "char_end": max_turn_chars})
+        out.append(TurnInput(ref, t.role, text, count_tokens(text, encoding), turn_vectors[row]))
     return out
 
 
@@ -787,8 +804,8 @@ def segment_conversation(
     if turn_vectors is None:
         if embedder is None:
             raise ValueError("segment_conversation needs an embedder or turn_vectors")
-        turn_vectors = embed_turns(conv, embedder)
-    turns = conversation_turn_inputs(conv, turn_vectors, encoding)
+        turn_vectors = embed_turns(conv, embedder, cfg.max_turn_chars)
+    turns = conversation_turn_inputs(conv, turn_vectors, encoding, cfg.max_turn_chars)
     mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns))
     segments, decisions = segment_turn_inputs(turns, cfg, mode=mode, encoding=encoding)
     return SegmentationResult(segments, decisions, np.asarray(turn_vectors), mode)

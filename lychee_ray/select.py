@@ -35,6 +35,7 @@ stemmed, stop-worded words and numbers of :func:`~lychee_ray.recall.lexical_term
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal, Sequence
 
 import numpy as np
@@ -142,6 +143,12 @@ def line_tokens(text: str, encoding: str) -> int:
     return count_tokens(text + "\n", encoding)
 
 
+@lru_cache(maxsize=4096)
+def _header_line_tokens(header: str, encoding: str) -> int:
+    """:func:`line_tokens` of a session header (few distinct ones, counted on every query)."""
+    return line_tokens(header, encoding)
+
+
 def record_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, encoding: str) -> int:
     """:func:`line_tokens` of a record's line (cached on the view)."""
     key = ("rec_tok", pos, show_source_ids, encoding)
@@ -160,13 +167,30 @@ def turn_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, en
     return n
 
 
-def full_window(view: ConversationView, center: int, width: int) -> list[int]:
-    """The centre turn and up to ``width`` same-session neighbours per side (nothing trimmed)."""
-    sess = view.turn_session[center]
+def prime_line_tokens(view: ConversationView, show_source_ids: bool, encoding: str = DEFAULT_ENCODING) -> None:
+    """Count every record and turn line of a freshly loaded view once (~12 µs a line), so queries
+    never pay for a line they meet for the first time (a cold conversation costs ~25 ms more to
+    load; every query after it saves the misses)."""
+    for p in range(view.num_records):
+        record_line_tokens(view, p, show_source_ids, encoding)
+    for p in range(view.num_turns):
+        turn_line_tokens(view, p, show_source_ids, encoding)
+
+
+def _same_unit(view: ConversationView, a: int, b: int, within_segment: bool) -> bool:
+    """Whether turns ``a`` and ``b`` may share a window: same session, and same segment if asked."""
+    if view.turn_session[a] != view.turn_session[b]:
+        return False
+    return not within_segment or view.turn_segment[a] == view.turn_segment[b]
+
+
+def full_window(view: ConversationView, center: int, width: int, within_segment: bool = False) -> list[int]:
+    """The centre turn and up to ``width`` neighbours per side in its session (and segment when
+    ``within_segment``), nothing trimmed."""
     lo, hi = center, center
-    while lo > 0 and center - lo < width and view.turn_session[lo - 1] == sess:
+    while lo > 0 and center - lo < width and _same_unit(view, lo - 1, center, within_segment):
         lo -= 1
-    while hi < view.num_turns - 1 and hi - center < width and view.turn_session[hi + 1] == sess:
+    while hi < view.num_turns - 1 and hi - center < width and _same_unit(view, hi + 1, center, within_segment):
         hi += 1
     return list(range(lo, hi + 1))
 
@@ -222,16 +246,17 @@ def record_is_redundant(view: ConversationView, shown: _Shown, rp: int, min_nove
     return _novel(view.record_terms[rp], [view.turn_terms[t] for t in src]) < min_novel
 
 
-def turn_window(view: ConversationView, shown: _Shown, center: int, width: int, min_novel: int) -> list[int]:
-    """The centre turn plus up to ``width`` same-session neighbours per side that are not yet shown
-    and not redundant with shown records; only the contiguous run around the centre is kept."""
-    sess = view.turn_session[center]
+def turn_window(view: ConversationView, shown: _Shown, center: int, width: int, min_novel: int,
+                within_segment: bool = False) -> list[int]:
+    """The centre turn plus up to ``width`` neighbours per side in its session (and segment when
+    ``within_segment``) that are not yet shown and not redundant with shown records; only the
+    contiguous run around the centre is kept."""
     out = [center]
     for step in (-1, 1):
         p = center
         for _ in range(width):
             p += step
-            if p < 0 or p >= view.num_turns or view.turn_session[p] != sess or p in shown.turns:
+            if p < 0 or p >= view.num_turns or not _same_unit(view, p, center, within_segment) or p in shown.turns:
                 break
             if turn_is_redundant(view, shown, p, min_novel):
                 break
@@ -267,16 +292,20 @@ def select_evidence(
     # gain and the source-overlap penalty
     item_turns: list[tuple[str, list[int]]] = []
     cost0 = np.empty(n, dtype=np.float64)
+    # the least an item can ever cost (a record's line; a window's centre turn): once it exceeds the
+    # remaining budget the item can never be picked, so it leaves the pool without being examined
+    min_cost = np.empty(n, dtype=np.float64)
     for i, it in enumerate(pool):
         v = views[it.key.conversation_id]
         p = int(pos[i])
         if it.key.kind == "record":
             item_turns.append((it.key.conversation_id, v.record_turns[p]))
-            cost0[i] = record_line_tokens(v, p, cfg.show_source_ids, encoding)
+            cost0[i] = min_cost[i] = record_line_tokens(v, p, cfg.show_source_ids, encoding)
         else:
-            win = full_window(v, p, cfg.turn_window)
+            win = full_window(v, p, cfg.turn_window, cfg.window_within_segment)
             item_turns.append((it.key.conversation_id, win))
             cost0[i] = sum(turn_line_tokens(v, q, cfg.show_source_ids, encoding) for q in win)
+            min_cost[i] = turn_line_tokens(v, p, cfg.show_source_ids, encoding)
     gain = rel
     if cfg.cost_exponent > 0:
         gain = rel * (np.median(cost0) / np.maximum(cost0, 1.0)) ** cfg.cost_exponent
@@ -296,6 +325,10 @@ def select_evidence(
     header_tokens: dict[tuple[str, str | None], int] = {}
     remaining = budget_tokens
     while True:
+        hopeless = alive & (min_cost > remaining)
+        if hopeless.any():
+            skipped["budget"] += int(hopeless.sum())
+            alive &= ~hopeless
         redundancy = np.maximum(max_sim, cfg.source_overlap_weight * overlap) if cfg.source_overlap_weight > 0 else max_sim
         mmr = lam * gain - (1 - lam) * redundancy
         mmr[~alive] = -np.inf
@@ -318,7 +351,7 @@ def select_evidence(
             cost = tokens
             if group not in groups:
                 if group not in header_tokens:
-                    header_tokens[group] = line_tokens(group_header(group[0], group[1], show_conv), encoding)
+                    header_tokens[group] = _header_line_tokens(group_header(group[0], group[1], show_conv), encoding)
                 cost += header_tokens[group]
             if cost > remaining:
                 skipped["budget"] += 1
@@ -378,7 +411,7 @@ def _candidate(kind: str, p: int, view: ConversationView, shown: _Shown, cfg: Se
     if turn_is_redundant(view, shown, p, cfg.min_novel_terms):
         skipped["redundant"] += 1
         return None
-    window = turn_window(view, shown, p, cfg.turn_window, cfg.min_novel_terms)
+    window = turn_window(view, shown, p, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment)
     tokens = sum(turn_line_tokens(view, q, cfg.show_source_ids, encoding) for q in window)
     return window, tokens, (cid, fmt_day(view.turn_session_date[p]))
 
@@ -411,4 +444,5 @@ def _mark_shown(unit: Evidence, view: ConversationView, shown: _Shown, p: int) -
         shown.turns.update(view.turn_pos[t] for t in unit.turn_ids)
 
 
-__all__ = ["Evidence", "Selection", "fmt_time", "group_header", "record_block", "render", "select_evidence", "turns_block"]
+__all__ = ["Evidence", "Selection", "fmt_time", "group_header", "prime_line_tokens", "record_block", "render", "select_evidence",
+           "turns_block"]

@@ -269,11 +269,15 @@ class MemoryService:
         self.config = cfg.model_copy(update={"query": qcfg})
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
-        self.store = MemoryStore.open(self.root, self.config, embedder=_BatchingEmbedder(self), llm=llm,
+        # batching off: the search thread calls the model itself (no hop through the event loop)
+        local = cfg.embedding.backend == "local"
+        self.batching = self.scfg.batch_embeddings if self.scfg.batch_embeddings is not None else not local
+        query_embedder = _BatchingEmbedder(self) if self.batching else _CountingEmbedder(self)
+        self.store = MemoryStore.open(self.root, self.config, embedder=query_embedder, llm=llm,
                                       llm_client=llm_client, cache_max_bytes=self.scfg.cache_max_bytes)
         self.manifest = self.store.reader.manifest
-        self._executor = ThreadPoolExecutor(max_workers=max(2, self.scfg.max_ongoing_requests),
-                                            thread_name_prefix="lychee-serve")
+        threads = self.scfg.search_threads or (1 if local else self.scfg.max_ongoing_requests)
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lychee-serve")
         # query embeddings: the deployment installs its @serve.batch method; both paths end in a _Coalescer
         self._embed_batch: Callable[[list[str]], Awaitable[np.ndarray]] | None = None
         self._coalescer_inst: Any = None
@@ -325,8 +329,10 @@ class MemoryService:
         self.store.close()
 
     def use_batcher(self, fn: Callable[[list[str]], Awaitable[np.ndarray]]) -> None:
-        """Route query embeddings through ``fn`` (the deployment's ``@serve.batch`` method)."""
-        self._embed_batch = fn
+        """Route query embeddings through ``fn`` (the deployment's ``@serve.batch`` method); no-op
+        when ``serve.batch_embeddings`` is off."""
+        if self.batching:
+            self._embed_batch = fn
 
     # -- embeddings (run on the event loop) ------------------------------------------------------
     def _coalescer(self, wait_s: float) -> "_Coalescer":
@@ -544,7 +550,7 @@ class MemoryService:
             "reloads": self.reloads,
             "embedding": {"requests": self.embed_requests, "model_calls": self.embed_model_calls,
                           "texts": self.embed_texts_total,
-                          "batched": self._embed_batch is not None or self._coalescer_inst is not None},
+                          "batched": self.batching},
             "llm": {"backend": backend, "available": backend != "openai" or self.llm_available(),
                     "last_error": self._llm_last_error},
             "started_at": self.started_at,

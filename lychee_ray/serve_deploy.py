@@ -81,6 +81,7 @@ def deployment_options(cfg: LycheeConfig) -> dict[str, Any]:
         # the replica loads the embedding model before it is ready (~10-20 s on a small machine)
         "health_check_timeout_s": 60,
         "graceful_shutdown_timeout_s": 10,
+        "logging_config": {"enable_access_log": s.access_log},
     }
     a = s.autoscaling
     if a.enabled:
@@ -113,7 +114,8 @@ def start_service(memory: str | Path, cfg: LycheeConfig, *, name: str = APP_NAME
     """Start Serve's HTTP proxy on ``serve.host:serve.port`` and deploy the service; returns its URL
     once every replica is ready. Ray must be initialised (``ray.init``) by the caller."""
     s = cfg.serve
-    serve.start(http_options={"host": s.host, "port": s.port, "request_timeout_s": s.request_timeout_s})
+    serve.start(http_options={"host": s.host, "port": s.port, "request_timeout_s": s.request_timeout_s},
+                logging_config={"enable_access_log": s.access_log})
     t0 = time.perf_counter()
     serve.run(build_application(memory, cfg), name=name, route_prefix="/", blocking=False)
     url = service_url(cfg)

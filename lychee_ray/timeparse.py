@@ -620,6 +620,9 @@ _SUBJECT_AFTER = re.compile(r"\s+(?:was|is|has|had|went|will|seems|seemed|felt|f
 _YEAR_IN_TEXT = re.compile(r"\b((?:19|20)\d{2})\b")
 
 
+_RECURRING_BEFORE = re.compile(r"\b(?:every|each)\s+$", re.I)
+
+
 def _context(text: str, start: int, end: int) -> str:
     """The sentence around a match (for tense cues)."""
     s = max((m.end() for m in _SENT_END.finditer(text, 0, start)), default=0)
@@ -665,9 +668,14 @@ def find_time_expressions(text: str, ref: datetime | date | str | None = None, *
         end = m.end()
         if start < taken_until:
             continue
-        res = handler(m, rd, _context(text, start, end), fallback_year)
+        try:
+            res = handler(m, rd, _context(text, start, end), fallback_year)
+        except (OverflowError, ValueError):  # resolves outside the datetime range (e.g. "tomorrow" on 9999-12-31)
+            continue
         if res is None:
             continue
+        if res.relative and _RECURRING_BEFORE.search(text, max(0, start - 8), start):
+            continue  # "every Sunday" recurs: it is no single date, so nothing to resolve or rewrite
         prep = (m.groupdict().get("prep") or "").lower()
         expr_start = m.end("prep") if prep else start
         while expr_start < end and text[expr_start].isspace():

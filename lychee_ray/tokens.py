@@ -23,9 +23,21 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     return len(get_encoding(encoding).encode(text, disallowed_special=()))
 
 
+@lru_cache(maxsize=64)
+def _count_static(text: str, encoding: str) -> int:
+    return count_tokens(text, encoding)
+
+
 def count_message_tokens(messages: list[dict[str, str]], encoding: str = DEFAULT_ENCODING) -> int:
-    """Chat prompt tokens: content plus OpenAI's per-message framing (3 per message + 3 priming)."""
-    return sum(3 + count_tokens(m.get("content") or "", encoding) for m in messages) + 3
+    """Chat prompt tokens: content plus OpenAI's per-message framing (3 per message + 3 priming).
+
+    System messages are fixed instruction texts, so their counts are cached (a query path counts the
+    same few instructions on every request)."""
+    return sum(
+        3 + (_count_static(m.get("content") or "", encoding) if m.get("role") == "system"
+             else count_tokens(m.get("content") or "", encoding))
+        for m in messages
+    ) + 3
 
 
 def truncate_to_tokens(text: str, max_tokens: int, encoding: str = DEFAULT_ENCODING, keep: str = "head") -> str:

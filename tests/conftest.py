@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -10,6 +11,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Tests must never pick up a developer's real endpoint or key.
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL", "LYCHEE_LLM_MODEL", "LYCHEE_SERVE_TOKEN"):
     os.environ.pop(_var, None)
+
+from tests.serve_fixtures import serve_url  # noqa: E402,F401 — the session's one Ray Serve instance
+
 
 @pytest.fixture(scope="session")
 def embedder():
@@ -28,3 +32,14 @@ def ray_session():
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
     yield ray
+
+
+def pytest_collection_modifyitems(config, items):
+    """``slow`` tests (long reliability loops) are skipped unless ``LYCHEE_SLOW=1`` or ``-m`` names
+    them: CI runs the bounded sample of each loop (``LYCHEE_RELIABILITY_ROUNDS`` sizes it)."""
+    if os.environ.get("LYCHEE_SLOW") == "1" or "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow loop: set LYCHEE_SLOW=1 (or -m slow) to run it; CI runs a bounded sample")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -51,6 +51,7 @@ def test_jsonl_bad_lines_are_reported_and_rest_converted(tmp_path: Path):
         json.dumps(_conv("good-1")),
         '{"conversation_id": "broken", ',  # malformed
         json.dumps({"user_id": "x", "sessions": []}),  # missing conversation_id
+        # an unparseable date is dropped with a warning; the conversation is kept
         json.dumps(_conv("bad-date", sessions=[{"session_id": "s1", "started_at": "yesterday-ish", "turns": [{"turn_id": "1", "content": "x"}]}])),
         json.dumps(_conv("empty", sessions=[{"session_id": "s1", "turns": []}])),
         json.dumps(_conv("good-1")),  # duplicate id
@@ -59,15 +60,17 @@ def test_jsonl_bad_lines_are_reported_and_rest_converted(tmp_path: Path):
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(lines) + "\n")
     rep = convert("jsonl", src, tmp_path / "out.jsonl")
-    assert rep.conversations == 2
-    assert rep.errors == 5
-    out = [json.loads(l)["conversation_id"] for l in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert out == ["good-1", "good-2"]
+    assert rep.conversations == 3
+    assert (rep.errors, rep.warnings) == (4, 1)
+    out = [json.loads(l) for l in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [c["conversation_id"] for c in out] == ["good-1", "bad-date", "good-2"]
+    assert out[1]["sessions"][0]["started_at"] is None
     errs = [json.loads(l) for l in side_paths(tmp_path / "out.jsonl")[1].read_text().splitlines()]
     by_line = {e["line"]: e for e in errs}
     assert "malformed JSON" in by_line[2]["message"]
     assert by_line[3]["field"] == "conversation_id"
     assert by_line[4]["field"] == "sessions.0.started_at" and by_line[4]["conversation_id"] == "bad-date"
+    assert by_line[4]["level"] == "warning" and "yesterday-ish" in by_line[4]["message"]
     assert "no turns" in by_line[5]["message"]
     assert "duplicate" in by_line[6]["message"] and by_line[6]["field"] == "conversation_id"
     assert all(e["file"] == str(src) for e in errs)
@@ -88,7 +91,10 @@ def test_invalid_utf8_line(tmp_path: Path):
     src.write_bytes(json.dumps(_conv("a")).encode() + b"\n" + b'{"conversation_id": "\xff\xfe"}\n')
     items = list(read_input("jsonl", src))
     assert items[0].conversation is not None
+    # undecodable bytes are replaced (warning); the line still fails on its own (no sessions)
     assert "invalid UTF-8" in items[1].issues[0].message and items[1].issues[0].line == 2
+    assert items[1].issues[0].level == "warning" and items[1].conversation is None
+    assert any(i.level == "error" and i.field == "sessions" for i in items[1].issues)
 
 
 def test_locomo_conversion(tmp_path: Path):

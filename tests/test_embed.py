@@ -53,3 +53,31 @@ def test_async_batch_embedder_coalesces_and_never_strands_requests():
     assert len(out) == 40 and all(o.shape == (2, 4) for o in out)
     assert slow.calls < 40  # coalesced
     assert threading.active_count() >= 1
+
+
+def test_onnx_runtime_matches_torch_and_falls_back(embedder, tmp_path, monkeypatch):
+    """The default ONNX runtime gives the torch model's vectors (stores are interchangeable); a model it
+    cannot export, or a failed export, keeps torch instead of failing the job."""
+    from lychee_ray import onnx_embed
+    from lychee_ray.config import EmbeddingConfig
+    from lychee_ray.embed import LocalEmbedder
+
+    assert embedder.runtime == "onnx"
+    torch_emb = LocalEmbedder(EmbeddingConfig(runtime="torch"))
+    texts = ["When did Caroline go to the support group?", "x", "", "a long turn about painting " * 120, "x"]
+    a, b = embedder.encode(texts), torch_emb.encode(texts)
+    assert a.shape == b.shape == (5, torch_emb.dim)
+    assert float(np.abs(a - b).max()) < 1e-5
+    assert np.allclose(np.linalg.norm(a[[0, 1, 3]], axis=1), 1.0, atol=1e-5)
+
+    monkeypatch.setattr(onnx_embed, "unsupported_reason", lambda model: "test: unsupported pipeline")
+    assert LocalEmbedder(EmbeddingConfig(onnx_cache_dir=str(tmp_path))).runtime == "torch"
+    monkeypatch.undo()
+
+    def broken_export(*a, **k):
+        raise RuntimeError("test: exporter crashed")
+
+    monkeypatch.setattr(onnx_embed, "_export", broken_export)
+    e = LocalEmbedder(EmbeddingConfig(onnx_cache_dir=str(tmp_path / "fresh")))
+    assert e.runtime == "torch" and not list((tmp_path / "fresh").glob("*.onnx"))
+    assert float(np.abs(e.encode(texts[:1]) - b[:1]).max()) < 1e-6

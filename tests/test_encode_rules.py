@@ -196,7 +196,9 @@ def test_role_based_chat():
         speakers=("user", "assistant"),
         roles=["user", "assistant"],
     )
-    assert texts(out)[:2] == ["User usually prefers window seats.", "Can Assistant help User book a flight to Denver?"]
+    # the assistant's short reply is folded into the user's question (question → answer pair)
+    assert texts(out)[:2] == ["User usually prefers window seats.",
+                              "Can Assistant help User book a flight to Denver? Assistant can help User with that."]
     assert out.records[0].type == "preference"
 
 
@@ -229,3 +231,35 @@ def test_max_records_per_turn_and_missing_date():
     assert len(encode(("Caroline", long_turn), enc=RulesEncoder(max_records_per_turn=3)).records) == 3
     r = encode(("Caroline", "I went there yesterday with my brother."), date=None).records[0]
     assert r.text == "Caroline went there yesterday with Caroline's brother." and r.time is None
+
+
+def test_short_answer_is_folded_into_the_question_record():
+    out = encode(("Caroline", "What did you paint last week?"), ("Melanie", "A sunset by the lake. I also painted a horse for my kids."))
+    first = out.records[0]
+    assert first.text.startswith("Caroline asked: What did Melanie paint") and first.text.endswith("Melanie answered: A sunset by the lake.")
+    assert first.source_turns == [0, 1] and "sunset" in first.topics and {"Caroline", "Melanie"} <= set(first.entities)
+    assert texts(out)[1] == "Melanie also painted a horse for Melanie's kids."
+
+
+def test_reaction_only_answer_confirms_the_question():
+    out = encode(("Caroline", "Did you go to the pride parade?"), ("Melanie", "Yes! It was so fun!"))
+    assert texts(out) == ["Caroline asked: Did Melanie go to the pride parade? Melanie answered: Yes! It was so fun!"]
+    assert out.records[0].source_turns == [0, 1]
+
+
+def test_answer_names_its_speaker_later_still_attributed():
+    out = encode(("Caroline", "Where do you hike?"), ("Melanie", "Mostly at Mount Tam with my dad."))
+    assert texts(out) == ["Caroline asked: Where does Melanie hike? Melanie answered: Mostly at Mount Tam with Melanie's dad."]
+
+
+def test_no_pair_same_speaker_long_answer_or_disabled():
+    # the same speaker continuing is not an answer
+    assert texts(encode(("Caroline", "Did you go to the pride parade?"), ("Caroline", "I went to the pride parade."))) == [
+        "Caroline asked: Did Melanie go to the pride parade?", "Caroline went to the pride parade."]
+    # a long answer is a record of its own
+    long = "I went with my kids and we stayed until the very end of the evening because the music was great."
+    out = encode(("Caroline", "Did you go to the pride parade?"), ("Melanie", long))
+    assert len(out.records) == 2 and out.records[0].source_turns == [0] and out.records[1].source_turns == [1]
+    # a question ending the segment stays alone (pairs never cross segments), and the switch turns it off
+    out = encode(("Caroline", "Did you go to the pride parade?"), ("Melanie", "Yes! It was so fun!"), enc=RulesEncoder(pair_answers=False))
+    assert texts(out) == ["Caroline asked: Did Melanie go to the pride parade?"]

@@ -135,3 +135,17 @@ def test_source_overlap_penalty_spreads_over_turns(view):
         return [e.id for e in sorted(sel.evidence, key=lambda e: e.rank)]
 
     assert order(1.0)[1] == view.record_ids[5]  # r7 only repeats the turn already shown
+
+
+def test_window_stays_inside_the_segment(view):
+    """window_within_segment: a raw-turn window shows the segment (event) its centre turn was encoded in."""
+    import dataclasses
+
+    seg = [0 if view.turn_ids[p] in ("D1:1", "D1:2") else 1 for p in range(view.num_turns)]
+    split = dataclasses.replace(view, turn_segment=seg, memo={})
+    pool = pool_of(split, ["D1:2"])
+    within = select_evidence(pool, [1.0], {"c-1": split}, 2000, SelectConfig(turn_window=1, window_within_segment=True))
+    across = select_evidence(pool, [1.0], {"c-1": split}, 2000, SelectConfig(turn_window=1, window_within_segment=False))
+    assert within.evidence[0].turn_ids == ["D1:1", "D1:2"]
+    assert across.evidence[0].turn_ids == ["D1:1", "D1:2", "D1:3"]
+    assert view.turn_segment and all(s >= 0 for s in view.turn_segment)  # loaded views know every turn's segment

@@ -179,21 +179,39 @@ def test_cache_is_bounded_by_count_and_bytes(store_dir, embedder):
     svc.close()
 
 
-def test_concurrent_requests_share_embedding_calls(store_dir, embedder):
-    svc = make_service(store_dir, embedder, **{"serve.batch_wait_ms": 50})
+def concurrent_searches(svc: MemoryService, n: int) -> list[httpx.Response]:
+    """``n`` simultaneous /v1/search requests (question i on conversation c-(1 + i % 4))."""
     app = create_app(svc)
 
     async def burst() -> list[httpx.Response]:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as ac:
             return await asyncio.gather(*[ac.post("/v1/search", json=body(question=f"{Q} #{i}", conversation_id=f"c-{1 + i % 4}"))
-                                          for i in range(8)])
+                                          for i in range(n)])
 
-    rs = asyncio.run(burst())
+    return asyncio.run(burst())
+
+
+def test_concurrent_requests_share_embedding_calls(store_dir, embedder):
+    # batching is on by default only for the openai embedding backend; the path is the same
+    svc = make_service(store_dir, embedder, **{"serve.batch_wait_ms": 50, "serve.batch_embeddings": True, "serve.search_threads": 8})
+    rs = concurrent_searches(svc, 8)
     assert [r.status_code for r in rs] == [200] * 8
     for i, r in enumerate(rs):  # each request got its own vectors back (its own evidence, its conversation)
         assert r.json()["question"] == f"{Q} #{i}" and r.json()["conversation_ids"] == [f"c-{1 + i % 4}"]
     st = svc.stats()["embedding"]
-    assert st["requests"] == 8 and st["model_calls"] < 8
+    assert st["requests"] == 8 and st["model_calls"] < 8 and st["batched"] is True
+    svc.close()
+
+
+def test_local_model_embeds_in_the_search_thread_without_batching(store_dir, embedder):
+    """Auto defaults with the local model: no batching hop, one search thread per replica."""
+    svc = make_service(store_dir, embedder)
+    assert svc.batching is False and svc._executor._max_workers == 1
+    rs = concurrent_searches(svc, 4)
+    assert [r.status_code for r in rs] == [200] * 4
+    assert all(r.json()["conversation_ids"] == [f"c-{1 + i % 4}"] for i, r in enumerate(rs))
+    st = svc.stats()["embedding"]
+    assert st["batched"] is False and st["model_calls"] == 4
     svc.close()
 
 

@@ -1,5 +1,6 @@
 """The query service on Ray Serve: ONE Serve instance for the whole test session, on 127.0.0.1.
 
+The ``serve_url`` fixture lives in ``tests/serve_fixtures.py`` (shared with the reliability suite).
 Most behaviour is tested without Ray in ``test_serve_app.py``; these tests check the deployment
 wiring: the ingress over HTTP, auth, limits, @serve.batch embeddings and load shedding (503).
 """
@@ -7,44 +8,15 @@ wiring: the ingress over HTTP, auth, limits, @serve.batch embeddings and load sh
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import httpx
 import pytest
 
-from tests.test_query import RECORDS, conversation_spec, make_store
+from tests.serve_fixtures import SERVE_AUTH as AUTH
 
-TOKEN = "ray-test-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+pytestmark = pytest.mark.ray
 Q = "When did Caroline go to the LGBTQ support group?"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def serve_url(ray_session, tmp_path_factory, embedder):
-    """The memory service deployed once per session (Serve ready ≈ 15-20 s with the model)."""
-    from lychee_ray.config import load_config
-    from lychee_ray.serve_deploy import start_service, stop_service
-
-    root = make_store(tmp_path_factory.mktemp("serve_ray_store"), embedder, [
-        conversation_spec("c-1", "u-1"), conversation_spec("c-2", "u-2", records=RECORDS[:4])])
-    cfg = load_config(env={}, sets=[
-        "serve.host=127.0.0.1", f"serve.port={_free_port()}", f"serve.token={TOKEN}", "llm.backend=rules",
-        "serve.replica_num_cpus=0.25",  # leave the session's 2 CPUs to the other Ray tests
-        "serve.max_ongoing_requests=2", "serve.max_queued_requests=2",  # small, so a burst is shed
-        "serve.max_request_bytes=4096",
-    ])
-    url = start_service(root, cfg, name="lychee-test")
-    try:
-        yield url
-    finally:
-        stop_service("lychee-test")
 
 
 def test_serve_endpoints_over_http(serve_url):

@@ -226,3 +226,12 @@ def test_resolver_with_finalise_records():
 def test_resolver_without_session_date():
     d = RecordDraft(type="event", text="Caroline went there yesterday.", source_turns=[0])
     assert resolve_record_time(d, [_turn(0, "x", date=None)]) == TimeSpan()
+
+
+def test_recurring_weekday_is_not_a_date():
+    from lychee_ray.timeparse import rewrite_relative
+
+    ref = datetime(2023, 5, 8, 13, 56)
+    assert rewrite_relative("We hike every Sunday morning.", ref)[0] == "We hike every Sunday morning."
+    assert rewrite_relative("Each Monday I paint.", ref)[0] == "Each Monday I paint."
+    assert rewrite_relative("I went on Sunday.", ref)[0] == "I went on 7 May 2023."

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import io
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 from pydantic import ValidationError
 
@@ -64,6 +64,48 @@ def issues_from_validation(
             msg = msg[len("Value error, ") :]
         out.append(InputIssue(file=file, line=line, field=loc or None, conversation_id=conversation_id, message=msg))
     return out
+
+
+def canonical_item(obj: dict[str, Any], file: str, line: int | None, issues: list[InputIssue] | None = None) -> AdapterItem:
+    """A canonical conversation object (JSONL line, Parquet row) → item: cleaned, repaired, validated.
+
+    Repairs (see :mod:`lychee_ray.adapters.clean`) are reported as warnings; what cannot be repaired
+    is reported as errors naming the field.
+    """
+    from .clean import repair_conversation
+
+    obj, notes = repair_conversation(obj)
+    cid = obj.get("conversation_id") if isinstance(obj.get("conversation_id"), str) else None
+    issues = [i if i.conversation_id else replace(i, conversation_id=cid) for i in issues or []]
+    issues += [InputIssue(file, msg, line=line, field=fld, conversation_id=cid, level="warning") for fld, msg in notes.messages()]
+    try:
+        conv = Conversation.model_validate(obj)
+    except ValidationError as e:
+        return AdapterItem(file, line, issues=issues + issues_from_validation(e, file, line, cid))
+    return AdapterItem(file, line, conversation=conv, issues=issues)
+
+
+def with_warnings(item: AdapterItem, notes: Any, extra: list[InputIssue] | None = None) -> AdapterItem:
+    """Add text-cleaning notes (:class:`~lychee_ray.adapters.clean.Notes`) and ``extra`` issues to an item."""
+    cid = item.conversation.conversation_id if item.conversation is not None else next(
+        (i.conversation_id for i in item.issues if i.conversation_id), None)
+    added = [replace(i, conversation_id=i.conversation_id or cid) for i in extra or []]
+    added += [InputIssue(item.file, msg, line=item.line, field=fld, conversation_id=cid, level="warning") for fld, msg in notes.messages()]
+    item.issues[:0] = added
+    return item
+
+
+def decode_text(data: bytes, file: str, line: int | None = None) -> tuple[str, list[InputIssue]]:
+    """UTF-8 text (a leading BOM dropped); invalid bytes become U+FFFD and are reported as a warning."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError as e:
+        text = data.decode("utf-8", errors="replace")
+        bad = text.count("\ufffd") - data.count("\ufffd".encode())
+        msg = f"invalid UTF-8 at byte {e.start}: {bad} undecodable byte sequence(s) replaced with U+FFFD"
+        return text, [InputIssue(file, msg, line=line, level="warning")]
 
 
 def is_uri(path: str | Path) -> bool:

@@ -1,17 +1,36 @@
-"""Canonical JSONL input: one :class:`~lychee_ray.models.Conversation` object per line."""
+"""Canonical JSONL input: one :class:`~lychee_ray.models.Conversation` object per line.
+
+A line that cannot be read (malformed or truncated JSON, not an object) is one error naming
+``file:line`` (and the conversation id when it can still be seen in the raw text); the next line
+is read as usual. Invalid UTF-8 is replaced (U+FFFD) and a leading BOM dropped; raw control
+characters inside JSON strings are accepted and then cleaned; every other repair is described in
+:mod:`lychee_ray.adapters.clean` and reported as a warning.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Iterator
 
-from pydantic import ValidationError
-
-from ..models import Conversation
-from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files, open_input
+from .base import AdapterItem, InputIssue, canonical_item, decode_text, list_input_files, open_input
 
 SUFFIXES = (".jsonl", ".ndjson")
+
+_RAW_ID = re.compile(r'"conversation_id"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
+
+
+def _raw_conversation_id(text: str) -> str | None:
+    """Best-effort conversation id of a line that is not valid JSON (for the error report)."""
+    m = _RAW_ID.search(text[:4096])
+    if not m:
+        return None
+    try:
+        return json.loads(f'"{m.group(1)}"')
+    except json.JSONDecodeError:
+        return m.group(1)
+
 
 def read_jsonl_file(path: str | Path) -> Iterator[AdapterItem]:
     """Validate each line; a bad line becomes an issue and the next line is still read."""
@@ -20,27 +39,21 @@ def read_jsonl_file(path: str | Path) -> Iterator[AdapterItem]:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
+            text, issues = decode_text(raw, f, lineno)
+            text = text.rstrip("\r\n")
             try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield AdapterItem(f, lineno, issues=[InputIssue(f, f"invalid UTF-8 at byte {e.start}", line=lineno)])
-                continue
-            try:
-                obj = json.loads(text)
+                # strict=False: raw control characters inside strings are read (and cleaned later)
+                obj = json.loads(text, strict=False)
             except json.JSONDecodeError as e:
-                msg = f"malformed JSON: {e.msg} at column {e.colno}"
-                yield AdapterItem(f, lineno, issues=[InputIssue(f, msg, line=lineno)])
+                truncated = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated")
+                msg = f"malformed JSON: {e.msg}: column {e.pos + 1}" + (" (the line ends early: truncated?)" if truncated else "")
+                cid = _raw_conversation_id(text)
+                yield AdapterItem(f, lineno, issues=[*issues, InputIssue(f, msg, line=lineno, conversation_id=cid)])
                 continue
             if not isinstance(obj, dict):
-                yield AdapterItem(f, lineno, issues=[InputIssue(f, "line is not a JSON object", line=lineno)])
+                yield AdapterItem(f, lineno, issues=[*issues, InputIssue(f, "line is not a JSON object", line=lineno)])
                 continue
-            cid = obj.get("conversation_id") if isinstance(obj.get("conversation_id"), str) else None
-            try:
-                conv = Conversation.model_validate(obj)
-            except ValidationError as e:
-                yield AdapterItem(f, lineno, issues=issues_from_validation(e, f, lineno, cid))
-                continue
-            yield AdapterItem(f, lineno, conversation=conv)
+            yield canonical_item(obj, f, lineno, issues)
 
 
 def read_jsonl(path: str | Path) -> Iterator[AdapterItem]:

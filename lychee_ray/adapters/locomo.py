@@ -17,7 +17,8 @@ from typing import Any, Iterator
 from pydantic import ValidationError
 
 from ..models import Conversation, QAItem, Session, Turn
-from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files, open_input
+from .base import AdapterItem, InputIssue, decode_text, with_warnings, issues_from_validation, list_input_files, open_input
+from .clean import Notes, clean_strings
 from .dates import parse_datetime
 
 SUFFIXES = (".json",)
@@ -127,11 +128,12 @@ def read_locomo(path: str | Path) -> Iterator[AdapterItem]:
     """LoCoMo files (a per-sample dict, or a list of samples as in ``locomo10.json``)."""
     for file in list_input_files(path, SUFFIXES):
         f = str(file)
+        with open_input(file) as fh:
+            text, file_issues = decode_text(fh.read(), f)
         try:
-            with open_input(file) as fh:
-                data = json.loads(fh.read().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            yield AdapterItem(f, issues=[InputIssue(f, f"not valid JSON: {e}")])
+            data = json.loads(text, strict=False)
+        except json.JSONDecodeError as e:
+            yield AdapterItem(f, issues=[*file_issues, InputIssue(f, f"not valid JSON: {e}")])
             continue
         samples = data if isinstance(data, list) else [data]
         for i, sample in enumerate(samples):
@@ -142,4 +144,6 @@ def read_locomo(path: str | Path) -> Iterator[AdapterItem]:
             cid = f"locomo-{sid if sid is not None else Path(file).stem}"
             if len(samples) > 1 and sid is None:
                 cid = f"{cid}-{i}"
-            yield convert_sample(sample, cid, f)
+            notes = Notes()
+            sample = clean_strings(sample, notes)
+            yield with_warnings(convert_sample(sample, cid, f), notes, file_issues if i == 0 else None)

@@ -14,7 +14,8 @@ from typing import Any, Iterator
 from pydantic import ValidationError
 
 from ..models import Conversation, QAItem, Session, Turn
-from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files, open_input
+from .base import AdapterItem, InputIssue, decode_text, with_warnings, issues_from_validation, list_input_files, open_input
+from .clean import Notes, clean_strings
 from .dates import parse_datetime
 
 SUFFIXES = (".json",)
@@ -79,14 +80,17 @@ def read_longmemeval(path: str | Path) -> Iterator[AdapterItem]:
     """LongMemEval JSON files (each a list of instances, or one instance)."""
     for file in list_input_files(path, SUFFIXES):
         f = str(file)
+        with open_input(file) as fh:
+            text, file_issues = decode_text(fh.read(), f)
         try:
-            with open_input(file) as fh:
-                data = json.loads(fh.read().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            yield AdapterItem(f, issues=[InputIssue(f, f"not valid JSON: {e}")])
+            data = json.loads(text, strict=False)
+        except json.JSONDecodeError as e:
+            yield AdapterItem(f, issues=[*file_issues, InputIssue(f, f"not valid JSON: {e}")])
             continue
         for i, inst in enumerate(data if isinstance(data, list) else [data]):
             if not isinstance(inst, dict):
                 yield AdapterItem(f, issues=[InputIssue(f, f"instance {i} is not an object")])
                 continue
-            yield convert_instance(inst, f, i)
+            notes = Notes()
+            inst = clean_strings(inst, notes)
+            yield with_warnings(convert_instance(inst, f, i), notes, file_issues if i == 0 else None)

@@ -1,17 +1,44 @@
-"""Canonical Parquet input: rows with :data:`~lychee_ray.models.CONVERSATION_SCHEMA`."""
+"""Canonical Parquet input: rows with :data:`~lychee_ray.models.CONVERSATION_SCHEMA`.
+
+Rows go through the same cleaning and repairs as canonical JSONL lines
+(:func:`~lychee_ray.adapters.base.canonical_item`).
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow.parquet as pq
-from pydantic import ValidationError
 
-from ..models import conversation_from_row
-from .base import AdapterItem, InputIssue, issues_from_validation, list_input_files, open_input
+from .base import AdapterItem, InputIssue, canonical_item, list_input_files, open_input
 
 SUFFIXES = (".parquet",)
+
+
+def _meta(v: Any) -> Any:
+    """Meta columns hold JSON objects as strings; anything unreadable is left for validation."""
+    if isinstance(v, str):
+        try:
+            return json.loads(v) if v else {}
+        except json.JSONDecodeError:
+            return v
+    return {} if v is None else v
+
+
+def row_to_object(row: dict[str, Any]) -> dict[str, Any]:
+    """A Parquet row as a canonical conversation object (meta strings decoded)."""
+    obj = dict(row)
+    obj["meta"] = _meta(obj.get("meta"))
+    sessions = obj.get("sessions")
+    if isinstance(sessions, list):
+        obj["sessions"] = [
+            {**s, "turns": [{**t, "meta": _meta(t.get("meta"))} if isinstance(t, dict) else t for t in s["turns"]]}
+            if isinstance(s, dict) and isinstance(s.get("turns"), list) else s
+            for s in sessions
+        ]
+    return obj
 
 
 def read_parquet(path: str | Path) -> Iterator[AdapterItem]:
@@ -24,16 +51,10 @@ def read_parquet(path: str | Path) -> Iterator[AdapterItem]:
             yield AdapterItem(f, issues=[InputIssue(f, f"unreadable Parquet: {e}")])
             continue
         row_no = 0
-        for batch in pf.iter_batches(batch_size=64):
-            for row in batch.to_pylist():
-                row_no += 1
-                cid = row.get("conversation_id")
-                try:
-                    yield AdapterItem(f, row_no, conversation=conversation_from_row(row))
-                except (ValidationError, KeyError, TypeError) as e:
-                    issues = (
-                        issues_from_validation(e, f, row_no, cid)
-                        if isinstance(e, ValidationError)
-                        else [InputIssue(f, f"bad row: {e}", line=row_no, conversation_id=cid)]
-                    )
-                    yield AdapterItem(f, row_no, issues=issues)
+        try:
+            for batch in pf.iter_batches(batch_size=64):
+                for row in batch.to_pylist():
+                    row_no += 1
+                    yield canonical_item(row_to_object(row), f, row_no)
+        except Exception as e:  # noqa: BLE001 — a corrupt row group ends this file, reported with its position
+            yield AdapterItem(f, row_no + 1, issues=[InputIssue(f, f"unreadable Parquet after row {row_no}: {e}", line=row_no + 1)])

@@ -8,6 +8,8 @@ connection errors and unusable replies (invalid JSON, schema violation, empty, t
 counted against ``llm.max_attempts``. Other 4xx are permanent. A server that refuses the
 ``json_schema`` response format (or ``max_completion_tokens``) is retried at once with the
 fallback, which then stays on for the client's lifetime; such a re-send is not counted as an attempt.
+A caller may add its own reply check (``chat_json(validate=...)``, e.g. the encoder's wrong-language
+check): an :class:`AttemptError` it raises is handled like any other unusable reply.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any, Coroutine, Generic, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Coroutine, Generic, Literal, Mapping, Sequence, TypeVar
 
 import openai
 from pydantic import BaseModel, ValidationError
@@ -266,12 +268,15 @@ class LLMClient:
         schema_name: str | None = None,
         max_completion_tokens: int | None = None,
         keys: Mapping[str, Any] | None = None,
+        validate: Callable[[T], None] | None = None,
     ) -> ChatResult[T]:
         """Send ``messages`` and return the reply validated as ``schema``.
 
         ``stage`` is one of encode/plan/answer/judge (for accounting); ``keys`` may carry
-        conversation_id, segment_id, question_id. Raises :class:`LLMCallFailed` when no valid reply
-        came within ``llm.max_attempts`` tries (the failure is in the ledger too).
+        conversation_id, segment_id, question_id. ``validate`` is the caller's own check of the parsed
+        reply: an :class:`AttemptError` it raises rejects the reply (retried when its kind is retryable,
+        counted against ``llm.max_attempts``). Raises :class:`LLMCallFailed` when no valid reply came
+        within ``llm.max_attempts`` tries (the failure is in the ledger too).
         """
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
@@ -299,6 +304,8 @@ class LLMClient:
             async for attempt in retrying:
                 with attempt:
                     parsed, text = await self._attempt(msgs, schema, name, max_tokens, tally)
+                    if validate is not None:
+                        validate(parsed)  # the caller's check; its AttemptError is retried like a bad reply
         except AttemptError as e:
             usage = tally.usage(stage, cfg.model, time.monotonic() - tally.t0, ok=False, error=e)
             self.ledger.record(usage)

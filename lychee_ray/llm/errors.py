@@ -22,6 +22,7 @@ ErrorKind = Literal[
     "schema_violation",  # JSON that does not validate against the requested schema
     "empty_reply",  # no content (or a refusal)
     "truncated",  # finish_reason == "length"
+    "wrong_language",  # valid JSON whose text is in another language (script) than its source (caller's check)
     "client_error",  # other 4xx: bad request, auth, not found — permanent
 ]
 
@@ -36,12 +37,13 @@ RETRYABLE_KINDS: frozenset[str] = frozenset(
         "schema_violation",
         "empty_reply",
         "truncated",
+        "wrong_language",
     }
 )
 
 # Kinds that mean "the server answered but the answer is unusable" (billed tokens, no result).
 INVALID_REPLY_KINDS: frozenset[str] = frozenset(
-    {"invalid_response", "invalid_json", "schema_violation", "empty_reply", "truncated"}
+    {"invalid_response", "invalid_json", "schema_violation", "empty_reply", "truncated", "wrong_language"}
 )
 
 

@@ -12,7 +12,8 @@ Chat replies come, in order of precedence, from the scripted queue (:meth:`OpenA
 then the ``handler`` callable ``(request_json) -> action`` (it may also return a ``str`` = content,
 a ``dict`` = JSON content, or ``None`` = default), then ``default``. Actions: :func:`ok`,
 :func:`status`, :func:`delay`, :func:`malformed_body`, :func:`malformed_content`,
-:func:`schema_violation`, :func:`truncated`, :func:`empty`, :func:`reset`.
+:func:`schema_violation`, :func:`truncated` (``finish_reason=length``), :func:`empty`, :func:`reset`,
+:func:`wrong_language` (valid JSON whose text fields are in another script).
 
 Every request is recorded (path, body, arrival time, status) so tests can count requests and
 tokens per calendar minute and per rolling window, the way a provider's limiter would. Usage in
@@ -141,6 +142,45 @@ def empty() -> Reply:
 def reset() -> Reset:
     """Drop the connection without replying."""
     return Reset()
+
+
+_CYRILLIC = dict(zip("abcdefghijklmnopqrstuvwxyz", "абцдефгхийклмнопкрстувшксз"))
+
+
+def foreign_script(text: str, script: str = "cjk") -> str:
+    """``text`` with every ASCII letter replaced by a letter of another script (``cjk`` ideographs or
+    ``cyrillic``); digits, spaces and punctuation stay. A stand-in for a model that writes in the
+    wrong language: same shape, different script."""
+    if script not in ("cjk", "cyrillic"):
+        raise ValueError(f"unknown script {script!r}; expected cjk or cyrillic")
+    out = []
+    for ch in text:
+        low = ch.lower()
+        if "a" <= low <= "z":
+            out.append(chr(0x4E00 + 97 * (ord(low) - 97)) if script == "cjk" else _CYRILLIC[low])
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _rewrite(obj: Any, keys: frozenset[str] | None, script: str, under: bool) -> Any:
+    if isinstance(obj, dict):
+        return {k: _rewrite(v, keys, script, keys is None or k in keys) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rewrite(v, keys, script, under) for v in obj]
+    if isinstance(obj, str) and under:
+        return foreign_script(obj, script)
+    return obj
+
+
+def wrong_language(content: str | dict | list, *, keys: Iterable[str] | None = None, script: str = "cjk") -> Reply:
+    """A well-formed reply in the wrong language: the strings under ``keys`` (every string when
+    None; a plain ``str`` content as a whole) rewritten by :func:`foreign_script`. Name only the
+    free-text fields (e.g. ``keys=["text"]`` for encoder records) so the JSON still fits its schema."""
+    if isinstance(content, str):
+        return Reply(foreign_script(content, script))
+    return Reply(json.dumps(_rewrite(content, None if keys is None else frozenset(keys), script, keys is None),
+                            ensure_ascii=False))
 
 
 # ------------------------------------------------------------------------------------------------
