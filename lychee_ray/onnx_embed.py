@@ -110,6 +110,7 @@ def _export(model: Any, path: Path, input_names: list[str]) -> None:
             # the TorchScript exporter: deterministic and needs no extra packages beyond onnx
             torch.onnx.export(wrapper, args, tmp, input_names=input_names, output_names=["embedding"],
                               dynamic_axes=axes, opset_version=17, dynamo=False)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; it is a cache other processes read
         os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
     finally:
         if os.path.exists(tmp):
