@@ -409,12 +409,12 @@ class ServeConfig(_Section):
     max_question_chars: int = Field(2000, ge=1)
     # Largest budget_tokens a request may ask for (422 above).
     max_budget_tokens: int = Field(16000, ge=0)
-    # @serve.batch over query embeddings of concurrent requests: requests per batch (capped at
-    # max_ongoing_requests / 2), wait for more; requests arriving during a model call share the next one.
     # Coalesce query embeddings of concurrent requests (@serve.batch); None = auto: on with the
     # openai embedding backend (one HTTP call for many), off with the local model (measured: the hops
     # through the event loop cost more CPU than one ONNX call per search).
     batch_embeddings: bool | None = None
+    # @serve.batch over query embeddings of concurrent requests: requests per batch (capped at
+    # max_ongoing_requests / 2), wait for more; requests arriving during a model call share the next one.
     batch_max_size: int = Field(8, ge=1)
     batch_wait_ms: float = Field(5.0, ge=0)
     # Torch intra-op threads per replica for query embeddings (0 = embedding.num_threads / torch default).

@@ -236,25 +236,37 @@ def conversation_to_row(conv: Conversation) -> dict[str, Any]:
     }
 
 
+def _row_meta(v: Any) -> Any:
+    """A meta column holds a JSON object as a string; unreadable text is left for validation."""
+    if isinstance(v, str):
+        try:
+            return json.loads(v) if v else {}
+        except json.JSONDecodeError:
+            return v
+    return {} if v is None else v
+
+
+def conversation_object_from_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of :data:`CONVERSATION_SCHEMA` as a plain conversation object (meta strings decoded),
+    ready for repair and validation; shapes it cannot read are passed through for validation to report."""
+    obj = dict(row)
+    obj["meta"] = _row_meta(obj.get("meta"))
+    sessions = obj.get("sessions")
+    if isinstance(sessions, list):
+        obj["sessions"] = [
+            {**s, "turns": [{**t, "meta": _row_meta(t.get("meta"))} if isinstance(t, dict) else t for t in s["turns"]]}
+            if isinstance(s, dict) and isinstance(s.get("turns"), list) else s
+            for s in sessions
+        ]
+    return obj
+
+
 def conversation_from_row(row: dict[str, Any]) -> Conversation:
     """Inverse of :func:`conversation_to_row` (accepts rows read back from Arrow/Parquet)."""
-
-    def _meta(v: Any) -> dict[str, Any]:
-        return json.loads(v) if v else {}
-
-    return Conversation(
-        conversation_id=row["conversation_id"],
-        user_id=row.get("user_id") or "",
-        sessions=[
-            Session(
-                session_id=s["session_id"],
-                started_at=s.get("started_at"),
-                turns=[Turn(**{**t, "meta": _meta(t.get("meta"))}) for t in (s.get("turns") or [])],
-            )
-            for s in row["sessions"]
-        ],
-        meta=_meta(row.get("meta")),
-    )
+    obj = conversation_object_from_row(row)
+    if obj.get("user_id") is None:
+        obj.pop("user_id", None)
+    return Conversation.model_validate(obj)
 
 
 def conversations_to_table(convs: list[Conversation]) -> pa.Table:

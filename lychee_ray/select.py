@@ -15,7 +15,8 @@ header per session date::
 
 a record is one line with its source turn ids, ``[type, absolute time]`` (time omitted when it is
 the session date) and its text; a raw turn is shown as a window of ``turn_window`` neighbouring
-turns on each side within its session, one ``id Speaker: content`` line per turn.
+turns on each side within its session and (``window_within_segment``) its segment — the event the
+encoder read as one — one ``id Speaker: content`` line per turn.
 
 No duplicate evidence: a record is shown once (and a record whose text equals a shown record's is
 skipped); a turn is shown at most once (a window is trimmed to the turns not yet shown, keeping the
@@ -322,7 +323,6 @@ def select_evidence(
     shown: dict[str, _Shown] = {cid: _Shown() for cid in views}
     chosen: list[Evidence] = []
     groups: set[tuple[str, str | None]] = set()
-    header_tokens: dict[tuple[str, str | None], int] = {}
     remaining = budget_tokens
     while True:
         hopeless = alive & (min_cost > remaining)
@@ -350,9 +350,7 @@ def select_evidence(
             # its lines (each with its newline), plus its session header when that group is new
             cost = tokens
             if group not in groups:
-                if group not in header_tokens:
-                    header_tokens[group] = _header_line_tokens(group_header(group[0], group[1], show_conv), encoding)
-                cost += header_tokens[group]
+                cost += _header_line_tokens(group_header(group[0], group[1], show_conv), encoding)
             if cost > remaining:
                 skipped["budget"] += 1
                 continue

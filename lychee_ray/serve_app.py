@@ -548,7 +548,9 @@ class MemoryService:
             "rss_bytes": _rss_bytes(),
             "requests": self.requests,
             "reloads": self.reloads,
-            "embedding": {"requests": self.embed_requests, "model_calls": self.embed_model_calls,
+            # without batching every search embeds its own texts: one request = one model call
+            "embedding": {"requests": self.embed_requests if self.batching else self.embed_model_calls,
+                          "model_calls": self.embed_model_calls,
                           "texts": self.embed_texts_total,
                           "batched": self.batching},
             "llm": {"backend": backend, "available": backend != "openai" or self.llm_available(),

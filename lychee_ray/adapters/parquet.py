@@ -6,39 +6,15 @@ Rows go through the same cleaning and repairs as canonical JSONL lines
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pyarrow.parquet as pq
 
+from ..models import conversation_object_from_row
 from .base import AdapterItem, InputIssue, canonical_item, list_input_files, open_input
 
 SUFFIXES = (".parquet",)
-
-
-def _meta(v: Any) -> Any:
-    """Meta columns hold JSON objects as strings; anything unreadable is left for validation."""
-    if isinstance(v, str):
-        try:
-            return json.loads(v) if v else {}
-        except json.JSONDecodeError:
-            return v
-    return {} if v is None else v
-
-
-def row_to_object(row: dict[str, Any]) -> dict[str, Any]:
-    """A Parquet row as a canonical conversation object (meta strings decoded)."""
-    obj = dict(row)
-    obj["meta"] = _meta(obj.get("meta"))
-    sessions = obj.get("sessions")
-    if isinstance(sessions, list):
-        obj["sessions"] = [
-            {**s, "turns": [{**t, "meta": _meta(t.get("meta"))} if isinstance(t, dict) else t for t in s["turns"]]}
-            if isinstance(s, dict) and isinstance(s.get("turns"), list) else s
-            for s in sessions
-        ]
-    return obj
 
 
 def read_parquet(path: str | Path) -> Iterator[AdapterItem]:
@@ -51,10 +27,15 @@ def read_parquet(path: str | Path) -> Iterator[AdapterItem]:
             yield AdapterItem(f, issues=[InputIssue(f, f"unreadable Parquet: {e}")])
             continue
         row_no = 0
-        try:
-            for batch in pf.iter_batches(batch_size=64):
-                for row in batch.to_pylist():
-                    row_no += 1
-                    yield canonical_item(row_to_object(row), f, row_no)
-        except Exception as e:  # noqa: BLE001 — a corrupt row group ends this file, reported with its position
-            yield AdapterItem(f, row_no + 1, issues=[InputIssue(f, f"unreadable Parquet after row {row_no}: {e}", line=row_no + 1)])
+        batches = pf.iter_batches(batch_size=64)
+        while True:
+            try:  # only reading is guarded: a corrupt row group ends this file, reported with its position
+                rows = next(batches).to_pylist()
+            except StopIteration:
+                break
+            except Exception as e:  # noqa: BLE001
+                yield AdapterItem(f, row_no + 1, issues=[InputIssue(f, f"unreadable Parquet after row {row_no}: {e}", line=row_no + 1)])
+                break
+            for row in rows:
+                row_no += 1
+                yield canonical_item(conversation_object_from_row(row), f, row_no)
