@@ -241,7 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     store = ensure_store(args)
     cfg = load_config(sets=args.set)
     cfg.serve.host = "127.0.0.1"
-    cfg.serve.port = free_port()
     cfg.serve.token = secrets.token_urlsafe(16)
     if args.replicas is not None:
         cfg.serve.replicas = args.replicas
@@ -265,10 +264,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    from lychee_ray.serve_deploy import start_service, stop_service
+    from lychee_ray.serve_deploy import apply_ray_env, start_service, stop_service
 
+    ray_env = apply_ray_env(cfg)
     ray.init(include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
     try:
+        # the port is chosen once Ray runs: its own processes take random ports as they start
+        cfg.serve.port = free_port()
         t0 = time.perf_counter()
         url = start_service(store, cfg, name="lychee-bench")
         ready_s = time.perf_counter() - t0
@@ -345,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                     "batch_wait_ms": cfg.serve.batch_wait_ms, "torch_threads": cfg.serve.torch_threads,
                     "search_threads": cfg.serve.search_threads, "batch_embeddings": cfg.serve.batch_embeddings,
                     "access_log": cfg.serve.access_log, "embedding_runtime": cfg.embedding.runtime,
+                    "query_quantization": cfg.embedding.query_quantization, "ray_env": ray_env,
                     "ready_s": round(ready_s, 1)},
         "scope_violations": res["scope_violations"],
         "replica_stats_sample": {"embedding": stats.get("embedding"), "cache": stats.get("cache"),

@@ -55,7 +55,8 @@ def offline_minilm_path() -> str:
 class LocalEmbedder:
     """sentence-transformers model loaded from a local path with hub access disabled."""
 
-    def __init__(self, cfg: EmbeddingConfig) -> None:
+    def __init__(self, cfg: EmbeddingConfig, quantize: str = "none") -> None:
+        """``quantize`` (onnx runtime only): "none" = fp32, "int8" = per-channel int8 weights (queries)."""
         # Nothing may download at run time: force the HF libraries offline before importing them.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -81,11 +82,17 @@ class LocalEmbedder:
             if reason:
                 log.warning("embedding.runtime=onnx not used (%s); running the model with torch", reason)
             else:
-                try:
-                    self._onnx = OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir, threads=torch.get_num_threads())
-                    self.runtime = "onnx"
-                except Exception as e:  # noqa: BLE001 — an export problem must not stop the job: torch still works
-                    log.warning("ONNX export of the embedding model failed (%s); running it with torch", e)
+                # an export or quantization problem must not stop the job: fp32 ONNX, then torch, still work
+                for q in dict.fromkeys((quantize, "none")):
+                    try:
+                        self._onnx = OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir,
+                                                         threads=torch.get_num_threads(), quantize=q)
+                        self.runtime = "onnx" if q == "none" else f"onnx-{q}"
+                        break
+                    except Exception as e:  # noqa: BLE001
+                        log.warning("ONNX %s of the embedding model failed (%s); falling back to %s",
+                                    "export" if q == "none" else f"{q} quantization", e,
+                                    "torch" if q == "none" else "fp32 ONNX")
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -145,13 +152,15 @@ _CACHE: dict[str, Embedder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None) -> Embedder:
-    """Build (once per process and config) the configured embedder."""
-    key = cfg.model_dump_json()
+def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries: bool = False) -> Embedder:
+    """Build (once per process and config) the configured embedder. ``queries=True`` is the one for
+    query texts: with the local onnx runtime it applies ``embedding.query_quantization``."""
+    quantize = cfg.query_quantization if queries and cfg.backend == "local" and cfg.runtime == "onnx" else "none"
+    key = f"{cfg.model_dump_json()}|{quantize}"
     with _CACHE_LOCK:
         if key not in _CACHE:
             if cfg.backend == "local":
-                _CACHE[key] = LocalEmbedder(cfg)
+                _CACHE[key] = LocalEmbedder(cfg, quantize=quantize)
             else:
                 _CACHE[key] = OpenAIEmbedder(cfg, llm or LLMConfig())
             log.info("embedder %s (dim %s) ready", _CACHE[key].name, _CACHE[key].dim)

@@ -10,6 +10,12 @@ into ``cache_dir``, keyed by the weights' path, size and mtime and the torch/onn
 and written atomically so concurrent processes (Ray actors, Serve replicas) can race safely.
 Only the Transformer → mean Pooling → (Normalize) pipeline of sentence-transformers is exported;
 anything else reports why and the caller keeps the torch runtime.
+
+``quantize="int8"`` runs a copy of the exported model whose MatMul weights are int8, one scale per
+output channel (ONNX Runtime dynamic quantization; activations are quantized on the fly). On a CPU
+with int8 dot-product instructions it needs ~2.6x less CPU per query-length text; the vectors are
+not identical (cosine to fp32 ≥ 0.99 on the LoCoMo questions), which is why only query embeddings
+use it by default (``embedding.query_quantization``) and stored vectors stay fp32.
 """
 
 from __future__ import annotations
@@ -117,10 +123,33 @@ def _export(model: Any, path: Path, input_names: list[str]) -> None:
             os.unlink(tmp)
 
 
-class OnnxSentenceEncoder:
-    """Runs a mean-pooled sentence-transformers model with ONNX Runtime (CPU)."""
+# per-channel signed int8 weights of MatMul nodes only (see _quantize_int8)
+INT8_SCHEME = "int8pc-matmul"
 
-    def __init__(self, model: Any, cache_dir: str | Path | None = None, threads: int = 0) -> None:
+
+def _quantize_int8(src: Path, path: Path) -> None:
+    """Per-channel signed int8 MatMul weights of ``src`` into ``path`` (atomic, like the export)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        # per channel: one scale per output column keeps the sentence vectors at cosine ≥ 0.99 to fp32
+        # (a single per-tensor scale gave 0.98); MatMul only: the embedding tables stay fp32 lookups
+        quantize_dynamic(str(src), tmp, per_channel=True, weight_type=QuantType.QInt8,
+                         op_types_to_quantize=["MatMul"])
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class OnnxSentenceEncoder:
+    """Runs a mean-pooled sentence-transformers model with ONNX Runtime (CPU), fp32 or int8."""
+
+    def __init__(self, model: Any, cache_dir: str | Path | None = None, threads: int = 0,
+                 quantize: str = "none") -> None:
         import warnings
 
         import onnxruntime as ort
@@ -131,14 +160,24 @@ class OnnxSentenceEncoder:
         self._st = model
         probe = model.preprocess(["probe"])
         self.input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in probe]
+        if quantize not in ("none", "int8"):
+            raise ValueError(f"unknown ONNX quantization {quantize!r} (none | int8)")
+        self.quantize = quantize
         key = _weights_key(model)
-        self.path = Path(cache_dir or default_cache_dir()) / f"{type(model[0].auto_model).__name__}-{key}.onnx"
+        fp32 = Path(cache_dir or default_cache_dir()) / f"{type(model[0].auto_model).__name__}-{key}.onnx"
+        # the file name carries the scheme: a change of quantization settings gets a new file
+        self.path = fp32 if quantize == "none" else fp32.with_name(f"{fp32.stem}-{INT8_SCHEME}.onnx")
         with _EXPORT_LOCK:
-            if not self.path.exists():
-                log.info("exporting the embedding model to ONNX: %s", self.path)
+            if not fp32.exists():
+                log.info("exporting the embedding model to ONNX: %s", fp32)
                 with warnings.catch_warnings():  # the exporter's deprecation chatter is not actionable
                     warnings.simplefilter("ignore")
-                    _export(model, self.path, self.input_names)
+                    _export(model, fp32, self.input_names)
+            if not self.path.exists():
+                log.info("quantizing the embedding model (%s): %s", quantize, self.path)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    _quantize_int8(fp32, self.path)
         so = ort.SessionOptions()
         if threads > 0:
             so.intra_op_num_threads = threads
@@ -161,4 +200,4 @@ class OnnxSentenceEncoder:
         return np.asarray(out, dtype=np.float32)
 
 
-__all__ = ["OnnxSentenceEncoder", "default_cache_dir", "unsupported_reason"]
+__all__ = ["INT8_SCHEME", "OnnxSentenceEncoder", "default_cache_dir", "unsupported_reason"]

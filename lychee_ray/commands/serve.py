@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     import ray
 
     from ..config import ray_address
-    from ..serve_deploy import start_service, stop_service
+    from ..serve_deploy import apply_ray_env, start_service, stop_service
 
     external = ray_address() is not None
     if not external and not _port_free(s.host, s.port):
@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 if cfg.ray.object_store_memory_mb:
                     kw["object_store_memory"] = cfg.ray.object_store_memory_mb * 1024 * 1024
+                apply_ray_env(cfg)
                 ray.init(include_dashboard=False, **kw)
                 started_ray = True
         signal.signal(signal.SIGTERM, on_term)  # after ray.init, which installs its own
