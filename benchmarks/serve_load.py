@@ -19,7 +19,8 @@ request does not, so it is the figure to compare changes with.
 ``--synthetic N`` serves a store of N small synthetic conversations instead (built once with the
 rules backend under ``--cache-dir``) and asks one question per conversation, round-robin over all
 of them, to show that a bounded cache (e.g. ``--set serve.cache_max_conversations=16``) keeps the
-replica's resident memory flat while every conversation is served.
+replica's resident memory flat while every conversation is served (``replica_rss_during_run``:
+first, peak and last RSS of every replica, sampled every 0.25 s through the measured run).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import secrets
 import socket
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -203,6 +205,44 @@ def cpu_snapshot() -> dict[int, tuple[str, float]]:
     return out
 
 
+class ReplicaRss:
+    """Resident memory (MiB) of every Serve replica process, sampled in a thread during a run:
+    first sample, peak and last per replica (what a bounded cache must keep flat)."""
+
+    def __init__(self, interval_s: float = 0.25) -> None:
+        import psutil
+
+        self.procs = [p for p in psutil.process_iter(["cmdline"]) if "ServeReplica" in " ".join(p.info["cmdline"] or [])]
+        self.interval_s = interval_s
+        self.samples: dict[int, list[float]] = {p.pid: [] for p in self.procs}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            for p in self.procs:
+                try:
+                    self.samples[p.pid].append(p.memory_info().rss / 2**20)
+                except Exception:  # noqa: BLE001 — a replica that went away stops being sampled
+                    continue
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __enter__(self) -> "ReplicaRss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def report(self) -> dict[str, Any]:
+        xs = [v for v in self.samples.values() if v]
+        return {"replicas": len(xs), "samples": sum(len(v) for v in xs),
+                "first_mb": [round(v[0], 1) for v in xs], "peak_mb": [round(max(v), 1) for v in xs],
+                "last_mb": [round(v[-1], 1) for v in xs]}
+
+
 def cpu_per_request(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], n: int) -> dict[str, float]:
     """CPU milliseconds per request by process kind over a run of ``n`` requests (noise-robust:
     it does not depend on what else the machine runs, unlike latency)."""
@@ -286,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.serial_requests else None
         load_mid = os.getloadavg()
         cpu0 = cpu_snapshot()
-        res = asyncio.run(drive(url, cfg.serve.token, bodies, args.concurrency, args.timeout))
+        with ReplicaRss() as rss:
+            res = asyncio.run(drive(url, cfg.serve.token, bodies, args.concurrency, args.timeout))
         cpu1 = cpu_snapshot()
         load_after = os.getloadavg()
         stats = httpx.get(url + "/v1/admin/stats", headers=auth).json()
@@ -353,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "replica_stats_sample": {"embedding": stats.get("embedding"), "cache": stats.get("cache"),
                                  "rss_bytes": stats.get("rss_bytes"), "rss_bytes_after_warmup": stats_warm.get("rss_bytes"),
                                  "cache_after_warmup": stats_warm.get("cache")},
+        "replica_rss_during_run": rss.report(),
         "conversations_queried": len({b["conversation_id"] for b in bodies}),
         "store": str(store),
         "conversations": len(cids),

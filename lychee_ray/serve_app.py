@@ -554,7 +554,10 @@ class MemoryService:
             "embedding": {"requests": self.embed_requests if self.batching else self.embed_model_calls,
                           "model_calls": self.embed_model_calls,
                           "texts": self.embed_texts_total,
-                          "batched": self.batching},
+                          "batched": self.batching,
+                          "runtime": getattr(self._embedder, "runtime", self.config.embedding.backend)},
+            # the Serve switches this replica process actually runs with (serve.ray_env)
+            "ray_env": {k: os.environ.get(k) for k in self.scfg.ray_env},
             "llm": {"backend": backend, "available": backend != "openai" or self.llm_available(),
                     "last_error": self._llm_last_error},
             "started_at": self.started_at,

@@ -51,3 +51,21 @@ def test_config_show_cli(capsys):
     out = capsys.readouterr().out
     assert "model: m1" in out and "fingerprint" in out
     assert main(["config", "show", "--set", "nope.x=1"]) == 2
+
+
+def test_serve_ray_env_values_are_strings_and_set_env_only_when_unset(monkeypatch):
+    """serve.ray_env reaches a local Ray as environment strings ("1"/"0" for booleans, as Serve reads
+    them); a variable the user already exported wins over the config."""
+    from lychee_ray.serve_deploy import apply_ray_env
+
+    cfg = load_config(sets=["serve.ray_env.RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP=true", "serve.ray_env.LYCHEE_TEST_N=3"])
+    assert cfg.serve.ray_env == {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+                                 "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "1", "LYCHEE_TEST_N": "3"}
+    monkeypatch.setenv("RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD", "1")
+    monkeypatch.delenv("RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP", raising=False)
+    monkeypatch.delenv("LYCHEE_TEST_N", raising=False)
+    applied = apply_ray_env(cfg)
+    assert applied == {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "1",
+                       "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "1", "LYCHEE_TEST_N": "3"}
+    monkeypatch.delenv("RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP")
+    monkeypatch.delenv("LYCHEE_TEST_N")

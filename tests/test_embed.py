@@ -109,6 +109,8 @@ def test_int8_query_embedder_ranks_like_fp32_and_falls_back(embedder, tmp_path, 
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
     assert ((a @ docs.T).argmax(1) == (b @ docs.T).argmax(1)).all()
     assert ((a @ docs.T).argmax(1) == np.arange(len(questions))).all()
+    # a question's int8 vector does not depend on what it is embedded with (one text per run)
+    assert np.array_equal(q8.encode(questions[:1])[0], q8.encode(questions)[0])
 
     # a fresh cache holding only the fp32 export: quantization fails → fp32 ONNX, no int8 file left behind
     src = next(p for p in embedder._onnx.path.parent.glob("*.onnx") if p.name == embedder._onnx.path.name)
@@ -121,3 +123,15 @@ def test_int8_query_embedder_ranks_like_fp32_and_falls_back(embedder, tmp_path, 
     e = LocalEmbedder(EmbeddingConfig(onnx_cache_dir=str(tmp_path)), quantize="int8")
     assert e.runtime == "onnx" and [p.name for p in tmp_path.glob("*.onnx")] == [src.name]
     assert float(np.abs(e.encode(questions[:2]) - b[:2]).max()) < 1e-5
+    monkeypatch.undo()
+
+    # int8 kernels differ by CPU: a quantized model that disagrees with fp32 on the probe questions
+    # of the machine that loads it is not used (here forced by an unreachable bound)
+    from lychee_ray.embed import PROBE_TEXTS, quantized_agreement
+
+    assert quantized_agreement(q8._onnx, embedder._onnx, 8) > 0.98
+    assert quantized_agreement(embedder._onnx, embedder._onnx, 8) > 0.9999
+    strict = LocalEmbedder(EmbeddingConfig(onnx_cache_dir=str(tmp_path), query_quantization_min_cosine=1.0),
+                           quantize="int8")
+    assert strict.runtime == "onnx" and len(PROBE_TEXTS) >= 5
+    assert float(np.abs(strict.encode(questions[:2]) - b[:2]).max()) < 1e-5

@@ -13,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from lychee_ray.config import ServeConfig
 from tests.serve_fixtures import SERVE_AUTH as AUTH
 
 pytestmark = pytest.mark.ray
@@ -38,6 +39,9 @@ def test_serve_endpoints_over_http(serve_url):
         assert "/v1/search" in c.get("/openapi.json", headers=AUTH).json()["paths"]
         st = c.get("/v1/admin/stats", headers=AUTH).json()
         assert st["embedding"]["batched"] is True and st["embedding"]["model_calls"] >= 1
+        # the replica embeds questions with the int8 model and runs with Serve's event-loop switches
+        assert st["embedding"]["runtime"] == "onnx-int8"
+        assert st["ray_env"] == ServeConfig().ray_env
 
 
 def test_serve_sheds_bursts_with_503(serve_url):
