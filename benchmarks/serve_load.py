@@ -209,21 +209,23 @@ class ReplicaRss:
     """Resident memory (MiB) of every Serve replica process, sampled in a thread during a run:
     first sample, peak and last per replica (what a bounded cache must keep flat)."""
 
-    def __init__(self, interval_s: float = 0.25) -> None:
+    def __init__(self, pids: list[int], interval_s: float = 0.25) -> None:
         import psutil
 
-        self.procs = [p for p in psutil.process_iter(["cmdline"]) if "ServeReplica" in " ".join(p.info["cmdline"] or [])]
+        self.procs = [psutil.Process(pid) for pid in pids]
         self.interval_s = interval_s
         self.samples: dict[int, list[float]] = {p.pid: [] for p in self.procs}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        import psutil
+
         while True:
             for p in self.procs:
                 try:
                     self.samples[p.pid].append(p.memory_info().rss / 2**20)
-                except Exception:  # noqa: BLE001 — a replica that went away stops being sampled
+                except psutil.Error:  # a replica that went away stops being sampled
                     continue
             if self._stop.wait(self.interval_s):
                 return
@@ -326,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.serial_requests else None
         load_mid = os.getloadavg()
         cpu0 = cpu_snapshot()
-        with ReplicaRss() as rss:
+        # the replicas as the CPU accounting classifies them (PROCESS_KINDS)
+        with ReplicaRss([pid for pid, (kind, _) in cpu0.items() if kind == "replica"]) as rss:
             res = asyncio.run(drive(url, cfg.serve.token, bodies, args.concurrency, args.timeout))
         cpu1 = cpu_snapshot()
         load_after = os.getloadavg()
