@@ -25,8 +25,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lychee_ray.config import load_config  # noqa: E402
-from lychee_ray.ray_build import run_ray_build  # noqa: E402
-from lychee_ray.store import iter_markers  # noqa: E402
+from lychee_ray.ray.build_job import run_ray_build  # noqa: E402
+from lychee_ray.io.store import iter_markers  # noqa: E402
 from lychee_ray.testing.fake_llm import encoder_reply  # noqa: E402
 from lychee_ray.testing.openai_server import OpenAIServer  # noqa: E402
 from lychee_ray.testing.synthetic import write_jsonl  # noqa: E402

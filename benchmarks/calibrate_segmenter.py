@@ -1,25 +1,22 @@
-"""Reproduce the segmenter calibration (docs/segmenter.md) and write every figure to JSON.
+"""Cross-corpus calibration of the segmenter (docs/segmenter.md §3) and every figure, as JSON + a table.
 
-    python benchmarks/calibrate_segmenter.py --out benchmarks/results/segmenter_calibration.json
+    python benchmarks/calibrate_segmenter.py --out benchmarks/results/segmenter_calibration.json --cache-dir /tmp/segcache
 
-Data: a TIAGE-format gold segmentation corpus (``--tiage``) and the LoCoMo conversations
-(``--locomo``, a directory read with the LoCoMo adapter). Every text is embedded once with the
-configured embedder (offline MiniLM by default); ``--cache-dir`` keeps the vectors between runs.
+Data: TIAGE (``--tiage``: open-domain, no roles; ``set`` = train/dev/test), SuperDialseg validation
+(``--superdialseg``: document-grounded user/agent dialogues with ``roles``) and the LoCoMo conversations
+(``--locomo``, read with the project's adapter). Every text is embedded once with the configured
+embedder (offline MiniLM by default); ``--cache-dir`` keeps the vectors between runs.
 
-Procedure:
-1. Split the gold corpus: dialogues whose ``set`` is ``train`` calibrate, the rest (dev, test) are
-   held out and only reported. A corpus without ``set`` labels is split into halves.
-2. Sweep a small grid over the parameters that depend on the embedding model (phi's absolute centre,
-   the weight of its data-adaptive robust part, the cohesion scale) and over the count-pressure
-   curve (the authors' code does not fix it). b and the four weights keep the authors' values.
-3. Feasible = LoCoMo mean turns/segment within 10% of the paper's 5.8 overall and in [4, 8] for
-   every conversation, and the calibration split's mean segment length within 20% of gold. Among
-   feasible points whose calibration WindowDiff is within one standard error of the best (the
-   "one-standard-error rule": smaller differences are noise), pick the one closest to 5.8 turns per
-   segment on LoCoMo. WindowDiff alone would drift to long segments (it rewards under-segmentation
-   on short dialogues: no boundary at all scores about 0.43 on TIAGE).
-4. Report the pick on the held-out split(s) against the fixed window of the same mean length, the
-   authors' constants, ablations, and the threshold (delta) sensitivity over 0.30–0.70.
+Procedure (fixed before looking at the reported corpus):
+1. Grid over the two knobs that set the cut rate: ``bias`` (b) and ``role_bias`` (the structural prior at a
+   user's new request in role mode). Everything else stays at the base configuration.
+2. Feasible = LoCoMo mean turns/segment in [5, 7] and every conversation in [4, 9] (the paper's cost model).
+3. Calibrate on one corpus, report on the other, both directions: among feasible points whose calibration
+   WindowDiff is within one standard error of the best, take the one closest to 5.8 LoCoMo turns per
+   segment, then the smaller ``role_bias`` (fewer encoder calls). TIAGE has no roles, so calibrating on
+   TIAGE cannot choose ``role_bias``: that direction keeps the smallest grid value (0 = no prior).
+4. Report both picks on TIAGE test, SuperDialseg and LoCoMo against the matched fixed window, no boundary
+   and oracle-count TextTiling, plus a few ablations of the chosen configuration.
 """
 
 from __future__ import annotations
@@ -31,42 +28,36 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lychee_ray.commands.eval_seg import SegDialogue, evaluate_dialogues, load_seg_corpus  # noqa: E402
-from lychee_ray.config import SegmenterConfig, load_config  # noqa: E402
-from lychee_ray.models import Conversation  # noqa: E402
-from lychee_ray.segment import segment_conversation, turn_embedding_text  # noqa: E402
+from lychee_ray.build.segment import segment_conversation, turn_embedding_text
+from lychee_ray.config import SegmenterConfig, load_config
+from lychee_ray.core.conversation import Conversation
+from lychee_ray.eval.segmentation import (
+    SegDialogue,
+    evaluate_dialogues,
+    load_seg_corpus,
+)
 
-DEFAULT_TIAGE = ROOT.parent / "shared" / "data" / "segmentation" / "tiage.json"
-DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
-
-# The grid (dotted SegmenterConfig keys). Kept small on purpose: few, meaningful knobs.
-GRID: dict[str, list[Any]] = {
-    "surprise.center": [0.8, 0.9, 1.0],
-    "surprise.robust_weight": [0.8, 1.2, 1.6],
-    "cohesion_scale": [0.15, 0.3, 0.6],
-    "count_pressure": [{"start": 0, "scale": 4, "max": 2}, {"start": 2, "scale": 4, "max": 2}, {"start": 2, "scale": 8, "max": 2}],
-}
-# The constants of the authors' code (tuned for text-embedding-3-small), as a reference point.
-AUTHORS = {
-    "center_embeddings": False,
-    "surprise.center": 0.20,
-    "surprise.scale": 0.14,
-    "surprise.robust_weight": 0.45,
-    "cohesion_scale": 0.06,
-}
+DATA = ROOT.parent / "shared" / "data"
+GRID: dict[str, list[Any]] = {"bias": [-1.5, -1.4, -1.3, -1.2, -1.1], "role_bias": [0.0, 1.0, 1.4, 1.8, 2.0]}
 LOCOMO_GOAL = 5.8  # paper: ~5.8 turns per segment on LoCoMo
-LOCOMO_TARGET = (LOCOMO_GOAL * 0.9, LOCOMO_GOAL * 1.1)
-LOCOMO_PER_CONV = (4.0, 8.0)
-GOLD_LEN_TOLERANCE = 0.20
-DELTAS = [round(0.30 + 0.05 * i, 2) for i in range(9)]
+LOCOMO_MEAN_RANGE = (5.0, 7.0)
+LOCOMO_PER_CONV = (4.0, 9.0)
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "no_role_prior": {"role_bias": 0.0},
+    "surprise_reference_max": {"surprise.reference": "max"},
+    "robust_window_64": {"surprise.robust_window": 64},
+    "authors_bias": {"bias": -1.1},
+}
+REPORT_KEYS = ("windowdiff", "pk", "f1", "f1_tol1", "mean_segment_len", "windowdiff_se")
 
 
 def with_overrides(base: SegmenterConfig, over: dict[str, Any]) -> SegmenterConfig:
@@ -96,7 +87,7 @@ def embed_cached(embedder: Any, texts: list[str], cache_dir: Path | None, tag: s
 
 def load_locomo(path: Path) -> list[Conversation]:
     """LoCoMo conversations through the project's adapter."""
-    from lychee_ray.adapters import read_locomo
+    from lychee_ray.io.adapters import read_locomo
 
     return [it.conversation for it in read_locomo(path) if it.conversation is not None]
 
@@ -113,20 +104,6 @@ def locomo_lengths(convs: Sequence[Conversation], vecs: Sequence[np.ndarray], cf
     return {"mean_turns_per_segment": round(turns / segs, 3), "per_conversation": per}
 
 
-def split_corpus(dialogues: list[SegDialogue]) -> tuple[list[int], dict[str, list[int]]]:
-    """Calibration indices and named held-out index lists."""
-    if any(d.subset for d in dialogues):
-        calib = [i for i, d in enumerate(dialogues) if d.subset == "train"]
-        held: dict[str, list[int]] = {}
-        for i, d in enumerate(dialogues):
-            if d.subset != "train":
-                held.setdefault(str(d.subset), []).append(i)
-        held["heldout_all"] = [i for i, d in enumerate(dialogues) if d.subset != "train"]
-        return calib, held
-    half = len(dialogues) // 2
-    return list(range(half)), {"second_half": list(range(half, len(dialogues)))}
-
-
 def subset(dialogues: list[SegDialogue], vectors: np.ndarray, idx: list[int]) -> tuple[list[SegDialogue], np.ndarray]:
     """Dialogues ``idx`` and their utterance vectors (corpus order kept)."""
     starts = np.cumsum([0] + [len(d.utterances) for d in dialogues])
@@ -134,132 +111,120 @@ def subset(dialogues: list[SegDialogue], vectors: np.ndarray, idx: list[int]) ->
     return [dialogues[i] for i in idx], vectors[rows]
 
 
+def feasible(loc: dict[str, Any]) -> bool:
+    """The cost-model constraint on LoCoMo granularity."""
+    lo, hi = LOCOMO_MEAN_RANGE
+    plo, phi_ = LOCOMO_PER_CONV
+    return lo <= loc["mean_turns_per_segment"] <= hi and all(plo <= v <= phi_ for v in loc["per_conversation"].values())
+
+
+def pick(rows: list[dict[str, Any]], corpus: str) -> dict[str, Any]:
+    """One-standard-error rule on ``corpus``'s WindowDiff, then closest to 5.8 on LoCoMo, then smaller role_bias."""
+    ok = [r for r in rows if r["feasible"]] or rows
+    top = min(ok, key=lambda r: r[corpus]["windowdiff"])
+    band = top[corpus]["windowdiff"] + top[corpus]["windowdiff_se"]
+    near = [r for r in ok if r[corpus]["windowdiff"] <= band]
+    best = min(near, key=lambda r: (abs(r["locomo"]["mean_turns_per_segment"] - LOCOMO_GOAL), r["overrides"]["role_bias"]))
+    return {"overrides": best["overrides"], "best_windowdiff": top[corpus]["windowdiff"], "band": round(band, 4), "candidates_in_band": len(near)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiage", default=str(DEFAULT_TIAGE))
-    ap.add_argument("--locomo", default=str(DEFAULT_LOCOMO))
+    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
+    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
+    ap.add_argument("--locomo", default=str(DATA / "locomo"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--cache-dir", help="keep embeddings here between runs")
     ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
     args = ap.parse_args(argv)
 
     cfg_all = load_config(files=args.config)
-    base = cfg_all.segmenter
-    enc = cfg_all.tokenizer.encoding
+    base, enc = cfg_all.segmenter, cfg_all.tokenizer.encoding
     from lychee_ray.embed import get_embedder
 
     embedder = get_embedder(cfg_all.embedding, cfg_all.llm)
     cache = Path(args.cache_dir) if args.cache_dir else None
     t0 = time.perf_counter()
-    dialogues = load_seg_corpus(args.tiage)
-    tv = embed_cached(embedder, [u for d in dialogues for u in d.utterances], cache, "tiage")
+    tiage = load_seg_corpus(args.tiage)
+    tv = embed_cached(embedder, [u for d in tiage for u in d.utterances], cache, "tiage")
+    sds = load_seg_corpus(args.superdialseg)
+    sv = embed_cached(embedder, [u for d in sds for u in d.utterances], cache, "superdialseg")
     convs = load_locomo(Path(args.locomo))
     lv_all = embed_cached(embedder, [turn_embedding_text(t) for c in convs for *_, t in c.iter_turns()], cache, "locomo")
     bounds = np.cumsum([0] + [c.num_turns for c in convs])
     lv = [lv_all[bounds[i] : bounds[i + 1]] for i in range(len(convs))]
-    embed_s = time.perf_counter() - t0
-    calib_idx, held = split_corpus(dialogues)
-    cal_d, cal_v = subset(dialogues, tv, calib_idx)
-    gold_len = sum(len(d.utterances) for d in cal_d) / sum(len(d.segments) for d in cal_d)
-    print(f"embedded in {embed_s:.1f}s; calibration {len(cal_d)} dialogues, gold mean {gold_len:.2f}", file=sys.stderr)
+    print(f"embedded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    corpora = {
+        "tiage_train": subset(tiage, tv, [i for i, d in enumerate(tiage) if d.subset == "train"]),
+        "tiage_test": subset(tiage, tv, [i for i, d in enumerate(tiage) if d.subset == "test"]),
+        "superdialseg": (sds, sv),
+    }
 
-    def measure(cfg: SegmenterConfig) -> dict[str, Any]:
-        t = evaluate_dialogues(cal_d, cal_v, cfg, encoding=enc)
-        return {"tiage_calibration": t["lychee"], "locomo": locomo_lengths(convs, lv, cfg, enc)}
+    def lychee(name: str, cfg: SegmenterConfig) -> dict[str, float]:
+        d, v = corpora[name]
+        return evaluate_dialogues(d, v, cfg, encoding=enc, baselines=False)["lychee"]
 
-    def feasible(m: dict[str, Any]) -> bool:
-        lo, hi = LOCOMO_TARGET
-        plo, phi_ = LOCOMO_PER_CONV
-        loc = m["locomo"]
-        tlen = m["tiage_calibration"]["mean_segment_len"]
-        return (
-            lo <= loc["mean_turns_per_segment"] <= hi
-            and all(plo <= v <= phi_ for v in loc["per_conversation"].values())
-            and abs(tlen - gold_len) <= GOLD_LEN_TOLERANCE * gold_len
-        )
+    # TIAGE and LoCoMo have no user/agent roles: role_bias cannot change them, so they are run per bias.
+    per_bias = {b: {"tiage_train": lychee("tiage_train", with_overrides(base, {"bias": b})),
+                    "locomo": locomo_lengths(convs, lv, with_overrides(base, {"bias": b}), enc)} for b in GRID["bias"]}
+    rows = []
+    for b, rb in itertools.product(GRID["bias"], GRID["role_bias"]):
+        over = {"bias": b, "role_bias": rb}
+        row = {"overrides": over, **per_bias[b], "superdialseg": lychee("superdialseg", with_overrides(base, over))}
+        row["feasible"] = feasible(row["locomo"])
+        rows.append(row)
+        print(f"{over} TIAGE-train WD {row['tiage_train']['windowdiff']:.3f} SDS WD {row['superdialseg']['windowdiff']:.3f} "
+              f"LoCoMo {row['locomo']['mean_turns_per_segment']:.2f} {'*' if row['feasible'] else ' '}", file=sys.stderr)
 
-    keys = list(GRID)
-    grid_rows = []
-    for values in itertools.product(*(GRID[k] for k in keys)):
-        over = dict(zip(keys, values))
-        m = measure(with_overrides(base, over))
-        row = {"overrides": over, **m, "feasible": feasible(m)}
-        grid_rows.append(row)
-        tc = m["tiage_calibration"]
-        print(
-            f"WD {tc['windowdiff']:.3f} Pk {tc['pk']:.3f} F1±1 {tc['f1_tol1']:.3f} len {tc['mean_segment_len']:.2f} "
-            f"locomo {m['locomo']['mean_turns_per_segment']:.2f} {'*' if row['feasible'] else ' '} {over}",
-            file=sys.stderr,
-        )
-    ok = [r for r in grid_rows if r["feasible"]] or grid_rows
-    top = min(ok, key=lambda r: r["tiage_calibration"]["windowdiff"])
-    band = top["tiage_calibration"]["windowdiff"] + top["tiage_calibration"]["windowdiff_se"]
-    near = [r for r in ok if r["tiage_calibration"]["windowdiff"] <= band]
-    best = min(near, key=lambda r: (abs(r["locomo"]["mean_turns_per_segment"] - LOCOMO_GOAL), r["tiage_calibration"]["windowdiff"]))
-    for r in grid_rows:
-        r["within_one_se"] = r in near
-    chosen = with_overrides(base, best["overrides"])
-
-    def report(cfg: SegmenterConfig, **kw: Any) -> dict[str, Any]:
-        out = {"calibration": evaluate_dialogues(cal_d, cal_v, cfg, encoding=enc, **kw)}
-        for name, idx in held.items():
-            d, v = subset(dialogues, tv, idx)
-            out[name] = evaluate_dialogues(d, v, cfg, encoding=enc, **kw)
-        out["all"] = evaluate_dialogues(dialogues, tv, cfg, encoding=enc, **kw)
+    def report(cfg: SegmenterConfig) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in ("tiage_test", "superdialseg"):
+            d, v = corpora[name]
+            r = evaluate_dialogues(d, v, cfg, encoding=enc)
+            out[name] = {k: r[k] for k in ("lychee", "fixed_window", "no_boundary", "texttiling_oracle", "gold_mean_segment_len", "exchange_mode")}
+        out["locomo"] = locomo_lengths(convs, lv, cfg, enc)
         return out
 
+    directions = {"tiage_to_superdialseg": pick(rows, "tiage_train"), "superdialseg_to_tiage": pick(rows, "superdialseg")}
+    for sel in directions.values():
+        sel["report"] = report(with_overrides(base, sel["overrides"]))
     result: dict[str, Any] = {
         "embedding_model": getattr(embedder, "name", "?"),
         "python": platform.python_version(),
-        "data": {"tiage": args.tiage, "locomo": args.locomo, "calibration_dialogues": len(cal_d),
-                 "heldout": {k: len(v) for k, v in held.items()}, "gold_mean_segment_len_calibration": round(gold_len, 4)},
         "base_config": base.model_dump(mode="json"),
-        "selection": {"locomo_mean_range": LOCOMO_TARGET, "locomo_per_conversation_range": LOCOMO_PER_CONV,
-                      "gold_len_tolerance": GOLD_LEN_TOLERANCE,
-                      "rule": "feasible; calibration WindowDiff within 1 SE of the best; then closest to 5.8 on LoCoMo",
-                      "best_windowdiff": top["tiage_calibration"]["windowdiff"], "band": round(band, 4),
-                      "candidates_in_band": len(near)},
-        "grid": grid_rows,
-        "chosen_overrides": best["overrides"],
-        "chosen_config": chosen.model_dump(mode="json"),
-        "chosen": {"tiage": report(chosen), "locomo": locomo_lengths(convs, lv, chosen, enc)},
-        "authors_constants": {"overrides": AUTHORS, "tiage": report(with_overrides(chosen, AUTHORS))["all"]["lychee"],
-                              "locomo": locomo_lengths(convs, lv, with_overrides(chosen, AUTHORS), enc)},
-        "ablations": {},
-        "delta_sensitivity": [],
+        "selection": {"grid": GRID, "locomo_mean_range": LOCOMO_MEAN_RANGE, "locomo_per_conversation_range": LOCOMO_PER_CONV,
+                      "rule": "feasible; calibration WindowDiff within 1 SE of the best; closest to 5.8 on LoCoMo; smaller role_bias"},
+        "grid": rows,
+        "directions": directions,
+        "defaults": report(base),
+        "ablations": {name: {"overrides": over, **report(with_overrides(base, over))} for name, over in ABLATIONS.items()},
     }
-    ablations = {
-        "no_centering": {"center_embeddings": False},
-        "no_robust_part": {"surprise.robust_weight": 0.0},
-        "no_cohesion": {"w_cohesion": 0.0},
-        "no_count_pressure": {"w_count": 0.0},
-        "trajectory_window_1": {"trajectory_window": 1},
-        "trajectory_window_3": {"trajectory_window": 3},
-    }
-    for name, over in ablations.items():
-        cfg = with_overrides(chosen, over)
-        rep = report(cfg)["all"]
-        result["ablations"][name] = {"overrides": over, "tiage_all": rep["lychee"], "tiage_all_fixed_window": rep["fixed_window"],
-                                     "locomo_mean": locomo_lengths(convs, lv, cfg, enc)["mean_turns_per_segment"]}
-    result["ablations"]["cold_start_per_dialogue"] = {"tiage_all": report(chosen, reset_background=True)["all"]}
-    for delta in DELTAS:
-        cfg = with_overrides(chosen, {"threshold": delta})
-        r = report(cfg)
-        result["delta_sensitivity"].append({
-            "threshold": delta,
-            "tiage_calibration": r["calibration"]["lychee"],
-            "tiage_heldout": r.get("heldout_all", r.get("second_half"))["lychee"],
-            "tiage_heldout_fixed_window": r.get("heldout_all", r.get("second_half"))["fixed_window"],
-            "locomo": locomo_lengths(convs, lv, cfg, enc),
-        })
-        print(f"delta {delta}: {result['delta_sensitivity'][-1]['tiage_heldout']}", file=sys.stderr)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    ch = result["chosen"]
-    print(json.dumps({"chosen_overrides": best["overrides"],
-                      "tiage": {k: {"lychee": v["lychee"], "fixed_window": v["fixed_window"]} for k, v in ch["tiage"].items()},
-                      "locomo": ch["locomo"]}, indent=2))
+    print(table(result))
     return 0
+
+
+def _row(label: str, rep: dict[str, Any]) -> str:
+    cells = []
+    for name in ("tiage_test", "superdialseg"):
+        r = rep[name]
+        cells.append(f"{r['lychee']['windowdiff']:.3f} / {r['lychee']['pk']:.3f} ({r['lychee']['mean_segment_len']:.2f}) | "
+                     f"{r['fixed_window']['windowdiff']:.3f} ({r['fixed_window']['window']}) | {r['no_boundary']['windowdiff']:.3f} | "
+                     f"{r['texttiling_oracle']['windowdiff']:.3f}")
+    return f"| {label} | " + " | ".join(cells) + f" | {rep['locomo']['mean_turns_per_segment']:.2f} |"
+
+
+def table(result: dict[str, Any]) -> str:
+    """Markdown table: lychee WD / Pk (mean length) | fixed WD (window) | no boundary | oracle TextTiling, per corpus."""
+    head = ("| configuration | TIAGE test: lychee WD / Pk (len) | fixed (w) | none | TT oracle "
+            "| SuperDialseg: lychee WD / Pk (len) | fixed (w) | none | TT oracle | LoCoMo turns/seg |\n|" + "---|" * 10)
+    lines = [head, _row("defaults", result["defaults"])]
+    for name, sel in result["directions"].items():
+        lines.append(_row(f"{name} {sel['overrides']}", sel["report"]))
+    for name, ab in result["ablations"].items():
+        lines.append(_row(f"ablation {name}", ab))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -24,13 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lychee_ray.config import load_config  # noqa: E402
-from lychee_ray.segment import (  # noqa: E402
+from lychee_ray.build.segment import (  # noqa: E402
     conversation_turn_inputs,
     resolve_exchange_mode,
     segment_turn_inputs,
     turn_embedding_text,
 )
-from lychee_ray.tokens import count_tokens  # noqa: E402
+from lychee_ray.text.tokens import count_tokens  # noqa: E402
 
 DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", action="append", default=[])
     args = ap.parse_args(argv)
 
-    from lychee_ray.adapters import read_locomo
+    from lychee_ray.io.adapters import read_locomo
     from lychee_ray.embed import get_embedder
 
     cfg = load_config(files=args.config)

@@ -68,7 +68,7 @@ def free_port() -> int:
 
 
 def ensure_synthetic_store(args: argparse.Namespace) -> Path:
-    from lychee_ray.runner import run_local_build
+    from lychee_ray.build.runner import run_local_build
     from lychee_ray.testing.synthetic import write_jsonl
 
     store = Path(args.cache_dir) / f"synthetic_{args.synthetic}"
@@ -86,7 +86,7 @@ def ensure_synthetic_store(args: argparse.Namespace) -> Path:
 
 def synthetic_questions(store: Path) -> list[dict[str, Any]]:
     """One question per conversation, from its own first user turn."""
-    from lychee_ray.store import MemoryStoreReader, read_part
+    from lychee_ray.io.store import MemoryStoreReader, read_part
 
     reader = MemoryStoreReader(store)
     out = []
@@ -108,7 +108,7 @@ def ensure_store(args: argparse.Namespace) -> Path:
     if (store / "manifest.json").exists():
         print(f"reusing store {store}", file=sys.stderr)
         return store
-    from lychee_ray.runner import run_local_build
+    from lychee_ray.build.runner import run_local_build
 
     print(f"building a rules store of {args.data} into {store} (several minutes on a small machine)", file=sys.stderr)
     t0 = time.perf_counter()
@@ -119,7 +119,7 @@ def ensure_store(args: argparse.Namespace) -> Path:
 
 
 def load_questions(data: str, known: set[str]) -> list[dict[str, Any]]:
-    from lychee_ray.adapters import read_input
+    from lychee_ray.io.adapters import read_input
 
     out = []
     for item in read_input("locomo", data):
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     # the benchmark must measure the service, not shed it: queue room for every client
     cfg.serve.max_queued_requests = max(cfg.serve.max_queued_requests, args.concurrency * 2)
 
-    from lychee_ray.store import MemoryStoreReader
+    from lychee_ray.io.store import MemoryStoreReader
 
     known = set(MemoryStoreReader(store).conversation_ids())
     questions = synthetic_questions(store) if args.synthetic else load_questions(args.data, known)
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    from lychee_ray.serve_deploy import apply_ray_env, start_service, stop_service
+    from lychee_ray.ray.serve import apply_ray_env, start_service, stop_service
 
     ray_env = apply_ray_env(cfg)
     ray.init(include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
@@ -339,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         ray.shutdown()
 
     # the same searches in-process (Serve is down: it does not compete for the CPUs)
-    from lychee_ray.query import MemoryStore
-    from lychee_ray.serve_deploy import apply_thread_limits
+    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.ray.serve import apply_thread_limits
 
     apply_thread_limits(cfg)
     inproc: list[float] = []

@@ -5,7 +5,7 @@
 
 import sys
 
-from lychee_ray.cli import main
+from lychee_ray.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["build", *sys.argv[1:]]))

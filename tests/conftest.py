@@ -1,4 +1,5 @@
-"""Shared fixtures. Expensive resources (the embedding model, local Ray) are session-scoped."""
+"""Shared fixtures. Expensive resources (the embedding model, local Ray) are session-scoped; the
+synthetic query view is module-scoped. Store builders live in :mod:`tests.stores`."""
 
 from __future__ import annotations
 
@@ -36,6 +37,19 @@ def ray_session():
             os.environ.setdefault(k, v)
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
     yield ray
+
+
+@pytest.fixture(scope="module")
+def view(tmp_path_factory, embedder):
+    """The synthetic conversation ``c-1`` (:mod:`tests.stores`) loaded as a query view, one per test
+    module (the recall and selection tests read it; none of them modifies it)."""
+    from lychee_ray.query.engine import MemoryStore
+    from tests.stores import conversation_spec, make_store
+
+    root = make_store(tmp_path_factory.mktemp("recall"), embedder, [conversation_spec("c-1")])
+    store = MemoryStore.open(root, embedder=embedder, llm="rules")
+    yield store.view("c-1")
+    store.close()
 
 
 def pytest_collection_modifyitems(config, items):

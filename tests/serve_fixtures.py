@@ -30,8 +30,8 @@ def free_port() -> int:
 def serve_url(ray_session, tmp_path_factory, embedder):
     """The memory service deployed once per session on 127.0.0.1 (ready ≈ 15-20 s with the model)."""
     from lychee_ray.config import load_config
-    from lychee_ray.serve_deploy import start_service, stop_service
-    from tests.test_query import RECORDS, conversation_spec, make_store
+    from lychee_ray.ray.serve import start_service, stop_service
+    from tests.stores import RECORDS, conversation_spec, make_store
 
     root = make_store(tmp_path_factory.mktemp("serve_ray_store"), embedder, [
         conversation_spec("c-1", "u-1"), conversation_spec("c-2", "u-2", records=RECORDS[:4])])

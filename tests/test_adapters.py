@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.adapters import read_input
-from lychee_ray.adapters.dates import parse_datetime
-from lychee_ray.cli import main
-from lychee_ray.convert import convert, side_paths
-from lychee_ray.models import Conversation, conversation_from_row, conversations_to_table
+from lychee_ray.io.adapters import read_input
+from lychee_ray.io.adapters.dates import parse_datetime
+from lychee_ray.cli.main import main
+from lychee_ray.io.convert import convert, side_paths
+from lychee_ray.core.conversation import Conversation, conversation_from_row, conversations_to_table
 
 from .paths import LOCOMO_DIR, LONGMEMEVAL_FILE, need
 
@@ -150,8 +150,8 @@ def test_longmemeval_bad_date(tmp_path: Path):
 
 
 def test_uri_inputs_and_parquet(tmp_path: Path):
-    from lychee_ray.adapters import input_files
-    from lychee_ray.models import conversations_to_table
+    from lychee_ray.io.adapters import input_files
+    from lychee_ray.core.conversation import conversations_to_table
     import pyarrow.parquet as pq
 
     (tmp_path / "a.jsonl").write_text(json.dumps(_conv("u1")) + "\n")

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from lychee_ray.config import load_config
-from lychee_ray.dryrun import dry_run
-from lychee_ray.runner import make_context, run_local_build
-from lychee_ray.store import MemoryStoreReader
-from lychee_ray.verify import verify_conversation, verify_store
+from lychee_ray.build.dryrun import dry_run
+from lychee_ray.build.runner import make_context, run_local_build
+from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.verify import verify_conversation, verify_store
 from lychee_ray.testing.fake_llm import encoder_reply, is_encode_request
-from lychee_ray.testing.openai_server import OpenAIServer, malformed_content, ok, schema_violation, truncated
+from lychee_ray.testing import OpenAIServer, malformed_content, ok, schema_violation, truncated
 from lychee_ray.testing.synthetic import synthetic_conversation
 
 

@@ -2,14 +2,42 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.cli import main
-from lychee_ray.config import DEFAULT_CONFIG_PATH, ConfigError, LycheeConfig, load_config, parse_set
+from lychee_ray.cli.main import main
+from lychee_ray.config import (
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    LycheeConfig,
+    Section,
+    SegmenterConfig,
+    load_config,
+    packaged_defaults,
+    parse_set,
+)
 
 
-def test_default_file_matches_code_defaults():
-    # configs/default.yaml documents every default; it must agree with the typed model.
+def _sections(cls=LycheeConfig, path=()):
+    yield path, cls
+    for name, field in cls.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, Section):
+            yield from _sections(field.annotation, (*path, name))
+
+
+def test_defaults_have_one_source():
+    """Every default lives in configs/default.yaml (shipped in the package); no field declares one in code."""
+    repo_copy = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
+    assert DEFAULT_CONFIG_PATH.read_bytes() == repo_copy.read_bytes()
+    defaults = packaged_defaults()
+    for path, cls in _sections():
+        node = defaults
+        for part in path:
+            node = node[part]
+        for name, field in cls.model_fields.items():
+            assert field.is_required(), f"{'.'.join((*path, name))} has a default in code; put it in configs/default.yaml"
+            assert name in node, f"{'.'.join((*path, name))} is missing from configs/default.yaml"
+        assert set(node) <= set(cls.model_fields), f"unknown keys in configs/default.yaml at {'.'.join(path)}"
     assert load_config(env={}) == LycheeConfig()
-    assert DEFAULT_CONFIG_PATH.exists()
+    assert LycheeConfig().segmenter.threshold == defaults["segmenter"]["threshold"]
+    assert SegmenterConfig(threshold=0.3).count_pressure.start == defaults["segmenter"]["count_pressure"]["start"]
 
 
 def test_overrides_and_precedence(tmp_path: Path):
@@ -56,7 +84,7 @@ def test_config_show_cli(capsys):
 def test_serve_ray_env_values_are_strings_and_set_env_only_when_unset(monkeypatch):
     """serve.ray_env reaches a local Ray as environment strings ("1"/"0" for booleans, as Serve reads
     them); a variable the user already exported wins over the config."""
-    from lychee_ray.serve_deploy import apply_ray_env
+    from lychee_ray.ray.serve import apply_ray_env
 
     cfg = load_config(sets=["serve.ray_env.RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP=true", "serve.ray_env.LYCHEE_TEST_N=3"])
     assert cfg.serve.ray_env == {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",

@@ -1,6 +1,6 @@
 import numpy as np
 
-from lychee_ray.embed import _dedup
+from lychee_ray.embed.base import dedup_texts as _dedup
 
 
 def test_dedup_keeps_order_and_inverse():
@@ -41,6 +41,7 @@ def test_async_batch_embedder_coalesces_and_never_strands_requests():
 
     slow = Slow()
     b = AsyncBatchEmbedder(slow, wait_ms=5, max_texts=6)
+    threads_before = set(threading.enumerate())
 
     async def main():
         async def one(i):
@@ -52,15 +53,17 @@ def test_async_batch_embedder_coalesces_and_never_strands_requests():
     out = asyncio.run(main())
     assert len(out) == 40 and all(o.shape == (2, 4) for o in out)
     assert slow.calls < 40  # coalesced
-    assert threading.active_count() >= 1
+    # the model ran in worker threads that ended with the event loop: none left behind
+    leaked = [t for t in threading.enumerate() if t not in threads_before]
+    assert leaked == [], leaked
 
 
 def test_onnx_runtime_matches_torch_and_falls_back(embedder, tmp_path, monkeypatch):
     """The default ONNX runtime gives the torch model's vectors (stores are interchangeable); a model it
     cannot export, or a failed export, keeps torch instead of failing the job."""
-    from lychee_ray import onnx_embed
+    from lychee_ray.embed import onnx as onnx_embed
     from lychee_ray.config import EmbeddingConfig
-    from lychee_ray.embed import LocalEmbedder
+    from lychee_ray.embed.local import LocalEmbedder
 
     assert embedder.runtime == "onnx"
     torch_emb = LocalEmbedder(EmbeddingConfig(runtime="torch"))
@@ -88,9 +91,10 @@ def test_int8_query_embedder_ranks_like_fp32_and_falls_back(embedder, tmp_path, 
     0.98 of fp32 and the same nearest memory; a failed quantization keeps fp32 ONNX, not torch."""
     import shutil
 
-    from lychee_ray import onnx_embed
+    from lychee_ray.embed import onnx as onnx_embed
     from lychee_ray.config import EmbeddingConfig
-    from lychee_ray.embed import LocalEmbedder, get_embedder
+    from lychee_ray.embed import get_embedder
+    from lychee_ray.embed.local import LocalEmbedder
 
     q8 = get_embedder(EmbeddingConfig(), queries=True)
     assert q8.runtime == "onnx-int8" and embedder.runtime == "onnx"
@@ -127,7 +131,7 @@ def test_int8_query_embedder_ranks_like_fp32_and_falls_back(embedder, tmp_path, 
 
     # int8 kernels differ by CPU: a quantized model that disagrees with fp32 on the probe questions
     # of the machine that loads it is not used (here forced by an unreachable bound)
-    from lychee_ray.embed import PROBE_TEXTS, quantized_agreement
+    from lychee_ray.embed.agreement import PROBE_TEXTS, quantized_agreement
 
     assert quantized_agreement(q8._onnx, embedder._onnx, 8) > 0.98
     assert quantized_agreement(embedder._onnx, embedder._onnx, 8) > 0.9999
@@ -135,3 +139,41 @@ def test_int8_query_embedder_ranks_like_fp32_and_falls_back(embedder, tmp_path, 
                            quantize="int8")
     assert strict.runtime == "onnx" and len(PROBE_TEXTS) >= 5
     assert float(np.abs(strict.encode(questions[:2]) - b[:2]).max()) < 1e-5
+
+
+def test_cached_onnx_query_model_needs_no_torch_and_gives_the_same_vectors(embedder, tmp_path, monkeypatch):
+    """With the export cached, query embeddings load from the ONNX file and the model's fast tokenizer
+    (no torch / sentence-transformers): the same token ids as sentence-transformers, bit-identical
+    vectors; without a cached export the full loader runs (and exports)."""
+    from lychee_ray.config import EmbeddingConfig
+    from lychee_ray.embed import agreement
+    from lychee_ray.embed.local import LocalEmbedder, offline_minilm_path
+    from lychee_ray.embed.onnx_cache import CachedOnnxEmbedder, load_cached, load_tokenizer, model_files
+
+    texts = ["When did Caroline go to the LGBTQ support group?", "", "  padded  ", "x", "émoji 🎉 tést\tTab\nnew",
+             "中文字符", "a long turn about painting " * 120, "Wo habe ich meinen Urlaub verbracht?"]
+    tokenize = load_tokenizer(model_files(offline_minilm_path()))
+    ours, theirs = tokenize(texts), embedder._model.preprocess(texts)
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        assert np.array_equal(ours[name], theirs[name].numpy()), name
+
+    full = LocalEmbedder(EmbeddingConfig(), quantize="int8")  # exports into the default cache if needed
+    for quantize, reference in (("int8", full), ("none", embedder)):
+        fast = load_cached(EmbeddingConfig(), quantize)
+        assert isinstance(fast, CachedOnnxEmbedder) and fast.runtime == reference.runtime
+        assert fast.name == reference.name and fast.dim == reference.dim
+        assert np.array_equal(fast.encode(texts), reference.encode(texts)), quantize
+
+    # the int8 check against fp32 ran once on this CPU: later loads reuse its verdict
+    def no_check(*_a: object) -> float:
+        raise AssertionError("the agreement check ran again")
+
+    monkeypatch.setattr(agreement, "quantized_agreement", no_check)
+    assert load_cached(EmbeddingConfig(), "int8").runtime == "onnx-int8"
+    strict = load_cached(EmbeddingConfig(query_quantization_min_cosine=1.0), "int8")
+    assert strict.runtime == "onnx"  # the kept verdict still meets the configured bound, or fp32 is used
+    monkeypatch.undo()
+
+    assert load_cached(EmbeddingConfig(onnx_cache_dir=str(tmp_path)), "int8") is None  # nothing exported there
+    assert load_cached(EmbeddingConfig(runtime="torch"), "none") is None
+    assert load_cached(EmbeddingConfig(model=str(tmp_path)), "none") is None  # not a model directory

@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
-from lychee_ray.encode import EncodeRequest, SegmentTurn, finalise_records
-from lychee_ray.encode_rules import RulesEncoder, classify, extract_entities, extract_topics, rewrite_persons, split_sentences
-from lychee_ray.timeparse import make_resolver
+from lychee_ray.build.encode.base import EncodeRequest, SegmentTurn, finalise_records
+from lychee_ray.build.encode.rules import RulesEncoder, classify, extract_entities, extract_topics, rewrite_persons
+from lychee_ray.text.sentences import split_sentences
+from lychee_ray.text.time.normalise import make_resolver
 
 DATE = "2023-05-08T13:56:00"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lychee_ray.fuse import ItemKey, RankedList, rrf
-from lychee_ray.recall import Hit
+from lychee_ray.query.fuse import ItemKey, RankedList, rrf
+from lychee_ray.query.hits import Hit
 
 
 def h(*ids: str) -> list[Hit]:

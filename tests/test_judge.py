@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lychee_ray.config import load_config
-from lychee_ray.judge import (
+from lychee_ray.eval.judge import (
     ABSTENTION_NOTE,
     JudgeReply,
     LLMJudge,
@@ -19,7 +19,7 @@ from lychee_ray.judge import (
 from lychee_ray.llm.backend import make_llm_client
 from lychee_ray.llm.errors import LLMCallFailed
 from lychee_ray.testing.fake_llm import judge_reply
-from lychee_ray.testing.openai_server import OpenAIServer, ok
+from lychee_ray.testing import OpenAIServer, ok
 
 
 @pytest.mark.parametrize("reply,expected", [

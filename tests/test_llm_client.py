@@ -23,7 +23,7 @@ from lychee_ray.llm import (
     parse_retry_after,
     resolve_backend,
 )
-from lychee_ray.testing.openai_server import (
+from lychee_ray.testing import (
     OpenAIServer,
     delay,
     empty,
@@ -35,7 +35,7 @@ from lychee_ray.testing.openai_server import (
     status,
     truncated,
 )
-from lychee_ray.tokens import count_tokens
+from lychee_ray.text.tokens import count_tokens
 
 
 class Answer(BaseModel):

@@ -1,4 +1,8 @@
-"""Answer and retrieval metrics on hand-made cases."""
+"""Answer and retrieval metrics on hand-made cases.
+
+The LoCoMo F1 / BLEU-1 cases are worked by hand from the reference definitions (LoCoMo's
+``task_eval/evaluation.py``; Mem0's ``evaluation/metrics/utils.py``), not computed by the code.
+"""
 
 from __future__ import annotations
 
@@ -6,48 +10,78 @@ import math
 
 import pytest
 
-from lychee_ray.metrics import (
+from lychee_ray.eval.locomo_scoring import (
     bleu1,
-    evidence_recall,
-    is_abstention,
-    mean,
-    normalize_answer,
-    session_recall,
-    token_f1,
+    locomo_f1,
+    locomo_f1_multi,
+    locomo_f1_single,
+    locomo_gold,
+    locomo_normalize,
+    word_tokens,
 )
+from lychee_ray.eval.metrics import evidence_recall, is_abstention, mean, session_recall
 
 
-def test_normalisation_lowercases_strips_punctuation_and_articles():
-    assert normalize_answer("The  Support-Group, in MAY!") == "support group in may"
-    assert normalize_answer("An apple a day") == "apple day"
-    assert normalize_answer("“Theatre” — a play…") == "theatre play"  # typographic quotes/dashes too
-    assert normalize_answer(None) == "" and normalize_answer("") == ""
-    # articles only as whole words
-    assert normalize_answer("Theresa and Anna") == "theresa and anna"
+def test_locomo_normalisation():
+    # commas deleted; punctuation deleted (not spaced: "support-group" -> "supportgroup"); a/an/the AND "and" dropped
+    assert locomo_normalize("The Support-Group, in MAY!") == "supportgroup in may"
+    assert locomo_normalize("Theresa and Anna") == "theresa anna"
+    assert locomo_normalize("An apple a day") == "apple day"
+    assert locomo_normalize(2022) == "2022" and locomo_normalize(None) == ""
 
 
-def test_token_f1_hand_cases():
-    assert token_f1("7 May 2023", "7 May 2023") == 1.0
-    assert token_f1("The 7 May, 2023.", "7 may 2023") == 1.0  # normalised
-    # pred: caroline went on 7 may (5 tokens); gold: 7 may 2023 (3); common = 2
-    p, r = 2 / 5, 2 / 3
-    assert token_f1("Caroline went on 7 May", "7 May 2023") == pytest.approx(2 * p * r / (p + r))
-    assert token_f1("pottery", "painting") == 0.0
-    assert token_f1("", "") == 1.0 and token_f1("x", "") == 0.0 and token_f1("", "x") == 0.0
-    # multiset: a repeated token only counts as often as the gold has it
-    assert token_f1("dog dog dog", "dog") == pytest.approx(2 * (1 / 3) * 1 / (1 / 3 + 1))
+def test_locomo_f1_single_stems_and_counts():
+    # she went run in may | run in may: 3 common of 5 predicted, 3 gold -> P=3/5, R=1 -> F1 = 0.75
+    assert locomo_f1_single("She went running in May", "running in may") == pytest.approx(0.75)
+    assert locomo_f1_single("adopting", "adopted") == 1.0  # Porter: both "adopt" (SQuAD F1 would give 0)
+    assert locomo_f1_single("7 May, 2023", "7 May 2023") == 1.0
+    assert locomo_f1_single("pottery", "painting") == 0.0
+    assert locomo_f1_single("", "") == 0.0  # no common token -> 0, as in the reference
+    # multiset: dog dog dog | dog -> 1 common, P=1/3, R=1 -> 0.5
+    assert locomo_f1_single("dog dog dog", "dog") == pytest.approx(0.5)
 
 
-def test_bleu1_hand_cases():
-    assert bleu1("7 May 2023", "7 May 2023") == 1.0
-    # longer candidate: no brevity penalty; precision 2/4
-    assert bleu1("she went in may", "in may") == pytest.approx(0.5)
-    # shorter candidate: precision 1, brevity penalty exp(1 - 3/1)
-    assert bleu1("may", "7 may 2023") == pytest.approx(math.exp(1 - 3))
-    # clipping: "may may may" vs "may" → 1/3
-    assert bleu1("may may may", "may") == pytest.approx(1 / 3)
-    assert bleu1("", "") == 1.0 and bleu1("a", "") == 1.0  # "a" normalises to empty
-    assert bleu1("cat", "") == 0.0 and bleu1("", "cat") == 0.0
+def test_locomo_f1_per_category():
+    # category 1: gold parts painting / swimming / pottery, best prediction part 1, 0, 1 -> 2/3
+    assert locomo_f1("pottery, painting", "painting, swimming, pottery", "1") == pytest.approx(2 / 3)
+    assert locomo_f1_multi("pottery, painting", "painting, swimming, pottery") == pytest.approx(2 / 3)
+    # one prediction part "pottery painting" vs each gold part: P=1/2, R=1 -> 2/3 each -> 2/3
+    assert locomo_f1("pottery and painting", "pottery, painting", "1") == pytest.approx(2 / 3)
+    # the same strings in category 4 are one answer each: identical after comma and "and" removal
+    assert locomo_f1("pottery and painting", "pottery, painting", "4") == 1.0
+    # category 3: gold cut at ';'
+    assert locomo_gold("Likely yes; she mentioned wanting to", "3") == "Likely yes"
+    assert locomo_f1("likely yes", "Likely yes; she mentioned wanting to", "3") == 1.0
+    # ... not in other categories: 2 common of 6 gold stems (like ye she mention want to) -> P=1, R=1/3 -> 0.5
+    assert locomo_f1("likely yes", "Likely yes; she mentioned wanting to", "4") == pytest.approx(0.5)
+
+
+def test_bleu1_is_mem0s_smoothed_unigram_bleu():
+    # in may | she went in may: unigram precision 2/2, brevity penalty exp(1 - 4/2)
+    assert bleu1("in may", "she went in may") == pytest.approx(math.exp(-1))
+    assert bleu1("may may may", "may") == pytest.approx(1 / 3)  # clipped counts, no brevity penalty (c > r)
+    assert bleu1("Pottery.", "pottery") == pytest.approx(0.5)  # word_tokenize keeps "." as a token
+    assert bleu1("7 May 2023", "7 may 2023") == 1.0  # lower-cased
+    assert bleu1("cat", "dog") == 0.0  # no unigram match: 0 (smoothing only touches higher orders)
+    assert bleu1("", "cat") == 0.0 and bleu1("cat", "") == 0.0 and bleu1(None, "cat") == 0.0
+
+
+def test_word_tokens_match_nltk_word_tokenize_without_punkt():
+    assert word_tokens("She went, didn't she?") == ["she", "went", ",", "did", "n't", "she", "?"]
+    assert word_tokens("Yes. She did.") == ["yes", ".", "she", "did", "."]  # sentence split by regex, not punkt
+
+
+def test_scoring_reads_no_nltk_data(monkeypatch):
+    import nltk
+
+    def no_data(*a, **k):
+        raise AssertionError("nltk data requested")
+
+    monkeypatch.setattr(nltk.data, "find", no_data)
+    monkeypatch.setattr(nltk.data, "load", no_data)
+    monkeypatch.setattr(nltk, "download", no_data)
+    assert locomo_f1("Running, swimming", "swimming, running", "1") == 1.0
+    assert bleu1("she ran home. then slept", "she ran home") > 0
 
 
 def test_evidence_and_session_recall():

@@ -9,7 +9,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from lychee_ray.testing.openai_server import (
+from lychee_ray.testing import (
     OpenAIServer,
     RecordedRequest,
     delay,
@@ -18,7 +18,7 @@ from lychee_ray.testing.openai_server import (
     reset,
     status,
 )
-from lychee_ray.tokens import count_message_tokens, count_tokens
+from lychee_ray.text.tokens import count_message_tokens, count_tokens
 
 MSGS = [{"role": "user", "content": "hello there"}]
 

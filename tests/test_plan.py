@@ -8,8 +8,8 @@ import pytest
 
 from lychee_ray.config import LLMConfig, PlannerConfig
 from lychee_ray.llm.client import LLMClient
-from lychee_ray.plan import OpenAIPlanner, PlanContext, RulesPlanner, match_keys
-from lychee_ray.testing.openai_server import OpenAIServer, malformed_content, ok, schema_violation
+from lychee_ray.query.plan import OpenAIPlanner, PlanContext, RulesPlanner, match_keys
+from lychee_ray.testing import OpenAIServer, malformed_content, ok, schema_violation
 
 CTX = PlanContext(
     entities={"caroline": ("Caroline", 40), "melanie": ("Melanie", 38), "sweden": ("Sweden", 2), "new york": ("New York", 1),
@@ -122,7 +122,7 @@ def test_openai_planner_falls_back_on_unusable_plan():
                                               "record_types": [], "time": None}]}
     with OpenAIServer([ok(reply)]) as srv:
         out = OpenAIPlanner(client(srv), PlannerConfig()).plan("Where did Caroline move from?", QDATE, CTX)
-    assert out.plan.fallback and "invalid plan" in out.plan.fallback_reason
+    assert out.plan.fallback and out.plan.fallback_kind == "invalid_plan" and "invalid plan" in out.plan.fallback_reason
     assert out.plan.routes[0].search_texts == ["Where did Caroline move from?"]
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from lychee_ray.config import load_config
-from lychee_ray.runner import run_local_build
-from lychee_ray.store import MemoryStoreReader
+from lychee_ray.build.runner import run_local_build
+from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.testing.fake_llm import encoder_reply
 from lychee_ray.testing.openai_server import OpenAIServer
 from lychee_ray.testing.synthetic import synthetic_conversation
@@ -39,7 +39,7 @@ def store_snapshot(root: Path) -> dict[str, list[str]]:
 
 
 def test_ray_build_equals_local_accounts_and_resumes(ray_session, tmp_path):
-    from lychee_ray.ray_build import run_ray_build
+    from lychee_ray.ray.build_job import run_ray_build
 
     src = small_input(tmp_path / "in.jsonl")
     cfg = load_config(sets=["ray.progress_interval_s=0.5"], env={})
@@ -63,7 +63,7 @@ def test_ray_build_equals_local_accounts_and_resumes(ray_session, tmp_path):
 def test_cluster_limiter_never_over_limit_across_actors(ray_session):
     import ray
 
-    from lychee_ray.ray_build import RateLimiterActor, RayRateLimiter
+    from lychee_ray.ray.ratelimit import RateLimiterActor, RayRateLimiter
 
     limiter = RateLimiterActor.remote({"requests_per_min": 60, "tokens_per_min": 0, "burst_s": 2.0})
 
@@ -116,7 +116,7 @@ def _gcs_address() -> str:
 
 def test_killed_job_rerun_builds_each_conversation_once(ray_session, tmp_path):
     """Kill the driver mid-run (openai backend, slow fake LLM), re-run, check exactly-once."""
-    from lychee_ray.ray_build import run_ray_build
+    from lychee_ray.ray.build_job import run_ray_build
 
     n = 6
     src = tmp_path / "in.jsonl"
@@ -126,7 +126,7 @@ def test_killed_job_rerun_builds_each_conversation_once(ray_session, tmp_path):
         env = {**os.environ, "RAY_ADDRESS": _gcs_address(), "LYCHEE_LLM_BASE_URL": srv.base_url, "OPENAI_API_KEY": "test"}
         sets = ["--set", "build.conversations_in_flight=2", "--set", "ray.max_actors=1"]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "lychee_ray.cli", "build", "--input", str(src), "--format", "jsonl", "--out", str(out), "--llm", "openai", *sets],
+            [sys.executable, "-m", "lychee_ray.cli.main", "build", "--input", str(src), "--format", "jsonl", "--out", str(out), "--llm", "openai", *sets],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
         deadline = time.time() + 240
@@ -155,7 +155,7 @@ def test_killed_job_rerun_builds_each_conversation_once(ray_session, tmp_path):
 
 def test_ray_build_dataset_format_without_line_numbers(ray_session, tmp_path):
     """LoCoMo-style inputs have no line numbers (None travels through Ray Data as NaN)."""
-    from lychee_ray.ray_build import run_ray_build
+    from lychee_ray.ray.build_job import run_ray_build
 
     d = tmp_path / "locomo"
     d.mkdir()
@@ -173,3 +173,20 @@ def test_ray_build_dataset_format_without_line_numbers(ray_session, tmp_path):
     assert (s.inputs, s.built, s.failed) == (2, 1, 1)
     err = MemoryStoreReader(tmp_path / "st").errors().to_pylist()[0]
     assert err["line"] is None and err["file"].endswith("2.json") and "not valid JSON" in err["message"]
+
+
+def test_build_memory_from_python_objects_local_and_ray_agree(ray_session, tmp_path):
+    """The library entry point takes Python objects; both runners build the same store and account for bad objects."""
+    from lychee_ray import build_memory
+
+    convs = [synthetic_conversation(i, seed=3, sessions=1, topics_per_session=2, exchanges_per_topic=(1, 2)) for i in range(3)]
+    objs = [convs[0], convs[1].model_dump(mode="json"), convs[2], {"conversation_id": "bad", "sessions": "x"},
+            convs[0]]  # an invalid dict and a duplicate id
+    cfg = load_config(sets=["ray.progress_interval_s=0.5"], env={})
+    local = build_memory(objs, tmp_path / "local", cfg, llm="rules")
+    on_ray = build_memory(objs, tmp_path / "ray", cfg, llm="rules", runner="ray")
+    for s in (local, on_ray):
+        assert (s.inputs, s.built, s.failed) == (5, 3, 2)
+    assert store_snapshot(tmp_path / "local") == store_snapshot(tmp_path / "ray")
+    errors = MemoryStoreReader(tmp_path / "ray").errors().to_pylist()
+    assert {(e["file"], e["line"]) for e in errors} == {("<python>", 4), ("<python>", 5)}

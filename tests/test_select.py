@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from lychee_ray.config import SelectConfig
-from lychee_ray.fuse import FusedItem, ItemKey
-from lychee_ray.select import fmt_time, select_evidence
-from lychee_ray.records import TimeSpan
-from lychee_ray.tokens import count_tokens
-from tests.test_recall import view  # noqa: F401  (module-scoped synthetic conversation)
+from lychee_ray.query.fuse import FusedItem, ItemKey
+from lychee_ray.query.evidence import fmt_time
+from lychee_ray.query.select import select_evidence
+from lychee_ray.core.records import TimeSpan
+from lychee_ray.text.tokens import count_tokens
 
 
 def pool_of(view, ids: list[str]) -> list[FusedItem]:
@@ -122,7 +122,7 @@ def test_cost_aware_gain_prefers_cheap_items_at_equal_relevance(view):
 
 def test_source_overlap_penalty_spreads_over_turns(view):
     # two records from one turn vs a record from another turn: the overlap penalty picks the new turn first
-    from lychee_ray.fuse import FusedItem, ItemKey
+    from lychee_ray.query.fuse import FusedItem, ItemKey
 
     r7 = view.record_ids[7]
     pool = [FusedItem(key=ItemKey("c-1", "turn", "D2:4"), score=1.0, channels={"turns"}, routes={0}),
@@ -157,7 +157,7 @@ def test_context_token_count_from_line_counts_is_exact(view):
     still give exactly what counting the rendered context gives, in one or several conversations."""
     import copy
 
-    from lychee_ray.select import render, rendered_tokens
+    from lychee_ray.query.evidence import render, rendered_tokens
 
     odd = ["Done!!!", "ends with digits 2023", "   leading spaces and trailing   ", "carriage\rreturn.\r",
            "日本語のテキスト。", "emoji at the end 🎉🎉", "...", "'quoted' \"twice\"?", "tab\tinside\t", "a"]

@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from lychee_ray.config import load_config
-from lychee_ray.serve_app import ConversationInfo, MemoryService, QueryResponse, SearchResponse, create_app
-from tests.test_query import RECORDS, conversation_spec, make_store
+from lychee_ray.serve import ConversationInfo, MemoryService, QueryResponse, SearchResponse, create_app
+from tests.stores import RECORDS, conversation_spec, make_store
 
 Q = "When did Caroline go to the LGBTQ support group?"
 TOKEN = "test-token-123"
@@ -77,12 +77,11 @@ def test_search_query_conversation_health_docs(client):
     assert {"/v1/query", "/v1/search", "/v1/conversations/{conversation_id}", "/healthz", "/v1/admin/reload"} <= set(paths)
 
 
-def test_bearer_token_on_every_endpoint_but_healthz(store_dir, embedder):
+def test_bearer_token_on_every_endpoint_but_healthz_and_docs(store_dir, embedder):
     svc = make_service(store_dir, embedder, **{"serve.token": TOKEN})
     with TestClient(create_app(svc)) as c:
         calls = [("post", "/v1/search", body()), ("post", "/v1/query", body()), ("get", "/v1/conversations/c-1", None),
-                 ("post", "/v1/admin/reload", None), ("get", "/v1/admin/stats", None), ("get", "/docs", None),
-                 ("get", "/openapi.json", None)]
+                 ("get", "/v1/conversations", None), ("post", "/v1/admin/reload", None), ("get", "/v1/admin/stats", None)]
         for method, path, js in calls:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"Authorization": f"Basic {TOKEN}"}):
                 r = c.request(method, path, json=js, headers=headers)
@@ -90,7 +89,8 @@ def test_bearer_token_on_every_endpoint_but_healthz(store_dir, embedder):
                 assert r.headers["www-authenticate"] == "Bearer" and r.json()["error"] == "unauthorized"
             ok = c.request(method, path, json=js, headers={"Authorization": f"Bearer {TOKEN}"})
             assert ok.status_code == 200, (path, ok.text)
-        assert c.get("/healthz").status_code == 200
+        for open_path in ("/healthz", "/docs", "/redoc", "/openapi.json", "/docs-assets/swagger-ui.css"):
+            assert c.get(open_path).status_code == 200, open_path  # no memory in them; a browser sends no token
         # 401 comes before the size check: an unauthenticated client cannot make the service read a body
         assert c.post("/v1/search", content=b"x" * 100_000).status_code == 401
     svc.close()
@@ -246,7 +246,7 @@ def _openai_sets(srv, **extra: Any) -> dict[str, Any]:
 
 
 def test_llm_down_query_503_while_search_works(store_dir, embedder):
-    from lychee_ray.testing.openai_server import OpenAIServer, status
+    from lychee_ray.testing import OpenAIServer, status
 
     with OpenAIServer(default=status(503, message="model overloaded")) as srv:
         svc = make_service(store_dir, embedder, llm=None, **_openai_sets(srv, **{"serve.llm_cooldown_s": 30}))
@@ -271,7 +271,7 @@ def test_llm_down_query_503_while_search_works(store_dir, embedder):
 
 
 def test_llm_failures_map_to_502_and_503_and_search_survives_plan_failure(store_dir, embedder):
-    from lychee_ray.testing.openai_server import OpenAIServer, schema_violation, status
+    from lychee_ray.testing import OpenAIServer, schema_violation, status
 
     def handler(req):
         if req["response_format"]["json_schema"]["name"] == "query_plan":
@@ -311,7 +311,7 @@ def test_llm_ok_query(store_dir, embedder):
 
 def test_cli_query_url(client, monkeypatch, capsys):
     """``lychee-ray query --url`` against the app (HTTP calls routed into the TestClient)."""
-    from lychee_ray.cli import main
+    from lychee_ray.cli.main import main
 
     monkeypatch.setattr(httpx, "post", lambda url, timeout=None, **kw: client.post(url.replace("http://svc", ""), **kw))
     assert main(["query", "--url", "http://svc", "--conversation", "c-1", "--question-date", "2023-08-01", Q]) == 0
@@ -321,3 +321,93 @@ def test_cli_query_url(client, monkeypatch, capsys):
     assert '"evidence"' in capsys.readouterr().out
     assert main(["query", "--url", "http://svc", "--conversation", "nope", Q]) == 2
     assert "HTTP 404" in capsys.readouterr().err
+
+
+def test_memory_client_results_and_typed_errors(client):
+    """:class:`MemoryClient` over the app (its ``http`` client = the TestClient): typed results, and
+    failures as :class:`RemoteError` with the status and the body's error code as data."""
+    from lychee_ray.query.results import QueryResult, SearchResult
+    from lychee_ray.serve import MemoryClient, RemoteError
+
+    mc = MemoryClient("http://testserver/", http=client)
+    s = mc.search(Q, conversation_id="c-1", question_date="2023-08-01")
+    assert isinstance(s, SearchResult) and {e.conversation_id for e in s.evidence} == {"c-1"}
+    assert {"queue", "server"} <= set(s.timings_ms)
+    q = mc.query(Q, user_id="u-1", question_date="2023-08-01")
+    assert isinstance(q, QueryResult) and "support group" in q.answer and q.answer_error is None
+    with pytest.raises(RemoteError) as ei:
+        mc.search(Q, conversation_id="c-2", user_id="u-1")  # another user's conversation
+    assert (ei.value.status, ei.value.code) == (404, "not_found") and not ei.value.unreachable
+    with pytest.raises(RemoteError) as ei:
+        mc.search(Q, conversation_id="c-1", question_date="not a date")
+    assert ei.value.status == 422 and "question_date" in ei.value.detail
+    with pytest.raises(RemoteError) as ei:
+        MemoryClient("http://127.0.0.1:9", timeout=2).search(Q, conversation_id="c-1")  # nothing listens there
+    assert ei.value.unreachable and ei.value.status is None and str(ei.value).startswith("cannot reach http://127.0.0.1:9")
+
+
+def test_list_conversations_pages_scopes_and_reads_markers_only(client, store_dir, embedder):
+    """``GET /v1/conversations``: ordered by id, paged within the configured bound, scoped to a user
+    like the other endpoints, counts from the commit markers (a conversation's sessions are read once)."""
+    r = client.get("/v1/conversations")
+    assert r.status_code == 200, r.text
+    page = r.json()
+    assert (page["total"], page["offset"], page["limit"], page["next_offset"]) == (4, 0, 50, None)
+    rows = {c["conversation_id"]: c for c in page["conversations"]}
+    assert list(rows) == ["c-1", "c-2", "c-3", "c-4"]
+    c1 = rows["c-1"]
+    assert (c1["user_id"], c1["sessions"], c1["turns"], c1["records"], c1["segments"], c1["failed_segments"]) == (
+        "u-1", 2, 8, len(RECORDS), 1, 0)
+    assert rows["c-3"]["records"] == 3 and c1["committed_at"] and c1["key"].startswith("c-1")
+    info = client.get("/v1/conversations/c-1").json()  # the listing agrees with the detail endpoint
+    assert {k: info[k] for k in ("sessions", "turns", "records", "committed_at")} == {
+        k: c1[k] for k in ("sessions", "turns", "records", "committed_at")}
+
+    first = client.get("/v1/conversations", params={"limit": 3}).json()
+    rest = client.get("/v1/conversations", params={"limit": 3, "offset": first["next_offset"]}).json()
+    assert [c["conversation_id"] for c in first["conversations"]] == ["c-1", "c-2", "c-3"] and first["next_offset"] == 3
+    assert [c["conversation_id"] for c in rest["conversations"]] == ["c-4"] and rest["next_offset"] is None
+    beyond = client.get("/v1/conversations", params={"offset": 9}).json()
+    assert beyond["conversations"] == [] and beyond["total"] == 4
+
+    mine = client.get("/v1/conversations", params={"user_id": "u-1"}).json()
+    assert [c["conversation_id"] for c in mine["conversations"]] == ["c-1", "c-3"] and mine["total"] == 2
+    r = client.get("/v1/conversations", params={"user_id": "nobody"})
+    assert r.status_code == 404 and r.json()["error"] == "not_found"
+    for bad in ({"limit": 501}, {"limit": 0}, {"offset": -1}, {"user_id": ""}):
+        r = client.get("/v1/conversations", params=bad)
+        assert r.status_code == 422, (bad, r.text)
+    assert "limit" in client.get("/v1/conversations", params={"limit": 501}).text
+
+    # per request the listing reads no table: once seen, a conversation's sessions are remembered
+    svc = make_service(store_dir, embedder, **{"serve.list_page_size": 2, "serve.list_max_page_size": 3})
+    with TestClient(create_app(svc)) as c:
+        assert c.get("/v1/conversations").json()["next_offset"] == 2
+        assert c.get("/v1/conversations", params={"limit": 4}).status_code == 422
+        before = c.get("/v1/conversations", params={"limit": 3}).json()
+
+        def no_reads(*_a: Any) -> None:
+            raise AssertionError("a table was read for a listing")
+
+        svc.lister._read_sessions = no_reads
+        assert c.get("/v1/conversations", params={"limit": 3}).json() == before
+    svc.close()
+
+
+def test_cli_json_and_http_bodies_have_the_same_fields(client, store_dir, capsys):
+    """``lychee-ray query --json`` prints the service's JSON: the same keys, nested ones too."""
+    import json
+
+    from lychee_ray.cli.main import main
+
+    for extra, path in (([], "/v1/query"), (["--search"], "/v1/search")):
+        http = client.post(path, json=body()).json()
+        assert main(["query", "--memory", str(store_dir), "--conversation", "c-1", "--question-date", "2023-08-01",
+                     "--llm", "rules", "--json", *extra, Q]) == 0
+        cli = json.loads(capsys.readouterr().out)
+        assert set(cli) == set(http), set(cli) ^ set(http)
+        assert "timings" in cli and "timings_ms" not in cli and "answer_error" not in cli
+        for k in ("plan", "usage", "rerank"):
+            assert set(cli[k]) == set(http[k]), k
+        assert set(cli["evidence"][0]) == set(http["evidence"][0])
+        assert ("answer" in cli) == (path == "/v1/query")

@@ -5,9 +5,9 @@ import pyarrow as pa
 import pytest
 
 from lychee_ray.llm.usage import UsageLedger
-from lychee_ray.models import TURN_SCHEMA, Conversation
-from lychee_ray.records import EvidenceNode, MemoryRecord, SegmentRow
-from lychee_ray.store import ConversationArtifacts, MemoryStoreReader, MemoryStoreWriter, conversation_key
+from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
+from lychee_ray.core.records import EvidenceNode, MemoryRecord, SegmentRow
+from lychee_ray.io.store import ConversationArtifacts, MemoryStoreReader, MemoryStoreWriter, conversation_key
 
 
 def artifacts(cid="c-1", n_rec=3, dim=8, fp="fp1"):
@@ -85,7 +85,7 @@ def test_errors_table(tmp_path):
 
 
 def test_compaction_keeps_rows_and_recommit_after_compaction(tmp_path):
-    from lychee_ray.store import compact
+    from lychee_ray.io.store import compact
 
     w = MemoryStoreWriter(tmp_path)
     for cid in ("a", "b", "c"):
@@ -119,7 +119,7 @@ def test_claims_detect_duplicates_but_allow_retries(tmp_path):
 
 
 def test_verify_flags_broken_references(tmp_path):
-    from lychee_ray.verify import verify_store
+    from lychee_ray.io.verify import verify_store
 
     w = MemoryStoreWriter(tmp_path)
     art = artifacts("a")

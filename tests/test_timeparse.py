@@ -6,16 +6,12 @@ from datetime import datetime
 
 import pytest
 
-from lychee_ray.encode import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, TimeDraft, finalise_records
-from lychee_ray.records import TimeSpan
-from lychee_ray.timeparse import (
-    find_time_expressions,
-    make_resolver,
-    normalise_time,
-    parse_query_time,
-    resolve_record_time,
-    rewrite_relative,
-)
+from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, TimeDraft, finalise_records
+from lychee_ray.core.records import TimeSpan
+from lychee_ray.text.time.detect import find_time_expressions
+from lychee_ray.text.time.normalise import make_resolver, normalise_time, resolve_record_time
+from lychee_ray.text.time.query import parse_query_time
+from lychee_ray.text.time.rewrite import rewrite_relative
 
 REF = datetime(2023, 5, 8, 13, 56)  # a Monday (LoCoMo conv-26 session 1)
 
@@ -229,8 +225,6 @@ def test_resolver_without_session_date():
 
 
 def test_recurring_weekday_is_not_a_date():
-    from lychee_ray.timeparse import rewrite_relative
-
     ref = datetime(2023, 5, 8, 13, 56)
     assert rewrite_relative("We hike every Sunday morning.", ref)[0] == "We hike every Sunday morning."
     assert rewrite_relative("Each Monday I paint.", ref)[0] == "Each Monday I paint."

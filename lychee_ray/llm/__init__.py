@@ -10,8 +10,10 @@ from lychee_ray.llm.backend import (
     make_llm_client,
     resolve_backend,
 )
-from lychee_ray.llm.client import ChatResult, LLMClient, parse_retry_after, schema_for
+from lychee_ray.llm.client import ChatResult, LLMClient
 from lychee_ray.llm.errors import AttemptError, ErrorKind, LLMCallFailed, LLMError
+from lychee_ray.llm.provider_errors import parse_retry_after
+from lychee_ray.llm.prompts import prompt_tokens_estimate, schema_tokens
 from lychee_ray.llm.ratelimit import (
     BudgetState,
     LocalRateLimiter,
@@ -22,6 +24,7 @@ from lychee_ray.llm.ratelimit import (
     WaitingRateLimiter,
     make_rate_limiter,
 )
+from lychee_ray.llm.schema import schema_for
 from lychee_ray.llm.usage import STAGES, USAGE_SCHEMA, CallUsage, Stage, UsageLedger, UsageTotals
 
 __all__ = [
@@ -53,6 +56,8 @@ __all__ = [
     "make_llm_client",
     "make_rate_limiter",
     "parse_retry_after",
+    "prompt_tokens_estimate",
     "resolve_backend",
     "schema_for",
+    "schema_tokens",
 ]

@@ -10,33 +10,36 @@ counted against ``llm.max_attempts``. Other 4xx are permanent. A server that ref
 fallback, which then stays on for the client's lifetime; such a re-send is not counted as an attempt.
 A caller may add its own reply check (``chat_json(validate=...)``, e.g. the encoder's wrong-language
 check): an :class:`AttemptError` it raises is handled like any other unusable reply.
+
+Pieces kept apart: :mod:`~lychee_ray.llm.schema` (schemas, reply parsing), :mod:`~lychee_ray.llm.provider_errors`
+(Retry-After, error bodies), :mod:`~lychee_ray.llm.sync` (the blocking API's loop) and
+:class:`~lychee_ray.llm.usage.CallTally` (per-call accounting).
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import json
 import logging
 import random
-import re
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from functools import lru_cache
-from typing import Any, Callable, Coroutine, Generic, Literal, Mapping, Sequence, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Literal, Mapping, Sequence, TypeVar
 
 import openai
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from lychee_ray.config import ConfigError, LLMConfig
-from lychee_ray.llm.errors import AttemptError, ErrorKind, LLMCallFailed
+from lychee_ray.llm.errors import MAX_ERROR_TEXT, AttemptError, ErrorKind, LLMCallFailed
+from lychee_ray.llm.provider_errors import mentions, parse_retry_after, status_text
+from lychee_ray.llm.prompts import schema_tokens
 from lychee_ray.llm.ratelimit import RateLimiter, Sleep, make_rate_limiter
-from lychee_ray.llm.usage import KEY_FIELDS, STAGES, CallUsage, UsageLedger
-from lychee_ray.tokens import DEFAULT_ENCODING, count_message_tokens, count_tokens
+from lychee_ray.llm.schema import parse_reply, safe_schema_name, schema_for, schema_instruction, with_instruction
+from lychee_ray.llm.sync import BackgroundLoop
+from lychee_ray.llm.usage import KEY_FIELDS, STAGES, CallTally, CallUsage, UsageLedger
+from lychee_ray.text.tokens import DEFAULT_ENCODING, count_message_tokens, count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ FormatMode = Literal["json_schema", "json_object", "none"]
 _FALLBACK: dict[str, FormatMode] = {"json_schema": "json_object", "json_object": "none"}
 # Placeholder key for keyless local servers (vLLM, llama.cpp, Ollama): the openai client demands one.
 NO_KEY = "EMPTY"
-_MAX_ERROR_TEXT = 500
+_CLOSE_TIMEOUT_S = 5.0  # closing the sync loop's HTTP pool never hangs
 
 
 @dataclass(frozen=True)
@@ -56,140 +59,6 @@ class ChatResult(Generic[T]):
     parsed: T
     text: str
     usage: CallUsage
-
-
-# ------------------------------------------------------------------------------------------------
-# helpers
-# ------------------------------------------------------------------------------------------------
-
-
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date); None if absent."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if not raw:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    now_dt = datetime.fromtimestamp(time.time() if now is None else now, tz=timezone.utc)
-    return max(0.0, (when - now_dt).total_seconds())
-
-
-@lru_cache(maxsize=256)
-def schema_for(model: type[BaseModel]) -> tuple[dict[str, Any], bool]:
-    """JSON schema for ``model`` and whether it is strict-mode compatible.
-
-    Uses the ``openai`` library's own strict converter (the one ``.parse()`` uses: all properties
-    required, ``additionalProperties: false``); falls back to the plain pydantic schema, non-strict.
-    """
-    try:
-        from openai.lib._pydantic import to_strict_json_schema
-
-        return to_strict_json_schema(model), True
-    except Exception as e:  # noqa: BLE001 — any converter failure just means "not strict"
-        log.debug("schema for %s is not strict-compatible (%s); sending strict=false", model.__name__, e)
-        return model.model_json_schema(), False
-
-
-def schema_instruction(model: type[BaseModel]) -> str:
-    """Text appended to the system prompt when the server cannot enforce the schema itself."""
-    schema = json.dumps(model.model_json_schema(), separators=(",", ":"), ensure_ascii=False)
-    return (
-        "Reply with one JSON object only (no prose, no code fences) that validates against this "
-        f"JSON Schema:\n{schema}"
-    )
-
-
-def _safe_schema_name(name: str) -> str:
-    # OpenAI: ^[a-zA-Z0-9_-]{1,64}$
-    return (re.sub(r"[^a-zA-Z0-9_-]", "_", name) or "reply")[:64]
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S | re.I)
-
-
-def _strip_fences(text: str) -> str:
-    m = _FENCE.match(text.strip())
-    return m.group(1) if m else text.strip()
-
-
-def _status_text(e: openai.APIStatusError) -> str:
-    body = e.body
-    msg = body.get("message") if isinstance(body, dict) else None
-    text = f"HTTP {e.status_code}: {msg or e.message}"
-    return text[:_MAX_ERROR_TEXT]
-
-
-def _mentions(e: openai.APIStatusError, *words: str) -> bool:
-    blob = (str(e.message) + " " + json.dumps(e.body, default=str)).lower()
-    return any(w in blob for w in words)
-
-
-@dataclass
-class _Tally:
-    """Running totals of one logical call over its attempts."""
-
-    started_at: float
-    t0: float
-    attempts: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    estimated: bool = False
-    limiter_wait_s: float = 0.0
-    finish_reason: str | None = None
-    keys: dict[str, str] = field(default_factory=dict)
-
-    def usage(self, stage: str, model: str, latency_s: float, *, ok: bool,
-              error: AttemptError | BaseException | None = None) -> CallUsage:
-        kind = getattr(error, "kind", None) or (type(error).__name__ if error is not None else None)
-        text = getattr(error, "message", None) or (str(error) if error is not None else None)
-        return CallUsage(
-            stage=stage, model=model, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-            cached_tokens=self.cached_tokens, estimated=self.estimated, latency_s=latency_s,
-            limiter_wait_s=self.limiter_wait_s, attempts=self.attempts, ok=ok,
-            error=None if ok else text, error_kind=None if ok else kind, finish_reason=self.finish_reason,
-            started_at=self.started_at, **self.keys,
-        )
-
-
-class _BackgroundLoop:
-    """One private event loop in a daemon thread, for the sync API (keeps one HTTP pool alive)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        with self._lock:
-            if self.loop is None:
-                self.loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=self.loop.run_forever, name="lychee-llm-sync", daemon=True)
-                self._thread.start()
-            loop = self.loop
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
-
-    def close(self) -> None:
-        with self._lock:
-            loop, thread, self.loop, self._thread = self.loop, self._thread, None, None
-        if loop is not None and thread is not None:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=5)
-            loop.close()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -229,7 +98,7 @@ class LLMClient:
         self._format_mode: FormatMode = cfg.response_format
         self._max_tokens_param = "max_completion_tokens"
         self._fallback_lock = threading.Lock()
-        self._sync = _BackgroundLoop()
+        self._sync = BackgroundLoop()
 
     # -- public state ----------------------------------------------------------------------------
     @property
@@ -284,10 +153,10 @@ class LLMClient:
         if bad:
             raise ValueError(f"unknown usage keys {sorted(bad)}; allowed: {KEY_FIELDS}")
         cfg = self.config
-        name = _safe_schema_name(schema_name or schema.__name__)
+        name = safe_schema_name(schema_name or schema.__name__)
         max_tokens = int(max_completion_tokens or cfg.max_completion_tokens)
         msgs = [dict(m) for m in messages]
-        tally = _Tally(
+        tally = CallTally(
             started_at=time.time(), t0=time.monotonic(),
             keys={k: str(v) for k, v in (keys or {}).items() if v is not None},
         )
@@ -340,9 +209,9 @@ class LLMClient:
                 "json_schema": {"name": name, "schema": schema_json, "strict": strict},
             }
             # Providers count the schema as prompt; include it in the reservation.
-            extra_prompt_tokens = count_tokens(json.dumps(schema_json), self.encoding)
+            extra_prompt_tokens = schema_tokens(schema, self.encoding)
         else:
-            sent = _with_instruction(msgs, schema_instruction(schema))
+            sent = with_instruction(msgs, schema_instruction(schema))
             if mode == "json_object":
                 kwargs["response_format"] = {"type": "json_object"}
         kwargs["messages"] = sent
@@ -351,7 +220,7 @@ class LLMClient:
         return kwargs, mode, prompt_est
 
     async def _attempt(self, msgs: list[dict[str, str]], schema: type[T], name: str, max_tokens: int,
-                       tally: _Tally) -> tuple[T, str]:
+                       tally: CallTally) -> tuple[T, str]:
         while True:  # loops only for a format / parameter fallback
             kwargs, mode, prompt_est = self._request(msgs, schema, name, max_tokens)
             param = self._max_tokens_param
@@ -374,14 +243,14 @@ class LLMClient:
                 raise AttemptError("connection", f"{e.message} ({type(e.__cause__).__name__ if e.__cause__ else 'no cause'})") from e
             except (openai.APIError, ValueError, TypeError, KeyError, AttributeError) as e:
                 await self.limiter.reconcile(reservation, 0)
-                raise AttemptError("invalid_response", f"unreadable HTTP reply: {str(e)[:_MAX_ERROR_TEXT]}") from e
+                raise AttemptError("invalid_response", f"unreadable HTTP reply: {str(e)[:MAX_ERROR_TEXT]}") from e
             text, finish, spent, problem = self._account(resp, prompt_est, tally)
             await self.limiter.reconcile(reservation, spent)
             if problem is not None:
                 raise problem
-            return _validate(text, finish, schema), text
+            return parse_reply(text, finish, schema), text
 
-    def _account(self, resp: Any, prompt_est: int, tally: _Tally) -> tuple[str, str | None, int, AttemptError | None]:
+    def _account(self, resp: Any, prompt_est: int, tally: CallTally) -> tuple[str, str | None, int, AttemptError | None]:
         """Add one answered attempt's usage to ``tally``.
 
         Returns (content, finish_reason, tokens spent, problem found in the reply's shape or None).
@@ -408,7 +277,7 @@ class LLMClient:
         if choice is None:
             problem = AttemptError("invalid_response", "reply has no choices")
         elif refusal and not text:
-            problem = AttemptError("empty_reply", f"model refused: {refusal[:_MAX_ERROR_TEXT]}")
+            problem = AttemptError("empty_reply", f"model refused: {refusal[:MAX_ERROR_TEXT]}")
         return text, finish, prompt + completion, problem
 
     # -- failures --------------------------------------------------------------------------------
@@ -417,20 +286,20 @@ class LLMClient:
         if e.status_code not in (400, 422):
             return False
         with self._fallback_lock:
-            if mode in _FALLBACK and _mentions(e, "response_format", "json_schema", "json_object", "structured output"):
+            if mode in _FALLBACK and mentions(e, "response_format", "json_schema", "json_object", "structured output"):
                 if self._format_mode == mode:  # first refusal (concurrent calls may race here)
                     self._format_mode = _FALLBACK[mode]
                     log.warning(
                         "LLM endpoint %s refused response_format=%s (%s); using %s with the schema in the "
                         "system prompt for the rest of this client's life",
-                        self.config.base_url or "default", mode, _status_text(e), self._format_mode,
+                        self.config.base_url or "default", mode, status_text(e), self._format_mode,
                     )
                 return True
-            if param == "max_completion_tokens" and _mentions(e, "max_completion_tokens"):
+            if param == "max_completion_tokens" and mentions(e, "max_completion_tokens"):
                 if self._max_tokens_param == param:
                     self._max_tokens_param = "max_tokens"
                     log.warning("LLM endpoint refused max_completion_tokens (%s); sending max_tokens instead",
-                                _status_text(e))
+                                status_text(e))
                 return True
         return False
 
@@ -446,9 +315,9 @@ class LLMClient:
             log.info("LLM endpoint answered 429; pausing all calls for %.2fs (Retry-After: %s)", pause,
                      "none" if ra is None else f"{ra:g}s")
             await self.limiter.pause(pause)  # everyone waits, not only this call
-            return AttemptError("rate_limited", _status_text(e), retry_after_s=pause)
+            return AttemptError("rate_limited", status_text(e), retry_after_s=pause)
         kind: ErrorKind = "server_error" if code >= 500 or code in (408, 409) else "client_error"
-        return AttemptError(kind, _status_text(e))
+        return AttemptError(kind, status_text(e))
 
     def _backoff(self, attempt: int) -> float:
         """Exponential backoff with "equal jitter": half fixed, half random, capped."""
@@ -483,7 +352,7 @@ class LLMClient:
         if bg is not None:
             client = self._clients.pop(bg, None)
             if client is not None:
-                asyncio.run_coroutine_threadsafe(client.close(), bg).result(timeout=5)
+                asyncio.run_coroutine_threadsafe(client.close(), bg).result(timeout=_CLOSE_TIMEOUT_S)
         self._sync.close()
 
     def __enter__(self) -> "LLMClient":
@@ -498,32 +367,3 @@ class LLMClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-
-def _with_instruction(msgs: list[dict[str, str]], instruction: str) -> list[dict[str, str]]:
-    """Append ``instruction`` to the (first) system message, or prepend one."""
-    out = [dict(m) for m in msgs]
-    for m in out:
-        if m.get("role") == "system":
-            m["content"] = f"{m.get('content') or ''}\n\n{instruction}".strip()
-            return out
-    return [{"role": "system", "content": instruction}, *out]
-
-
-def _validate(text: str, finish: str | None, schema: type[T]) -> T:
-    """Parse and validate the content; raises :class:`AttemptError` for unusable replies."""
-    if finish == "length":
-        raise AttemptError("truncated", "reply cut off at max_completion_tokens (finish_reason=length)")
-    if finish == "content_filter":
-        raise AttemptError("empty_reply", "reply withheld by the provider (finish_reason=content_filter)")
-    body = _strip_fences(text)
-    if not body:
-        raise AttemptError("empty_reply", f"empty content (finish_reason={finish})")
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as e:
-        raise AttemptError("invalid_json", f"{e.msg} at char {e.pos}: {body[:120]!r}") from e
-    try:
-        return schema.model_validate(obj)
-    except ValidationError as e:
-        errs = "; ".join(f"{'.'.join(map(str, x['loc'])) or '<root>'}: {x['msg']}" for x in e.errors()[:5])
-        raise AttemptError("schema_violation", f"{schema.__name__}: {errs}"[:_MAX_ERROR_TEXT]) from e

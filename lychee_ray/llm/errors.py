@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from lychee_ray.llm.usage import CallUsage
 
+# Error texts (provider messages, reply excerpts) are cut here: enough to diagnose, small in ledgers.
+MAX_ERROR_TEXT = 500
+
 # Why one attempt failed. The retry loop decides from the kind whether to try again.
 ErrorKind = Literal[
     "rate_limited",  # HTTP 429

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Iterator, Literal, get_args
 
 import pyarrow as pa
@@ -75,6 +75,35 @@ USAGE_SCHEMA = pa.schema(
     ]
 )
 assert set(USAGE_SCHEMA.names) == set(CallUsage.model_fields), "USAGE_SCHEMA out of sync with CallUsage"
+
+
+@dataclass
+class CallTally:
+    """Running totals of one logical call over its attempts; :meth:`usage` makes its ledger entry."""
+
+    started_at: float
+    t0: float
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    estimated: bool = False
+    limiter_wait_s: float = 0.0
+    finish_reason: str | None = None
+    keys: dict[str, str] = field(default_factory=dict)
+
+    def usage(self, stage: str, model: str, latency_s: float, *, ok: bool,
+              error: BaseException | None = None) -> CallUsage:
+        """The :class:`CallUsage` of the call so far; ``error`` supplies the kind and text when not ok."""
+        kind = getattr(error, "kind", None) or (type(error).__name__ if error is not None else None)
+        text = getattr(error, "message", None) or (str(error) if error is not None else None)
+        return CallUsage(
+            stage=stage, model=model, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+            cached_tokens=self.cached_tokens, estimated=self.estimated, latency_s=latency_s,
+            limiter_wait_s=self.limiter_wait_s, attempts=self.attempts, ok=ok,
+            error=None if ok else text, error_kind=None if ok else kind, finish_reason=self.finish_reason,
+            started_at=self.started_at, **self.keys,
+        )
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from ..models import Conversation, Session, Turn
+from lychee_ray.core.conversation import Conversation, Session, Turn
 
 TOPICS: dict[str, list[str]] = {
     "pets": ["I adopted a {adj} puppy named {name} from the shelter.", "{name} loves chasing squirrels in the park.",

@@ -4,7 +4,7 @@ the rules backend, plus two inputs generated at test time (a 10 MB turn, a conve
 For every file: each input line is accounted for (built, or failed with ``file:line`` and a
 reason); the conversations that should build are built and pass ``verify``; a built conversation
 keeps every input turn, with its text equal to the input after the documented cleaning
-(:func:`lychee_ray.adapters.clean.clean_text`); every repair is reported as a warning. The expected
+(:func:`lychee_ray.io.adapters.clean.clean_text`); every repair is reported as a warning. The expected
 outcome per file is in ``tests/data/bad/README.md``.
 
 The small files use the real offline embedder (the session fixture). The generated big inputs use
@@ -32,12 +32,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lychee_ray.adapters import AdapterItem, read_input
-from lychee_ray.adapters.clean import clean_text
+from lychee_ray.io.adapters import AdapterItem, read_input
+from lychee_ray.io.adapters.clean import clean_text
 from lychee_ray.config import DEFAULT_CONFIG_PATH, LycheeConfig, SegmenterConfig, load_config
-from lychee_ray.runner import BuildSummary, make_context, run_local_build
-from lychee_ray.store import MemoryStoreReader
-from lychee_ray.verify import verify_store
+from lychee_ray.build.runner import BuildSummary, make_context, run_local_build
+from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.verify import verify_store
 
 pytestmark = pytest.mark.reliability
 
@@ -245,7 +245,7 @@ def test_bad_dates(tmp_path, embedder):
     assert by_turn(b, "date-timezones", "timestamp")[:3] == ["2023-05-08T12:00:00Z", "2023-05-08T14:00:00",
                                                             "2023-05-08T15:00:00-07:00"]
     # the built memories answer queries (time channel over extreme and mixed-zone dates)
-    from lychee_ray.query import MemoryStore
+    from lychee_ray.query.engine import MemoryStore
 
     ms = MemoryStore(b.root, load_config(env={}), embedder=embedder, llm="rules")
     try:
@@ -298,7 +298,7 @@ def test_prompt_injection_is_stored_as_data(tmp_path, embedder):
     assert b.reader.markers["inj-turns"]["counts"]["records"] > 0
     assert by_turn(b, "inj-system-role", "role")[0] == "system"
     # in the encoder's prompt, turn text only ever appears inside the user message's turn list
-    from lychee_ray.encode_openai import instructions_for
+    from lychee_ray.build.encode.openai import instructions_for
 
     cfg = load_config(env={})
     seen = set()
@@ -314,10 +314,10 @@ def test_prompt_injection_is_stored_as_data(tmp_path, embedder):
 def encode_prompts(conv) -> list[dict[str, str]]:
     """The openai encoder's messages for every segment of ``conv`` (no LLM call; segments cut on
     hashing vectors: where the cuts fall does not matter here, every turn is in one prompt)."""
-    from lychee_ray.build import encode_turns, speakers_of
-    from lychee_ray.encode import EncodeRequest
-    from lychee_ray.encode_openai import build_messages
-    from lychee_ray.segment import segment_conversation
+    from lychee_ray.build.pipeline import encode_turns, speakers_of
+    from lychee_ray.build.encode.base import EncodeRequest
+    from lychee_ray.build.encode.openai import build_messages
+    from lychee_ray.build.segment import segment_conversation
 
     cfg = load_config(env={})
     segs = segment_conversation(conv, HashEmbedder(), cfg.segmenter, encoding=cfg.tokenizer.encoding).segments
@@ -332,7 +332,7 @@ def encode_prompts(conv) -> list[dict[str, str]]:
 
 def test_parquet_and_dataset_inputs_get_the_same_cleaning(tmp_path):
     """The repairs are not JSONL-only: Parquet rows and LoCoMo files go through the same cleaning."""
-    from lychee_ray.models import CONVERSATION_SCHEMA
+    from lychee_ray.core.conversation import CONVERSATION_SCHEMA
 
     row = {"conversation_id": "pq-1", "user_id": "u", "meta": None, "sessions": [{"session_id": "s1", "started_at": "8 May 2023", "turns": [
         {"turn_id": "t1", "role": "Human", "speaker": None, "content": "\x1b[31mred\x1b[0m text\x00", "timestamp": None, "meta": None},
@@ -452,7 +452,7 @@ def test_10mb_turn_is_stored_in_full_and_encoded_bounded(tmp_path):
     assert all(sg["status"] == "ok" for sg in segs) and b.reader.markers["huge-turn"]["counts"]["records"] > 0
     assert embedder.longest <= SegmenterConfig().max_turn_chars  # the model never sees the whole turn
     # and the store answers within its budget
-    from lychee_ray.query import MemoryStore
+    from lychee_ray.query.engine import MemoryStore
 
     ms = MemoryStore(b.root, load_config(env={}), embedder=embedder, llm="rules")
     try:
@@ -495,8 +495,8 @@ def test_100k_tiny_turns_build_in_bounded_time(tmp_path):
 
 def test_token_split_of_a_huge_text_is_linear(monkeypatch):
     """Splitting an over-cap text tokenises O(n) characters in total (it was O(n^2): minutes for 10 MB)."""
-    import lychee_ray.segment as segment
-    from lychee_ray.tokens import count_tokens, get_encoding
+    import lychee_ray.build.segment.exchanges as segment
+    from lychee_ray.text.tokens import count_tokens, get_encoding
 
     real = get_encoding()
     seen = {"chars": 0}

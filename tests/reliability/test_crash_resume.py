@@ -30,11 +30,11 @@ from typing import Any, Iterator
 import pytest
 
 from lychee_ray.config import load_config
-from lychee_ray.store import MemoryStoreReader, iter_markers
+from lychee_ray.io.store import MemoryStoreReader, iter_markers
 from lychee_ray.testing.fake_llm import encoder_reply
 from lychee_ray.testing.openai_server import OpenAIServer
 from lychee_ray.testing.synthetic import synthetic_conversation
-from lychee_ray.verify import verify_conversation
+from lychee_ray.io.verify import verify_conversation
 
 pytestmark = pytest.mark.reliability
 
@@ -132,7 +132,7 @@ class Crash(BaseException):
 def crash_at(root: Path, k: int | None) -> Iterator[list[int]]:
     """Count os.replace / os.unlink calls on files under ``root``; the ``k``-th one crashes.
     Like a SIGKILL, nothing cleans up afterwards (the commit's staging directory stays)."""
-    import lychee_ray.store as store_mod
+    import lychee_ray.io.store as store_mod
 
     calls = [0]
     real_replace, real_unlink, real_rmtree = os.replace, os.unlink, store_mod.shutil.rmtree
@@ -185,7 +185,7 @@ class MemoEmbedder:
 
 
 def _local_build(src: Path, out: Path, embedder) -> Any:
-    from lychee_ray.runner import make_context, run_local_build
+    from lychee_ray.build.runner import make_context, run_local_build
 
     cfg = load_config(env={}, sets=["build.compact_conversations_per_file=2", "build.conversations_in_flight=2"])
     return run_local_build(cfg, "jsonl", src, out, backend="rules", ctx=make_context(cfg, "rules", embedder=embedder))
@@ -263,7 +263,7 @@ def _commits(root: Path) -> int:
 
 
 def _driver_kill_loop(ray_session, tmp_path: Path, rounds: int) -> None:
-    from lychee_ray.ray_build import run_ray_build
+    from lychee_ray.ray.build_job import run_ray_build
 
     n = 6
     src = tmp_path / "in.jsonl"
@@ -275,7 +275,7 @@ def _driver_kill_loop(ray_session, tmp_path: Path, rounds: int) -> None:
     with OpenAIServer(handler=encoder_reply, latency_s=0.3) as srv:
         env = {**os.environ, "RAY_ADDRESS": ray_session.get_runtime_context().gcs_address,
                "LYCHEE_LLM_BASE_URL": srv.base_url, "OPENAI_API_KEY": "test"}
-        cmd = [sys.executable, "-m", "lychee_ray.cli", "build", "--input", str(src), "--format", "jsonl", "--out", str(out),
+        cmd = [sys.executable, "-m", "lychee_ray.cli.main", "build", "--input", str(src), "--format", "jsonl", "--out", str(out),
                "--llm", "openai", "--set", "build.conversations_in_flight=2", "--set", "ray.max_actors=1"]
         poller = PollingReader(out)
         poller.start()
@@ -359,7 +359,7 @@ def _cfg(srv: OpenAIServer, *sets: str):
 def test_builder_actor_crash_is_restarted_and_the_run_completes(ray_session, tmp_path):
     """``ray.kill(actor, no_restart=False)`` = the actor's process dies: Ray Data restarts it and
     retries its tasks; the same run finishes with every conversation built exactly once."""
-    from lychee_ray.ray_build import run_ray_build
+    from lychee_ray.ray.build_job import run_ray_build
 
     n = 6
     src, ids, out = _actor_run(tmp_path, n, seed=3)
@@ -380,7 +380,7 @@ def test_builder_actor_killed_for_good_fails_the_run_then_resume(ray_session, tm
     claims; what was committed stays whole; the re-run builds the rest, each conversation once."""
     import ray
 
-    from lychee_ray.ray_build import run_ray_build
+    from lychee_ray.ray.build_job import run_ray_build
 
     n = 6
     src, ids, out = _actor_run(tmp_path, n, seed=4)
@@ -406,7 +406,7 @@ def test_rate_limiter_killed_quarantines_segments_then_retry_failed(ray_session,
     """The job's one rate limiter actor killed: the run neither hangs nor crashes (progress reports
     included); segments whose LLM call could not be made are committed as failed (turns kept,
     searchable) and ``retry_failed`` re-encodes exactly those."""
-    from lychee_ray.ray_build import run_ray_build
+    from lychee_ray.ray.build_job import run_ray_build
 
     n = 6
     src, ids, out = _actor_run(tmp_path, n, seed=6)

@@ -21,13 +21,14 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from lychee_ray.answer import ANSWER_SYSTEM
+from lychee_ray.query.answer import ANSWER_SYSTEM
 from lychee_ray.config import load_config
-from lychee_ray.query import MemoryStore, ScopeError, UnknownConversation
-from lychee_ray.recall import CHANNELS
-from lychee_ray.serve_app import OPEN_PATHS, MemoryService, create_app
-from lychee_ray.store import MemoryStoreReader
-from tests.test_query import RECORDS, SESSIONS, conversation_spec, make_store
+from lychee_ray.query.engine import MemoryStore
+from lychee_ray.query.errors import ScopeError, UnknownConversation
+from lychee_ray.query.recall import CHANNELS
+from lychee_ray.serve import OPEN_PATHS, MemoryService, create_app
+from lychee_ray.io.store import MemoryStoreReader
+from tests.stores import RECORDS, SESSIONS, conversation_spec, make_store
 
 pytestmark = pytest.mark.reliability
 
@@ -335,7 +336,7 @@ def test_bearer_token_on_every_route_but_healthz(iso_store, embedder):
 
 def test_bind_address_is_loopback_by_default():
     from lychee_ray.config import ServeConfig
-    from lychee_ray.serve_deploy import service_url
+    from lychee_ray.ray.serve import service_url
     from lychee_ray.testing.openai_server import OpenAIServer
 
     assert ServeConfig().host == "127.0.0.1"

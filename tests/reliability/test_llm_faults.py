@@ -36,16 +36,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from lychee_ray.config import LycheeConfig, load_config
-from lychee_ray.encode import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, wrong_script_problem
-from lychee_ray.evaluate import QuestionAnswerer, done_ok, load_answers, write_part
-from lychee_ray.judge import LLMJudge, judge_config
+from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, wrong_script_problem
+from lychee_ray.eval.answerer import QuestionAnswerer
+from lychee_ray.eval.resume import done_ok, load_answers, write_part
+from lychee_ray.eval.judge import LLMJudge, judge_config
 from lychee_ray.llm.backend import make_llm_client
-from lychee_ray.query import MemoryStore
-from lychee_ray.runner import make_context, run_local_build
-from lychee_ray.serve_app import MemoryService, create_app
-from lychee_ray.store import MemoryStoreReader
+from lychee_ray.query.engine import MemoryStore
+from lychee_ray.build.runner import make_context, run_local_build
+from lychee_ray.serve import MemoryService, create_app
+from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.testing.fake_llm import encoder_reply, is_answer_request, is_encode_request, is_judge_request, is_plan_request, plan_reply
-from lychee_ray.testing.openai_server import (
+from lychee_ray.testing import (
     Action,
     OpenAIServer,
     Reply,
@@ -62,8 +63,8 @@ from lychee_ray.testing.openai_server import (
     wrong_language,
 )
 from lychee_ray.testing.synthetic import synthetic_conversation
-from lychee_ray.verify import verify_conversation
-from tests.test_query import conversation_spec, make_store
+from lychee_ray.io.verify import verify_conversation
+from tests.stores import conversation_spec, make_store
 
 pytestmark = pytest.mark.reliability
 
@@ -362,7 +363,7 @@ def test_query_planner_fault_falls_back_to_question_route(fault, query_store):
         return
     assert handler.hits == MAX_ATTEMPTS
     p = res.plan
-    assert p.fallback and p.fallback_reason.startswith(f"llm call failed: {kind}")
+    assert p.fallback and p.fallback_kind == kind and p.fallback_reason.startswith(f"llm call failed: {kind}")
     assert [r.search_texts for r in p.routes] == [[Q]] and p.routes[0].origin == "fallback"
 
 
@@ -376,7 +377,7 @@ def test_query_answer_fault_reports_answer_error(fault, query_store):
         assert res.answer_error is None and res.answer and res.answer != ANSWER
         return
     assert handler.hits == MAX_ATTEMPTS
-    assert res.answer == "" and f"[{kind}]" in res.answer_error and "stage=answer" in res.answer_error
+    assert res.answer == "" and res.answer_error_kind == kind and "stage=answer" in res.answer_error
 
 
 @pytest.mark.parametrize("fault", [k for k in KINDS if k != "wrong_language"])

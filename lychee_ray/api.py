@@ -1,0 +1,76 @@
+"""The library's build entry point: conversations (Python objects or input files) → a memory store.
+
+This module sits on top of the stages like the CLI does: it chooses the runner, the local one
+(:mod:`lychee_ray.build.runner`, no Ray) or the Ray Data job (:mod:`lychee_ray.ray.build_job`,
+imported only when asked for).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Literal
+
+from lychee_ray.build.runner import BuildSummary, run_local_build_items
+from lychee_ray.config import LycheeConfig, load_config
+from lychee_ray.core.conversation import Conversation
+from lychee_ray.io.adapters import AdapterItem, read_input, read_objects
+
+if TYPE_CHECKING:
+    from lychee_ray.eval.run import EvalOptions
+
+Runner = Literal["local", "ray"]
+Conversations = Iterable[Conversation | dict[str, Any]]
+
+
+def _items(conversations: Conversations | str | Path, fmt: str | None) -> Iterable[AdapterItem]:
+    if isinstance(conversations, (str, Path)):
+        return read_input(fmt or "jsonl", conversations)
+    if fmt is not None:
+        raise ValueError("format applies to an input path, not to conversation objects")
+    return read_objects(conversations)
+
+
+def build_memory(
+    conversations: Conversations | str | Path,
+    out: str | Path,
+    config: LycheeConfig | None = None,
+    llm: Literal["openai", "rules"] | None = None,
+    *,
+    format: str | None = None,
+    runner: Runner = "local",
+    retry_failed: bool = False,
+) -> BuildSummary:
+    """Build (or extend a resumed build of) the memory store at ``out`` and return its summary.
+
+    ``conversations`` is an iterable of :class:`~lychee_ray.core.conversation.Conversation` objects
+    or canonical dicts (``docs``: the JSONL schema), or a path/URI of input files read in ``format``
+    (``jsonl`` when not given; also ``locomo``, ``longmemeval``, ``parquet``). ``llm`` picks the
+    encoder backend (default: ``openai`` when an endpoint is configured, else the offline
+    ``rules``). ``runner="ray"`` runs the Ray Data job (local Ray, or ``RAY_ADDRESS``).
+    Conversations already committed with the same configuration are skipped; every input ends as
+    built, skipped or failed in the summary (failures also in the store's ``errors/``).
+    """
+    cfg = config or load_config()
+    if runner == "local":
+        return run_local_build_items(cfg, _items(conversations, format), out, backend=llm, retry_failed=retry_failed)
+    if runner != "ray":
+        raise ValueError(f"unknown runner {runner!r}; expected 'local' or 'ray'")
+    from lychee_ray.ray.build_job import run_ray_build
+
+    if isinstance(conversations, (str, Path)):
+        return run_ray_build(cfg, format or "jsonl", conversations, out, backend=llm, retry_failed=retry_failed)
+    return run_ray_build(cfg, "jsonl", "", out, backend=llm, retry_failed=retry_failed,
+                         items=list(_items(conversations, format)))
+
+
+def evaluate(config: LycheeConfig | None, options: "EvalOptions") -> dict[str, Any]:
+    """Run a benchmark evaluation (``lychee-ray eval``) on the executor ``options.local`` asks for:
+    in this process, or on Ray (builds with the Ray Data job, questions on Ray actors)."""
+    from lychee_ray.eval.run import run_eval
+
+    cfg = config or load_config()
+    if options.local:
+        return run_eval(cfg, options)
+    from lychee_ray.ray.eval_job import RayExecutor
+
+    return run_eval(cfg, options, executor_factory=RayExecutor)

@@ -1,0 +1,128 @@
+"""The paper's segment encoder: one schema-constrained LLM call per segment.
+
+Prompt order matters for provider prompt caching: the static instructions come first (identical for
+every call), then the session date(s), the bounded reference context ρ_k, then the segment's turns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, EncodeResult, check_reply_language, merge_to_summary
+from lychee_ray.config import EncoderConfig, TokenizerConfig
+from lychee_ray.core.records import RECORD_TYPES
+from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
+
+INSTRUCTIONS = f"""You write long-term memory records for a conversational agent.
+You receive one segment of a conversation (consecutive turns on one topic), the date of its session, and
+reference context from earlier segments. Return JSON with "records" and "resolution_state".
+
+Each record is ONE standalone sentence that can be understood with no other context:
+- use people's names instead of pronouns ("I", "you", "she", "my sister" -> the name when known);
+- turn relative dates into absolute ones using the session date ("yesterday" -> "7 May 2023",
+  "last year" -> "2022"); keep the original wording in time.expression;
+- keep concrete details: names, numbers, places, titles, dates, quantities, reasons;
+- one fact per record; skip greetings and small talk; do not invent anything;
+- write in the language of the segment's turns (do not translate).
+Fields:
+- type: one of {", ".join(RECORD_TYPES)}
+  (fact = stable information; preference = likes/dislikes/opinions; event = something that happened or is
+  planned, with its time; constraint = a rule, limit or requirement; procedure = how something is done;
+  failure_pattern = what went wrong and why; tool_affordance = what a tool or resource can do);
+- text: the standalone sentence;
+- entities: people, places, organisations, objects named in it;
+- topics: 1-4 short lowercase keywords;
+- time: start and end as YYYY-MM-DD (same day for a single day; first and last day for a month or year)
+  or null when the record has no time; expression = the original time words or null;
+- source_turns: the [index] numbers of the turns the record comes from.
+resolution_state: a short note of who or what the pronouns and aliases of this conversation refer to
+(e.g. "I = Caroline; you = Melanie; 'the shelter' = Hope Animal Shelter"), for the next segment.
+"""
+
+
+# encoder.mode: summary — the paper's "summary-level records" ablation: the same call and output
+# schema, but ONE record summarising the whole segment instead of one record per fact.
+SUMMARY_INSTRUCTIONS = INSTRUCTIONS.replace(
+    "Each record is ONE standalone sentence that can be understood with no other context:",
+    "Write exactly ONE record: a short standalone summary (1-3 sentences) of the whole segment that can be\n"
+    "understood with no other context:",
+).replace("- one fact per record; skip greetings and small talk; do not invent anything;",
+          "- summarise the segment as a whole; skip greetings and small talk; do not invent anything;")
+
+
+def instructions_for(cfg: EncoderConfig) -> str:
+    """Static system prompt for ``encoder.mode`` (atomic records or one summary record)."""
+    return SUMMARY_INSTRUCTIONS if cfg.mode == "summary" else INSTRUCTIONS
+
+
+def _format_turn(t: Any, max_chars: int) -> str:
+    text = t.content if len(t.content) <= max_chars else t.content[:max_chars] + " […]"
+    return f"[{t.index}] {t.speaker} ({t.role}): {text}"
+
+
+def reference_context(request: EncodeRequest, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> str:
+    """ρ_k = (d_{k−1}; last m records), newest records kept first when the token budget is short."""
+    budget = cfg.context_token_budget
+    if budget <= 0:
+        return ""
+    state = truncate_to_tokens(request.prev_resolution_state.strip(), budget // 3 or budget, tokenizer.encoding)
+    lines = [f"Resolution state: {state}"] if state else []
+    used = count_tokens("\n".join(lines), tokenizer.encoding)
+    kept: list[str] = []
+    for text in reversed(request.prev_records[-cfg.context_records:] if cfg.context_records else []):
+        line = f"- {text}"
+        cost = count_tokens(line, tokenizer.encoding) + 1
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    if kept:
+        lines.append("Recent records:")
+        lines.extend(reversed(kept))
+    return "\n".join(lines)
+
+
+def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> list[dict[str, str]]:
+    """The chat messages of one encode call (system = static instructions)."""
+    dates = ", ".join(request.session_dates) or "unknown"
+    rho = reference_context(request, cfg, tokenizer)
+    speakers = ", ".join(request.speakers)
+    turns = "\n".join(_format_turn(t, cfg.max_turn_chars) for t in request.turns)
+    user = (
+        f"Session date: {dates}\n"
+        f"Speakers: {speakers}\n"
+        f"Reference context from earlier segments:\n{rho or '(none)'}\n\n"
+        f"Segment turns:\n{turns}"
+    )
+    return [{"role": "system", "content": instructions_for(cfg)}, {"role": "user", "content": user}]
+
+
+class OpenAIEncoder:
+    """``SegmentEncoder`` backed by :class:`~lychee_ray.llm.client.LLMClient`."""
+
+    backend = "openai"
+
+    def __init__(self, client: Any, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> None:
+        self.client = client
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.model = client.config.model
+
+    async def encode(self, request: EncodeRequest) -> EncodeResult:
+        """One call; a reply in the wrong language (``encoder.wrong_script_share``) or truncated
+        (finish_reason=length) is an invalid reply, retried by the client like malformed JSON."""
+
+        def validate(out: EncodeOutput) -> None:
+            check_reply_language(out, request, self.cfg.wrong_script_share)
+
+        res = await self.client.chat_json(
+            "encode",
+            build_messages(request, self.cfg, self.tokenizer),
+            EncodeOutput,
+            schema_name="segment_records",
+            max_completion_tokens=self.cfg.max_completion_tokens,
+            keys={"conversation_id": request.conversation_id, "segment_id": request.segment_id},
+            validate=validate,
+        )
+        out = merge_to_summary(res.parsed) if self.cfg.mode == "summary" else res.parsed
+        return EncodeResult(output=out, attempts=res.usage.attempts, model=self.model)

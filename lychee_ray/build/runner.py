@@ -1,0 +1,350 @@
+"""Build orchestration shared by the in-process runner and the Ray job.
+
+:class:`ConversationProcessor` takes one adapter item (a conversation or the issues that stopped
+it) to exactly one :class:`Outcome` — built, skipped (already committed with the same
+fingerprint) or failed (quarantined with its stage and message). :func:`run_local_build` drives it
+on one event loop; ``lychee_ray.ray.build_job`` drives the same class inside Ray Data actors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable
+
+from lychee_ray.io.adapters import AdapterItem, InputIssue, read_input
+from lychee_ray.build.pipeline import BuildContext, build_conversation
+from lychee_ray.config import LycheeConfig
+from lychee_ray.embed import AsyncBatchEmbedder, Embedder, get_embedder
+from lychee_ray.build.encode.base import SegmentEncoder
+from lychee_ray.llm.backend import BACKEND_DESCRIPTIONS, make_llm_client, resolve_backend
+from lychee_ray.llm.ratelimit import RateLimiter
+from lychee_ray.core.conversation import Conversation
+from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, compact, read_part
+
+log = logging.getLogger(__name__)
+
+# Failed conversation ids named in the summary table (the rest: `lychee-ray list` / `errors`).
+SUMMARY_MAX_IDS = 10
+
+
+def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None) -> SegmentEncoder:
+    """The segment encoder for ``backend``; ``openai`` gets an LLM client using ``limiter``."""
+    if backend == "openai":
+        from lychee_ray.build.encode.openai import OpenAIEncoder
+
+        return OpenAIEncoder(make_llm_client(cfg, limiter=limiter), cfg.encoder, cfg.tokenizer)
+    from lychee_ray.build.encode.rules import RulesEncoder
+
+    e = cfg.encoder
+    return RulesEncoder(
+        min_words=e.rules_min_words, max_entities=e.rules_max_entities, max_topics=e.rules_max_topics,
+        question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
+        we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
+        max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
+        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words,
+    )
+
+
+def make_context(
+    cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, limiter: RateLimiter | None = None
+) -> BuildContext:
+    """Embedder (batched across conversations in flight) + encoder + usage ledger for one process."""
+    embedder = embedder or get_embedder(cfg.embedding, cfg.llm)
+    batcher = AsyncBatchEmbedder(embedder, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
+    encoder = make_encoder(cfg, backend, limiter)
+    ctx = BuildContext(cfg=cfg, embed=batcher.embed, embed_dim=embedder.dim, embedder_name=embedder.name, encoder=encoder)
+    client = getattr(encoder, "client", None)
+    if client is not None:
+        ctx.ledger = client.ledger
+    return ctx
+
+
+@dataclass
+class Outcome:
+    """What happened to one input conversation."""
+
+    status: str  # built | skipped | failed
+    conversation_id: str | None = None
+    stage: str | None = None
+    message: str | None = None
+    file: str | None = None
+    line: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, dict[str, int]] = field(default_factory=dict)
+    wall_s: float = 0.0
+    # Input repairs reported for this conversation (adapter warnings, bounded long turns).
+    warnings: list[str] = field(default_factory=list)
+
+    def to_row(self) -> dict[str, Any]:
+        """Flat row (JSON strings for nested fields) for transport through Ray Data."""
+        d = asdict(self)
+        d["counts"] = json.dumps(self.counts)
+        d["tokens"] = json.dumps(self.tokens)
+        d["warnings"] = json.dumps(self.warnings)
+        return d
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Outcome":
+        d = {k: _null(v) for k, v in row.items()}
+        d["counts"] = json.loads(d.get("counts") or "{}")
+        d["tokens"] = json.loads(d.get("tokens") or "{}")
+        d["warnings"] = json.loads(d.get("warnings") or "[]")
+        d["line"] = None if d.get("line") is None else int(d["line"])
+        return cls(**d)
+
+    def error_row(self) -> dict[str, Any]:
+        return {"conversation_id": self.conversation_id, "stage": self.stage or "build", "message": self.message or "",
+                "file": self.file, "line": self.line}
+
+
+# -- adapter items as plain rows (what travels through Ray Data) ----------------------------------
+
+
+def item_to_row(item: AdapterItem) -> dict[str, Any]:
+    return {
+        "conversation": item.conversation.model_dump_json() if item.conversation is not None else None,
+        "file": item.file,
+        "line": item.line,
+        "issues": json.dumps([i.to_dict() for i in item.issues]),
+    }
+
+
+def _null(v: Any) -> Any:
+    """Ray Data's numpy batches turn a missing int into NaN; read it back as None."""
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def row_to_item(row: dict[str, Any]) -> AdapterItem:
+    conv = _null(row.get("conversation"))
+    line = _null(row.get("line"))
+    return AdapterItem(
+        file=str(row.get("file") or "?"),
+        line=None if line is None else int(line),
+        conversation=Conversation.model_validate_json(conv) if conv else None,
+        issues=[InputIssue(**i) for i in json.loads(row.get("issues") or "[]")],
+    )
+
+
+def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
+    """The item's warning-level issues plus one line for turns over ``segmenter.max_turn_chars``."""
+    out = [f"{i.field}: {i.message}" if i.field else i.message for i in item.issues if i.level == "warning"]
+    conv = item.conversation
+    if conv is not None and max_turn_chars:
+        long = [t for *_, t in conv.iter_turns() if len(t.content) > max_turn_chars]
+        if long:
+            named = ", ".join(f"{t.turn_id} ({len(t.content)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
+            out.append(f"{len(long)} turn(s) longer than segmenter.max_turn_chars={max_turn_chars}: {named}; only their first "
+                       f"{max_turn_chars} characters are embedded, segmented and encoded, the turns are stored in full")
+    return out
+
+
+class ConversationProcessor:
+    """Item → outcome: claim the id, skip if committed, build, commit; never raises."""
+
+    def __init__(self, ctx: BuildContext, writer: MemoryStoreWriter, run_id: str, retry_failed: bool = False) -> None:
+        self.ctx = ctx
+        self.writer = writer
+        self.reader = MemoryStoreReader(writer.root)
+        self.run_id = run_id
+        self.retry_failed = retry_failed
+        self.fingerprint = ctx.fingerprint
+
+    async def process(self, item: AdapterItem) -> Outcome:
+        t0 = time.perf_counter()
+        conv = item.conversation
+        if conv is None:
+            errs = [i for i in item.issues if i.level == "error"] or item.issues
+            first = errs[0] if errs else None
+            msg = "; ".join(f"{i.field}: {i.message}" if i.field else i.message for i in errs) or "unreadable input"
+            return Outcome("failed", first.conversation_id if first else None, "input", msg, item.file, item.line)
+        cid = conv.conversation_id
+        dup = self.writer.claim(cid, self.run_id, item.where)
+        if dup is not None:
+            return Outcome("failed", cid, "input", f"duplicate conversation id (first seen at {dup}); skipped", item.file, item.line)
+        warnings = input_warnings(item, self.ctx.cfg.segmenter.max_turn_chars)
+        marker = self.writer.commit_marker(cid)
+        previous = None
+        if marker is not None and marker.get("fingerprint") == self.fingerprint:
+            if not (self.retry_failed and marker.get("counts", {}).get("failed_segments", 0) > 0):
+                return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+            self.reader.refresh()
+            previous = self.reader.load(cid)
+        stage = "build"
+        try:
+            art = await build_conversation(conv, self.ctx, previous=previous)
+            if previous is not None:
+                art.usage = self._with_previous_usage(cid, art.usage)
+            stage = "commit"
+            marker = await asyncio.to_thread(self.writer.commit, art)
+        except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
+            log.exception("conversation %s failed at %s", cid, stage)
+            return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
+                           wall_s=time.perf_counter() - t0, warnings=warnings)
+        return Outcome("built", cid, counts=marker["counts"], tokens=marker.get("tokens", {}), file=item.file,
+                       line=item.line, wall_s=time.perf_counter() - t0, warnings=warnings)
+
+    def _with_previous_usage(self, cid: str, new):
+        import pyarrow as pa
+
+        old = read_part(self.writer.root, "usage", self.reader.markers[cid])
+        return pa.concat_tables([old, new.cast(old.schema)]) if old.num_rows else new
+
+
+@dataclass
+class BuildSummary:
+    """Accounting of every input conversation: built + skipped + failed = inputs."""
+
+    inputs: int = 0
+    built: int = 0
+    skipped: int = 0
+    failed: int = 0
+    failed_segments: int = 0
+    records: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_s: float = 0.0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    # Input repairs (one row per conversation and kind; stored in errors/ with stage "warning").
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, o: Outcome) -> None:
+        self.inputs += 1
+        setattr(self, o.status, getattr(self, o.status) + 1)
+        if o.status == "failed":
+            self.errors.append(o.error_row())
+        for w in o.warnings:
+            self.warnings.append({"conversation_id": o.conversation_id, "stage": "warning", "message": w,
+                                  "file": o.file, "line": o.line})
+        if o.status == "built":
+            self.records += o.counts.get("records", 0)
+            self.failed_segments += o.counts.get("failed_segments", 0)
+            for t in o.tokens.values():
+                self.llm_calls += t.get("calls", 0)
+                self.prompt_tokens += t.get("prompt_tokens", 0)
+                self.completion_tokens += t.get("completion_tokens", 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["errors"] = len(self.errors)
+        d["warnings"] = len(self.warnings)
+        return d
+
+    def error_lines(self) -> list[str]:
+        """One console line per failed conversation: ``file:line [id] stage: message``."""
+        out = []
+        for e in self.errors:
+            where = (e.get("file") or "-") + (f":{e['line']}" if e.get("line") is not None else "")
+            out.append(f"error: {where} [{e.get('conversation_id') or '-'}] {e['stage']}: {e['message']}")
+        return out
+
+    def failed_ids(self) -> list[str]:
+        """Ids of the conversations that failed (those an id could be read for), in input order."""
+        return list(dict.fromkeys(e["conversation_id"] for e in self.errors if e.get("conversation_id")))
+
+    def table(self, store: str | None = None) -> str:
+        """Final human-readable summary; with ``store``, where to look next (``list``, ``errors``)."""
+        rows = [("input conversations", self.inputs), ("built", self.built), ("skipped (already built)", self.skipped),
+                ("failed (see errors/)", self.failed), ("input warnings (errors/, stage warning)", len(self.warnings)),
+                ("failed segments (--retry-failed)", self.failed_segments),
+                ("records", self.records), ("LLM calls", self.llm_calls),
+                ("prompt / completion tokens", f"{self.prompt_tokens} / {self.completion_tokens}"), ("wall time (s)", self.wall_s)]
+        w = max(len(k) for k, _ in rows)
+        lines = [f"{k:<{w}}  {v}" for k, v in rows]
+        failed = self.failed_ids()
+        if failed:
+            shown = ", ".join(failed[:SUMMARY_MAX_IDS]) + (f" (+{len(failed) - SUMMARY_MAX_IDS} more)" if len(failed) > SUMMARY_MAX_IDS else "")
+            lines.append(f"{'failed conversations':<{w}}  {shown}")
+        if store is not None:
+            lines.append(f"conversation ids: lychee-ray list --memory {store}")
+            if self.errors or self.warnings:
+                lines.append(f"errors and warnings: lychee-ray errors --memory {store} --warnings")
+        return "\n".join(lines)
+
+
+def manifest_info(cfg: LycheeConfig, backend: str, summary: BuildSummary, runner: str) -> dict[str, Any]:
+    """Run-level manifest fields (models, dims and fingerprints come from the commit markers)."""
+    return {
+        "backend_description": BACKEND_DESCRIPTIONS.get(backend, ""),
+        "config": cfg.redacted(),
+        "runner": runner,
+        "last_run": summary.to_dict(),
+    }
+
+
+async def process_stream(
+    items: Iterable[AdapterItem], processor: ConversationProcessor, in_flight: int
+) -> AsyncIterator[Outcome]:
+    """Process items with at most ``in_flight`` conversations at once; yields outcomes as they finish."""
+    pending: set[asyncio.Task[Outcome]] = set()
+    for item in items:
+        pending.add(asyncio.create_task(processor.process(item)))
+        if len(pending) >= in_flight:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                yield t.result()
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            yield t.result()
+
+
+def finish_run(
+    writer: MemoryStoreWriter, summary: BuildSummary, run_id: str, info: dict[str, Any], conversations_per_file: int
+) -> None:
+    """Errors table, claims released, Parquet parts compacted, manifest written."""
+    writer.write_errors(summary.errors + summary.warnings, run_id=run_id)
+    writer.release_claims(run_id)
+    if conversations_per_file > 0:
+        compact(writer.root, conversations_per_file)
+    writer.write_manifest(info)
+
+
+def run_local_build(
+    cfg: LycheeConfig,
+    fmt: str,
+    input_path: str | Path,
+    out: str | Path,
+    backend: str | None = None,
+    retry_failed: bool = False,
+    ctx: BuildContext | None = None,
+) -> BuildSummary:
+    """Build (or resume) a store from input files in this process (see :func:`run_local_build_items`)."""
+    return run_local_build_items(cfg, read_input(fmt, input_path), out, backend=backend, retry_failed=retry_failed, ctx=ctx)
+
+
+def run_local_build_items(
+    cfg: LycheeConfig,
+    items: Iterable[AdapterItem],
+    out: str | Path,
+    backend: str | None = None,
+    retry_failed: bool = False,
+    ctx: BuildContext | None = None,
+) -> BuildSummary:
+    """Build (or resume) a store in this process from adapter items (read lazily, a few in flight).
+
+    Every item is accounted for in the returned summary: built, skipped or failed.
+    """
+    t0 = time.perf_counter()
+    backend = resolve_backend(cfg.llm, backend)
+    ctx = ctx or make_context(cfg, backend)
+    writer = MemoryStoreWriter(out)
+    run_id = f"local-{uuid.uuid4().hex[:8]}"
+    processor = ConversationProcessor(ctx, writer, run_id, retry_failed)
+    summary = BuildSummary()
+
+    async def drive() -> None:
+        async for o in process_stream(items, processor, cfg.build.conversations_in_flight):
+            summary.add(o)
+
+    asyncio.run(drive())
+    summary.wall_s = round(time.perf_counter() - t0, 3)
+    finish_run(writer, summary, run_id, manifest_info(cfg, backend, summary, "local"), cfg.build.compact_conversations_per_file)
+    return summary

@@ -1,0 +1,120 @@
+"""Segmenting whole conversations: turn vectors, turn inputs, results and segment resolution."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lychee_ray.build.segment.exchanges import resolve_exchange_mode
+from lychee_ray.build.segment.online import make_segmenter
+from lychee_ray.build.segment.types import (
+    Decision,
+    ExchangeMode,
+    Segment,
+    TurnInput,
+    TurnRef,
+)
+from lychee_ray.config import SegmenterConfig
+from lychee_ray.core.conversation import Conversation, Turn
+from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens
+
+
+def segment_turn_inputs(
+    turns: Sequence[TurnInput],
+    cfg: SegmenterConfig | None = None,
+    *,
+    mode: ExchangeMode | None = None,
+    encoding: str = DEFAULT_ENCODING,
+) -> tuple[list[Segment], list[Decision]]:
+    """Segment a finished turn sequence; ``auto`` mode is resolved on the whole sequence."""
+    cfg = cfg or SegmenterConfig()
+    if mode is None:
+        mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns))
+    seg = make_segmenter(cfg, mode=mode, encoding=encoding)
+    out = seg.push_turns(turns)
+    out.extend(seg.finish())
+    return out, seg.decisions
+
+
+
+def turn_embedding_text(turn: Turn, max_chars: int = 0) -> str:
+    """The text embedded for a turn (segmenter and raw-turn index share it): its content, or its
+    first ``max_chars`` characters (``segmenter.max_turn_chars``; 0 = all)."""
+    return turn.content[:max_chars] if max_chars and len(turn.content) > max_chars else turn.content
+
+
+def embed_turns(conv: Conversation, embedder: Any, max_chars: int = 0) -> np.ndarray:
+    """One batched ``embedder.encode`` call over every turn, in :meth:`Conversation.iter_turns` order."""
+    return np.asarray(embedder.encode([turn_embedding_text(t, max_chars) for _, _, _, t in conv.iter_turns()]))
+
+
+def conversation_turn_inputs(
+    conv: Conversation, turn_vectors: np.ndarray, encoding: str = DEFAULT_ENCODING, max_turn_chars: int = 0
+) -> list[TurnInput]:
+    """Pair every turn of ``conv`` with its vector (rows in ``iter_turns`` order) and token count.
+
+    A turn longer than ``max_turn_chars`` (0 = no bound) enters as the piece ``[0, max_turn_chars)``:
+    only that part is segmented and encoded; the turn itself is kept whole by the caller.
+    """
+    if len(turn_vectors) != conv.num_turns:
+        raise ValueError(f"{len(turn_vectors)} vectors for {conv.num_turns} turns")
+    out = []
+    for row, (si, s, ti, t) in enumerate(conv.iter_turns()):
+        ref = TurnRef(session_index=si, turn_index=ti, turn_id=t.turn_id, session_id=s.session_id)
+        text = t.content
+        if max_turn_chars and len(text) > max_turn_chars:
+            text = text[:max_turn_chars]
+            ref = ref.model_copy(update={"char_start": 0, "char_end": max_turn_chars})
+        out.append(TurnInput(ref, t.role, text, count_tokens(text, encoding), turn_vectors[row]))
+    return out
+
+
+@dataclass
+class SegmentationResult:
+    """Segments of one conversation, the decision trace, and the turn vectors (for reuse)."""
+
+    segments: list[Segment]
+    decisions: list[Decision]
+    turn_vectors: np.ndarray  # (num_turns, dim), rows in Conversation.iter_turns() order
+    mode: ExchangeMode
+
+
+def segment_conversation(
+    conv: Conversation,
+    embedder: Any | None = None,
+    cfg: SegmenterConfig | None = None,
+    *,
+    turn_vectors: np.ndarray | None = None,
+    encoding: str = DEFAULT_ENCODING,
+) -> SegmentationResult:
+    """Segment a whole conversation. Embeds every turn once (unless ``turn_vectors`` are given)."""
+    cfg = cfg or SegmenterConfig()
+    if turn_vectors is None:
+        if embedder is None:
+            raise ValueError("segment_conversation needs an embedder or turn_vectors")
+        turn_vectors = embed_turns(conv, embedder, cfg.max_turn_chars)
+    turns = conversation_turn_inputs(conv, turn_vectors, encoding, cfg.max_turn_chars)
+    mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns))
+    segments, decisions = segment_turn_inputs(turns, cfg, mode=mode, encoding=encoding)
+    return SegmentationResult(segments, decisions, np.asarray(turn_vectors), mode)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedTurn:
+    """A turn of a segment with the text that belongs to the segment (a piece for split turns)."""
+
+    ref: TurnRef
+    turn: Turn
+    text: str
+
+
+def segment_turns(conv: Conversation, segment: Segment) -> list[ResolvedTurn]:
+    """Resolve a segment's references against its conversation (what the encoder reads)."""
+    out = []
+    for r in segment.turns:
+        t = conv.sessions[r.session_index].turns[r.turn_index]
+        out.append(ResolvedTurn(r, t, r.slice(t.content)))
+    return out

@@ -1,0 +1,96 @@
+"""The semantic segmenter (boundary probability p_t) and the fixed-window baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lychee_ray.build.segment.base import BaseSegmenter
+from lychee_ray.build.segment.exchanges import _unit
+from lychee_ray.build.segment.signals import calibrated_surprise, ramp, sigmoid
+from lychee_ray.build.segment.types import Exchange, ExchangeMode
+from lychee_ray.config import SegmenterConfig
+from lychee_ray.text.tokens import DEFAULT_ENCODING
+
+# Surprise at or below this is float rounding on a repeated direction (an identical turn), not content.
+_REPEAT_SURPRISE = 1e-6
+
+
+class OnlineSegmenter(BaseSegmenter):
+    """The semantic segmenter: cut when the boundary probability p_t exceeds the threshold.
+
+    ``p_t = sigmoid(b + r_t + w_s*phi(s_t) + w_c*D_t + w_l*L_t + w_n*N_t)`` where ``r_t`` is the
+    structural prior of the decision point: ``role_bias`` when, in ``role`` mode, the unit opens with a
+    user turn (a new request: support dialogues shift topic there), else 0.
+    """
+
+    method = "semantic"
+
+    def _signals(self, ex: Exchange) -> dict[str, float | None]:
+        cfg, o = self.cfg, self._open
+        assert o is not None
+        lp = ramp(o.tokens, cfg.length_pressure)
+        npr = ramp(o.n_turns, cfg.count_pressure)
+        out: dict[str, float | None] = {"length_pressure": lp, "count_pressure": npr}
+        if not ex.has_signal or o.vec_sum is None:
+            return out  # no semantic evidence either way: never a semantic cut
+        norm_sum = float(np.linalg.norm(o.vec_sum))
+        cos_h = float(ex.vector @ _unit(np.sum(o.recent, axis=0)))
+        if cfg.surprise.reference == "max":  # the authors' form: the closer of centroid and trajectory
+            cos_c = float(ex.vector @ o.vec_sum) / norm_sum if norm_sum > 0 else 0.0
+            cos_h = max(cos_h, cos_c)
+        s = 1.0 - cos_h
+        coh_before = norm_sum / o.n_vec
+        coh_after = float(np.linalg.norm(o.vec_sum + ex.vector)) / (o.n_vec + 1)
+        d = max(0.0, coh_before - coh_after)
+        phi = calibrated_surprise(s, self._surprises, cfg.surprise)
+        prior = self._prior(ex, s)
+        z = (
+            cfg.bias
+            + prior
+            + cfg.w_surprise * phi
+            + cfg.w_cohesion * min(cfg.cohesion_max, d / cfg.cohesion_scale)
+            + cfg.w_length * lp
+            + cfg.w_count * npr
+        )
+        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, p=sigmoid(z))
+        return out
+
+    def _prior(self, ex: Exchange, s: float) -> float:
+        """Structural log-odds of a boundary at this decision point (from roles, not from a corpus).
+
+        A unit that repeats the open segment's direction (surprise at rounding level) says nothing new,
+        so it gets no prior: identical turns stay together in every mode.
+        """
+        if s <= _REPEAT_SURPRISE:
+            return 0.0
+        return self.cfg.role_bias if self.mode == "role" and ex.opener_role == "user" else 0.0
+
+    def _wants_cut(self, sig: dict[str, float | None]) -> bool:
+        p = sig.get("p")
+        return p is not None and p > self.cfg.threshold
+
+
+class FixedWindowSegmenter(BaseSegmenter):
+    """Baseline/ablation: a segment every ``fixed_window`` exchanges (same cap and session rules).
+
+    Its trace records the open segment's exchange count in ``count_pressure`` and no other signal.
+    """
+
+    method = "fixed"
+
+    def _signals(self, ex: Exchange) -> dict[str, float | None]:
+        assert self._open is not None
+        return {"count_pressure": float(self._open.n_exchanges)}
+
+    def _wants_cut(self, sig: dict[str, float | None]) -> bool:
+        return (sig["count_pressure"] or 0) >= self.cfg.fixed_window
+
+
+
+def make_segmenter(
+    cfg: SegmenterConfig | None = None, *, mode: ExchangeMode | None = None, encoding: str = DEFAULT_ENCODING
+) -> BaseSegmenter:
+    """The segmenter named by ``cfg.method`` (``semantic`` or ``fixed``)."""
+    cfg = cfg or SegmenterConfig()
+    cls = OnlineSegmenter if cfg.method == "semantic" else FixedWindowSegmenter
+    return cls(cfg, mode=mode, encoding=encoding)

@@ -1,0 +1,36 @@
+"""``lychee-ray errors --memory DIR``: the failures (and with ``--warnings`` the input repairs) of a
+store's builds, read from ``errors/`` so that nobody has to open Parquet."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from lychee_ray.cli.store_view import error_rows, open_layout
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("errors", help="show a memory store's build errors (and input warnings)")
+    p.add_argument("--memory", required=True, help="memory store directory")
+    p.add_argument("--warnings", action="store_true", help="also the input warnings (what was repaired or dropped)")
+    p.add_argument("--json", action="store_true", help="the rows as a JSON list")
+    p.set_defaults(func=run)
+
+
+def format_row(r: dict) -> str:
+    """``file:line [conversation] stage: message``."""
+    where = (r.get("file") or "-") + (f":{r['line']}" if r.get("line") is not None else "")
+    return f"{where} [{r.get('conversation_id') or '-'}] {r.get('stage')}: {r.get('message')}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the rows (oldest first); exit 0, or 2 when the path is not a store."""
+    rows = error_rows(open_layout(args.memory), warnings=args.warnings)
+    if args.json:
+        print(json.dumps(rows, indent=1, ensure_ascii=False, default=str))
+        return 0
+    for r in rows:
+        print(format_row(r))
+    kinds = "errors or warnings" if args.warnings else "errors"
+    print(f"{len(rows)} row(s)" if rows else f"no {kinds} in {args.memory}")
+    return 0

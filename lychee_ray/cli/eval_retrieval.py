@@ -1,0 +1,78 @@
+"""``lychee-ray eval-retrieval``: id and content coverage of the selected context vs baselines at the same budget (no LLM)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.io.adapters import FORMATS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval-retrieval", help="id/content coverage of the selected context vs baselines at the same budget (no LLM)")
+    p.add_argument("--memory", required=True, help="memory store directory")
+    p.add_argument("--data", required=True, help="dataset with QA and gold evidence (e.g. ../shared/data/locomo)")
+    p.add_argument("--format", default="locomo", choices=FORMATS, help="format of --data (default: locomo)")
+    p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
+    p.add_argument("--categories", default=None, help="comma-separated categories (default for locomo: 1,2,3,4; else all)")
+    p.add_argument("--limit", type=int, default=None, help="first N questions only (quick checks)")
+    p.add_argument("--baselines", default=None,
+                   help="comma-separated baselines (turn_rag,sentence_rag,hybrid_rag,full_context; "
+                        "default: eval.retrieval_baselines; 'none' for lychee only)")
+    p.add_argument("--per-question", action="store_true", help="add per-question rows to the output file")
+    p.add_argument("--markdown", default=None, help="also write the tables (overall, per category, per split) here")
+    p.add_argument("--out", default=None, help="write the JSON report here (it is printed either way)")
+    add_config_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lychee_ray.eval.baselines import BASELINES
+    from lychee_ray.eval.evaluators import RetrievalEvaluator
+    from lychee_ray.eval.retrieval import LOCOMO_CATEGORIES, question_rows
+    from lychee_ray.eval.retrieval_table import retrieval_markdown
+    from lychee_ray.query.engine import MemoryStore
+
+    cfg = config_from_args(args)
+    if not Path(args.data).exists():
+        print(f"lychee-ray eval-retrieval: data not found: {args.data}", file=sys.stderr)
+        return 2
+    try:
+        store = MemoryStore.open(args.memory, cfg, llm="rules")
+    except FileNotFoundError as e:
+        print(f"lychee-ray eval-retrieval: {e}", file=sys.stderr)
+        return 2
+    cats = args.categories.split(",") if args.categories else (LOCOMO_CATEGORIES if args.format == "locomo" else None)
+    baselines = None
+    if args.baselines is not None:
+        baselines = [] if args.baselines.strip() == "none" else [b.strip() for b in args.baselines.split(",") if b.strip()]
+        bad = [b for b in baselines if b not in BASELINES]
+        if bad:
+            print(f"lychee-ray eval-retrieval: unknown baseline(s) {', '.join(bad)}; known: {', '.join(BASELINES)}",
+                  file=sys.stderr)
+            return 2
+    evaluate = RetrievalEvaluator.from_data(args.format, args.data, cats, args.limit, args.budget_tokens, baselines)
+    if not evaluate.questions:
+        print("lychee-ray eval-retrieval: no questions with gold evidence", file=sys.stderr)
+        return 1
+
+    def progress(done: int, total: int) -> None:
+        if done % 200 == 0 or done == total:
+            print(f"eval-retrieval: {done}/{total} questions", file=sys.stderr)
+
+    with store:
+        report, results = evaluate(store, progress)
+    print(json.dumps(report, indent=1))
+    if args.out:
+        out = dict(report)
+        if args.per_question:
+            out["details"] = question_rows(results, with_covered=True)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(retrieval_markdown(report), encoding="utf-8")
+    return 0 if report["questions"] else 1

@@ -1,0 +1,65 @@
+"""``lychee-ray eval-seg``: boundary quality of the segmenter on a gold topic-segmentation corpus.
+
+Thin command: reading the corpus, the protocol, the metrics and the reference points (matched fixed
+window, no boundary, oracle-count TextTiling) live in :mod:`lychee_ray.eval.segmentation`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from lychee_ray.eval.segmentation import (
+    SegCorpusError,
+    evaluate_dialogues,
+    load_seg_corpus,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``eval-seg`` subcommand."""
+    p = sub.add_parser("eval-seg", help="Pk / WindowDiff / boundary F1 of the segmenter on a gold segmentation corpus")
+    p.add_argument("--data", required=True, help="TIAGE-format JSON: [{dial_id, utterances[], segments[], roles[] (optional)}]")
+    p.add_argument("--out", help="also write the JSON report here")
+    p.add_argument("--subset", help="only dialogues whose 'set' field equals this (e.g. test)")
+    p.add_argument("--reset-background", action="store_true", help="cold-start every dialogue (no carried statistics)")
+    from lychee_ray.cli.main import add_config_args
+
+    add_config_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Embed the corpus once, evaluate under the library protocol, print (and write) the JSON report."""
+    from lychee_ray.cli.main import config_from_args
+    from lychee_ray.embed import get_embedder
+
+    cfg = config_from_args(args)
+    try:
+        dialogues = load_seg_corpus(args.data, args.subset)
+    except SegCorpusError as e:
+        print(f"lychee-ray eval-seg: {e}", file=sys.stderr)
+        return 2
+    embedder = get_embedder(cfg.embedding, cfg.llm)
+    t0 = time.perf_counter()
+    vectors = embedder.encode([u for d in dialogues for u in d.utterances])  # one batched call
+    embed_s = time.perf_counter() - t0
+    report = evaluate_dialogues(
+        dialogues, vectors, cfg.segmenter, reset_background=args.reset_background, encoding=cfg.tokenizer.encoding
+    )
+    report.update(
+        data=str(args.data),
+        subset=args.subset,
+        embedding_model=getattr(embedder, "name", "?"),
+        embed_seconds=round(embed_s, 3),
+        segmenter_config=cfg.segmenter.model_dump(mode="json"),
+    )
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,121 @@
+"""``lychee-ray query``: ask one question against a memory store (or only search it), in this
+process (``--memory``) or through a running service (``--url``, :class:`lychee_ray.serve.MemoryClient`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from lychee_ray.cli.errors import CliError, message_of
+from lychee_ray.cli.main import add_config_args, config_from_args
+
+# Environment variable holding the service's bearer token (as for `lychee-ray serve`).
+TOKEN_ENV = "LYCHEE_SERVE_TOKEN"
+# Error statuses that mean the request itself is wrong (exit 2, like a usage error); others exit 1.
+_REQUEST_ERROR_STATUSES = frozenset({401, 404, 413, 422})
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("query", help="answer a question from a memory store")
+    p.add_argument("question")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--memory", help="memory store directory (query in this process)")
+    where.add_argument("--url", help="a running `lychee-ray serve`, e.g. http://127.0.0.1:8000")
+    p.add_argument("--token", default=None, help=f"bearer token for --url (default: env {TOKEN_ENV})")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait for --url (default 120)")
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--conversation", help="conversation id to query")
+    scope.add_argument("--user", help="query all conversations of this user id")
+    p.add_argument("--question-date", default=None, help="ISO date/datetime that anchors relative times (default: now)")
+    p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
+    p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend for plan + answer (default: auto)")
+    p.add_argument("--search-only", "--search", dest="search_only", action="store_true", help="stop before the answer call")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    add_config_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command; the exit code (2: bad request or unknown scope, 1: the service failed)."""
+    if args.url:
+        return _run_remote(args)
+    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.query.errors import ScopeError, UnknownConversation
+
+    cfg = config_from_args(args)
+    store = MemoryStore.open(args.memory, cfg, llm=args.llm)  # not a store: one line, exit 2 (cli.errors)
+    call = store.search if args.search_only else store.query
+    try:
+        with store:
+            res = call(args.conversation, args.question, args.question_date, args.budget_tokens, user_id=args.user)
+    except UnknownConversation as e:
+        raise CliError("unknown_conversation", unknown_scope_message(args, store.reader)) from e
+    except (ScopeError, ValueError) as e:
+        raise CliError("usage", message_of(e)) from e
+    return print_result(res, args)
+
+
+def unknown_scope_message(args: argparse.Namespace, reader: Any) -> str:
+    """Why the conversation (or user) is not there, and where the ids are: a close id, a failed build."""
+    hint = f"`lychee-ray list --memory {args.memory}` shows the ids"
+    if args.user is not None:
+        return f"unknown user '{args.user}' — {hint}"
+    cid = args.conversation
+    from lychee_ray.cli.store_view import error_rows
+
+    failed = [e for e in error_rows(reader.layout) if e.get("conversation_id") == cid]
+    if failed:
+        return (f"conversation '{cid}' failed to build ({failed[-1]['stage']}: {' '.join(str(failed[-1]['message']).split())})"
+                f" — `lychee-ray errors --memory {args.memory}` shows the errors")
+    close = [k for k in reader.conversation_ids() if k.endswith(f"-{cid}") or k.lower() == cid.lower()]
+    maybe = f" (did you mean '{close[0]}'?)" if len(close) == 1 else ""
+    return f"unknown conversation '{cid}'{maybe} — {hint}"
+
+
+def _run_remote(args: argparse.Namespace) -> int:
+    """The service does the work: POST the question to ``args.url``."""
+    from lychee_ray.serve.client import MemoryClient, RemoteError
+
+    if args.llm:
+        print("lychee-ray query: --llm is ignored with --url (the service's configuration decides)", file=sys.stderr)
+    client = MemoryClient(args.url, args.token or os.environ.get(TOKEN_ENV), timeout=args.timeout)
+    ask = client.search if args.search_only else client.query
+    try:
+        res = ask(args.question, conversation_id=args.conversation, user_id=args.user,
+                  question_date=args.question_date, budget_tokens=args.budget_tokens)
+    except RemoteError as e:
+        print(f"lychee-ray query: {e}", file=sys.stderr)
+        return 2 if e.status in _REQUEST_ERROR_STATUSES else 1
+    return print_result(res, args)
+
+
+def print_result(res: Any, args: argparse.Namespace) -> int:
+    """Print a search/query result (``--json``: all of it) and return exit code 0."""
+    if args.json:
+        from lychee_ray.query.results import result_json
+
+        # the service's JSON: the same fields as the body of POST /v1/query (or /v1/search)
+        print(result_json(res, indent=1).decode("utf-8"))
+        if getattr(res, "answer_error", None):  # not a JSON field (HTTP answers 502/503): said here
+            print(f"lychee-ray query: the answer call failed ({res.answer_error_kind or 'unknown'}): {res.answer_error}",
+                  file=sys.stderr)
+        return 0
+    if not args.search_only:
+        print(f"Answer: {res.answer}" + (f"   [answer failed: {res.answer_error}]" if res.answer_error else ""))
+    p = res.plan
+    print(f"Plan ({p.backend}{', fallback: ' + str(p.fallback_reason) if p.fallback else ''}): {p.question_type}, "
+          f"{len(p.routes)} route(s): " + "; ".join(r.search_texts[0] for r in p.routes))
+    print(f"Evidence ({len(res.evidence)} items, {res.usage.context_tokens}/{res.budget_tokens} tokens, pool {res.pool_size}):")
+    for e in sorted(res.evidence, key=lambda e: -e.score):
+        src = ",".join(e.source_turn_ids[:4]) + ("…" if len(e.source_turn_ids) > 4 else "")
+        text = " ".join(e.text.split())
+        print(f"  {e.score:.3f} {e.kind:7s} {e.type:10s} [{src}] ({'+'.join(e.channels)}) {text[:160]}")
+    u = res.usage
+    print(f"Query prompt tokens: {u.query_prompt_tokens} (plan {u.plan_prompt_tokens} + answer {u.answer_prompt_tokens})"
+          f"{' (offline estimate)' if u.estimated else ''}; LLM calls: {u.llm_calls}")
+    if res.rerank.error:
+        print(f"Rerank failed (fused order kept): {res.rerank.error}")
+    print("Timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in res.timings_ms.items()))
+    return 0

@@ -1,0 +1,94 @@
+"""What ``lychee-ray list`` and ``lychee-ray errors`` show: one row per conversation, one per error.
+
+Read from the commit markers, the ``turns`` tables (sessions) and the ``errors/`` parts, so a user
+needs neither pyarrow nor Python to see what a store holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lychee_ray.io.store import NotAStoreError, StoreLayout
+
+
+@dataclass
+class ConversationRow:
+    """One conversation of a store: built (committed) or failed (only in ``errors/``)."""
+
+    conversation_id: str
+    status: str  # built | failed
+    user_id: str | None = None
+    sessions: int | None = None
+    turns: int | None = None
+    records: int | None = None
+    failed_segments: int | None = None
+    built_at: str | None = None
+    key: str | None = None  # the commit marker's name: commits/<key>.json
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def open_layout(root: str | Path) -> StoreLayout:
+    """The store's layout; :class:`NotAStoreError` when ``root`` is not a store."""
+    layout = StoreLayout(root)
+    if not layout.is_store():
+        raise NotAStoreError(root)
+    return layout
+
+
+def _sessions(layout: StoreLayout, marker: dict[str, Any]) -> int | None:
+    """Distinct sessions among the conversation's turns (None when its turns part is unreadable)."""
+    import pyarrow.parquet as pq
+
+    loc = (marker.get("location") or {}).get("turns")
+    try:
+        if loc is None:
+            col = pq.read_table(layout.part_path("turns", marker["key"]), columns=["session_id"]).column(0)
+        else:
+            pf = pq.ParquetFile(layout.table_dir("turns") / loc["file"])
+            col = pf.read_row_group(loc["row_group"], columns=["session_id"]).column(0)
+    except (OSError, KeyError, ValueError):
+        return None
+    return len(set(col.to_pylist()))
+
+
+def error_rows(layout: StoreLayout, warnings: bool = False) -> list[dict[str, Any]]:
+    """Rows of ``errors/`` in time order: failures, plus input warnings when ``warnings``."""
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, Any]] = []
+    for f in sorted(layout.errors_dir.glob("*.parquet")):
+        rows += pq.read_table(f).to_pylist()
+    rows = [r for r in rows if warnings or r.get("stage") != "warning"]
+    return sorted(rows, key=lambda r: r.get("time") or "")
+
+
+def conversation_rows(layout: StoreLayout) -> list[ConversationRow]:
+    """Built conversations (by id), then the ones that failed and were never built."""
+    out: list[ConversationRow] = []
+    for m in layout.iter_markers():
+        c = m.get("counts", {})
+        out.append(ConversationRow(m["conversation_id"], "built", m.get("user_id"), _sessions(layout, m), c.get("turns"),
+                                   c.get("records"), c.get("failed_segments"), m.get("committed_at"), m.get("key")))
+    out.sort(key=lambda r: r.conversation_id)
+    built = {r.conversation_id for r in out}
+    failed: dict[str, str | None] = {}
+    for e in error_rows(layout):
+        cid = e.get("conversation_id")
+        if cid and cid not in built:
+            failed[cid] = e.get("time")
+    out += [ConversationRow(cid, "failed", built_at=None) for cid in sorted(failed)]
+    return out
+
+
+def format_table(header: list[str], rows: list[list[Any]]) -> str:
+    """Plain aligned columns (no colours: the same on a terminal and in a file)."""
+    cells = [header] + [["-" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells)
+
+
+__all__ = ["ConversationRow", "conversation_rows", "error_rows", "format_table", "open_layout"]

@@ -1,0 +1,40 @@
+"""One typed configuration object (:class:`LycheeConfig`) made of one section per pipeline stage.
+
+Defaults live only in ``configs/default.yaml`` (every key, with a comment; shipped inside the
+package as ``lychee_ray/config/default.yaml``). Precedence, lowest first: ``default.yaml`` → each
+``--config FILE`` → ``--set key=value`` → environment variables for secrets and endpoints.
+Unknown keys are errors.
+"""
+
+from lychee_ray.config.base import DEFAULT_CONFIG_PATH, ConfigError, Section, deep_merge, packaged_defaults
+from lychee_ray.config.build import (
+    BuildConfig,
+    EncoderConfig,
+    NodesConfig,
+    PressureConfig,
+    RayConfig,
+    SegmenterConfig,
+    SurpriseConfig,
+)
+from lychee_ray.config.loader import load_config, parse_set, ray_address
+from lychee_ray.config.models import EmbeddingConfig, LLMConfig, RateLimitConfig, TokenizerConfig
+from lychee_ray.config.query import (
+    AnswerConfig,
+    ChannelWeights,
+    FusionConfig,
+    PlannerConfig,
+    QueryConfig,
+    RecallConfig,
+    RerankConfig,
+    SelectConfig,
+)
+from lychee_ray.config.root import FINGERPRINT_OMIT_AT_DEFAULT, LycheeConfig
+from lychee_ray.config.serve import EvalConfig, ServeAutoscalingConfig, ServeConfig
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "BuildConfig", "ChannelWeights",
+    "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
+    "NodesConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
+    "RerankConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig",
+    "SurpriseConfig", "TokenizerConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",
+]

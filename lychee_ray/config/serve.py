@@ -1,0 +1,162 @@
+"""Sections for the query service and the benchmark evaluation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from lychee_ray.config.base import Section
+
+
+class ServeAutoscalingConfig(Section):
+    """Ray Serve autoscaling of the query deployment (replaces ``serve.replicas`` when enabled)."""
+
+    enabled: bool
+    min_replicas: int = Field(ge=0)
+    max_replicas: int = Field(ge=1)
+    # Ongoing requests per replica the autoscaler aims for.
+    target_ongoing_requests: float = Field(gt=0)
+    upscale_delay_s: float = Field(ge=0)
+    downscale_delay_s: float = Field(ge=0)
+
+class ServeConfig(Section):
+    """Query service (Ray Serve + FastAPI ingress, DESIGN §4)."""
+
+    # Bind address of Serve's HTTP proxy: loopback unless deliberately opened.
+    host: str
+    port: int = Field(ge=1, le=65535)
+    # Bearer token required on every endpoint except /healthz and the API docs (None = no auth); env LYCHEE_SERVE_TOKEN.
+    token: str | None = Field(repr=False)
+    # Fixed replica count (ignored when autoscaling is enabled).
+    replicas: int = Field(ge=1)
+    # CPUs Ray reserves per replica (fractional: a 2-core machine also runs the proxy and the clients).
+    replica_num_cpus: float = Field(gt=0)
+    # Serve's per-request access log lines (proxy and replica log files, shipped by Ray's log
+    # monitor): measured ~5 ms of CPU per request on 2 cores, so off unless wanted for auditing;
+    # errors are logged either way.
+    access_log: bool
+    # Requests one replica works on at once; more wait in Serve's queue.
+    max_ongoing_requests: int = Field(ge=1)
+    # Requests queued beyond that before Serve sheds load with 503 (-1 = unbounded).
+    max_queued_requests: int = Field(ge=-1)
+    # Serve's HTTP request timeout (a request still running after this gets 408/503).
+    request_timeout_s: float = Field(gt=0)
+    autoscaling: ServeAutoscalingConfig
+    # Loaded conversations per replica (LRU); overrides query.max_conversations in the service.
+    cache_max_conversations: int = Field(ge=1)
+    # Approximate bytes of loaded conversations per replica (LRU; 0 = count bound only).
+    cache_max_bytes: int = Field(ge=0)
+    # Request bodies larger than this get 413.
+    max_request_bytes: int = Field(ge=256)
+    # Longer questions get 422.
+    max_question_chars: int = Field(ge=1)
+    # Largest budget_tokens a request may ask for (422 above).
+    max_budget_tokens: int = Field(ge=0)
+    # GET /v1/conversations: conversations per page when the request names no limit, and the most it may ask for.
+    list_page_size: int = Field(ge=1)
+    list_max_page_size: int = Field(ge=1)
+    # Coalesce query embeddings of concurrent requests (@serve.batch); None = auto: on with the
+    # openai embedding backend (one HTTP call for many), off with the local model (measured: the hops
+    # through the event loop cost more CPU than one ONNX call per search).
+    batch_embeddings: bool | None
+    # @serve.batch over query embeddings of concurrent requests: requests per batch (capped at
+    # max_ongoing_requests / 2), wait for more; requests arriving during a model call share the next one.
+    batch_max_size: int = Field(ge=1)
+    batch_wait_ms: float = Field(ge=0)
+    # Torch intra-op threads per replica for query embeddings (0 = embedding.num_threads / torch default).
+    torch_threads: int = Field(ge=0)
+    # Worker threads running searches in one replica; 0 = auto: 1 with the local embedding model (a
+    # search is CPU-bound Python: more threads only trade the GIL, scale with replicas instead),
+    # max_ongoing_requests with the openai embedding backend (searches wait on the network).
+    search_threads: int = Field(ge=0)
+    # Environment for the Ray processes when lychee-ray starts its own local Ray to serve (Serve reads
+    # these in the proxy and the replicas at start; variables already set in the environment win).
+    # Default: the replica's user code and the proxy's router run on their process's main event loop
+    # instead of extra threads (~4% less CPU per request measured on 2 cores). With RAY_ADDRESS set
+    # the cluster's own environment decides.
+    ray_env: dict[str, str]
+    # Seconds between checks of the store for new or rebuilt conversations (0 = only POST /v1/admin/reload).
+    reload_interval_s: float = Field(ge=0)
+    # After an LLM failure, plan with rules and fail /v1/query fast (503) for this long (0 = always retry).
+    llm_cooldown_s: float = Field(ge=0)
+
+    @field_validator("ray_env", mode="before")
+    @classmethod
+    def _env_strings(cls, v: Any) -> Any:
+        """Environment values are strings; YAML/--set give numbers and booleans (Ray reads "1"/"0")."""
+        if isinstance(v, dict):
+            return {str(k): ("1" if x else "0") if isinstance(x, bool) else str(x) for k, x in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _page_sizes(self) -> "ServeConfig":
+        if self.list_page_size > self.list_max_page_size:
+            raise ValueError(f"serve.list_page_size ({self.list_page_size}) exceeds serve.list_max_page_size "
+                             f"({self.list_max_page_size})")
+        return self
+
+class EvalSplitConfig(Section):
+    """A fixed held-out split of LoCoMo conversation ids (chosen once; see docs/evaluation.md).
+
+    Query and build defaults may be tuned on ``dev`` only; ``test`` is reported, never tuned on.
+    """
+
+    dev: list[str]
+    test: list[str]
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "EvalSplitConfig":
+        if set(self.dev) & set(self.test):
+            raise ValueError(f"eval.locomo_split: dev and test share {sorted(set(self.dev) & set(self.test))}")
+        return self
+
+
+class EvalConfig(Section):
+    """Benchmark evaluation (``lychee-ray eval``; DESIGN §5)."""
+
+    # full_context variant: the whole conversation goes into the answer prompt when it has at most
+    # this many tokens; a longer one keeps its most recent turns that fit (reported as truncated).
+    full_context_max_tokens: int = Field(ge=1)
+    # LLM judge model (None = llm.model); temperature 0, its tokens are counted separately.
+    judge_model: str | None
+    judge_max_completion_tokens: int = Field(ge=16)
+    # LoCoMo categories evaluated (the paper's 1,540 questions: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop).
+    locomo_categories: list[str]
+    # Ray Data question pipeline: actor pool size, fractional CPUs per actor, questions per batch,
+    # questions answered concurrently inside one actor (threads; LLM calls overlap).
+    min_actors: int = Field(ge=1)
+    max_actors: int = Field(ge=1)
+    actor_num_cpus: float = Field(gt=0)
+    batch_size: int = Field(ge=1)
+    questions_in_flight: int = Field(ge=1)
+    # Finished answers are appended to the run directory every this many questions (resume unit).
+    flush_every: int = Field(ge=1)
+    # Content coverage (eval-retrieval, eval): a gold turn counts as covered when at least this share
+    # of its content words is in the context text; the first threshold is the headline, the others
+    # are reported beside it.
+    content_coverage_thresholds: list[float] = Field(min_length=1)
+    # Baselines eval-retrieval measures next to lychee at the same budget (plain serialisation):
+    # turn_rag, sentence_rag, hybrid_rag, full_context (the ceiling; not budgeted).
+    retrieval_baselines: list[str]
+    # Query-time overrides reported both ways in an ablation run: when a selected variant has its own
+    # build (eager, fixed_window, summary), every selected memory variant also runs with each of these.
+    ablation_rule_twins: list[str]
+    # The held-out split of LoCoMo conversations; results are reported per half.
+    locomo_split: EvalSplitConfig
+
+    @field_validator("content_coverage_thresholds")
+    @classmethod
+    def _fractions(cls, v: list[float]) -> list[float]:
+        if any(not 0.0 < t <= 1.0 for t in v):
+            raise ValueError("content coverage thresholds are fractions in (0, 1]")
+        return v
+
+    @field_validator("retrieval_baselines")
+    @classmethod
+    def _known_baselines(cls, v: list[str]) -> list[str]:
+        known = ("turn_rag", "sentence_rag", "hybrid_rag", "full_context")  # lychee_ray.eval.baselines.BASELINES
+        bad = [b for b in v if b not in known]
+        if bad:
+            raise ValueError(f"unknown baseline(s) {bad}; known: {list(known)}")
+        return v

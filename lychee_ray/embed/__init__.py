@@ -1,0 +1,9 @@
+"""Text embedders: the protocol and factory, the local and OpenAI-compatible backends, the batcher.
+
+Public face of the package; the backends' modules are imported when a backend is built.
+"""
+
+from lychee_ray.embed.base import Embedder, get_embedder
+from lychee_ray.embed.batcher import AsyncBatchEmbedder, embed_batch
+
+__all__ = ["AsyncBatchEmbedder", "Embedder", "embed_batch", "get_embedder"]

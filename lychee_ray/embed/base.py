@@ -1,0 +1,77 @@
+"""What an embedder is, and the factory that builds the configured one.
+
+An embedder maps texts to L2-normalised float32 rows, works in batches and embeds identical texts
+once per call. Two exist: :class:`~lychee_ray.embed.local.LocalEmbedder` (a local
+sentence-transformers model, offline MiniLM by default, optionally run by ONNX Runtime) and
+:class:`~lychee_ray.embed.openai.OpenAIEmbedder` (an OpenAI-compatible ``/embeddings`` endpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from lychee_ray.config import EmbeddingConfig, LLMConfig
+
+log = logging.getLogger(__name__)
+
+
+class Embedder(Protocol):
+    """Anything that maps texts to unit vectors."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an ``(len(texts), dim)`` float32 array of L2-normalised rows."""
+        ...
+
+
+def normalise_rows(m: np.ndarray) -> np.ndarray:
+    """``m`` as float32 with every row scaled to unit length (an all-zero row stays zero)."""
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0  # an all-zero vector stays zero rather than becoming NaN
+    return m / norms
+
+
+def dedup_texts(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Unique texts in first-seen order and the index of each input into them."""
+    index: dict[str, int] = {}
+    inverse = np.empty(len(texts), dtype=np.int64)
+    for i, t in enumerate(texts):
+        inverse[i] = index.setdefault(t, len(index))
+    return list(index), inverse
+
+
+_CACHE: dict[str, Embedder] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries: bool = False) -> Embedder:
+    """Build (once per process and config) the configured embedder. ``queries=True`` is the one for
+    query texts: with the local onnx runtime it applies ``embedding.query_quantization``."""
+    quantize = cfg.query_quantization if queries and cfg.backend == "local" and cfg.runtime == "onnx" else "none"
+    key = f"{cfg.model_dump_json()}|{quantize}"
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            # imported here: each backend's module imports this one (and only the chosen one is needed)
+            if cfg.backend == "local":
+                from lychee_ray.embed.local import LocalEmbedder
+                from lychee_ray.embed.onnx_cache import load_cached
+
+                # queries skip torch when the model's ONNX export is cached (a one-shot CLI query pays
+                # seconds for the full load); the build keeps the full loader, which exports it
+                _CACHE[key] = (load_cached(cfg, quantize) if queries else None) or LocalEmbedder(cfg, quantize=quantize)
+            else:
+                from lychee_ray.embed.openai import OpenAIEmbedder
+
+                _CACHE[key] = OpenAIEmbedder(cfg, llm or LLMConfig())
+            log.info("embedder %s (dim %s) ready", _CACHE[key].name, _CACHE[key].dim)
+        return _CACHE[key]
+
+
+__all__ = ["Embedder", "dedup_texts", "get_embedder", "normalise_rows"]

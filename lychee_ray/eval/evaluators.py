@@ -1,0 +1,124 @@
+"""Small evaluators, each a plain class built with its questions and called on what it evaluates.
+
+- :class:`AnswerEvaluator` — answers (and judges) one variant's questions on one store; yields
+  :class:`~lychee_ray.eval.rows.AnswerRow` rows. Executors run it in-process
+  (:class:`~lychee_ray.eval.executors.LocalExecutor`) or inside Ray Data actors
+  (:class:`lychee_ray.ray.eval_job.RayExecutor`).
+- :class:`RetrievalEvaluator` — id and content coverage of the selected context vs the baselines
+  of :mod:`lychee_ray.eval.baselines` at the same budget, called on a
+  :class:`~lychee_ray.query.engine.MemoryStore` (no LLM).
+- :class:`SegmentationEvaluator` — Pk / WindowDiff / boundary F1 of the segmenter on a gold
+  topic-segmentation corpus (:mod:`lychee_ray.eval.segmentation`), called on the utterance vectors
+  and a segmenter configuration.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from lychee_ray.config import SegmenterConfig
+from lychee_ray.core.conversation import QAItem
+from lychee_ray.eval.answerer import QuestionAnswerer
+from lychee_ray.eval.retrieval import QuestionResult, evaluate_retrieval, load_questions
+from lychee_ray.eval.rows import AnswerRow, QuestionPayload
+from lychee_ray.eval.segmentation import (
+    SegDialogue,
+    evaluate_dialogues,
+    load_seg_corpus,
+)
+from lychee_ray.llm.ratelimit import RateLimiter
+from lychee_ray.query.engine import MemoryStore
+from lychee_ray.text.tokens import DEFAULT_ENCODING
+
+ProgressFn = Callable[[int, int], None]
+
+
+class AnswerEvaluator:
+    """Answers (and judges) questions of one variant on one store, ``spec["in_flight"]`` at a time.
+
+    ``spec`` and ``limiter`` are those of :class:`~lychee_ray.eval.answerer.QuestionAnswerer`.
+    A failed question comes back as a row with ``answer_error`` set; nothing is raised.
+    """
+
+    def __init__(self, spec: dict[str, Any], limiter: RateLimiter | None = None, *, embedder: Any = None,
+                 llm_client: Any = None, judge_client: Any = None) -> None:
+        self.spec = spec
+        self.answerer = QuestionAnswerer(spec, limiter, embedder=embedder, llm_client=llm_client,
+                                         judge_client=judge_client)
+        self.pool = ThreadPoolExecutor(max_workers=max(1, int(spec.get("in_flight", 1))), thread_name_prefix="lychee-eval")
+
+    def __call__(self, questions: Iterable[QuestionPayload]) -> Iterator[AnswerRow]:
+        """The rows of ``questions``, in question order (answered concurrently)."""
+        return self.pool.map(self.answerer.answer, questions)
+
+    def close(self) -> None:
+        """Stop the threads and release the store."""
+        self.pool.shutdown(wait=True)
+        self.answerer.close()
+
+    def __enter__(self) -> "AnswerEvaluator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RetrievalEvaluator:
+    """Id and content coverage of lychee's selected context vs the baselines (DESIGN §5), no LLM.
+
+    Built with the questions (those with gold evidence are scored); called on a store it returns
+    the report (overall, per category, per split) and the per-question results. ``baselines``
+    defaults to ``eval.retrieval_baselines`` of the store's configuration.
+    """
+
+    def __init__(self, questions: list[QAItem], budget_tokens: int | None = None,
+                 baselines: Sequence[str] | None = None) -> None:
+        self.questions = questions
+        self.budget_tokens = budget_tokens
+        self.baselines = baselines
+
+    @classmethod
+    def from_data(cls, fmt: str, data: str | Path, categories: Iterable[str] | None = None, limit: int | None = None,
+                  budget_tokens: int | None = None, baselines: Sequence[str] | None = None) -> "RetrievalEvaluator":
+        """The questions with gold evidence of a dataset (in ``categories``; the first ``limit``)."""
+        questions = load_questions(fmt, data, categories)
+        return cls(questions[:limit] if limit else questions, budget_tokens, baselines)
+
+    def __call__(self, store: MemoryStore, progress: ProgressFn | None = None) -> tuple[dict[str, Any], list[QuestionResult]]:
+        """(report, per-question results) on ``store``; the budget defaults to ``query.select.budget_tokens``."""
+        return evaluate_retrieval(store, self.questions, self.budget_tokens, baselines=self.baselines, progress=progress)
+
+
+class SegmentationEvaluator:
+    """Boundary quality of the segmenter on a gold corpus, next to its reference points.
+
+    Built with the dialogues; called on their utterance vectors (rows in corpus order, see
+    :attr:`utterances`) and a segmenter configuration, it returns the ``eval-seg`` report.
+    """
+
+    def __init__(self, dialogues: Sequence[SegDialogue], *, reset_background: bool = False, baselines: bool = True) -> None:
+        self.dialogues = list(dialogues)
+        self.reset_background = reset_background
+        self.baselines = baselines
+
+    @classmethod
+    def from_corpus(cls, path: str | Path, subset: str | None = None, **kw: Any) -> "SegmentationEvaluator":
+        """The dialogues of a TIAGE-format corpus (only those of ``subset`` when given)."""
+        return cls(load_seg_corpus(path, subset), **kw)
+
+    @property
+    def utterances(self) -> list[str]:
+        """Every utterance in corpus order (what the vectors' rows must be)."""
+        return [u for d in self.dialogues for u in d.utterances]
+
+    def __call__(self, vectors: np.ndarray, cfg: SegmenterConfig, encoding: str = DEFAULT_ENCODING) -> dict[str, Any]:
+        """The report (lychee, matched fixed window, and with ``baselines`` no-boundary and oracle TextTiling)."""
+        return evaluate_dialogues(self.dialogues, vectors, cfg, reset_background=self.reset_background,
+                                  encoding=encoding, baselines=self.baselines)
+
+
+__all__ = ["AnswerEvaluator", "ProgressFn", "RetrievalEvaluator", "SegmentationEvaluator"]

@@ -1,0 +1,274 @@
+"""Retrieval quality of the selected context (DESIGN §5, issue 17), no LLM needed.
+
+For every question with gold evidence (LoCoMo: categories 1–4) and every system — lychee (rules
+planner) and the baselines of :mod:`lychee_ray.eval.baselines` at the same token budget — one
+:class:`Coverage`:
+
+- **id coverage** (``recall``, ``any``, ``all``): share of the gold evidence turns cited by the
+  selection (a record covers its source turns, a raw-turn window every turn in it);
+- **content coverage** (``content_recall_50``, ``content_recall_80`` …): share of gold turns with at
+  least that share of their content words in the selection's plain text
+  (:mod:`lychee_ray.eval.context_metrics`);
+- **answer in context**: the normalised gold answer occurs in the plain text;
+- **tokens**: the context as the answer prompt shows it (lychee: with ids and session headers; the
+  baselines: plain lines), its plain text, and the query prompt = planner prompt + answer prompt
+  (offline count with the same prompts an LLM would get; the baselines have no planner).
+
+Summaries are overall, per category and per split (``eval.locomo_split``: dev / test).
+
+A question's date: its own ``question_date`` when the dataset has one, else the conversation's
+last session date (LoCoMo has none).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from lychee_ray.core.conversation import QAItem
+from lychee_ray.eval.baselines import (
+    FullContext,
+    TurnUnits,
+    lychee_plain_context,
+    make_baseline,
+)
+from lychee_ray.eval.context_metrics import (
+    answer_in_context,
+    content_scores,
+    content_words,
+    gold_word_coverage,
+    normalized_context,
+)
+from lychee_ray.eval.datasets import conversation_split
+from lychee_ray.eval.metrics import coverage
+from lychee_ray.io.adapters import read_input
+from lychee_ray.llm.prompts import prompt_tokens_estimate
+from lychee_ray.query.answer import AnswerReply, answer_messages
+from lychee_ray.query.engine import MemoryStore
+from lychee_ray.query.recall import ConversationView
+from lychee_ray.text.dates import as_datetime
+from lychee_ray.text.tokens import count_tokens
+
+log = logging.getLogger(__name__)
+
+LOCOMO_CATEGORIES = ("1", "2", "3", "4")  # the paper's 1,540 questions (5 = adversarial, no evidence)
+# Decimal places of reported fractions and of mean token counts.
+FRACTION_DIGITS = 4
+TOKEN_DIGITS = 1
+
+
+@dataclass
+class Coverage:
+    """One question's outcome for one system."""
+
+    recall: float
+    any: bool
+    all: bool
+    context_tokens: int
+    query_prompt_tokens: int
+    covered: list[str] = field(default_factory=list)
+    plain_tokens: int = 0
+    plan_prompt_tokens: int = 0
+    answer_prompt_tokens: int = 0
+    word_coverage: list[float | None] = field(default_factory=list)  # per gold turn
+    content: dict[str, float | None] = field(default_factory=dict)  # content_recall_<pct>
+    answer_in_context: bool | None = None
+
+
+@dataclass
+class QuestionResult:
+    question_id: str
+    conversation_id: str
+    category: str
+    split: str | None
+    question: str
+    gold: list[str]
+    systems: dict[str, Coverage]
+
+
+
+def last_session_date(view: ConversationView) -> datetime | None:
+    dates = [d for d in view.turn_session_date if d]
+    return as_datetime(max(dates)) if dates else None
+
+
+def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None) -> list[QAItem]:
+    """QA items with gold evidence (and, when given, in ``categories``), in input order."""
+    cats = set(categories) if categories else None
+    out = []
+    for item in read_input(fmt, data):
+        for q in item.qa:
+            if q.evidence and (cats is None or q.category in cats):
+                out.append(q)
+    return out
+
+
+class _Measure:
+    """Scores one system's selection for one question against its gold turns."""
+
+    def __init__(self, q: QAItem, view: ConversationView, thresholds: Sequence[float]) -> None:
+        self.q = q
+        self.thresholds = thresholds
+        pos = view.turn_pos
+        self.gold_ids = list(dict.fromkeys(q.evidence))
+        self.gold_texts = [view.turn_text[pos[t]] if t in pos else "" for t in self.gold_ids]
+
+    def __call__(self, covered: Sequence[str], plain: str, context_tokens: int, plan_prompt: int, answer_prompt: int,
+                 words: frozenset[str] | None = None, norm: str | None = None) -> Coverage:
+        frac, any_, all_ = coverage(self.gold_ids, covered)
+        cov = set(covered)
+        ids = [t in cov for t in self.gold_ids]
+        wc = gold_word_coverage(self.gold_texts, words if words is not None else content_words(plain))
+        return Coverage(
+            recall=frac, any=any_, all=all_, context_tokens=context_tokens, query_prompt_tokens=plan_prompt + answer_prompt,
+            covered=sorted(cov), plain_tokens=0, plan_prompt_tokens=plan_prompt, answer_prompt_tokens=answer_prompt,
+            word_coverage=wc, content=content_scores(wc, ids, self.thresholds),
+            answer_in_context=answer_in_context(self.q.answer, self.q.category, plain, normalized=norm),
+        )
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return round(sum(vals) / len(vals), FRACTION_DIGITS) if vals else None
+
+
+def _summary(rows: list[Coverage]) -> dict[str, Any]:
+    n = len(rows)
+    if n == 0:
+        return {"questions": 0}
+    out: dict[str, Any] = {"questions": n, "recall": _mean([r.recall for r in rows]), "any": _mean([r.any for r in rows]),
+                           "all": _mean([r.all for r in rows])}
+    for k in rows[0].content:
+        out[k] = _mean([r.content.get(k) for r in rows])
+    out["answer_in_context"] = _mean([None if r.answer_in_context is None else float(r.answer_in_context) for r in rows])
+    for k in ("context_tokens", "plain_tokens", "plan_prompt_tokens", "answer_prompt_tokens", "query_prompt_tokens"):
+        out[k] = round(sum(getattr(r, k) for r in rows) / n, TOKEN_DIGITS)
+    return out
+
+
+def _by_category(results: list[QuestionResult], system: str) -> dict[str, Any]:
+    cats = sorted({r.category for r in results}, key=lambda c: (len(c), c))
+    return {c: _summary([r.systems[system] for r in results if r.category == c]) for c in cats}
+
+
+def summarise(results: list[QuestionResult], system: str) -> dict[str, Any]:
+    """One system's summary: overall, per category, and per split (each with its categories)."""
+    out = _summary([r.systems[system] for r in results])
+    out["per_category"] = _by_category(results, system)
+    splits = [s for s in ("dev", "test") if any(r.split == s for r in results)]
+    out["per_split"] = {}
+    for s in splits:
+        part = [r for r in results if r.split == s]
+        out["per_split"][s] = {**_summary([r.systems[system] for r in part]), "per_category": _by_category(part, system)}
+    return out
+
+
+def evaluate_retrieval(
+    store: MemoryStore,
+    questions: list[QAItem],
+    budget_tokens: int | None = None,
+    *,
+    baselines: Sequence[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[dict[str, Any], list[QuestionResult]]:
+    """Run lychee search (rules planner: no LLM) and the baselines (default ``eval.retrieval_baselines``)."""
+    t0 = time.perf_counter()
+    cfg = store.config
+    budget = store.qcfg.select.budget_tokens if budget_tokens is None else budget_tokens
+    names = list(cfg.eval.retrieval_baselines if baselines is None else baselines)
+    thresholds = list(cfg.eval.content_coverage_thresholds)
+    enc = store.encoding
+    doc_embedder = None
+    if "sentence_rag" in names:
+        from lychee_ray.embed import get_embedder
+
+        doc_embedder = get_embedder(cfg.embedding, cfg.llm)  # the model the store's turn vectors come from
+    by_conv: dict[str, list[QAItem]] = {}
+    for q in questions:
+        by_conv.setdefault(q.conversation_id, []).append(q)
+    results: list[QuestionResult] = []
+    missing = [c for c in by_conv if c not in store.reader.markers]
+    if missing:
+        log.warning("%d conversation(s) with questions are not in the store: %s", len(missing), missing[:5])
+    done = 0
+    for cid, qs in by_conv.items():
+        if cid in missing:
+            continue
+        view = store.view(cid)
+        turns = TurnUnits(view, enc)
+        systems = {n: make_baseline(n, turns, cfg, doc_embedder) for n in names}
+        fixed: dict[str, tuple[frozenset[str], str]] = {}  # full context: one text per conversation, measured once
+        qvecs = np.asarray(store.embedder.encode([q.question for q in qs]), dtype=np.float32)
+        default_date = last_session_date(view)
+        split = conversation_split(cfg, cid)
+        for q, qv in zip(qs, qvecs):
+            qd = as_datetime(q.question_date) if q.question_date else default_date
+            measure = _Measure(q, view, thresholds)
+            res = store.search(cid, q.question, qd, budget, llm="rules", question_id=q.question_id)
+            plain = lychee_plain_context(res.evidence)
+            u = res.usage
+            lychee = measure([t for e in res.evidence for t in e.source_turn_ids], plain, u.context_tokens,
+                             u.plan_prompt_tokens, u.answer_prompt_tokens)
+            lychee.plain_tokens = count_tokens(plain, enc)
+            out = {"lychee": lychee}
+            for name, system in systems.items():
+                sel = system.select(q.question, qv, budget)
+                words = norm = None
+                if isinstance(system, FullContext):
+                    if name not in fixed:
+                        fixed[name] = (content_words(sel.context), normalized_context(sel.context))
+                    words, norm = fixed[name]
+                prompt = prompt_tokens_estimate(answer_messages(q.question, qd, sel.context), AnswerReply, enc)
+                c = measure(sel.turn_ids, sel.context, sel.tokens, 0, prompt, words, norm)
+                c.plain_tokens = sel.tokens
+                out[name] = c
+            results.append(QuestionResult(q.question_id, cid, q.category, split, q.question, list(q.evidence), out))
+            done += 1
+            if progress is not None:
+                progress(done, len(questions))
+    systems_run = ["lychee", *names]
+    report: dict[str, Any] = {name: summarise(results, name) for name in systems_run}
+    report.update({
+        "systems": systems_run,
+        "questions": len(results),
+        "budget_tokens": budget,
+        "content_thresholds": thresholds,
+        "splits": {"dev": list(cfg.eval.locomo_split.dev), "test": list(cfg.eval.locomo_split.test)},
+        "serialisation": "baselines: plain 'Speaker: text' lines, no ids or headers; lychee: its answer-prompt "
+                         "context (ids, session headers) counts against the budget, its measured text is the plain "
+                         "projection (record texts and window lines); full_context is the unbudgeted ceiling",
+        "memory": str(store.root),
+        "backend": store.reader.manifest.get("backend"),
+        "wall_s": round(time.perf_counter() - t0, 2),
+    })
+    return report, results
+
+
+def question_rows(results: list[QuestionResult], with_covered: bool = False) -> list[dict[str, Any]]:
+    """Per-question detail rows for the JSON output."""
+    rows = []
+    for r in results:
+        d = asdict(r)
+        if not with_covered:
+            for c in d["systems"].values():
+                c.pop("covered")
+        rows.append(d)
+    return rows
+
+
+__all__ = [
+    "LOCOMO_CATEGORIES",
+    "Coverage",
+    "QuestionResult",
+    "evaluate_retrieval",
+    "last_session_date",
+    "load_questions",
+    "question_rows",
+    "summarise",
+]

@@ -1,0 +1,63 @@
+"""Markdown tables of an ``eval-retrieval`` report: overall, per split, per category (per split).
+
+One row per system (lychee, then the baselines); columns id coverage, content coverage at every
+threshold, answer-in-context, context tokens (as the answer prompt shows them), plain tokens and
+query prompt tokens (planner + answer prompt).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychee_ray.eval.context_metrics import thresholds_key
+
+
+def _f(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4f}"
+
+
+def _t(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def _columns(report: dict[str, Any]) -> list[tuple[str, str]]:
+    cols = [("recall", "id cov.")]
+    cols += [(thresholds_key(t), f"content ≥{int(round(100 * t))}%") for t in report.get("content_thresholds", [])]
+    cols += [("answer_in_context", "answer in ctx"), ("context_tokens", "ctx tok"), ("plain_tokens", "plain tok"),
+             ("query_prompt_tokens", "query prompt tok")]
+    return cols
+
+
+def _table(rows: list[tuple[str, dict[str, Any]]], cols: list[tuple[str, str]]) -> list[str]:
+    head = ["system", "questions", *[label for _, label in cols]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, s in rows:
+        cells = [(_t if k.endswith("tokens") else _f)(s.get(k)) for k, _ in cols]
+        lines.append("| " + " | ".join([f"`{name}`", str(s.get("questions", 0)), *cells]) + " |")
+    return lines
+
+
+def retrieval_markdown(report: dict[str, Any]) -> str:
+    """The report's tables as Markdown."""
+    systems = report.get("systems") or [k for k in ("lychee",) if k in report]
+    cols = _columns(report)
+    out = [f"# eval-retrieval — budget {report.get('budget_tokens')} tokens, {report.get('questions')} questions", ""]
+    if report.get("serialisation"):
+        out += [f"Serialisation: {report['serialisation']}.", ""]
+    out += ["## Overall", "", *_table([(n, report[n]) for n in systems], cols), ""]
+    splits = sorted({s for n in systems for s in (report[n].get("per_split") or {})})
+    for sp in splits:
+        out += [f"## Split: {sp}", "", *_table([(n, report[n]["per_split"][sp]) for n in systems
+                                                 if sp in (report[n].get("per_split") or {})], cols), ""]
+    scopes: list[tuple[str, dict[str, dict[str, Any]]]] = [("all", {n: report[n] for n in systems})]
+    scopes += [(sp, {n: report[n]["per_split"][sp] for n in systems if sp in (report[n].get("per_split") or {})})
+               for sp in splits]
+    for scope, by_system in scopes:
+        cats = sorted({c for s in by_system.values() for c in (s.get("per_category") or {})}, key=lambda c: (len(c), c))
+        for c in cats:
+            rows = [(n, s["per_category"][c]) for n, s in by_system.items() if c in (s.get("per_category") or {})]
+            out += [f"### Category {c} ({scope})", "", *_table(rows, cols), ""]
+    return "\n".join(out)
+
+
+__all__ = ["retrieval_markdown"]

@@ -1,0 +1,222 @@
+"""``lychee-ray eval``: build memory, answer every benchmark question, judge, report (DESIGN §5).
+
+Everything lives in one run directory (:mod:`lychee_ray.eval.layout`) and every step resumes:
+
+1. **Questions** (:mod:`~lychee_ray.eval.datasets`): the selected conversations and questions.
+2. **Stores** (:mod:`~lychee_ray.eval.stores`): one per distinct build, reused when a store's
+   fingerprint matches, else built by the executor.
+3. **Answers** (:mod:`~lychee_ray.eval.evaluators`, :mod:`~lychee_ray.eval.resume`): each variant's
+   unanswered questions, appended in parts; a re-run skips question ids already answered with the
+   same variant key and redoes failed ones.
+4. **Judge** (``openai`` only, :mod:`~lychee_ray.eval.judge`): CORRECT/WRONG per answer. With
+   ``rules`` no judge runs and ``judge_accuracy`` is null.
+5. **Metrics and costs** (:mod:`~lychee_ray.eval.aggregate`, :mod:`~lychee_ray.eval.costs`).
+
+The executor runs steps 2-3: :class:`~lychee_ray.eval.executors.LocalExecutor` in this process
+(``local=True``, ``lychee-ray eval --local``; Ray is never imported) or
+:class:`lychee_ray.ray.eval_job.RayExecutor` (Ray build job + Ray Data answering).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from lychee_ray.config import LycheeConfig
+from lychee_ray.eval.aggregate import (
+    ANSWER_METRICS_NOTE,
+    aggregate,
+    score_row,
+    write_answers_table,
+)
+from lychee_ray.eval.costs import construction_costs
+from lychee_ray.eval.datasets import (
+    Dataset,
+    load_dataset,
+    question_payload,
+    write_subset,
+)
+from lychee_ray.eval.errors import EvalError
+from lychee_ray.eval.executors import Executor, LocalExecutor
+from lychee_ray.eval.judge import judge_config
+from lychee_ray.eval.layout import RunLayout
+from lychee_ray.eval.report import write_report
+from lychee_ray.eval.resume import RunState, done_ok, load_answers
+from lychee_ray.eval.stores import StoreInfo, VariantStores, markers_for
+from lychee_ray.eval.variants import Variant, query_config, variant_key, with_rule_twins
+from lychee_ray.llm.backend import resolve_backend
+
+log = logging.getLogger(__name__)
+
+# A progress line at most this often (and always at the end).
+PROGRESS_EVERY_S = 10.0
+
+
+@dataclass
+class EvalOptions:
+    """What ``lychee-ray eval`` was asked to do (the CLI's arguments, as a library call takes them)."""
+
+    dataset: str
+    data: str | Path
+    out: str | Path
+    variants: list[Variant]
+    llm: str | None = None
+    judge_model: str | None = None
+    judge: bool = True
+    limit: int | None = None
+    conversations: str | int | None = None
+    reuse_stores: list[str | Path] = field(default_factory=list)
+    progress: bool = True
+    report: bool = True
+    local: bool = False  # build and answer in this process, without Ray
+
+
+ExecutorFactory = Callable[[LycheeConfig, str], Executor]
+
+
+def local_executor(cfg: LycheeConfig, backend: str) -> Executor:
+    """The in-process executor (no Ray)."""
+    return LocalExecutor(cfg, backend)
+
+
+def _progress_printer(name: str, enabled: bool, cfg: LycheeConfig) -> Callable[[int, int], None] | None:
+    """Progress lines with an honest ETA: none until ``ray.progress_eta_*`` say enough is done."""
+    if not enabled:
+        return None
+    from lychee_ray.progress import EtaClock, EtaPolicy, format_seconds
+
+    clock = EtaClock(EtaPolicy(cfg.ray.progress_eta_min_done_fraction, cfg.ray.progress_eta_min_elapsed_s))
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        left = clock.remaining_s(done, total)  # called on every update: it notes the first finished item
+        now = time.perf_counter()
+        if done != total and now - last[0] < PROGRESS_EVERY_S:
+            return
+        last[0] = now
+        rate = done / max(1e-9, clock.elapsed())
+        eta = f" ETA {format_seconds(left)}" if left is not None and done < total else ""
+        print(f"[eval {name}] {done}/{total} questions {rate:.2f} q/s{eta}", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _evaluate_variant(v: Variant, info: StoreInfo, cfg: LycheeConfig, ds: Dataset, opts: EvalOptions, backend: str,
+                      jcfg: LycheeConfig | None, state: RunState, executor: Executor,
+                      run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Answer what is missing for one variant, then score and aggregate all its answers."""
+    judged = jcfg is not None
+    cids = ds.conversation_ids
+    qcfg = query_config(v, cfg)
+    key = variant_key(v, qcfg, info.fingerprint, backend, jcfg.llm.model if jcfg is not None else None)
+    vstate = state.variant(v.name, key)
+    have = {qid: r for qid, r in load_answers(run_dir, v.name, key).items() if done_ok(r, judged)}
+    ok_cids = set(markers_for(info.path, cids)) if info.path is not None else set()
+    todo = [question_payload(q) for q in ds.questions if q.question_id not in have and q.conversation_id in ok_cids]
+    skipped = [q for q in ds.questions if q.conversation_id not in ok_cids]
+    if skipped:
+        log.warning("%s: %d question(s) skipped: their conversation is not in store %s", v.name, len(skipped), info.key)
+    log.info("%s: %d answered earlier, %d to answer", v.name, len(have), len(todo))
+    if todo:
+        spec = {"cfg_json": qcfg.model_dump_json(), "backend": backend, "kind": v.kind, "variant": v.name,
+                "variant_key": key, "store": str(info.path), "in_flight": cfg.eval.questions_in_flight,
+                "judge_cfg_json": jcfg.model_dump_json() if jcfg is not None else None}
+        t0 = time.perf_counter()
+        executor.answer_questions(spec, todo, run_dir, _progress_printer(v.name, opts.progress, cfg))
+        vstate["query_wall_s"] = round(float(vstate.get("query_wall_s", 0.0)) + time.perf_counter() - t0, 3)
+        state.save()
+    by_qid = {q.question_id: q for q in ds.questions}
+    sessions = ds.turn_sessions()
+    rows = [r for qid, r in load_answers(run_dir, v.name, key).items() if qid in by_qid]
+    for r in rows:
+        r.update(score_row(r, by_qid[r["question_id"]], ds.name, sessions.get(r["conversation_id"], {}),
+                           cfg.eval.content_coverage_thresholds))
+    rows.sort(key=lambda r: (cids.index(r["conversation_id"]), r["question_id"]))
+    costs = construction_costs(info, ds, run_dir) if info.path is not None else None
+    res = aggregate(ds, v, rows, judged, backend=backend, costs=costs, store=info,
+                    query_wall_s=float(vstate.get("query_wall_s", 0.0)), cfg=cfg)
+    res["questions_skipped"] = len(skipped)
+    return res, rows
+
+
+def run_eval(cfg: LycheeConfig, opts: EvalOptions, executor: Executor | None = None,
+             executor_factory: ExecutorFactory | None = None) -> dict[str, Any]:
+    """Everything ``lychee-ray eval`` does; returns the results.json content.
+
+    The steps run on ``executor`` (kept open), or on one made by ``executor_factory(cfg, backend)``
+    (closed here). With neither, ``opts.local`` runs in this process; the Ray executor lives in a
+    higher layer (:func:`lychee_ray.api.evaluate` picks it), so this package never imports Ray.
+    """
+    t_run = time.perf_counter()
+    run_dir = Path(opts.out).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    layout = RunLayout(run_dir)
+    backend = resolve_backend(cfg.llm, opts.llm)
+    if backend == "openai" and not (cfg.llm.base_url or cfg.llm.api_key):
+        raise EvalError("no_endpoint", "--llm openai needs an endpoint: set OPENAI_BASE_URL / LYCHEE_LLM_BASE_URL or "
+                                       "OPENAI_API_KEY (or llm.base_url)")
+    judged = backend == "openai" and opts.judge
+    ds = load_dataset(opts.dataset, opts.data, cfg, opts.conversations, opts.limit)
+    cids = ds.conversation_ids
+    variants = with_rule_twins(opts.variants, cfg.eval.ablation_rule_twins)  # query rules reported both ways
+    log.info("eval %s: %d conversation(s), %d question(s), variants %s, backend %s%s", ds.name, len(cids),
+             len(ds.questions), ", ".join(v.name for v in variants), backend, "" if judged else " (no judge)")
+    input_path = write_subset(ds, run_dir)
+    state = RunState(run_dir)
+    reuse = [Path(p).resolve() for p in opts.reuse_stores]
+    own_executor = executor is None
+    if executor is None and executor_factory is None:
+        if not opts.local:
+            raise EvalError("no_executor", "run_eval needs an executor for a Ray run: use lychee_ray.api.evaluate, "
+                                           "or pass executor= / executor_factory=, or set local=True")
+        executor_factory = local_executor
+    ex = executor if executor is not None else executor_factory(cfg, backend)
+    jcfg = judge_config(cfg, opts.judge_model) if judged else None
+    results: dict[str, Any] = {}
+    scored_rows: list[dict[str, Any]] = []
+    try:
+        stores = VariantStores(cfg, ds, backend, run_dir, input_path, state, reuse, ex.build_store, opts.progress)
+        variant_store = stores.resolve(variants)
+        for v in variants:
+            results[v.name], rows = _evaluate_variant(v, variant_store[v.name], cfg, ds, opts, backend, jcfg, state, ex,
+                                                      run_dir)
+            scored_rows.extend(rows)
+    finally:
+        if own_executor:
+            ex.close()
+
+    out = {
+        "dataset": ds.name,
+        "backend": backend,
+        "judge": {"enabled": judged, "model": jcfg.llm.model if jcfg is not None else None,
+                  "note": None if judged else "no LLM judge with the rules backend: judge_accuracy is null; "
+                                              "evidence recall, F1 and BLEU-1 are LLM-free"},
+        "evidence_unit": "answer session" if ds.name == "longmemeval" else "turn",
+        "answer_metrics": ANSWER_METRICS_NOTE,
+        "content_thresholds": list(cfg.eval.content_coverage_thresholds),
+        "splits": {"dev": list(cfg.eval.locomo_split.dev), "test": list(cfg.eval.locomo_split.test)}
+        if ds.name == "locomo" else None,
+        "conversations": cids,
+        "questions": len(ds.questions),
+        "limit_per_conversation": opts.limit,
+        "variants": results,
+        "stores": {k: {"path": str(s.path), "reused_from": s.reused_from, "fingerprint": s.fingerprint, "backend": s.backend,
+                       "failed_conversations": s.failed} for k, s in stores.stores.items()},
+        "budget_tokens": cfg.query.select.budget_tokens,
+        "written_at": datetime.now(timezone.utc).isoformat(),
+        "wall_s": round(time.perf_counter() - t_run, 2),
+    }
+    layout.results_path.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    write_answers_table(run_dir, scored_rows)
+    if opts.report:
+        write_report(run_dir, out)
+    return out
+
+
+__all__ = ["EvalOptions", "ExecutorFactory", "local_executor", "run_eval"]

@@ -1,0 +1,149 @@
+"""LoCoMo (``locomo10`` per-sample JSON) → canonical conversations and a QA list.
+
+Sessions are taken in numeric order; ``session_N_date_time`` becomes the session's ISO start time;
+``dia_id`` is kept as ``turn_id``; an image's BLIP caption is kept as ``[image: ...]`` text. Gold
+evidence lists that are malformed in the source (``"D8:6; D9:17"``, ``"D"``, ``"D:11:26"``,
+``"D30:05"``) are split and repaired where the repair resolves to a real turn; the rest are dropped
+from ``evidence`` and reported as warnings (kept verbatim in ``meta.evidence_raw``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from pydantic import ValidationError
+
+from lychee_ray.core.conversation import Conversation, QAItem, Session, Turn
+from lychee_ray.io.adapters.base import AdapterItem, InputIssue, decode_text, with_warnings, issues_from_validation, list_input_files, open_input
+from lychee_ray.io.adapters.clean import Notes, clean_strings
+from lychee_ray.io.adapters.dates import parse_datetime
+
+SUFFIXES = (".json",)
+
+_SESSION_KEY = re.compile(r"session_(\d+)")
+_EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
+_DIA_ID = re.compile(r"D:?(\d+):0*(\d+)")
+
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+def _turn_text(t: dict[str, Any]) -> str:
+    text = str(t.get("text") or "")
+    cap = t.get("blip_caption")
+    if cap:
+        text = f"{text} [image: {cap}]".strip()
+    return text
+
+
+def _resolve_evidence(raw: list[Any], turn_ids: set[str]) -> tuple[list[str], list[str]]:
+    """(resolved ids, unresolvable pieces) for one question's evidence list."""
+    ok: list[str] = []
+    bad: list[str] = []
+    for entry in raw:
+        for piece in _EVIDENCE_SPLIT.split(str(entry).strip()):
+            if not piece:
+                continue
+            if piece in turn_ids:
+                ok.append(piece)
+                continue
+            m = _DIA_ID.fullmatch(piece)
+            fixed = f"D{m.group(1)}:{int(m.group(2))}" if m else None
+            (ok.append(fixed) if fixed in turn_ids else bad.append(piece))
+    return list(dict.fromkeys(ok)), bad
+
+
+def convert_sample(sample: dict[str, Any], conversation_id: str, file: str) -> AdapterItem:
+    """One LoCoMo sample to a conversation plus its QA items."""
+    conv_obj = sample.get("conversation", sample)  # the combined locomo10.json nests it
+    issues: list[InputIssue] = []
+    sessions: list[Session] = []
+    numbers = sorted(int(m.group(1)) for k in conv_obj if (m := _SESSION_KEY.fullmatch(k)))
+    for n in numbers:
+        turns_raw = conv_obj.get(f"session_{n}")
+        if not isinstance(turns_raw, list):
+            continue
+        date_raw = conv_obj.get(f"session_{n}_date_time")
+        try:
+            started = parse_datetime(date_raw) if date_raw else None
+        except ValueError as e:
+            issues.append(InputIssue(file, str(e), field=f"session_{n}_date_time", conversation_id=conversation_id))
+            return AdapterItem(file, issues=issues)
+        turns = []
+        for i, t in enumerate(turns_raw):
+            meta = {k: t[k] for k in ("img_url", "query") if k in t}
+            turn_id = str(t.get("dia_id") or f"D{n}:{i + 1}")
+            try:
+                turns.append(Turn(turn_id=turn_id, role="user", speaker=str(t.get("speaker") or ""), content=_turn_text(t), meta=meta))
+            except ValidationError as e:
+                issues.extend(issues_from_validation(e, file, None, conversation_id, prefix=f"session_{n}.{i}"))
+                return AdapterItem(file, issues=issues)
+        sessions.append(Session(session_id=f"session_{n}", started_at=started, turns=turns))
+    meta = {k: conv_obj[k] for k in ("speaker_a", "speaker_b") if k in conv_obj}
+    try:
+        conv = Conversation(conversation_id=conversation_id, sessions=sessions, meta=meta)
+    except ValidationError as e:
+        return AdapterItem(file, issues=issues + issues_from_validation(e, file, None, conversation_id))
+
+    turn_ids = {t.turn_id for _, _, _, t in conv.iter_turns()}
+    qa: list[QAItem] = []
+    for qi, q in enumerate(sample.get("qa") or []):
+        raw_ev = q.get("evidence") or []
+        evidence, bad = _resolve_evidence(raw_ev, turn_ids)
+        qid = f"{conversation_id}-q{qi}"
+        if bad:
+            issues.append(
+                InputIssue(
+                    file,
+                    f"gold evidence {bad} does not resolve to a turn; dropped from evidence",
+                    field=f"qa.{qi}.evidence",
+                    conversation_id=conversation_id,
+                    level="warning",
+                )
+            )
+        cat = int(q.get("category", 0))
+        answer = q.get("answer")
+        qmeta: dict[str, Any] = {"category_name": CATEGORY_NAMES.get(cat, str(cat))}
+        if evidence != [str(e) for e in raw_ev]:
+            qmeta["evidence_raw"] = [str(e) for e in raw_ev]
+        if "adversarial_answer" in q:
+            qmeta["adversarial_answer"] = q["adversarial_answer"]
+        qa.append(
+            QAItem(
+                conversation_id=conversation_id,
+                question_id=qid,
+                question=str(q.get("question", "")),
+                answer="" if answer is None else str(answer),
+                category=str(cat),
+                evidence=evidence,
+                meta=qmeta,
+            )
+        )
+    return AdapterItem(file, conversation=conv, qa=qa, issues=issues)
+
+
+def read_locomo(path: str | Path) -> Iterator[AdapterItem]:
+    """LoCoMo files (a per-sample dict, or a list of samples as in ``locomo10.json``)."""
+    for file in list_input_files(path, SUFFIXES):
+        f = str(file)
+        with open_input(file) as fh:
+            text, file_issues = decode_text(fh.read(), f)
+        try:
+            data = json.loads(text, strict=False)
+        except json.JSONDecodeError as e:
+            yield AdapterItem(f, issues=[*file_issues, InputIssue(f, f"not valid JSON: {e}")])
+            continue
+        samples = data if isinstance(data, list) else [data]
+        for i, sample in enumerate(samples):
+            if not isinstance(sample, dict):
+                yield AdapterItem(f, issues=[InputIssue(f, f"sample {i} is not an object")])
+                continue
+            sid = sample.get("sample_id")
+            cid = f"locomo-{sid if sid is not None else Path(file).stem}"
+            if len(samples) > 1 and sid is None:
+                cid = f"{cid}-{i}"
+            notes = Notes()
+            sample = clean_strings(sample, notes)
+            yield with_warnings(convert_sample(sample, cid, f), notes, file_issues if i == 0 else None)

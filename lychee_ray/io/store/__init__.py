@@ -1,0 +1,26 @@
+"""The memory store (DESIGN §2): Parquet tables + per-conversation FAISS indexes, committed atomically.
+
+:mod:`.layout` spells every path and the commit rules; :mod:`.writer` commits conversations;
+:mod:`.reader` reads them; :mod:`.compact` merges parts; :mod:`.index` builds the FAISS indexes.
+"""
+
+from lychee_ray.io.store.compact import compact
+from lychee_ray.io.store.index import build_flat_index
+from lychee_ray.io.store.layout import (
+    INDEXES,
+    STORE_VERSION,
+    TABLES,
+    NotAStoreError,
+    StoreLayout,
+    atomic_write_text,
+    conversation_key,
+    iter_markers,
+)
+from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, read_part
+from lychee_ray.io.store.writer import ConversationArtifacts, MemoryStoreWriter
+
+__all__ = [
+    "INDEXES", "STORE_VERSION", "TABLES", "ConversationArtifacts", "ConversationData", "MemoryStoreReader",
+    "MemoryStoreWriter", "NotAStoreError", "StoreLayout", "atomic_write_text", "build_flat_index", "compact",
+    "conversation_key", "iter_markers", "read_part",
+]

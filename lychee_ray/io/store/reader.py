@@ -1,0 +1,110 @@
+"""Reading a store: visible conversations (by commit marker), one conversation at a time."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lychee_ray.core.conversation import TURN_SCHEMA
+from lychee_ray.core.records import ERROR_SCHEMA, NODE_SCHEMA, RECORD_SCHEMA, SEGMENT_SCHEMA
+from lychee_ray.io.store.layout import INDEXES, NotAStoreError, StoreLayout
+
+
+def read_part(root: str | Path, table: str, marker: dict[str, Any]) -> pa.Table:
+    """One conversation's rows of ``table``: its own part, or its row group in a compacted file."""
+    layout = StoreLayout(root)
+    loc = (marker.get("location") or {}).get(table)
+    if loc is None:
+        return pq.read_table(layout.part_path(table, marker["key"]))
+    return pq.ParquetFile(layout.table_dir(table) / loc["file"]).read_row_group(loc["row_group"])
+
+
+@dataclass
+class ConversationData:
+    """One committed conversation: its tables and FAISS indexes, loaded on demand."""
+
+    conversation_id: str
+    user_id: str
+    records: pa.Table
+    nodes: pa.Table
+    turns: pa.Table
+    segments: pa.Table
+    record_index: Any
+    node_index: Any
+    turn_index: Any
+    ids: dict[str, Any]
+
+    @property
+    def dim(self) -> int:
+        return int(self.ids["dim"])
+
+    def nbytes(self) -> int:
+        """Approximate resident size (tables + flat index vectors)."""
+        vec = 4 * self.dim * (self.records.num_rows + self.nodes.num_rows + self.turns.num_rows)
+        return self.records.nbytes + self.nodes.nbytes + self.turns.nbytes + self.segments.nbytes + vec
+
+
+class MemoryStoreReader:
+    """Read side of a store: the manifest, the visible conversations, one conversation at a time."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.layout = StoreLayout(root)
+        self.root = self.layout.root
+        if not self.layout.is_store():
+            raise NotAStoreError(self.root)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-scan commit markers (picks up conversations added by a later build)."""
+        # Built aside and swapped in whole: threads querying meanwhile never see a half-built map.
+        markers = {m["conversation_id"]: m for m in self.layout.iter_markers()}
+        by_user: dict[str, list[str]] = {}
+        for cid, m in markers.items():
+            by_user.setdefault(m.get("user_id") or cid, []).append(cid)
+        self.markers, self.by_user = markers, by_user
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.layout.read_manifest()
+
+    def conversation_ids(self) -> list[str]:
+        return sorted(self.markers)
+
+    def load(self, conversation_id: str) -> ConversationData:
+        """Open one conversation's tables and indexes; KeyError when it is not committed."""
+        import faiss
+
+        m = self.markers.get(conversation_id)
+        if m is None:
+            raise KeyError(conversation_id)
+        key = m["key"]
+        tables = {name: read_part(self.root, name, m) for name in ("records", "nodes", "turns", "segments")}
+        idx_dir = self.layout.index_dir(key)
+        ids = json.loads((idx_dir / "ids.json").read_text(encoding="utf-8"))
+        idx = {name: faiss.read_index(str(idx_dir / f"{name}.faiss")) for name in INDEXES}
+        return ConversationData(
+            conversation_id=conversation_id,
+            user_id=m.get("user_id") or conversation_id,
+            record_index=idx["records"],
+            node_index=idx["nodes"],
+            turn_index=idx["turns"],
+            ids=ids,
+            **tables,
+        )
+
+    def read_table(self, name: str) -> pa.Table:
+        """A whole table across visible conversations (for reports and checks, not for serving)."""
+        parts = [read_part(self.root, name, m) for m in self.markers.values()]
+        schema = {"records": RECORD_SCHEMA, "nodes": NODE_SCHEMA, "turns": TURN_SCHEMA, "segments": SEGMENT_SCHEMA}.get(name)
+        if not parts:
+            return schema.empty_table() if schema is not None else pa.table({})
+        return pa.concat_tables(parts)
+
+    def errors(self) -> pa.Table:
+        files = sorted(self.layout.errors_dir.glob("*.parquet"))
+        return pa.concat_tables([pq.read_table(f) for f in files]) if files else ERROR_SCHEMA.empty_table()

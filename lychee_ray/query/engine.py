@@ -1,0 +1,377 @@
+"""The query engine and the ``MemoryStore`` Python API (DESIGN §1 steps 4–7, §4).
+
+::
+
+    store = MemoryStore.open("out/locomo")
+    res = store.query("locomo-26", "When did Caroline go to the support group?", question_date="2023-08-01")
+    res.answer, res.evidence, res.plan, res.usage, res.timings_ms
+
+Per question: plan (1 LLM call or rules) → embed every route's search texts in ONE batched call →
+recall channels per route and conversation, in parallel on a thread pool → RRF → optional
+cross-encoder rerank → budgeted MMR selection over the wide pool → answer (1 LLM call or
+extractive). :meth:`MemoryStore.search` stops before the answer.
+
+Scoping: a query names one conversation, or a user (all of that user's conversations). Every
+channel runs on a view of exactly one conversation and items carry their conversation id, so a
+query can never return another conversation's or user's memory. Loaded conversations live in a
+bounded LRU cache (``query.max_conversations``); a conversation rebuilt since it was loaded is
+reloaded after :meth:`MemoryStore.refresh`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from lychee_ray.config import LycheeConfig, QueryConfig, load_config
+from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.llm.backend import resolve_backend
+from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
+from lychee_ray.query.bm25 import recall_bm25
+from lychee_ray.query.cache import ConversationCache
+from lychee_ray.query.errors import ScopeError, UnknownConversation
+from lychee_ray.query.evidence import Selection, prime_line_tokens
+from lychee_ray.query.fuse import FusedItem, RankedList, rrf
+from lychee_ray.query.hits import Hit
+from lychee_ray.query.plan import PlanContext, Route, make_planner
+from lychee_ray.query.recall import ConversationView, recall_nodes, recall_records, recall_time, recall_turns
+from lychee_ray.query.rerank import CrossEncoderReranker, rerank_order
+from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, SearchResult
+from lychee_ray.query.select import select_evidence
+from lychee_ray.text.dates import as_datetime
+
+log = logging.getLogger(__name__)
+
+STAGES = ("load", "plan", "embed", "channels", "fusion", "rerank", "selection", "answer")
+
+
+def _route_query_text(route: Route) -> str:
+    """BM25 query of a route: its search texts plus its entity and topic words."""
+    return " ".join([*route.search_texts, *route.entities, *route.topics])
+
+
+def _prefer_types(hits: list[Hit], view: ConversationView, types: list[str]) -> list[Hit]:
+    """Soft record-type constraint: records of the route's types first, the rest after (stable)."""
+    if not types:
+        return hits
+    allowed = set(types)
+
+    def ok(h: Hit) -> bool:
+        return h.kind != "record" or view.record_type[view.record_pos[h.id]] in allowed
+
+    return [h for h in hits if ok(h)] + [h for h in hits if not ok(h)]
+
+
+class MemoryStore:
+    """Query side of a memory store: ``query``/``search`` scoped to a conversation or a user.
+
+    ``embedder`` (anything with ``encode(texts) -> unit vectors``), ``llm`` (backend override:
+    openai | rules), ``llm_client`` (an :class:`~lychee_ray.llm.client.LLMClient`; the caller keeps
+    ownership), ``reranker`` and ``cache_max_bytes`` (byte bound of the conversation cache, 0 =
+    count bound only) are optional; missing pieces are built from ``config`` on first use.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        config: LycheeConfig | None = None,
+        *,
+        embedder: Any = None,
+        llm: str | None = None,
+        llm_client: Any = None,
+        reranker: CrossEncoderReranker | None = None,
+        cache_max_bytes: int = 0,
+    ) -> None:
+        self.root = Path(root)
+        self.config = config or load_config()
+        self.qcfg: QueryConfig = self.config.query
+        self.reader = MemoryStoreReader(self.root)
+        self.cache = ConversationCache(self.reader, self.qcfg.max_conversations, self.qcfg.recall.bm25_k1, self.qcfg.recall.bm25_b,
+                                       max_bytes=cache_max_bytes)
+        self._embedder = embedder
+        self._embed_lock = threading.Lock()
+        self._llm_choice = llm
+        self._client = llm_client
+        self._owns_client = llm_client is None  # an injected client belongs to the caller
+        self._client_lock = threading.Lock()
+        self.reranker = reranker
+        if self.reranker is None and self.qcfg.rerank.enabled:
+            self.reranker = CrossEncoderReranker(self.qcfg.rerank)
+        threads = self.qcfg.recall.threads
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lychee-recall") if threads > 0 else None
+        self.encoding = self.config.tokenizer.encoding
+        import faiss
+
+        faiss.omp_set_num_threads(self.qcfg.recall.faiss_threads)  # latency path: no OpenMP fan-out
+
+    @classmethod
+    def open(cls, path: str | Path, config: LycheeConfig | None = None, **kwargs: Any) -> "MemoryStore":
+        """Open a store directory written by ``lychee-ray build`` (see :class:`MemoryStore` kwargs)."""
+        return cls(path, config, **kwargs)
+
+    # -- lifecycle / scope -----------------------------------------------------------------------
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+        if self._owns_client and self._client is not None and hasattr(self._client, "close"):
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> "MemoryStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def refresh(self) -> None:
+        """Pick up conversations committed (or rebuilt) since the store was opened."""
+        self.reader.refresh()
+
+    def conversation_ids(self, user_id: str | None = None) -> list[str]:
+        if user_id is None:
+            return self.reader.conversation_ids()
+        return sorted(self.reader.by_user.get(user_id, []))
+
+    def user_of(self, conversation_id: str) -> str:
+        m = self.reader.markers.get(conversation_id)
+        if m is None:
+            raise UnknownConversation(conversation_id)
+        return m.get("user_id") or conversation_id
+
+    def scope(self, conversation_id: str | None, user_id: str | None) -> list[str]:
+        """The conversations a query may read: one conversation, or all of a user's."""
+        if conversation_id is None and user_id is None:
+            raise ValueError("a query needs a conversation_id or a user_id")
+        if conversation_id is not None:
+            if conversation_id not in self.reader.markers:
+                self.reader.refresh()
+            owner = self.user_of(conversation_id)
+            if user_id is not None and owner != user_id:
+                raise ScopeError(f"conversation {conversation_id!r} does not belong to user {user_id!r}")
+            return [conversation_id]
+        cids = self.conversation_ids(user_id)
+        if not cids:
+            self.reader.refresh()
+            cids = self.conversation_ids(user_id)
+        if not cids:
+            raise UnknownConversation(f"no conversations for user {user_id!r}")
+        return cids
+
+    def view(self, conversation_id: str) -> ConversationView:
+        """The loaded (cached) conversation."""
+        view, loaded = self.cache.get(conversation_id)
+        if loaded:
+            prime_line_tokens(view, self.qcfg.select.show_source_ids, self.encoding)
+        return view
+
+    # -- shared pieces ---------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Any:
+        with self._embed_lock:
+            if self._embedder is None:
+                from lychee_ray.embed import get_embedder
+
+                self._embedder = get_embedder(self.config.embedding, self.config.llm, queries=True)
+            return self._embedder
+
+    def backend(self, llm: str | None = None) -> str:
+        return resolve_backend(self.config.llm, llm if llm is not None else self._llm_choice)
+
+    def llm_client(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                from lychee_ray.llm.backend import make_llm_client
+
+                self._client = make_llm_client(self.config)
+            return self._client
+
+    def _run(self, fns: list[Callable[[], Any]]) -> list[Any]:
+        if self._pool is None or len(fns) <= 1:
+            return [f() for f in fns]
+        return [f.result() for f in [self._pool.submit(fn) for fn in fns]]
+
+    # -- the pipeline ----------------------------------------------------------------------------
+    def search(
+        self,
+        conversation_id: str | None,
+        question: str,
+        question_date: datetime | date | str | None = None,
+        budget_tokens: int | None = None,
+        *,
+        user_id: str | None = None,
+        llm: str | None = None,
+        question_id: str | None = None,
+    ) -> SearchResult:
+        """Plan, recall, fuse, rerank and select — everything but the answer call."""
+        res, _sel, _qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id)
+        return res
+
+    def query(
+        self,
+        conversation_id: str | None,
+        question: str,
+        question_date: datetime | date | str | None = None,
+        budget_tokens: int | None = None,
+        *,
+        user_id: str | None = None,
+        llm: str | None = None,
+        question_id: str | None = None,
+    ) -> QueryResult:
+        """Answer ``question`` from the memory of one conversation (or of ``user_id``'s conversations).
+
+        ``question_date`` anchors relative times ("last week"); None = today. ``budget_tokens``
+        overrides ``query.select.budget_tokens``. ``llm`` overrides the backend (openai | rules).
+        """
+        res, sel, qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id)
+        backend = self.backend(llm)
+        t0 = time.perf_counter()
+        client = self.llm_client() if backend == "openai" else None
+        answerer = make_answerer(backend, self.qcfg.answer, client, self.encoding)
+        out = answerer.answer(question, qd, sel.evidence, sel.context, question_id=res.question_id)
+        res.timings_ms["answer"] = _ms(time.perf_counter() - t0)
+        res.timings_ms["total"] = round(res.timings_ms["total"] + res.timings_ms["answer"], 3)
+        u = res.usage
+        u.answer_prompt_tokens, u.answer_completion_tokens = out.prompt_tokens, out.completion_tokens
+        u.query_prompt_tokens = u.plan_prompt_tokens + u.answer_prompt_tokens
+        u.llm_calls += out.calls
+        u.estimated = u.estimated or out.estimated
+        return QueryResult(**res.model_dump(), answer=out.answer, answer_error=out.error,
+                           answer_error_kind=out.error_kind)
+
+    async def asearch(self, *args: Any, **kwargs: Any) -> SearchResult:
+        """:meth:`search` for async callers (runs in a worker thread; the LLM calls are blocking)."""
+        return await asyncio.to_thread(self.search, *args, **kwargs)
+
+    async def aquery(self, *args: Any, **kwargs: Any) -> QueryResult:
+        """:meth:`query` for async callers (runs in a worker thread; the LLM calls are blocking)."""
+        return await asyncio.to_thread(self.query, *args, **kwargs)
+
+    def _retrieve(
+        self, conversation_id: str | None, question: str, question_date: Any, budget_tokens: int | None,
+        user_id: str | None, llm: str | None, question_id: str | None,
+    ) -> tuple[SearchResult, Selection, datetime]:
+        if not question or not question.strip():
+            raise ValueError("empty question")
+        t_start = time.perf_counter()
+        timings: dict[str, float] = {}
+        qid = question_id or f"q-{uuid.uuid4().hex[:12]}"
+        qd = as_datetime(question_date) or datetime.now().replace(microsecond=0)
+        budget = self.qcfg.select.budget_tokens if budget_tokens is None else int(budget_tokens)
+        if budget < 0:
+            raise ValueError("budget_tokens must be >= 0")
+        backend = self.backend(llm)
+
+        t0 = time.perf_counter()
+        cids = self.scope(conversation_id, user_id)
+        views = {cid: self.view(cid) for cid in cids}
+        timings["load"] = _ms(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        ctx = _plan_context(views.values())
+        planner = make_planner(backend, self.qcfg.planner, self.llm_client() if backend == "openai" else None, self.encoding)
+        plan_out = planner.plan(question, qd, ctx, question_id=qid)
+        plan = plan_out.plan
+        timings["plan"] = _ms(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        texts = list(dict.fromkeys(t for r in plan.routes for t in r.search_texts))
+        mat = np.asarray(self.embedder.encode(texts), dtype=np.float32)  # ONE batched call for all routes
+        row = {t: i for i, t in enumerate(texts)}
+        qvecs = [mat[[row[t] for t in r.search_texts]] for r in plan.routes]
+        timings["embed"] = _ms(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        lists = [rl for group in self._run(self._channel_tasks(views, plan.routes, qvecs)) for rl in group]
+        timings["channels"] = _ms(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        f = self.qcfg.fusion
+        pool = rrf(lists, k=f.rrf_k, weights=f.weights.model_dump(), limit=f.pool_size)
+        timings["fusion"] = _ms(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        relevance = [it.score for it in pool]
+        order, report = rerank_order(self.reranker, self.qcfg.rerank, question, [_item_text(views, it) for it in pool]
+                                     if self.qcfg.rerank.enabled else [])
+        if report.applied:
+            pool = [pool[i] for i in order]
+            relevance = [1.0 / (f.rrf_k + r + 1) for r in range(len(pool))]
+        timings["rerank"] = _ms(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        sel = select_evidence(pool, relevance, views, budget, self.qcfg.select, self.encoding)
+        timings["selection"] = _ms(time.perf_counter() - t0)
+        timings["total"] = _ms(time.perf_counter() - t_start)
+
+        answer_est = answer_prompt_estimate(question, qd, sel.context, sel.tokens, self.encoding)
+        usage = QueryUsage(
+            backend=backend, plan_prompt_tokens=plan_out.prompt_tokens, plan_completion_tokens=plan_out.completion_tokens,
+            answer_prompt_tokens=answer_est, query_prompt_tokens=plan_out.prompt_tokens + answer_est,
+            context_tokens=sel.tokens, llm_calls=plan_out.calls, estimated=plan_out.estimated,
+        )
+        res = SearchResult(
+            question_id=qid, question=question, question_date=qd.isoformat(), conversation_ids=cids, plan=plan,
+            evidence=[EvidenceItem.from_evidence(e) for e in sel.evidence], context=sel.context, budget_tokens=budget,
+            pool_size=len(pool), usage=usage, timings_ms=timings, rerank=report,
+        )
+        return res, sel, qd
+
+    def _channel_tasks(self, views: dict[str, ConversationView], routes: list[Route],
+                       qvecs: list[np.ndarray]) -> list[Callable[[], list[RankedList]]]:
+        """One task per (conversation, route), running that route's channels; tasks run in parallel."""
+        rc = self.qcfg.recall
+
+        def route_task(cid: str, view: ConversationView, ri: int, route: Route, qv: np.ndarray) -> list[RankedList]:
+            lists = [
+                ("records", recall_records(view, qv, rc.record_depth)),
+                ("nodes", recall_nodes(view, qv, route.entities, route.topics, rc.node_depth, rc.node_record_depth,
+                                       rc.per_node_records)),
+                ("turns", recall_turns(view, qv, rc.turn_depth)),
+                ("bm25", recall_bm25(view, _route_query_text(route), rc.bm25_depth)),
+            ]
+            if route.time is not None:
+                lists.append(("time", recall_time(view, qv, route.time, rc.time_depth, rc.time_slack_days,
+                                                  rc.time_use_session_date, rc.time_include_turns)))
+            return [RankedList(ch, ri, cid, _prefer_types(hits, view, route.record_types)) for ch, hits in lists]
+
+        return [
+            (lambda cid=cid, view=view, ri=ri, route=route, qv=qv: route_task(cid, view, ri, route, qv))
+            for cid, view in views.items()
+            for ri, (route, qv) in enumerate(zip(routes, qvecs))
+        ]
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 3)
+
+
+def _plan_context(views: Any) -> PlanContext:
+    ctx = PlanContext()
+    for v in views:
+        for k, (disp, n) in v.entities.items():
+            prev = ctx.entities.get(k)
+            ctx.entities[k] = (disp, n + (prev[1] if prev else 0))
+        ctx.topics |= v.topics
+        ctx.speakers = list(dict.fromkeys([*ctx.speakers, *v.speakers]))
+    return ctx
+
+
+def _item_text(views: dict[str, ConversationView], it: FusedItem) -> str:
+    v = views[it.key.conversation_id]
+    if it.key.kind == "record":
+        return v.record_text[v.record_pos[it.key.id]]
+    p = v.turn_pos[it.key.id]
+    return f"{v.turn_speaker[p]}: {v.turn_text[p]}"
+
+
+__all__ = ["MemoryStore"]

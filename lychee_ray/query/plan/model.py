@@ -1,0 +1,100 @@
+"""The plan: what the query path consumes (routes, question type, how the plan was produced),
+what a planner may know about the memory (:class:`PlanContext`) and the :class:`Planner` protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lychee_ray.core.records import TimeSpan
+from lychee_ray.llm.usage import CallUsage
+from lychee_ray.text.time.query import parse_query_time
+
+RouteOrigin = Literal["question", "entity", "llm", "fallback"]
+QUESTION_TYPES = ("single_hop", "multi_hop", "temporal", "open_domain", "preference", "procedural", "other")
+
+
+class Route(BaseModel):
+    """One retrieval route: the channels run once per route and RRF fuses across routes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    goal: str
+    search_texts: list[str] = Field(min_length=1)
+    entities: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list)
+    record_types: list[str] = Field(default_factory=list)
+    time: TimeSpan | None = Field(None, description="Absolute date range (ISO, inclusive; open ends allowed).")
+    origin: RouteOrigin = "question"
+
+
+class QueryPlan(BaseModel):
+    """The planner's output plus how it was produced."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    question_date: str | None = None
+    question_type: str = "other"
+    routes: list[Route] = Field(min_length=1)
+    backend: str
+    fallback: bool = False
+    fallback_reason: str | None = None
+    # why the planner fell back, as data: an LLM error kind (``LLMCallFailed.kind``) or "invalid_plan"
+    fallback_kind: str | None = None
+
+
+@dataclass
+class PlanContext:
+    """What the planner may know about the memory being queried (scoped conversations only).
+
+    ``entities`` maps normalised entity keys to (display name, number of linked records);
+    ``topics`` is the set of normalised topic keys.
+    """
+
+    entities: dict[str, tuple[str, int]] = field(default_factory=dict)
+    topics: set[str] = field(default_factory=set)
+    speakers: list[str] = field(default_factory=list)
+
+    def top_entities(self, n: int) -> list[str]:
+        """Display names of the ``n`` most-referenced entities (speakers first)."""
+        if n <= 0:
+            return []
+        ranked = sorted(self.entities.values(), key=lambda v: (-v[1], v[0]))
+        names = list(dict.fromkeys([*self.speakers, *(d for d, _ in ranked)]))
+        return names[:n]
+
+
+@dataclass
+class PlanOutcome:
+    """A plan and what producing it cost."""
+
+    plan: QueryPlan
+    prompt_tokens: int
+    completion_tokens: int = 0
+    estimated: bool = True  # True = offline count of the prompt (rules backend or no usage reported)
+    calls: int = 0
+    usage: CallUsage | None = None
+
+
+class Planner(Protocol):
+    """Question → :class:`PlanOutcome`; ``backend`` names the implementation (openai | rules)."""
+
+    backend: str
+
+    def plan(
+        self, question: str, question_date: datetime | None, ctx: PlanContext, question_id: str | None = None
+    ) -> PlanOutcome: ...
+
+
+def question_route(question: str, question_date: datetime | None, origin: RouteOrigin = "question") -> Route:
+    """The route "the question itself" (also the openai planner's fallback)."""
+    return Route(goal="the question itself", search_texts=[question], time=parse_query_time(question, question_date), origin=origin)
+
+
+__all__ = [
+    "PlanContext", "PlanOutcome", "Planner", "QUESTION_TYPES", "QueryPlan", "Route", "RouteOrigin", "question_route",
+]

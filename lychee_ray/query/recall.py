@@ -1,0 +1,339 @@
+"""Recall channels (DESIGN §1 step 5) over one loaded conversation.
+
+:class:`ConversationView` is a committed conversation prepared for querying: plain Python/NumPy
+columns, the FAISS indexes, node key lookups and a BM25 index over record and turn texts (built
+once when the conversation is loaded and cached with it). Each channel is a small function that
+takes a view and one route and returns a ranked list of :class:`Hit` — items are records
+(``id = record_id``) or raw turns (``id = turn_id``), told apart by ``kind``:
+
+(a) :func:`recall_records` — record vectors (FAISS);
+(b) :func:`recall_nodes` — evidence-node expansion: nodes by vector plus exact key matches of the
+    route's entities/topics → their linked records (at most ``per_node`` per node, best first);
+(c) :func:`recall_time` — records whose time overlaps the route's constraint, closest first;
+(d) :func:`recall_turns` — raw turn vectors (FAISS);
+(e) :func:`~lychee_ray.query.bm25.recall_bm25` — lexical BM25 over record and turn texts (names
+    and numbers need it); its index and the shared word vocabulary live in :mod:`~lychee_ray.query.bm25`
+    and :mod:`~lychee_ray.query.lexical`.
+
+A route with several search texts searches with all of them; an item's score is its best one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Sequence
+
+import numpy as np
+
+from lychee_ray.core.keys import normalise_key
+from lychee_ray.core.records import TimeSpan
+from lychee_ray.io.store import ConversationData
+from lychee_ray.query.bm25 import BM25Index
+from lychee_ray.query.hits import Hit, ItemKind
+from lychee_ray.query.lexical import ATTRIBUTION_TERMS, lexical_terms
+from lychee_ray.text.dates import iso_day
+
+CHANNELS = ("records", "nodes", "time", "turns", "bm25")
+
+
+# ------------------------------------------------------------------------------------------------
+# loaded conversation
+# ------------------------------------------------------------------------------------------------
+
+
+def _day_ordinal(iso: str | None) -> int | None:
+    d = iso_day(iso)
+    return d.toordinal() if d is not None else None
+
+
+def _flat_vectors(index, n: int, dim: int) -> np.ndarray:
+    """All vectors of an ``IndexIDMap2(IndexFlatIP)`` whose ids are row positions, in row order."""
+    import faiss
+
+    if n == 0:
+        return np.zeros((0, dim), dtype=np.float32)
+    flat = faiss.downcast_index(index.index)
+    return np.ascontiguousarray(flat.reconstruct_n(0, n), dtype=np.float32)
+
+
+@dataclass
+class ConversationView:
+    """A conversation prepared for querying (immutable after construction; shared by threads)."""
+
+    conversation_id: str
+    user_id: str
+    committed_at: str | None
+    dim: int
+    # records, by row position (= FAISS id)
+    record_ids: list[str]
+    record_text: list[str]
+    record_type: list[str]
+    record_time: list[TimeSpan | None]
+    record_span: list[tuple[int, int] | None]  # (start, end) day ordinals of the record's time
+    record_session_date: list[str | None]  # created_at (session time of the source turns)
+    record_sources: list[list[str]]
+    record_vecs: np.ndarray
+    record_index: object
+    # turns, by row position (= FAISS id), in conversation order
+    turn_ids: list[str]
+    turn_text: list[str]
+    turn_speaker: list[str]
+    turn_session: list[int]
+    turn_session_date: list[str | None]
+    turn_segment: list[int]  # index of the semantic segment each turn was encoded in (-1 = none)
+    turn_vecs: np.ndarray
+    turn_index: object
+    # evidence nodes
+    node_kind: list[str]
+    node_key: list[str]
+    node_records: list[np.ndarray]  # record positions per node
+    node_index: object
+    keys: dict[tuple[str, str], int]  # (kind, key) -> node position
+    entities: dict[str, tuple[str, int]]  # entity key -> (display, linked records)
+    topics: set[str]
+    speakers: list[str]
+    bm25: BM25Index
+    rec_lo: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # content time, day ordinals
+    rec_hi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (_NO_DAY when undated)
+    rec_said: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # session day of each record
+    turn_said: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # session day of each turn
+    record_pos: dict[str, int] = field(default_factory=dict)
+    turn_pos: dict[str, int] = field(default_factory=dict)
+    record_turns: list[list[int]] = field(default_factory=list)  # record -> its source turn positions
+    turn_records: list[list[int]] = field(default_factory=list)  # turn -> records made from it
+    # content terms for the selection's novelty rule (a turn's include its speaker; attribution words excluded)
+    record_terms: list[frozenset[str]] = field(default_factory=list)
+    turn_terms: list[frozenset[str]] = field(default_factory=list)
+    nbytes: int = 0
+    # derived per-conversation values computed on first use by later stages (e.g. serialised lines'
+    # token counts); plain dict: concurrent writers only ever store equal values
+    memo: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_data(cls, data: ConversationData, bm25_k1: float = 1.2, bm25_b: float = 0.75,
+                  committed_at: str | None = None) -> "ConversationView":
+        """Build the view (columns, vectors, key maps, BM25) from a loaded store conversation."""
+        rec = data.records.to_pydict()
+        trn = data.turns.to_pydict()
+        nod = data.nodes.to_pydict()
+        dim = data.dim
+        n_rec, n_turn = len(rec["record_id"]), len(trn["turn_id"])
+        times: list[TimeSpan | None] = []
+        spans: list[tuple[int, int] | None] = []
+        for s, e, g, x in zip(rec["time_start"], rec["time_end"], rec["time_granularity"], rec["time_expression"]):
+            t = TimeSpan(start=s, end=e, granularity=g, expression=x) if (s or e) else None
+            times.append(t)
+            a, b = _day_ordinal(s), _day_ordinal(e)
+            a, b = (a if a is not None else b), (b if b is not None else a)
+            spans.append(None if a is None else (min(a, b), max(a, b)))
+        sessions = trn["session_index"]
+        seg_of: dict[str, int] = {}
+        for idx, tids in zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist()):
+            for t in tids or []:
+                seg_of[t] = int(idx)
+        turn_date = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"])]
+        turn_text = [str(c) for c in trn["content"]]
+        turn_speaker = [str(s) for s in trn["speaker"]]
+        turn_pos = {t: i for i, t in enumerate(trn["turn_id"])}
+        record_pos = {r: i for i, r in enumerate(rec["record_id"])}
+        record_turns = [[turn_pos[t] for t in (src or []) if t in turn_pos] for src in rec["source_turn_ids"]]
+        turn_records: list[list[int]] = [[] for _ in range(n_turn)]
+        for ri, tps in enumerate(record_turns):
+            for tp in tps:
+                turn_records[tp].append(ri)
+        node_records = [np.asarray([record_pos[r] for r in (ids or []) if r in record_pos], dtype=np.int64) for ids in nod["record_ids"]]
+        keys = {(k, key): i for i, (k, key) in enumerate(zip(nod["kind"], nod["key"]))}
+        entities = {key: (text, len(node_records[i])) for i, (k, key, text) in enumerate(zip(nod["kind"], nod["key"], nod["text"])) if k == "entity"}
+        topics = {key for k, key in zip(nod["kind"], nod["key"]) if k == "topic"}
+        speakers = list(dict.fromkeys(turn_speaker))
+        rec_text = [str(t) for t in rec["text"]]
+        bm25 = BM25Index(
+            rec_text + [f"{s}: {t}" for s, t in zip(turn_speaker, turn_text)],
+            ["record"] * n_rec + ["turn"] * n_turn,
+            list(rec["record_id"]) + list(trn["turn_id"]),
+            bm25_k1, bm25_b,
+        )
+        view = cls(
+            conversation_id=data.conversation_id, user_id=data.user_id, committed_at=committed_at, dim=dim,
+            record_ids=list(rec["record_id"]), record_text=rec_text, record_type=[str(t) for t in rec["type"]],
+            record_time=times, record_span=spans, record_session_date=list(rec["created_at"]),
+            record_sources=[list(s or []) for s in rec["source_turn_ids"]],
+            record_vecs=_flat_vectors(data.record_index, n_rec, dim), record_index=data.record_index,
+            turn_ids=list(trn["turn_id"]), turn_text=turn_text, turn_speaker=turn_speaker, turn_session=list(sessions),
+            turn_session_date=turn_date, turn_segment=[seg_of.get(t, -1) for t in trn["turn_id"]],
+            turn_vecs=_flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
+            node_kind=list(nod["kind"]), node_key=list(nod["key"]), node_records=node_records, node_index=data.node_index,
+            keys=keys, entities=entities, topics=topics, speakers=speakers, bm25=bm25,
+            record_pos=record_pos, turn_pos=turn_pos, record_turns=record_turns, turn_records=turn_records,
+            record_terms=[frozenset(lexical_terms(t)) - ATTRIBUTION_TERMS for t in rec_text],
+            turn_terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in zip(turn_speaker, turn_text)],
+        )
+        def days(values: list[str | None]) -> np.ndarray:
+            return np.asarray([d if (d := _day_ordinal(x)) is not None else _NO_DAY for x in values], dtype=np.int64)
+
+        view.rec_lo = np.asarray([sp[0] if sp else _NO_DAY for sp in spans], dtype=np.int64)
+        view.rec_hi = np.asarray([sp[1] if sp else _NO_DAY for sp in spans], dtype=np.int64)
+        view.rec_said = days(view.record_session_date)
+        view.turn_said = days(turn_date)
+        view.nbytes = int(data.nbytes()) + 2 * 4 * dim * (n_rec + n_turn)
+        return view
+
+    @property
+    def num_records(self) -> int:
+        return len(self.record_ids)
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turn_ids)
+
+    def vector(self, kind: ItemKind, pos: int) -> np.ndarray:
+        return self.record_vecs[pos] if kind == "record" else self.turn_vecs[pos]
+
+
+# ------------------------------------------------------------------------------------------------
+# channels
+# ------------------------------------------------------------------------------------------------
+
+
+def _faiss_search(index, qvecs: np.ndarray, depth: int, ntotal: int) -> dict[int, float]:
+    """Best score per row position over all query vectors."""
+    k = min(depth, ntotal)
+    if k <= 0 or len(qvecs) == 0:
+        return {}
+    scores, ids = index.search(np.ascontiguousarray(qvecs, dtype=np.float32), k)
+    best: dict[int, float] = {}
+    for row_s, row_i in zip(scores, ids):
+        for s, i in zip(row_s, row_i):
+            if i >= 0 and s > best.get(int(i), -np.inf):
+                best[int(i)] = float(s)
+    return best
+
+
+def _ranked(best: dict[int, float], depth: int) -> list[tuple[int, float]]:
+    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+
+
+def recall_records(view: ConversationView, qvecs: np.ndarray, depth: int) -> list[Hit]:
+    """(a) Records nearest to the route's search texts."""
+    best = _faiss_search(view.record_index, qvecs, depth, view.num_records)
+    return [Hit("record", view.record_ids[i], s) for i, s in _ranked(best, depth)]
+
+
+def recall_turns(view: ConversationView, qvecs: np.ndarray, depth: int) -> list[Hit]:
+    """(d) Raw turns nearest to the route's search texts."""
+    best = _faiss_search(view.turn_index, qvecs, depth, view.num_turns)
+    return [Hit("turn", view.turn_ids[i], s) for i, s in _ranked(best, depth)]
+
+
+def exact_node_keys(entities: Sequence[str], topics: Sequence[str]) -> list[tuple[str, str]]:
+    """(kind, key) pairs a route's entities and topics match exactly (entity, topic, entity×topic)."""
+    ents = [k for k in dict.fromkeys(normalise_key(e) for e in entities) if k]
+    tops = [k for k in dict.fromkeys(normalise_key(t) for t in topics) if k]
+    out = [("entity_topic", f"{e}|{t}") for e in ents for t in tops if e != t]
+    out += [("entity", e) for e in ents] + [("topic", t) for t in tops]
+    return out
+
+
+def recall_nodes(
+    view: ConversationView, qvecs: np.ndarray, entities: Sequence[str], topics: Sequence[str],
+    node_depth: int, depth: int, per_node: int,
+) -> list[Hit]:
+    """(b) Records linked from matched evidence nodes.
+
+    Nodes: exact key matches of the route's entities/topics (node similarity counted as 1) plus the
+    ``node_depth`` nodes nearest to the search texts. From each node its ``per_node`` records most
+    similar to the search texts are taken; a record scores node similarity + record similarity
+    (best over the nodes that reached it), so records of specific, well-matched nodes come first.
+    """
+    if depth <= 0 or view.num_records == 0 or len(qvecs) == 0:
+        return []
+    matched: dict[int, float] = {}
+    for kk in exact_node_keys(entities, topics):
+        i = view.keys.get(kk)
+        if i is not None:
+            matched[i] = 1.0
+    for i, s in _faiss_search(view.node_index, qvecs, node_depth, len(view.node_kind)).items():
+        if s > matched.get(i, -np.inf):
+            matched[i] = s
+    if not matched:
+        return []
+    rec_sim = (view.record_vecs @ qvecs.T).max(axis=1) if len(qvecs) > 1 else view.record_vecs @ qvecs[0]
+    best: dict[int, float] = {}
+    for ni, ns in matched.items():
+        recs = view.node_records[ni]
+        if len(recs) == 0:
+            continue
+        sims = rec_sim[recs]
+        if len(recs) > per_node:
+            top = np.argpartition(-sims, per_node - 1)[:per_node]
+            recs, sims = recs[top], sims[top]
+        for r, s in zip(recs.tolist(), sims.tolist()):
+            score = ns + s
+            if score > best.get(r, -np.inf):
+                best[r] = score
+    return [Hit("record", view.record_ids[i], s) for i, s in _ranked(best, depth)]
+
+
+def time_bounds(span: TimeSpan | None) -> tuple[int, int] | None:
+    """A constraint's (start, end) day ordinals; open ends become the far past/future."""
+    if span is None or not (span.start or span.end):
+        return None
+    a, b = _day_ordinal(span.start), _day_ordinal(span.end)
+    return (a if a is not None else 1, b if b is not None else date.max.toordinal())
+
+
+_NO_DAY = 1 << 40  # "no date": farther than any slack
+
+
+def _gaps(lo: np.ndarray, hi: np.ndarray, c_lo: int, c_hi: int) -> np.ndarray:
+    """Days between each [lo, hi] span and the constraint [c_lo, c_hi] (0 = overlap)."""
+    return np.where(hi < c_lo, c_lo - hi, np.where(lo > c_hi, lo - c_hi, 0))
+
+
+def recall_time(
+    view: ConversationView, qvecs: np.ndarray, constraint: TimeSpan | None, depth: int,
+    slack_days: int = 0, use_session_date: bool = True, include_turns: bool = True,
+) -> list[Hit]:
+    """(c) Items whose time overlaps the constraint: closest first, then most similar.
+
+    Records match by their content time; with ``use_session_date`` also by their session date
+    (what was said in a period is often about it, and questions like "what did X show on
+    13 Oct?" name the day it was said) — ranked after content-time matches at the same distance.
+    With ``include_turns`` raw turns match by their session date too. Closeness = days between
+    the item's span and the constraint (0 when they overlap); items within ``slack_days`` are kept.
+    """
+    bounds = time_bounds(constraint)
+    if bounds is None or depth <= 0:
+        return []
+    c_lo, c_hi = bounds
+    gap_content = _gaps(view.rec_lo, view.rec_hi, c_lo, c_hi)
+    tier = np.zeros(view.num_records, dtype=np.int64)
+    gap = gap_content
+    if use_session_date:
+        gap_said = _gaps(view.rec_said, view.rec_said, c_lo, c_hi)
+        tier = (gap_said < gap_content).astype(np.int64)
+        gap = np.minimum(gap_content, gap_said)
+    rec = np.flatnonzero(gap <= slack_days)
+    turn = np.flatnonzero(_gaps(view.turn_said, view.turn_said, c_lo, c_hi) <= slack_days) if include_turns else np.zeros(0, np.int64)
+    if len(rec) + len(turn) == 0:
+        return []
+    vecs = np.concatenate([view.record_vecs[rec], view.turn_vecs[turn]])
+    sims = (vecs @ qvecs.T).max(axis=1) if len(qvecs) else np.zeros(len(vecs), dtype=np.float32)
+    gaps = np.concatenate([gap[rec], _gaps(view.turn_said[turn], view.turn_said[turn], c_lo, c_hi)])
+    tiers = np.concatenate([tier[rec], np.ones(len(turn), dtype=np.int64)])
+    order = np.lexsort((-sims, tiers, gaps))[:depth]
+    n_rec = len(rec)
+    out = []
+    for j in order.tolist():
+        if j < n_rec:
+            out.append(Hit("record", view.record_ids[rec[j]], 1.0 / (1 + gaps[j]) + float(sims[j])))
+        else:
+            out.append(Hit("turn", view.turn_ids[turn[j - n_rec]], 1.0 / (1 + gaps[j]) + float(sims[j])))
+    return out
+
+
+__all__ = [
+    "CHANNELS", "ConversationView", "exact_node_keys", "recall_nodes", "recall_records", "recall_time", "recall_turns",
+    "time_bounds",
+]

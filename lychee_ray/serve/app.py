@@ -1,0 +1,125 @@
+"""The query service's HTTP API (DESIGN §4): the FastAPI app and its routes.
+
+Plain Python, testable without Ray (``fastapi.testclient.TestClient(create_app(service))``);
+``lychee_ray.ray.serve`` mounts the same app as a Ray Serve ingress deployment. The routes only
+delegate: the work is :class:`~lychee_ray.serve.service.MemoryService`'s, the bodies are in
+:mod:`lychee_ray.serve.schemas`, auth and limits in :mod:`lychee_ray.serve.middleware`.
+
+Endpoints (JSON; every one but ``/healthz`` and the docs needs ``Authorization: Bearer <serve.token>``
+when a token is configured)::
+
+    POST /v1/query                 answer a question from one conversation's (or user's) memory
+    POST /v1/search                the same without the answer call (works while the LLM is down)
+    GET  /v1/conversations         a page of conversation ids with counts (?user_id= &limit= &offset=)
+    GET  /v1/conversations/{id}    counts, sessions, date range, records/segments, failed segments
+    POST /v1/admin/reload          pick up conversations a build added or rebuilt
+    GET  /v1/admin/stats           cache (count/bytes), resident memory, embedding batches, LLM state
+    GET  /healthz                  liveness (no auth)
+    GET  /docs, /redoc             the API's pages, assets served locally (no auth; :mod:`.docs`)
+    GET  /openapi.json             the API's schema (no auth)
+
+Search/query bodies are :func:`lychee_ray.query.results.result_json`, the same JSON as
+``lychee-ray query --json``.
+
+Status codes: 401 missing/wrong token; 404 unknown conversation or user, or a conversation that is
+not the named user's (one message for both: nothing leaks); 413 body over ``serve.max_request_bytes``;
+422 malformed body, with the reason; 502 the LLM answered unusably; 503 the LLM endpoint is
+unreachable/overloaded (``Retry-After``; ``/v1/search`` keeps working with the rules planner) — and
+from Ray Serve when its queue is full (load shedding). Every error body is ``{"detail", "error"}``.
+
+Query embeddings of concurrent requests are coalesced into one model call (``@serve.batch`` in the
+deployment, :class:`lychee_ray.serve.embedding.Coalescer` without Ray).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query
+from fastapi.responses import Response
+from fastapi.security import HTTPBearer
+
+from lychee_ray import __version__
+from lychee_ray.serve.docs import OPENAPI_URL, install_docs
+from lychee_ray.serve.middleware import install_guard
+from lychee_ray.serve.schemas import (
+    ConversationInfo,
+    ConversationPage,
+    ErrorBody,
+    Health,
+    QueryRequest,
+    QueryResponse,
+    ReloadResult,
+    SearchResponse,
+)
+from lychee_ray.serve.service import MemoryService
+
+_JSON = "application/json"
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "missing or invalid bearer token"},
+    404: {"model": ErrorBody, "description": "unknown conversation/user, or a conversation not the user's"},
+    413: {"model": ErrorBody, "description": "request body too large"},
+}
+_LLM_ERRORS: dict[int | str, dict[str, Any]] = {
+    502: {"model": ErrorBody, "description": "the LLM answered unusably"},
+    503: {"model": ErrorBody, "description": "the LLM endpoint is unavailable, or the service is overloaded"},
+}
+
+
+def create_app(service: MemoryService) -> FastAPI:
+    """The FastAPI app over ``service`` (the same app runs under TestClient, uvicorn or Ray Serve)."""
+    app = FastAPI(
+        title="lychee-ray memory service",
+        version=__version__,
+        description="LycheeMemory V2 long-term memory: scoped search and question answering over a memory store. "
+                    "Every endpoint except /healthz and the docs requires `Authorization: Bearer <token>` when a "
+                    "token is configured.",
+        docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,  # docs pages with local assets: install_docs
+    )
+    bearer = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; the guard middleware enforces it
+    install_guard(app, token=service.scfg.token, max_bytes=service.scfg.max_request_bytes)
+    install_docs(app)
+
+    @app.get("/healthz", response_model=Health, tags=["service"], summary="liveness (no auth)")
+    async def healthz() -> Health:
+        return service.health()
+
+    @app.post("/v1/query", response_model=QueryResponse, tags=["memory"], dependencies=bearer,
+              responses={**_ERRORS, **_LLM_ERRORS}, summary="answer a question from scoped memory")
+    async def query(req: QueryRequest) -> Response:
+        return Response(await service.query(req), media_type=_JSON)
+
+    @app.post("/v1/search", response_model=SearchResponse, tags=["memory"], dependencies=bearer,
+              responses={**_ERRORS, 503: _LLM_ERRORS[503]}, summary="scoped evidence for a question, no answer call")
+    async def search(req: QueryRequest) -> Response:
+        return Response(await service.search(req), media_type=_JSON)
+
+    @app.get("/v1/conversations", response_model=ConversationPage, tags=["memory"], dependencies=bearer,
+             responses=_ERRORS, summary="a page of conversations (all, or one user's) with their counts")
+    async def conversations(
+        user_id: str | None = Query(None, min_length=1, description="only this user's conversations"),
+        offset: int = Query(0, ge=0, description="conversations to skip (ordered by id)"),
+        limit: int | None = Query(None, ge=1, description="page size (default serve.list_page_size, "
+                                                          "at most serve.list_max_page_size)"),
+    ) -> ConversationPage:
+        return await service.list_conversations(user_id, offset, limit)
+
+    @app.get("/v1/conversations/{conversation_id}", response_model=ConversationInfo, tags=["memory"],
+             dependencies=bearer, responses=_ERRORS, summary="one conversation's counts, sessions and date range")
+    async def conversation(conversation_id: str, user_id: str | None = None) -> ConversationInfo:
+        return await service.conversation(conversation_id, user_id)
+
+    @app.post("/v1/admin/reload", response_model=ReloadResult, tags=["admin"], dependencies=bearer,
+              responses=_ERRORS, summary="pick up conversations a build added or rebuilt (this replica)")
+    async def reload() -> ReloadResult:
+        return await service.reload_async()
+
+    @app.get("/v1/admin/stats", tags=["admin"], dependencies=bearer, responses=_ERRORS,
+             summary="cache, memory, batching and LLM state of the replica that answers")
+    async def stats() -> dict[str, Any]:
+        return service.stats()
+
+    return app
+
+
+__all__ = ["create_app"]

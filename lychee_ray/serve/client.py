@@ -1,0 +1,102 @@
+"""A small typed client of a running query service (``lychee-ray serve``), over httpx.
+
+::
+
+    client = MemoryClient("http://127.0.0.1:8000", token)
+    res = client.query("When did we go hiking?", conversation_id="c-1")   # a QueryResult
+    hits = client.search("hiking", user_id="u-1")                         # a SearchResult
+
+A failed call raises :class:`RemoteError`, whose ``status`` (None = no HTTP answer at all), ``code``
+(the error body's stable ``error`` field) and ``detail`` say what went wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import httpx
+
+from lychee_ray.query.results import QueryResult, SearchResult
+
+# Seconds to wait for the service (a query makes two LLM calls; the embedding model may be cold).
+DEFAULT_TIMEOUT_S = 120.0
+
+R = TypeVar("R", SearchResult, QueryResult)
+
+
+class RemoteError(Exception):
+    """A service call that gave no result: the service was unreachable (``status`` None) or
+    answered with an error status (``code`` from the error body when it had one)."""
+
+    def __init__(self, url: str, status: int | None, detail: str, code: str | None = None) -> None:
+        self.url, self.status, self.detail, self.code = url, status, detail, code
+        super().__init__(f"cannot reach {url}: {detail}" if status is None else f"HTTP {status}: {detail}")
+
+    @property
+    def unreachable(self) -> bool:
+        """True when no HTTP answer came back (connection refused, timeout, ...)."""
+        return self.status is None
+
+
+class MemoryClient:
+    """Calls ``/v1/search`` and ``/v1/query`` of the service at ``url`` with bearer ``token``.
+
+    ``http`` is an optional ``httpx.Client`` to send through (connection reuse, tests; its own
+    timeouts apply); without one each call is a single ``httpx.post`` waiting up to ``timeout`` s.
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float | None = None,
+                 http: httpx.Client | None = None) -> None:
+        self.url = url
+        self.timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = http
+
+    def search(self, question: str, *, conversation_id: str | None = None, user_id: str | None = None,
+               question_date: str | None = None, budget_tokens: int | None = None) -> SearchResult:
+        """Scoped evidence for ``question`` (no answer call)."""
+        return self._ask("/v1/search", SearchResult, question, conversation_id, user_id, question_date, budget_tokens)
+
+    def query(self, question: str, *, conversation_id: str | None = None, user_id: str | None = None,
+              question_date: str | None = None, budget_tokens: int | None = None) -> QueryResult:
+        """The answer to ``question`` from scoped memory, with its evidence."""
+        return self._ask("/v1/query", QueryResult, question, conversation_id, user_id, question_date, budget_tokens)
+
+    def _ask(self, path: str, model: type[R], question: str, conversation_id: str | None, user_id: str | None,
+             question_date: str | None, budget_tokens: int | None) -> R:
+        body = {"conversation_id": conversation_id, "user_id": user_id, "question": question,
+                "question_date": question_date, "budget_tokens": budget_tokens}
+        d = self._post(path, {k: v for k, v in body.items() if v is not None})
+        d["timings_ms"] = d.pop("timings", {})  # the JSON's name for it (serialization alias)
+        return model.model_validate(d)
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = self.url.rstrip("/") + path
+        try:
+            if self._http is not None:
+                r = self._http.post(url, json=body, headers=self._headers)
+            else:
+                r = httpx.post(url, json=body, headers=self._headers, timeout=self.timeout)
+        except httpx.HTTPError as e:
+            raise RemoteError(self.url, None, str(e)) from e
+        if r.status_code != 200:
+            raise _error_of(self.url, r)
+        return r.json()
+
+
+def _error_of(url: str, r: httpx.Response) -> RemoteError:
+    """The :class:`RemoteError` of an error response (the service's ``{"detail", "error"}`` body,
+    or the raw text of another server's)."""
+    try:
+        d = r.json()
+    except ValueError:
+        d = None
+    if not isinstance(d, dict):
+        return RemoteError(url, r.status_code, r.text)
+    detail, code = d.get("detail", r.text), d.get("error")
+    # a 422's detail is FastAPI's list of problems: shown as it prints
+    return RemoteError(url, r.status_code, detail if isinstance(detail, str) else str(detail),
+                       code if isinstance(code, str) else None)
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "MemoryClient", "RemoteError"]

@@ -1,0 +1,86 @@
+"""``GET /v1/conversations``: a page of the conversations a request may read, from commit markers.
+
+The counts come from each conversation's commit marker (held by the store reader: no file is read
+per request). Markers written before they counted sessions lack that one number; it is then read
+once per conversation build (one column of one row group) and remembered, so a listing reads at
+most a page's worth of small column chunks, and only the first time it shows a conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from lychee_ray.io.store import StoreLayout
+from lychee_ray.serve.schemas import ConversationPage, ConversationSummary
+
+log = logging.getLogger(__name__)
+
+
+def _count(counts: dict[str, Any], name: str) -> int:
+    return int(counts.get(name) or 0)
+
+
+class ConversationLister:
+    """Pages of conversation summaries over a store reader's markers (``reader.markers`` / ``by_user``)."""
+
+    def __init__(self, layout: StoreLayout) -> None:
+        self.layout = layout
+        # (conversation id, marker key, commit time) -> sessions: a rebuild gets a new entry
+        self._sessions: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def page(self, reader: Any, user_id: str | None, offset: int, limit: int) -> ConversationPage:
+        """Conversations in scope (all, or ``user_id``'s), ordered by id, ``limit`` from ``offset``."""
+        ids = sorted(reader.by_user.get(user_id, [])) if user_id is not None else sorted(reader.markers)
+        rows = []
+        for cid in ids[offset: offset + limit]:
+            m = reader.markers.get(cid)
+            if m is not None:  # dropped by a concurrent reload: left out of this page
+                rows.append(self.summary(cid, m))
+        end = offset + limit
+        return ConversationPage(conversations=rows, total=len(ids), offset=offset, limit=limit,
+                                next_offset=end if end < len(ids) else None)
+
+    def summary(self, conversation_id: str, marker: dict[str, Any]) -> ConversationSummary:
+        """One conversation's summary from its commit marker."""
+        c = marker.get("counts") or {}
+        sessions = c.get("sessions")
+        return ConversationSummary(
+            conversation_id=conversation_id, user_id=marker.get("user_id") or conversation_id,
+            sessions=int(sessions) if sessions is not None else self._sessions_of(conversation_id, marker),
+            turns=_count(c, "turns"), records=_count(c, "records"), segments=_count(c, "segments"),
+            failed_segments=_count(c, "failed_segments"), committed_at=marker.get("committed_at"),
+            key=marker.get("key"),
+        )
+
+    def _sessions_of(self, conversation_id: str, marker: dict[str, Any]) -> int | None:
+        memo = (conversation_id, str(marker.get("key")), str(marker.get("committed_at")))
+        with self._lock:
+            if memo in self._sessions:
+                return self._sessions[memo]
+        n = self._read_sessions(marker)
+        if n is not None:  # a failed read (e.g. compaction moved the part) is tried again next time
+            with self._lock:
+                self._sessions[memo] = n
+        return n
+
+    def _read_sessions(self, marker: dict[str, Any]) -> int | None:
+        """Distinct session ids among the conversation's turns: one column of its Parquet part."""
+        import pyarrow.parquet as pq
+
+        loc = (marker.get("location") or {}).get("turns")
+        try:
+            if loc is None:
+                col = pq.read_table(self.layout.part_path("turns", marker["key"]), columns=["session_id"]).column(0)
+            else:
+                pf = pq.ParquetFile(self.layout.table_dir("turns") / loc["file"])
+                col = pf.read_row_group(loc["row_group"], columns=["session_id"]).column(0)
+        except (OSError, KeyError, ValueError) as e:  # compacted away meanwhile, or unreadable: say so, don't fail
+            log.warning("sessions of %s unknown: %s", marker.get("conversation_id"), e)
+            return None
+        return len(set(col.to_pylist()))
+
+
+__all__ = ["ConversationLister"]

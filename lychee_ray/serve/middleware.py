@@ -1,0 +1,119 @@
+"""What stands between a request and the routes: the bearer-token / body-size guard (pure ASGI,
+before FastAPI parses anything) and the mapping of :class:`ServiceError` to an error response."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from lychee_ray.serve.docs import ASSETS, ASSETS_URL, DOCS_URL, OPENAPI_URL, REDOC_URL
+from lychee_ray.serve.errors import ErrorCode, ServiceError
+
+# Paths served without the bearer token: liveness, and the API docs (pages, schema, assets: they
+# describe the API and hold no memory; a browser fetching them sends no token).
+OPEN_PATHS = frozenset({"/healthz", DOCS_URL, REDOC_URL, OPENAPI_URL, *(f"{ASSETS_URL}/{name}" for name in ASSETS)})
+# Methods whose request body is size-checked and buffered.
+_BODY_METHODS = ("POST", "PUT", "PATCH")
+
+
+def _error_body(code: ErrorCode, message: str) -> bytes:
+    """The JSON of an :class:`~lychee_ray.serve.schemas.ErrorBody`."""
+    return json.dumps({"detail": message, "error": code}).encode("utf-8")
+
+
+def route_path(scope: dict) -> str:
+    """The request's path below its ``root_path`` (a Ray Serve route prefix or a proxy's mount point):
+    servers put the prefix in both ``path`` and ``root_path``, or only in ``root_path``."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root):len(root) + 1] in ("/", ""):
+        return path[len(root):] or "/"
+    return path
+
+
+class GuardMiddleware:
+    """401 without the bearer token (except ``OPEN_PATHS``, below the root path); 413 for bodies over ``max_bytes``
+    (by Content-Length up front, or while reading a chunked body). The body is buffered (it is
+    small by construction) and replayed to the app."""
+
+    def __init__(self, app: Any, token: str | None, max_bytes: int) -> None:
+        self.app = app
+        self.token = token.encode("utf-8") if token else None
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.lower(): v for k, v in scope.get("headers") or []}
+        if self.token is not None and route_path(scope) not in OPEN_PATHS:
+            auth = headers.get(b"authorization", b"")
+            scheme, _, given = auth.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self.token):
+                return await _send_error(send, 401, "unauthorized", "missing or invalid bearer token",
+                                         {"WWW-Authenticate": "Bearer"})
+        if scope.get("method") in _BODY_METHODS:
+            cl = headers.get(b"content-length")
+            if cl is not None:
+                try:
+                    n = int(cl)
+                except ValueError:
+                    return await _send_error(send, 400, "bad_request", "invalid Content-Length header")
+                if n > self.max_bytes:
+                    return await _send_error(send, 413, "too_large",
+                                             f"request body of {n} bytes exceeds the limit of {self.max_bytes} bytes")
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    return
+                chunk = msg.get("body", b"")
+                size += len(chunk)
+                if size > self.max_bytes:
+                    return await _send_error(send, 413, "too_large",
+                                             f"request body exceeds the limit of {self.max_bytes} bytes")
+                chunks.append(chunk)
+                if not msg.get("more_body", False):
+                    break
+            body = b"".join(chunks)
+            replayed = False
+
+            async def replay() -> dict:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            return await self.app(scope, replay, send)
+        return await self.app(scope, receive, send)
+
+
+async def _send_error(send: Callable, status: int, code: ErrorCode, message: str,
+                      headers: dict[str, str] | None = None) -> None:
+    body = _error_body(code, message)
+    hdrs = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    hdrs += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": hdrs})
+    await send({"type": "http.response.body", "body": body})
+
+
+def install_guard(app: FastAPI, token: str | None, max_bytes: int) -> None:
+    """Guard ``app``: bearer ``token`` (None = no auth) and bodies of at most ``max_bytes``; a
+    :class:`ServiceError` raised by a route becomes its status, headers and error body."""
+    app.add_middleware(GuardMiddleware, token=token, max_bytes=max_bytes)
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_: Request, e: ServiceError) -> Response:
+        return _json_error(e)
+
+
+def _json_error(e: ServiceError) -> Response:
+    body = json.dumps({"detail": e.message, "error": e.code}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return Response(body, status_code=e.status, media_type="application/json", headers=e.headers)
+
+
+__all__ = ["OPEN_PATHS", "GuardMiddleware", "install_guard", "route_path"]

@@ -1,0 +1,160 @@
+"""Request and response bodies of the query service's HTTP API (the OpenAPI schema is built from them).
+
+``SearchResponse``/``QueryResponse`` document what :func:`lychee_ray.query.results.result_json` writes
+(the same JSON as ``lychee-ray query --json``): the query engine's
+:class:`~lychee_ray.query.results.SearchResult`/``QueryResult`` serialised by alias.
+"""
+
+from __future__ import annotations
+
+from datetime import timezone
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from lychee_ray.query.results import EvidenceItem, QueryUsage
+from lychee_ray.query.plan import QueryPlan
+from lychee_ray.query.rerank import RerankReport
+from lychee_ray.text.dates import as_datetime
+
+class QueryRequest(BaseModel):
+    """One question, scoped to one conversation or to all conversations of one user."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"conversation_id": "locomo-26", "question": "When did Caroline go to the LGBTQ support group?",
+         "question_date": "2023-08-01"}]})
+
+    conversation_id: str | None = Field(None, min_length=1, max_length=512,
+                                        description="the conversation to read (needs no user_id)")
+    user_id: str | None = Field(None, min_length=1, max_length=512,
+                                description="read all of this user's conversations; with conversation_id: that "
+                                            "conversation must be this user's")
+    question: str = Field(min_length=1, description="the question (at most serve.max_question_chars characters)")
+    question_date: str | None = Field(None, max_length=64,
+                                      description="ISO date/datetime anchoring relative times ('last week'); default now")
+    budget_tokens: int | None = Field(None, ge=0, description="context token budget (default query.select.budget_tokens)")
+
+    @field_validator("question")
+    @classmethod
+    def _question_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("question is blank")
+        return v
+
+    @field_validator("question_date")
+    @classmethod
+    def _iso_date(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        d = as_datetime(v)  # ValueError with the reason -> 422
+        if d is not None and d.tzinfo is not None:
+            d = d.astimezone(timezone.utc).replace(tzinfo=None)
+        return d.isoformat() if d is not None else None
+
+    @model_validator(mode="after")
+    def _scoped(self) -> "QueryRequest":
+        if self.conversation_id is None and self.user_id is None:
+            raise ValueError("a query needs conversation_id or user_id")
+        return self
+
+
+class SearchResponse(BaseModel):
+    """Selected evidence for a question (everything but the answer)."""
+
+    question_id: str
+    question: str
+    question_date: str | None
+    conversation_ids: list[str] = Field(description="the conversations the query was scoped to")
+    evidence: list[EvidenceItem] = Field(description="selected records / raw-turn windows, with ids, text, type, "
+                                                     "time, source turn ids and score")
+    plan: QueryPlan
+    usage: QueryUsage
+    timings: dict[str, float] = Field(description="milliseconds per stage; 'queue' = wait for a worker, "
+                                                  "'server' = whole request in the service")
+    context: str = Field(description="the evidence serialised exactly as the answer prompt shows it")
+    budget_tokens: int
+    pool_size: int
+    rerank: RerankReport
+
+
+class QueryResponse(SearchResponse):
+    """Selected evidence and the answer written from it."""
+
+    answer: str
+
+
+class ConversationInfo(BaseModel):
+    """One conversation as committed in the store: counts, sessions, date range, build models."""
+
+    conversation_id: str
+    user_id: str
+    committed_at: str | None
+    sessions: int
+    turns: int
+    records: int
+    segments: int
+    failed_segments: int
+    failed_segment_ids: list[str] = Field(description="segments whose encoding failed (raw turns stay searchable)")
+    nodes: int
+    speakers: list[str]
+    date_from: str | None = Field(description="first session start")
+    date_to: str | None = Field(description="last session start")
+    backend: str | None = None
+    model: str | None = None
+    embedder: str | None = None
+    cached: bool = Field(description="loaded in this replica's cache right now")
+
+
+class ConversationSummary(BaseModel):
+    """One conversation in a listing, from its commit marker (no table is read for it)."""
+
+    conversation_id: str
+    user_id: str
+    sessions: int | None = Field(description="sessions among its turns (null when the marker does not say and "
+                                             "its turns could not be read)")
+    turns: int
+    records: int
+    segments: int
+    failed_segments: int = Field(description="segments whose encoding failed (raw turns stay searchable)")
+    committed_at: str | None = Field(description="when its build was committed (ISO 8601, UTC)")
+    key: str | None = Field(None, description="its commit marker: commits/<key>.json")
+
+
+class ConversationPage(BaseModel):
+    """A page of the conversations a request may read, ordered by id."""
+
+    conversations: list[ConversationSummary]
+    total: int = Field(description="conversations in scope, all pages together")
+    offset: int
+    limit: int
+    next_offset: int | None = Field(description="the offset of the next page; null on the last page")
+
+
+class Health(BaseModel):
+    """Liveness of one replica."""
+
+    status: str
+    version: str
+    conversations: int
+
+
+class ReloadResult(BaseModel):
+    """What a re-read of the store's commit markers changed in this replica."""
+
+    conversations: int
+    added: int
+    removed: int
+    evicted: int
+    seconds: float
+
+
+class ErrorBody(BaseModel):
+    """Every error response: a message for people and a stable code for programs."""
+
+    detail: str
+    error: str
+
+
+__all__ = [
+    "ConversationInfo", "ConversationPage", "ConversationSummary", "ErrorBody", "Health", "QueryRequest",
+    "QueryResponse", "ReloadResult", "SearchResponse",
+]

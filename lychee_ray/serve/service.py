@@ -1,0 +1,391 @@
+"""The query service as plain Python: what the HTTP routes call (DESIGN §4).
+
+:class:`MemoryService` is one replica's view of a memory store: it scopes every request to one
+conversation or one user's conversations, enforces the configured limits, applies the LLM failure
+policy (cooldown, 502/503, ``/v1/search`` keeps working on the rules planner) and picks up
+conversations a build added. Searches run in worker threads; their query embeddings are coalesced
+on the event loop (:mod:`lychee_ray.serve.embedding`).
+
+Scaling: conversations are loaded lazily into :class:`lychee_ray.query.cache.ConversationCache`, bounded by
+``serve.cache_max_conversations`` and ``serve.cache_max_bytes``; the store is never loaded whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import numpy as np
+
+from lychee_ray import __version__
+from lychee_ray.config import LycheeConfig, load_config
+from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
+from lychee_ray.query.engine import MemoryStore
+from lychee_ray.query.errors import ScopeError, UnknownConversation
+from lychee_ray.query.results import QueryResult, SearchResult, result_json
+from lychee_ray.serve.embedding import BatchFn, Coalescer, CountingEmbedder, RequestEmbedder, run_in_worker
+from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_field, llm_error_status
+from lychee_ray.serve.listing import ConversationLister
+from lychee_ray.serve.schemas import ConversationInfo, ConversationPage, Health, QueryRequest, ReloadResult
+
+log = logging.getLogger(__name__)
+
+# A plan fallback of this kind is the planner's own doing, not an LLM outage (no cooldown).
+_PLAN_KINDS_NOT_OUTAGES = (None, "invalid_plan")
+
+
+def _rss_bytes() -> int:
+    """Resident memory of this process (peak RSS where /proc is missing)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+class MemoryService:
+    """One replica's view of a memory store: scoping, limits, LLM failure policy, reload.
+
+    ``embedder``/``llm``/``llm_client`` go to :class:`MemoryStore` (tests inject them); without an
+    embedder the configured one is loaded (call :meth:`warm` before taking traffic).
+    """
+
+    def __init__(self, memory: str | Path, config: LycheeConfig | None = None, *, embedder: Any = None,
+                 llm: str | None = None, llm_client: Any = None) -> None:
+        cfg = config or load_config()
+        self.root = Path(memory)
+        self.layout = StoreLayout(self.root)
+        if not self.layout.is_store():
+            raise NotAStoreError(self.root)
+        self.scfg = cfg.serve
+        qcfg = cfg.query.model_copy(update={"max_conversations": self.scfg.cache_max_conversations})
+        self.config = cfg.model_copy(update={"query": qcfg})
+        self._embedder = embedder
+        self._embedder_lock = threading.Lock()
+        # batching off: the search thread calls the model itself (no hop through the event loop)
+        local = cfg.embedding.backend == "local"
+        self.batching = self.scfg.batch_embeddings if self.scfg.batch_embeddings is not None else not local
+        query_embedder = RequestEmbedder(self) if self.batching else CountingEmbedder(self)
+        self.store = MemoryStore.open(self.root, self.config, embedder=query_embedder, llm=llm,
+                                      llm_client=llm_client, cache_max_bytes=self.scfg.cache_max_bytes)
+        self.manifest = self.store.reader.manifest
+        self.lister = ConversationLister(self.layout)
+        threads = self.scfg.search_threads or (1 if local else self.scfg.max_ongoing_requests)
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lychee-serve")
+        # query embeddings: the deployment installs its @serve.batch method; both paths end in a Coalescer
+        self._embed_batch: BatchFn | None = None
+        self._coalescer_inst: Coalescer | None = None
+        self.embed_requests = 0
+        self.embed_model_calls = 0
+        self.embed_texts_total = 0
+        # LLM failure policy
+        self._llm_down_until = 0.0
+        self._llm_last_error: str | None = None
+        # reload
+        self._reload_lock = threading.Lock()
+        self._stamp = self._store_stamp()
+        self._last_check = time.monotonic()
+        self.reloads = 0
+        self.requests = 0
+        self.started_at = datetime.now(timezone.utc).isoformat()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Any:
+        """The query embedding model (the injected one, or the configured one, loaded on first use)."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                from lychee_ray.embed import get_embedder
+
+                self._embedder = get_embedder(self.config.embedding, self.config.llm, queries=True)
+            return self._embedder
+
+    def warm(self) -> None:
+        """Load the embedding model, check it matches the store's, run one embedding."""
+        emb = self.embedder
+        built_with = (self.manifest.get("models") or {}).get("embedding")
+        if isinstance(built_with, str) and built_with != emb.name:
+            raise EmbedderMismatch("model", built_with, emb.name)
+        dim = self.manifest.get("embedding_dim")
+        if isinstance(dim, int) and dim != emb.dim:
+            raise EmbedderMismatch("dim", dim, emb.dim)
+        emb.encode(["warm-up"])
+        # first-use costs off the request path: the tokenizer (~0.3 s) and the rules planner
+        from lychee_ray.query.plan import PlanContext, make_planner
+        from lychee_ray.text.tokens import count_tokens
+
+        count_tokens("warm-up", self.config.tokenizer.encoding)
+        make_planner("rules", self.config.query.planner, None, self.config.tokenizer.encoding).plan(
+            "When did we talk about the trip last week?", datetime.now(), PlanContext())
+
+    def close(self) -> None:
+        """Stop the worker threads and close the store."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.store.close()
+
+    def use_batcher(self, fn: BatchFn) -> None:
+        """Route query embeddings through ``fn`` (the deployment's ``@serve.batch`` method); no-op
+        when ``serve.batch_embeddings`` is off."""
+        if self.batching:
+            self._embed_batch = fn
+
+    # -- embeddings (run on the event loop) ------------------------------------------------------
+    def _coalescer(self, wait_s: float) -> Coalescer:
+        loop = asyncio.get_running_loop()
+        c = self._coalescer_inst
+        if c is None or c.loop is not loop:
+            c = self._coalescer_inst = Coalescer(loop, CountingEmbedder(self), wait_s,
+                                                 self.config.embedding.max_batch_texts)
+        return c
+
+    async def embed_texts(self, texts: list[str]) -> np.ndarray:
+        """One request's query texts → vectors, sharing a model call with concurrent requests."""
+        self.embed_requests += 1
+        if self._embed_batch is not None:
+            return await self._embed_batch(texts)
+        return await self._coalescer(self.scfg.batch_wait_ms / 1000.0).embed(texts)
+
+    async def embed_many(self, batch: list[list[str]]) -> list[np.ndarray]:
+        """The body of the deployment's ``@serve.batch`` method: one embedding request for the batch
+        (merged with batches that arrive while a model call runs)."""
+        flat = [t for ts in batch for t in ts]
+        vecs = await self._coalescer(0.0).embed(flat)
+        out, i = [], 0
+        for ts in batch:
+            out.append(vecs[i: i + len(ts)])
+            i += len(ts)
+        return out
+
+    # -- store changes ---------------------------------------------------------------------------
+    def _store_stamp(self) -> tuple[float, float]:
+        return self.layout.commit_state()
+
+    def reload(self) -> ReloadResult:
+        """Re-read the commit markers; drop cached conversations that left the store (rebuilt ones
+        are reloaded on their next use, by their commit time)."""
+        t0 = time.perf_counter()
+        with self._reload_lock:
+            stamp = self._store_stamp()
+            before = set(self.store.reader.markers)
+            self.store.refresh()
+            after = set(self.store.reader.markers)
+            evicted = sum(self.store.cache.discard(cid) for cid in self.store.cache.cached_ids() if cid not in after)
+            self.manifest = self.store.reader.manifest
+            self._stamp = stamp
+            self.reloads += 1
+        res = ReloadResult(conversations=len(after), added=len(after - before), removed=len(before - after),
+                           evicted=evicted, seconds=round(time.perf_counter() - t0, 4))
+        if res.added or res.removed:
+            log.info("store reloaded: %d conversations (+%d, -%d)", res.conversations, res.added, res.removed)
+        return res
+
+    async def reload_async(self) -> ReloadResult:
+        """``POST /v1/admin/reload``: :meth:`reload` in a worker thread (it reads the store)."""
+        return await self._in_worker(self.reload)
+
+    async def _maybe_reload(self) -> None:
+        every = self.scfg.reload_interval_s
+        if every <= 0 or time.monotonic() - self._last_check < every:
+            return
+        self._last_check = time.monotonic()
+        if self._store_stamp() != self._stamp:
+            await self._in_worker(self.reload)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    async def _in_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await run_in_worker(self._executor, fn, *args, **kwargs)
+
+    def _check_limits(self, req: QueryRequest) -> None:
+        s = self.scfg
+        if len(req.question) > s.max_question_chars:
+            raise invalid_field("question", f"question has {len(req.question)} characters; "
+                                            f"at most {s.max_question_chars} allowed", "string_too_long")
+        if req.budget_tokens is not None and req.budget_tokens > s.max_budget_tokens:
+            raise invalid_field("budget_tokens", f"budget_tokens may be at most {s.max_budget_tokens}",
+                                "less_than_equal")
+
+    def _check_scope(self, conversation_id: str | None, user_id: str | None) -> None:
+        """404 before any work (and without rescanning the store) for ids this replica does not know."""
+        reader = self.store.reader
+        if conversation_id is not None:
+            m = reader.markers.get(conversation_id)
+            if user_id is not None and (m is None or (m.get("user_id") or conversation_id) != user_id):
+                raise ServiceError(404, "not_found", f"conversation {conversation_id!r} not found for user {user_id!r}")
+            if m is None:
+                raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
+        elif not reader.by_user.get(user_id or ""):
+            raise ServiceError(404, "not_found", f"unknown user {user_id!r}")
+
+    def llm_backend(self) -> str:
+        """The LLM backend queries use (``openai`` or ``rules``)."""
+        return self.store.backend()
+
+    def llm_available(self) -> bool:
+        """False while the LLM is in its failure cooldown."""
+        return time.monotonic() >= self._llm_down_until
+
+    def _llm_failed(self, message: str) -> None:
+        self._llm_last_error = message
+        if self.scfg.llm_cooldown_s > 0:
+            self._llm_down_until = time.monotonic() + self.scfg.llm_cooldown_s
+            log.warning("LLM marked unavailable for %.0f s: %s", self.scfg.llm_cooldown_s, message)
+
+    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: str | None) -> Any:
+        """Run ``store.search``/``store.query`` in a worker; map store errors to HTTP errors."""
+        self._check_limits(req)
+        await self._maybe_reload()
+        self._check_scope(req.conversation_id, req.user_id)
+        t_enq = time.perf_counter()
+        started: list[float] = []
+
+        def call() -> Any:
+            started.append(time.perf_counter())
+            fn = getattr(self.store, method)
+            return fn(req.conversation_id, req.question, req.question_date, req.budget_tokens, user_id=req.user_id, llm=llm)
+
+        self.requests += 1
+        try:
+            try:
+                res = await self._in_worker(call)
+            except FileNotFoundError:  # a build compacted the store since the markers were read
+                await self._in_worker(self.reload)
+                started.clear()
+                res = await self._in_worker(call)
+        except (UnknownConversation, ScopeError) as e:
+            raise ServiceError(404, "not_found", f"not found: {e}") from None
+        except ValueError as e:
+            raise ServiceError(422, "invalid_request", str(e)) from None
+        allowed = set(res.conversation_ids)
+        if req.conversation_id is not None and allowed != {req.conversation_id} or any(
+                e.conversation_id not in allowed for e in res.evidence):
+            log.error("scope violation for %s/%s: %s", req.conversation_id, req.user_id, res.conversation_ids)
+            raise ServiceError(500, "scope_violation", "internal error: result outside the query's scope")
+        res.timings_ms["queue"] = round((started[0] - t_enq) * 1000.0, 3) if started else 0.0
+        res.timings_ms["server"] = round((time.perf_counter() - t_enq) * 1000.0, 3)
+        return res
+
+    def _planner_llm(self) -> str | None:
+        """None = the configured backend; "rules" while the LLM is in its failure cooldown."""
+        if self.llm_backend() == "openai" and not self.llm_available():
+            return "rules"
+        return None
+
+    def _note_plan(self, res: SearchResult) -> None:
+        p = res.plan
+        if p.backend == "openai" and p.fallback and p.fallback_kind not in _PLAN_KINDS_NOT_OUTAGES:
+            self._llm_failed(f"plan: {p.fallback_reason}")
+
+    # -- endpoints -------------------------------------------------------------------------------
+    async def search(self, req: QueryRequest) -> bytes:
+        """The JSON body of ``POST /v1/search`` (:class:`SearchResponse`)."""
+        res = await self._run("search", req, self._planner_llm())
+        self._note_plan(res)
+        return result_json(res)
+
+    async def query(self, req: QueryRequest) -> bytes:
+        """The JSON body of ``POST /v1/query`` (:class:`QueryResponse`)."""
+        if self.llm_backend() == "openai" and not self.llm_available():
+            left = max(1, int(self._llm_down_until - time.monotonic() + 0.999))
+            raise ServiceError(503, "llm_unavailable",
+                               f"the LLM endpoint is unavailable (last error: {self._llm_last_error}); not retried for "
+                               f"another {left} s; /v1/search still works", {"Retry-After": str(left)})
+        res: QueryResult = await self._run("query", req, None)
+        if res.answer_error:
+            kind = res.answer_error_kind or "unknown"
+            status = llm_error_status(res.answer_error_kind)
+            self._llm_failed(f"answer: {res.answer_error}")
+            headers = {"Retry-After": str(max(1, int(self.scfg.llm_cooldown_s)))} if status == 503 else {}
+            what = "unavailable" if status == 503 else "returned an unusable reply"
+            raise ServiceError(status, "llm_unavailable" if status == 503 else "llm_bad_reply",
+                               f"the answer call failed: the LLM endpoint {what} ({kind}): {res.answer_error}; "
+                               f"/v1/search still works", headers)
+        return result_json(res)
+
+    async def conversation(self, conversation_id: str, user_id: str | None = None) -> ConversationInfo:
+        """``GET /v1/conversations/{id}`` (optionally checked to be ``user_id``'s)."""
+        await self._maybe_reload()
+        self._check_scope(conversation_id, user_id)
+        try:
+            return await self._in_worker(self._conversation_info, conversation_id)
+        except FileNotFoundError:
+            await self._in_worker(self.reload)
+            self._check_scope(conversation_id, user_id)
+            return await self._in_worker(self._conversation_info, conversation_id)
+
+    async def list_conversations(self, user_id: str | None, offset: int, limit: int | None) -> ConversationPage:
+        """``GET /v1/conversations``: a page of all conversations, or of ``user_id``'s (404 for an
+        unknown user, as everywhere); ``limit`` defaults to ``serve.list_page_size`` and may be at
+        most ``serve.list_max_page_size``."""
+        if limit is not None and limit > self.scfg.list_max_page_size:
+            raise invalid_field("limit", f"limit may be at most {self.scfg.list_max_page_size}", "less_than_equal",
+                                where="query")
+        await self._maybe_reload()
+        if user_id is not None:
+            self._check_scope(None, user_id)
+        n = limit if limit is not None else self.scfg.list_page_size
+        return await self._in_worker(self.lister.page, self.store.reader, user_id, offset, n)
+
+    def _conversation_info(self, conversation_id: str) -> ConversationInfo:
+        m = self.store.reader.markers.get(conversation_id)
+        if m is None:
+            raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
+        turns = read_part(self.root, "turns", m).select(["session_id", "session_started_at", "speaker"]).to_pydict()
+        segs = read_part(self.root, "segments", m).select(["segment_id", "status"]).to_pydict()
+        started: dict[str, str | None] = {}
+        for sid, at in zip(turns["session_id"], turns["session_started_at"]):
+            started.setdefault(sid, at)
+        dates = sorted(d for d in started.values() if d)
+        counts = m.get("counts") or {}
+        failed = [s for s, st in zip(segs["segment_id"], segs["status"]) if st == "failed"]
+        return ConversationInfo(
+            conversation_id=conversation_id, user_id=m.get("user_id") or conversation_id,
+            committed_at=m.get("committed_at"), sessions=len(started), turns=len(turns["session_id"]),
+            records=int(counts.get("records", 0)), segments=len(segs["segment_id"]), failed_segments=len(failed),
+            failed_segment_ids=failed, nodes=int(counts.get("nodes", 0)),
+            speakers=list(dict.fromkeys(turns["speaker"])), date_from=dates[0] if dates else None,
+            date_to=dates[-1] if dates else None, backend=m.get("backend"), model=m.get("model"),
+            embedder=m.get("embedder"), cached=conversation_id in self.store.cache,
+        )
+
+    def health(self) -> Health:
+        """``GET /healthz``."""
+        return Health(status="ok", version=__version__, conversations=len(self.store.reader.markers))
+
+    def stats(self) -> dict[str, Any]:
+        """``GET /v1/admin/stats``: cache, memory, embedding batches and LLM state of this replica."""
+        backend = self.llm_backend()
+        return {
+            "store": str(self.root),
+            "conversations": len(self.store.reader.markers),
+            "cache": self.store.cache.stats(),
+            "rss_bytes": _rss_bytes(),
+            "requests": self.requests,
+            "reloads": self.reloads,
+            # without batching every search embeds its own texts: one request = one model call
+            "embedding": {"requests": self.embed_requests if self.batching else self.embed_model_calls,
+                          "model_calls": self.embed_model_calls,
+                          "texts": self.embed_texts_total,
+                          "batched": self.batching,
+                          "runtime": getattr(self._embedder, "runtime", self.config.embedding.backend)},
+            # the Serve switches this replica process actually runs with (serve.ray_env)
+            "ray_env": {k: os.environ.get(k) for k in self.scfg.ray_env},
+            "llm": {"backend": backend, "available": backend != "openai" or self.llm_available(),
+                    "last_error": self._llm_last_error},
+            "started_at": self.started_at,
+            "pid": os.getpid(),
+        }
+
+
+__all__ = ["MemoryService"]

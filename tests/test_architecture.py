@@ -1,0 +1,121 @@
+"""The package's shape: layers import downward only, Ray stays in its package, files stay small."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "lychee_ray"
+
+# Lower rank = lower layer. A module may import its own package and packages of a LOWER rank only
+# (docs/architecture.md lists what each package owns).
+LAYERS: dict[str, int] = {
+    "config": 0, "logs": 0, "progress": 0,
+    "core": 1,
+    "text": 2,
+    "llm": 3, "embed": 3,
+    "io": 4,
+    "build": 5,
+    "query": 6,
+    "serve": 7, "eval": 7, "testing": 7,
+    "ray": 8,
+    "api": 9,
+    "cli": 10,
+}
+RAY_ALLOWED = {"ray", "cli"}
+MAX_LINES = 500
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _package_of(path: Path) -> str | None:
+    rel = path.relative_to(PKG).with_suffix("")
+    return rel.parts[0] if rel.parts[0] != "__init__" else None
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every imported module name (absolute; relative imports resolved), at any depth of the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    rel = path.relative_to(PKG).with_suffix("").parts
+    here = ["lychee_ray", *rel[:-1]] if rel[-1] != "__init__" else ["lychee_ray", *rel[:-1]]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            out.append((node.lineno, name))
+            if name == "lychee_ray":  # `from lychee_ray import x`: x may be a subpackage
+                out += [(node.lineno, f"lychee_ray.{a.name}") for a in node.names]
+    return out
+
+
+def test_every_module_is_in_a_known_layer():
+    unknown = {_package_of(p) for p in _modules()} - set(LAYERS) - {None}
+    assert not unknown, f"packages without a layer (add them to LAYERS and docs/architecture.md): {unknown}"
+
+
+def test_only_the_ray_package_and_the_cli_import_ray():
+    bad = [f"{p.relative_to(PKG)}:{line} imports {name}" for p in _modules()
+           for line, name in _imports(p)
+           if (name == "ray" or name.startswith("ray.")) and _package_of(p) not in RAY_ALLOWED]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_library_module_imports_the_cli():
+    bad = [f"{p.relative_to(PKG)}:{line} imports {name}" for p in _modules()
+           for line, name in _imports(p)
+           if (name == "lychee_ray.cli" or name.startswith("lychee_ray.cli.")) and _package_of(p) != "cli"]
+    assert not bad, "\n".join(bad)
+
+
+def test_imports_point_down_the_layers():
+    bad = []
+    for p in _modules():
+        mine = _package_of(p)
+        if mine is None:
+            continue
+        for line, name in _imports(p):
+            parts = name.split(".")
+            if parts[0] != "lychee_ray" or len(parts) < 2 or parts[1] not in LAYERS or parts[1] == mine:
+                continue
+            if LAYERS[parts[1]] >= LAYERS[mine]:
+                bad.append(f"{p.relative_to(PKG)}:{line} ({mine}, layer {LAYERS[mine]}) imports {name} "
+                           f"(layer {LAYERS[parts[1]]})")
+    assert not bad, "\n".join(bad)
+
+
+def test_importing_the_package_imports_no_ray_and_no_model():
+    import subprocess
+    import sys
+
+    code = ("import sys, lychee_ray as L; L.LycheeConfig; L.Conversation; "
+            "print(sorted(m for m in ('ray', 'torch', 'sentence_transformers', 'faiss') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_modules_stay_small(path):
+    n = sum(1 for _ in path.open(encoding="utf-8"))
+    assert n <= MAX_LINES, f"{path.relative_to(PKG)} has {n} lines (split it by concern)"
+
+
+def test_public_api():
+    import lychee_ray as L
+
+    for name in L.__all__:
+        assert getattr(L, name) is not None
+    for name in ("LycheeConfig", "load_config", "Conversation", "Session", "Turn", "MemoryRecord", "MemoryStore",
+                 "SearchResult", "QueryResult", "build_memory", "BuildSummary"):
+        assert name in L.__all__
+    with pytest.raises(AttributeError):
+        L.not_a_public_name  # noqa: B018
