@@ -173,3 +173,19 @@ def test_ray_build_on_a_pipe_prints_no_ray_lines_and_no_ansi(tmp_path):
     noisy = [ln for ln in (p.stdout + p.stderr).splitlines() if RAY_LINE.search(ln)]
     assert not noisy, "\n".join(noisy)
     assert "[build] 2/2 conversations" in p.stderr
+
+
+def test_quiet_ray_switches(monkeypatch):
+    """What keeps Ray off the console (checked without starting Ray; the build above checks the result)."""
+    import logging
+
+    from lychee_ray.ray.runtime import QUIET_DRIVER_ENV, quiet_environment, ray_init_kwargs
+
+    assert ray_init_kwargs(True) == {"ignore_reinit_error": True, "log_to_driver": False, "logging_level": logging.WARNING}
+    assert ray_init_kwargs(False) == {"ignore_reinit_error": True, "log_to_driver": True}  # --verbose: Ray's defaults
+    for k in (*QUIET_DRIVER_ENV, "RAY_COLOR_PREFIX"):
+        monkeypatch.delenv(k, raising=False)
+    quiet_environment(True)
+    assert os.environ["RAY_BACKEND_LOG_LEVEL"] == "fatal"  # core_worker.cc lines (actor max_restarts)
+    assert os.environ["RAY_COLOR_PREFIX"] == "0"  # pytest's output is not a terminal
+    assert logging.getLogger("ray._private.authentication.authentication_token_setup").level == logging.ERROR

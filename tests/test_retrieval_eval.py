@@ -17,6 +17,7 @@ from lychee_ray.eval.baselines import (
 )
 from lychee_ray.eval.context_metrics import (
     answer_in_context,
+    citing_texts,
     content_recall,
     gold_word_coverage,
 )
@@ -47,15 +48,22 @@ def qa(qid, question, evidence, cat="4"):
     return QAItem(conversation_id="c-1", question_id=qid, question=question, answer="x", category=cat, evidence=evidence)
 
 
-def test_content_coverage_reads_the_text():
+def test_content_coverage_reads_the_citing_text():
+    gold_ids = ["D1:1", "D1:9"]
     gold = ["I went to a LGBTQ support group yesterday and it was so powerful.", "Wow!"]
-    ctx = "Caroline went to an LGBTQ support group on 7 May 2023."
-    wc = gold_word_coverage(gold, ctx)
-    # content words of the first turn: went lgbtq support group yesterday powerful -> 4 of 6 present
+    record = "Caroline went to an LGBTQ support group on 7 May 2023."
+    units = [(["D1:1"], record), (["D1:2"], "Melanie: so powerful, yesterday!"), (["D1:9"], "Caroline: Wow!")]
+    citing = citing_texts(gold_ids, units)
+    assert citing == [record, "Caroline: Wow!"]
+    wc = gold_word_coverage(gold, citing)
+    # content words of the first turn: went lgbtq support group yesterday powerful -> 4 of 6 in the record citing it;
+    # "yesterday" and "powerful" elsewhere in the context do not count
     assert wc[0] == pytest.approx(4 / 6) and wc[1] is None  # "Wow!" has no content words
     assert content_recall(wc, [True, True], 0.5) == 1.0  # the empty turn falls back to its id
     assert content_recall(wc, [True, False], 0.5) == 0.5 and content_recall(wc, [True, True], 0.8) == 0.5
     assert content_recall([], [], 0.5) is None
+    assert gold_word_coverage(gold, citing_texts(gold_ids, [(["D1:2"], gold[0])])) == [0.0, None]  # not cited
+    ctx = "\n".join(t for _, t in units)
     assert answer_in_context("7 May 2023", "2", ctx) is True
     assert answer_in_context("May 7", "2", ctx) is False  # exact normalised token sequence, not a bag of words
     assert answer_in_context("support group; she said so", "3", ctx) is True  # category-3 gold cut at ';'
@@ -99,7 +107,8 @@ def test_evaluate_report_shape(store):
         assert s["per_split"] == {}  # c-1 is in neither half of the LoCoMo split
         if system != "full_context":
             assert s["context_tokens"] <= 120
-    assert report["full_context"]["recall"] == 1.0
+    assert report["full_context"]["recall"] == report["full_context"]["content_recall_80"] == 1.0
+    assert report["turn_rag"]["content_recall_80"] == report["turn_rag"]["recall"]  # whole turns: content = ids
     lychee = report["lychee"]
     assert lychee["query_prompt_tokens"] == lychee["plan_prompt_tokens"] + lychee["answer_prompt_tokens"]
     assert lychee["plan_prompt_tokens"] > 0 and report["turn_rag"]["plan_prompt_tokens"] == 0

@@ -4,6 +4,8 @@ An embedder maps texts to L2-normalised float32 rows, works in batches and embed
 once per call. Two exist: :class:`~lychee_ray.embed.local.LocalEmbedder` (a local
 sentence-transformers model, offline MiniLM by default, optionally run by ONNX Runtime) and
 :class:`~lychee_ray.embed.openai.OpenAIEmbedder` (an OpenAI-compatible ``/embeddings`` endpoint).
+Query embedders of the local model load from its cached ONNX export without torch when they can
+(:class:`~lychee_ray.embed.onnx_cache.CachedOnnxEmbedder`: the same vectors, seconds sooner).
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ ONNX Runtime runs the same weights as one fused graph, about 3× less CPU for a 
 (a test asserts it), so stores built with either runtime are interchangeable.
 
 The model is exported once from its local weights (``torch.onnx.export``; nothing is downloaded)
-into ``cache_dir``, keyed by the weights' path, size and mtime and the torch/onnxruntime versions,
-and written atomically so concurrent processes (Ray actors, Serve replicas) can race safely.
+into ``cache_dir``, keyed by the weights' path, size and mtime and the torch/onnxruntime versions
+(:func:`weights_key`, computable without torch: :mod:`lychee_ray.embed.onnx_cache` runs a cached
+export with neither torch nor sentence-transformers), and written atomically so concurrent
+processes (Ray actors, Serve replicas) can race safely.
 Only the Transformer → mean Pooling → (Normalize) pipeline of sentence-transformers is exported;
 anything else reports why and the caller keeps the torch runtime.
 

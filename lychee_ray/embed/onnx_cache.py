@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from dataclasses import dataclass
 from importlib import metadata
@@ -155,6 +156,16 @@ def _versions() -> tuple[str, str] | None:
         return None
 
 
+def _threads(cfg: EmbeddingConfig) -> int:
+    """The intra-op threads :class:`~lychee_ray.embed.local.LocalEmbedder` would give ONNX Runtime:
+    ``embedding.num_threads``, else torch's setting when torch is loaded (a Serve replica limits it,
+    ``serve.torch_threads``), else 0 = ONNX Runtime's default (one per physical core, as torch's)."""
+    if cfg.num_threads:
+        return cfg.num_threads
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else 0
+
+
 def load_cached(cfg: EmbeddingConfig, quantize: str = "none") -> CachedOnnxEmbedder | None:
     """The configured local model run from its cached ONNX export (int8 for ``quantize="int8"``,
     checked against fp32 like :class:`~lychee_ray.embed.local.LocalEmbedder` does), or None when
@@ -175,14 +186,15 @@ def load_cached(cfg: EmbeddingConfig, quantize: str = "none") -> CachedOnnxEmbed
         tokenize = load_tokenizer(files)
         if tokenize is None:
             return None
-        enc = OnnxEncoder(path, tokenize, quantize, threads=cfg.num_threads)
+        threads = _threads(cfg)
+        enc = OnnxEncoder(path, tokenize, quantize, threads=threads)
         if quantize != "none":
             worst = checked_agreement(enc, path, lambda: OnnxEncoder(fp32, tokenize, threads=1), cfg.batch_size)
             if worst < cfg.query_quantization_min_cosine:
                 log.warning("ONNX %s quantization of the embedding model not used (its vectors are too far from fp32 "
                             "on this CPU: cosine %.3f < embedding.query_quantization_min_cosine %s); using fp32 ONNX",
                             quantize, worst, cfg.query_quantization_min_cosine)
-                enc = OnnxEncoder(fp32, tokenize, threads=cfg.num_threads)
+                enc = OnnxEncoder(fp32, tokenize, threads=threads)
         return CachedOnnxEmbedder(cfg.model or DEFAULT_MODEL_NAME, enc, cfg.batch_size)
     except Exception as e:  # noqa: BLE001 — a cache problem must not stop the query: the full loader still works
         log.warning("the cached ONNX embedding model could not be loaded (%s); loading the model in full", e)

@@ -28,7 +28,7 @@ from lychee_ray.eval.baselines import (
 )
 from lychee_ray.eval.context_metrics import (
     answer_in_context,
-    content_words,
+    citing_texts,
     gold_word_coverage,
     normalized_context,
 )
@@ -76,7 +76,7 @@ class QuestionAnswerer:
             self.judge = LLMJudge(jc, jcfg.eval.judge_max_completion_tokens, self.encoding)
         self._embedder = embedder
         self._baselines: dict[str, Any] = {}
-        self._fixed: dict[str, tuple[frozenset[str], str]] = {}  # full context: its words, once per conversation
+        self._fixed: dict[str, str] = {}  # full context: its normalised text, once per conversation
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -148,16 +148,16 @@ class QuestionAnswerer:
             llm_calls=u.llm_calls, tokens_estimated=u.estimated, plan_fallback=bool(res.plan.fallback),
         )
         plain = lychee_plain_context(res.evidence)
-        self._measure(q, row, plain, count_tokens(plain, self.encoding))
+        self._measure(q, row, [(e.source_turn_ids, e.text) for e in res.evidence], plain, count_tokens(plain, self.encoding))
 
-    def _measure(self, q: QuestionPayload, row: dict[str, Any], plain: str, plain_tokens: int,
-                 words: frozenset[str] | None = None, norm: str | None = None) -> None:
-        """What the context text contains: gold-turn word coverage and answer presence."""
+    def _measure(self, q: QuestionPayload, row: dict[str, Any], units: list[tuple[list[str], str]], plain: str,
+                 plain_tokens: int, norm: str | None = None) -> None:
+        """What the context text contains: gold-turn word coverage (by citing units) and answer presence."""
         view = self.store.view(q["conversation_id"])
         gold = list(dict.fromkeys(q.get("evidence") or []))
         texts = [view.turn_text[view.turn_pos[t]] if t in view.turn_pos else "" for t in gold]
         row.update(plain_context_tokens=plain_tokens,
-                   gold_word_coverage=gold_word_coverage(texts, words if words is not None else content_words(plain)),
+                   gold_word_coverage=gold_word_coverage(texts, citing_texts(gold, units)),
                    answer_in_context=answer_in_context(q["answer"], q["category"], plain, normalized=norm))
 
     def _turns(self, q: QuestionPayload, row: dict[str, Any]) -> None:
@@ -178,13 +178,11 @@ class QuestionAnswerer:
             answer_prompt_tokens=out.prompt_tokens, answer_completion_tokens=out.completion_tokens, llm_calls=out.calls,
             tokens_estimated=out.estimated,
         )
-        words = norm = None
+        norm = None
         if isinstance(system, FullContext):
             with self._lock:
-                if cid not in self._fixed:
-                    self._fixed[cid] = (content_words(sel.context), normalized_context(sel.context))
-                words, norm = self._fixed[cid]
-        self._measure(q, row, sel.context, sel.tokens, words, norm)
+                norm = self._fixed.setdefault(cid, normalized_context(sel.context))
+        self._measure(q, row, [(u.turn_ids, u.text) for u in sel.units], sel.context, sel.tokens, norm)
 
 
 __all__ = ["QuestionAnswerer"]

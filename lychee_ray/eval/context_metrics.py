@@ -7,8 +7,11 @@ the **plain text** the answer model would see:
 - **content words** of a text: its lexical terms (:func:`lychee_ray.query.lexical.lexical_terms`:
   lower-cased words and numbers, stop words dropped, light suffix stemming so that "adopted" and
   "adoption" meet), as a set;
-- :func:`gold_word_coverage` — per gold turn, the share of its content words present anywhere in
-  the context (a turn without content words, e.g. "Wow!", gets None and falls back to its id);
+- :func:`gold_word_coverage` — per gold turn, the share of its content words present in the text
+  of the selected units that **cite** it (records from that turn, the window or turn line showing
+  it; :func:`citing_texts`). Words that happen to occur elsewhere in a 2,000-token context of the
+  same conversation do not count: a whole turn shown scores 1, a one-sentence record of a long
+  turn only its share (a turn without content words, e.g. "Wow!", gets None and counts by its id);
 - :func:`content_recall` — share of gold turns whose word coverage reaches a threshold
   (``eval.content_coverage_thresholds``: 50% headline, 80% strict);
 - :func:`answer_in_context` — the gold answer's normalised token sequence occurs in the normalised
@@ -29,13 +32,22 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(lexical_terms(text or ""))
 
 
-def gold_word_coverage(gold_texts: Sequence[str], context: str | frozenset[str]) -> list[float | None]:
-    """Per gold turn text: share of its content words in ``context`` (None: the turn has none)."""
-    ctx = context if isinstance(context, frozenset) else content_words(context)
+def citing_texts(gold_ids: Sequence[str], units: Iterable[tuple[Sequence[str], str]]) -> list[str]:
+    """Per gold turn id: the texts of the ``(turn ids, text)`` units citing it, joined by newlines."""
+    out: dict[str, list[str]] = {g: [] for g in gold_ids}
+    for turn_ids, text in units:
+        for t in dict.fromkeys(turn_ids):
+            if t in out:
+                out[t].append(text)
+    return ["\n".join(out[g]) for g in gold_ids]
+
+
+def gold_word_coverage(gold_texts: Sequence[str], citing: Sequence[str]) -> list[float | None]:
+    """Per gold turn text: share of its content words in its citing text (None: the turn has none)."""
     out: list[float | None] = []
-    for t in gold_texts:
+    for t, c in zip(gold_texts, citing):
         words = content_words(t)
-        out.append(len(words & ctx) / len(words) if words else None)
+        out.append(len(words & content_words(c)) / len(words) if words else None)
     return out
 
 
@@ -77,5 +89,5 @@ def content_scores(word_coverage: Sequence[float | None] | None, id_covered: Seq
     return {thresholds_key(t): content_recall(word_coverage, id_covered, t) for t in thresholds}
 
 
-__all__ = ["answer_in_context", "content_recall", "content_scores", "content_words", "gold_word_coverage",
+__all__ = ["answer_in_context", "citing_texts", "content_recall", "content_scores", "content_words", "gold_word_coverage",
            "normalized_context", "thresholds_key"]

@@ -40,8 +40,8 @@ from lychee_ray.eval.baselines import (
 )
 from lychee_ray.eval.context_metrics import (
     answer_in_context,
+    citing_texts,
     content_scores,
-    content_words,
     gold_word_coverage,
     normalized_context,
 )
@@ -119,12 +119,14 @@ class _Measure:
         self.gold_ids = list(dict.fromkeys(q.evidence))
         self.gold_texts = [view.turn_text[pos[t]] if t in pos else "" for t in self.gold_ids]
 
-    def __call__(self, covered: Sequence[str], plain: str, context_tokens: int, plan_prompt: int, answer_prompt: int,
-                 words: frozenset[str] | None = None, norm: str | None = None) -> Coverage:
+    def __call__(self, units: Sequence[tuple[Sequence[str], str]], plain: str, context_tokens: int, plan_prompt: int,
+                 answer_prompt: int, norm: str | None = None) -> Coverage:
+        """``units``: every selected unit as (turn ids it cites, its plain text); ``plain``: the whole context."""
+        covered = [t for ids, _ in units for t in ids]
         frac, any_, all_ = coverage(self.gold_ids, covered)
         cov = set(covered)
         ids = [t in cov for t in self.gold_ids]
-        wc = gold_word_coverage(self.gold_texts, words if words is not None else content_words(plain))
+        wc = gold_word_coverage(self.gold_texts, citing_texts(self.gold_ids, units))
         return Coverage(
             recall=frac, any=any_, all=all_, context_tokens=context_tokens, query_prompt_tokens=plan_prompt + answer_prompt,
             covered=sorted(cov), plain_tokens=0, plan_prompt_tokens=plan_prompt, answer_prompt_tokens=answer_prompt,
@@ -203,7 +205,7 @@ def evaluate_retrieval(
         view = store.view(cid)
         turns = TurnUnits(view, enc)
         systems = {n: make_baseline(n, turns, cfg, doc_embedder) for n in names}
-        fixed: dict[str, tuple[frozenset[str], str]] = {}  # full context: one text per conversation, measured once
+        fixed: dict[str, str] = {}  # full context: one text per conversation, normalised once
         qvecs = np.asarray(store.embedder.encode([q.question for q in qs]), dtype=np.float32)
         default_date = last_session_date(view)
         split = conversation_split(cfg, cid)
@@ -213,19 +215,19 @@ def evaluate_retrieval(
             res = store.search(cid, q.question, qd, budget, llm="rules", question_id=q.question_id)
             plain = lychee_plain_context(res.evidence)
             u = res.usage
-            lychee = measure([t for e in res.evidence for t in e.source_turn_ids], plain, u.context_tokens,
+            lychee = measure([(e.source_turn_ids, e.text) for e in res.evidence], plain, u.context_tokens,
                              u.plan_prompt_tokens, u.answer_prompt_tokens)
             lychee.plain_tokens = count_tokens(plain, enc)
             out = {"lychee": lychee}
             for name, system in systems.items():
                 sel = system.select(q.question, qv, budget)
-                words = norm = None
+                norm = None
                 if isinstance(system, FullContext):
                     if name not in fixed:
-                        fixed[name] = (content_words(sel.context), normalized_context(sel.context))
-                    words, norm = fixed[name]
+                        fixed[name] = normalized_context(sel.context)
+                    norm = fixed[name]
                 prompt = prompt_tokens_estimate(answer_messages(q.question, qd, sel.context), AnswerReply, enc)
-                c = measure(sel.turn_ids, sel.context, sel.tokens, 0, prompt, words, norm)
+                c = measure([(u.turn_ids, u.text) for u in sel.units], sel.context, sel.tokens, 0, prompt, norm)
                 c.plain_tokens = sel.tokens
                 out[name] = c
             results.append(QuestionResult(q.question_id, cid, q.category, split, q.question, list(q.evidence), out))

@@ -7,7 +7,7 @@ the notice that token authentication is on (Ray's default for a new local cluste
 (its logger is raised to ERROR: setting ``RAY_AUTH_MODE`` after ``import ray`` would not reach Ray's
 C++ side), the driver's C++ warnings (``core_worker.cc … max_restarts``) are off
 (``RAY_BACKEND_LOG_LEVEL``; the one line Ray prints about that variable while it starts is dropped
-by pointing this process's stderr at ``os.devnull`` for the duration of ``ray.init`` — errors still
+by pointing this process's stdout and stderr at ``os.devnull`` for the duration of ``ray.init`` — errors still
 surface as exceptions, and Ray's own processes log to their session files), and workers load models
 without progress bars.
 """
@@ -24,6 +24,7 @@ import ray
 
 from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.logs import QUIET_WORKER_ENV, is_quiet
+from lychee_ray.progress import is_terminal
 
 # Environment of this process in quiet mode, set before Ray starts (already-set variables win).
 QUIET_DRIVER_ENV = {
@@ -42,7 +43,11 @@ def ray_init_kwargs(quiet: bool) -> dict[str, Any]:
 
 
 def quiet_environment(quiet: bool) -> None:
-    """Quiet mode: set :data:`QUIET_DRIVER_ENV` (already-set variables win) and mute the token-auth notice."""
+    """Console set-up before Ray starts: no colour codes in Ray's prefixes when stdout or stderr is not
+    a terminal (``RAY_COLOR_PREFIX=0``, verbose or not); quiet mode also sets :data:`QUIET_DRIVER_ENV`
+    and mutes the token-auth notice. Already-set variables win."""
+    if not (is_terminal(sys.stdout) and is_terminal(sys.stderr)):
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     if quiet:
         for k, v in QUIET_DRIVER_ENV.items():
             os.environ.setdefault(k, v)
@@ -63,21 +68,28 @@ def quiet_ray_data(quiet: bool) -> None:
 
 
 @contextlib.contextmanager
-def stderr_muted(mute: bool) -> Iterator[None]:
-    """File descriptor 2 pointed at ``os.devnull`` (C++ code writes there directly), then restored."""
+def console_muted(mute: bool) -> Iterator[None]:
+    """File descriptors 1 and 2 pointed at ``os.devnull``, then restored: C++ code writes to them
+    directly, and Ray's error reporter thread prints worker and raylet errors to stdout."""
     if not mute:
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
+    streams = (sys.stdout, sys.stderr)
+    for st in streams:
+        st.flush()
+    saved = [os.dup(1), os.dup(2)]
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
+        os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+        for st in streams:  # what Python wrote meanwhile goes to os.devnull too
+            st.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
 
 
 def init_ray(cfg: LycheeConfig, quiet: bool | None = None) -> None:
@@ -100,6 +112,6 @@ def init_ray(cfg: LycheeConfig, quiet: bool | None = None) -> None:
         if cfg.ray.object_store_memory_mb:
             kw["object_store_memory"] = cfg.ray.object_store_memory_mb * 1024 * 1024
         kw["include_dashboard"] = False
-    with stderr_muted(quiet):
+    with console_muted(quiet):
         ray.init(**kw)
     quiet_ray_data(quiet)

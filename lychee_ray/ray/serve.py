@@ -31,7 +31,7 @@ from ray import serve
 
 from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.io.store import NotAStoreError, StoreLayout
-from lychee_ray.ray.runtime import quiet_environment, ray_init_kwargs, stderr_muted
+from lychee_ray.ray.runtime import quiet_environment, ray_init_kwargs, console_muted
 from lychee_ray.serve import MemoryService, create_app
 
 log = logging.getLogger(__name__)
@@ -175,17 +175,18 @@ def serve_until_stopped(memory: str | Path, cfg: LycheeConfig, *, log_to_driver:
             kw = ray_init_kwargs(quiet)
             quiet_environment(quiet)
             if external:
-                with stderr_muted(quiet):
+                with console_muted(quiet):
                     ray.init(address=ray_address(), **kw)
             else:
                 if cfg.ray.object_store_memory_mb:
                     kw["object_store_memory"] = cfg.ray.object_store_memory_mb * 1024 * 1024
                 apply_ray_env(cfg)
-                with stderr_muted(quiet):
+                with console_muted(quiet):
                     ray.init(include_dashboard=False, **kw)
                 started_ray = True
-        if quiet:  # Serve's own INFO lines (starting, "Connecting to existing Serve app", shutdown) stay in its logs
+        if quiet:  # Serve's INFO lines ("Connecting to existing Serve app", ...) and our own ready line: on_ready says it
             logging.getLogger("ray.serve").setLevel(logging.WARNING)
+            log.setLevel(logging.WARNING)
         signal.signal(signal.SIGTERM, on_term)  # after ray.init, which installs its own
         on_ready(start_service(memory, cfg))
         while True:
@@ -194,13 +195,16 @@ def serve_until_stopped(memory: str | Path, cfg: LycheeConfig, *, log_to_driver:
         on_stopping()
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
-        try:
-            if ray.is_initialized():
-                stop_service(shutdown_serve=not external)
-        finally:
-            if started_ray:
-                ray.shutdown()
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        # quiet: Ray reports the controller it kills on the way out ("ServeController.graceful_shutdown
+        # failed ... retried") on stdout; a clean stop has nothing to say (errors still raise)
+        with console_muted(quiet):
+            try:
+                if ray.is_initialized():
+                    stop_service(shutdown_serve=not external)
+            finally:
+                if started_ray:
+                    ray.shutdown()
+                signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 __all__ = ["APP_NAME", "MemoryDeployment", "apply_ray_env", "apply_thread_limits", "build_application", "deployment_options",

@@ -27,6 +27,7 @@ from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.recall import CHANNELS
 from lychee_ray.serve import OPEN_PATHS, MemoryService, create_app
+from lychee_ray.serve.docs import ASSETS
 from lychee_ray.io.store import MemoryStoreReader
 from tests.stores import RECORDS, SESSIONS, conversation_spec, make_store
 
@@ -308,7 +309,7 @@ def test_bearer_token_on_every_route_but_healthz(iso_store, embedder):
                            {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": TOKEN},
                            {"Authorization": f"Basic {TOKEN}"}, {"X-Api-Key": TOKEN})
             for path, methods in routes:
-                url = _concrete(path)
+                url = "/docs-assets/favicon.png" if path == "/docs-assets/{name}" else _concrete(path)
                 for method in _METHODS:
                     for headers in bad_headers:
                         r = c.request(method, url, headers=headers,
@@ -323,10 +324,14 @@ def test_bearer_token_on_every_route_but_healthz(iso_store, embedder):
                     js = {"conversation_id": "same-a", "question": "q", "question_date": DATE} if method == "POST" else None
                     r = c.request(method, url, headers=AUTH, json=js)
                     assert r.status_code < 400, (method, path, r.status_code, r.text[:200])
-            assert open_paths == set(OPEN_PATHS) == {"/healthz"}
+            # liveness and the API docs (pages, schema, their listed asset files: no memory in them)
+            assert open_paths == {"/healthz", "/docs", "/redoc", "/openapi.json", "/docs-assets/{name}"}
+            assert set(OPEN_PATHS) == {"/healthz", "/docs", "/redoc", "/openapi.json"} | {
+                f"/docs-assets/{name}" for name in ASSETS}
             # unknown and look-alike paths are not open either (no 404 leaks a route map)
             for url in ("/nope", "/healthz/", "/HEALTHZ", "/v1/admin", "/v1/admin/stats/", "//v1/admin/stats",
-                        "/docs/", "/redoc", "/v1/conversations/", "/v1/query/../admin/stats"):
+                        "/docs/", "/redoc/", "/docs-assets/", "/docs-assets/nope.js", "/docs-assets/../v1/admin/stats",
+                        "/v1/conversations/", "/v1/query/../admin/stats"):
                 assert c.get(url).status_code == 401, url
             assert c.get("/healthz", params={"x": "1"}).status_code == 200
             assert c.get("/healthz").json()["status"] == "ok"
@@ -456,8 +461,10 @@ def test_ray_serve_isolation_auth_and_bind(serve_url):
                 r = c.request(method.upper(), _concrete(path).replace("same-a", "c-1"),
                               json={"conversation_id": "c-1", "question": q} if method == "post" else None)
                 assert r.status_code == (200 if path in OPEN_PATHS else 401), (method, path, r.status_code)
-        for path in ("/docs", "/openapi.json", "/redoc", "/nope"):
+        for path in ("/nope", "/docs-assets/nope.js", "/v1/conversations"):
             assert c.get(path).status_code == 401, path
+        for path in ("/docs", "/openapi.json", "/redoc", "/docs-assets/swagger-ui.css"):
+            assert c.get(path).status_code == 200, path  # the API docs are open (no memory in them)
         # Serve's own proxy endpoints (/-/routes, /-/healthz) answer before the app, without the
         # token: they may reveal the route prefix and app name, never anything of the store
         for path in ("/-/routes", "/-/healthz"):
