@@ -78,7 +78,7 @@ def test_list_then_query_an_id_from_list(built):
     table = clean(lychee("list", "--memory", "store", cwd=tmp))
     assert table.returncode == 0
     assert table.stdout.splitlines()[0].split() == ["conversation_id", "status", "user_id", "sessions", "turns",
-                                                     "records", "failed_segments", "built_at"]
+                                                     "records", "failed_segments", "committed_at"]
     assert table.stdout.splitlines()[-1] == "2 built, 0 failed"
     rows = json.loads(clean(lychee("list", "--memory", "store", "--json", cwd=tmp)).stdout)
     assert [(r["conversation_id"], r["user_id"], r["sessions"], r["turns"]) for r in rows] == [

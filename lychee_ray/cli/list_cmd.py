@@ -7,7 +7,7 @@ import json
 
 from lychee_ray.cli.store_view import conversation_rows, format_table, open_layout
 
-COLUMNS = ["conversation_id", "status", "user_id", "sessions", "turns", "records", "failed_segments", "built_at"]
+COLUMNS = ["conversation_id", "status", "user_id", "sessions", "turns", "records", "failed_segments", "committed_at"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     def cell(r, c: str):
         v = getattr(r, c)
-        return v[:19].replace("T", " ") + " UTC" if c == "built_at" and v else v  # seconds are enough here
+        return v[:19].replace("T", " ") + " UTC" if c == "committed_at" and v else v  # seconds are enough here
 
     print(format_table(COLUMNS, [[cell(r, c) for c in COLUMNS] for r in rows]))
     built = sum(r.status == "built" for r in rows)

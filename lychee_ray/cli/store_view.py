@@ -24,7 +24,7 @@ class ConversationRow:
     turns: int | None = None
     records: int | None = None
     failed_segments: int | None = None
-    built_at: str | None = None
+    committed_at: str | None = None
     key: str | None = None  # the commit marker's name: commits/<key>.json
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def conversation_rows(layout: StoreLayout) -> list[ConversationRow]:
         cid = e.get("conversation_id")
         if cid and cid not in built:
             failed[cid] = e.get("time")
-    out += [ConversationRow(cid, "failed", built_at=None) for cid in sorted(failed)]
+    out += [ConversationRow(cid, "failed", committed_at=None) for cid in sorted(failed)]
     return out
 
 

@@ -132,7 +132,7 @@ class Crash(BaseException):
 def crash_at(root: Path, k: int | None) -> Iterator[list[int]]:
     """Count os.replace / os.unlink calls on files under ``root``; the ``k``-th one crashes.
     Like a SIGKILL, nothing cleans up afterwards (the commit's staging directory stays)."""
-    import lychee_ray.io.store as store_mod
+    import lychee_ray.io.store.writer as store_mod  # its shutil is the module whose rmtree is patched
 
     calls = [0]
     real_replace, real_unlink, real_rmtree = os.replace, os.unlink, store_mod.shutil.rmtree
