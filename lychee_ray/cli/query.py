@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from lychee_ray.cli.errors import CliError, message_of
+from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK, CliError, message_of
 from lychee_ray.cli.main import add_config_args, config_from_args
 
 # Environment variable holding the service's bearer token (as for `lychee-ray serve`).
@@ -101,7 +101,7 @@ def print_result(res: Any, args: argparse.Namespace) -> int:
         if getattr(res, "answer_error", None):  # not a JSON field (HTTP answers 502/503): said here
             print(f"lychee-ray query: the answer call failed ({res.answer_error_kind or 'unknown'}): {res.answer_error}",
                   file=sys.stderr)
-        return 0
+        return EXIT_FAILED if getattr(res, "answer_error", None) else EXIT_OK
     if not args.search_only:
         print(f"Answer: {res.answer}" + (f"   [answer failed: {res.answer_error}]" if res.answer_error else ""))
     p = res.plan
@@ -118,4 +118,5 @@ def print_result(res: Any, args: argparse.Namespace) -> int:
     if res.rerank.error:
         print(f"Rerank failed (fused order kept): {res.rerank.error}")
     print("Timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in res.timings_ms.items()))
-    return 0
+    # like HTTP's 502/503: the evidence is printed, but the answer the user asked for is missing
+    return EXIT_FAILED if getattr(res, "answer_error", None) else EXIT_OK
