@@ -39,6 +39,7 @@ def build_memory(
     format: str | None = None,
     runner: Runner = "local",
     retry_failed: bool = False,
+    on_conflict: Literal["error", "rebuild"] | None = None,
 ) -> BuildSummary:
     """Build (or extend a resumed build of) the memory store at ``out`` and return its summary.
 
@@ -47,20 +48,26 @@ def build_memory(
     (``jsonl`` when not given; also ``locomo``, ``longmemeval``, ``parquet``). ``llm`` picks the
     encoder backend (default: ``openai`` when an endpoint is configured, else the offline
     ``rules``). ``runner="ray"`` runs the Ray Data job (local Ray, or ``RAY_ADDRESS``).
-    Conversations already committed with the same configuration are skipped; every input ends as
-    built, skipped or failed in the summary (failures also in the store's ``errors/``).
+    Conversations already committed with the same configuration are skipped when unchanged; a
+    stored conversation that arrives with more turns gains them incrementally (only its new segments
+    are encoded; ``summary.appended`` counts them; docs/incremental.md); one whose stored turns
+    changed, went missing or moved fails with stage ``conflict``, unless ``on_conflict="rebuild"``
+    (default: ``build.on_conflict``). Every input ends as built, skipped or failed in the summary
+    (failures also in the store's ``errors/``).
     """
     cfg = config or load_config()
     if runner == "local":
-        return run_local_build_items(cfg, _items(conversations, format), out, backend=llm, retry_failed=retry_failed)
+        return run_local_build_items(cfg, _items(conversations, format), out, backend=llm, retry_failed=retry_failed,
+                                     on_conflict=on_conflict)
     if runner != "ray":
         raise ValueError(f"unknown runner {runner!r}; expected 'local' or 'ray'")
     from lychee_ray.ray.build_job import run_ray_build
 
     if isinstance(conversations, (str, Path)):
-        return run_ray_build(cfg, format or "jsonl", conversations, out, backend=llm, retry_failed=retry_failed)
+        return run_ray_build(cfg, format or "jsonl", conversations, out, backend=llm, retry_failed=retry_failed,
+                             on_conflict=on_conflict)
     return run_ray_build(cfg, "jsonl", "", out, backend=llm, retry_failed=retry_failed,
-                         items=list(_items(conversations, format)))
+                         items=list(_items(conversations, format)), on_conflict=on_conflict)
 
 
 def evaluate(config: LycheeConfig | None, options: "EvalOptions") -> dict[str, Any]:

@@ -37,6 +37,10 @@ def test_serve_endpoints_over_http(serve_url):
         assert c.get("/v1/conversations/c-2", headers=AUTH).json()["records"] == 4
         assert c.get("/docs", headers=AUTH).status_code == 200
         assert "/v1/search" in c.get("/openapi.json", headers=AUTH).json()["paths"]
+        # the erasure routes are deployed (test_erase.py tests them in depth): auth first, 404 for unknown ids
+        assert c.delete("/v1/conversations/c-1").status_code == 401
+        r = c.delete("/v1/users/nobody", headers=AUTH)
+        assert (r.status_code, r.json()["error"]) == (404, "not_found")
         st = c.get("/v1/admin/stats", headers=AUTH).json()
         assert st["embedding"]["batched"] is True and st["embedding"]["model_calls"] >= 1
         # the replica embeds questions with the int8 model and runs with Serve's event-loop switches
@@ -58,3 +62,18 @@ def test_serve_sheds_bursts_with_503(serve_url):
     assert set(codes) <= {200, 503}, codes
     assert codes.count(200) >= 2 and codes.count(503) >= 1, codes
     assert time.perf_counter() - t0 < 60
+
+
+def test_serve_append_route_is_deployed(serve_url):
+    """POST .../turns through Serve (test_serve_append.py tests appends in depth): a turn posted to a
+    new conversation is stored and searchable at once through the raw-turn channel."""
+    from lychee_ray.serve import MemoryClient
+    from tests.serve_fixtures import SERVE_TOKEN
+
+    with httpx.Client(timeout=60) as c:
+        client = MemoryClient(serve_url, SERVE_TOKEN, http=c)
+        a = client.append_turns("c-append", [{"turn_id": "ra-1", "content": "My gym locker code is 4471."}],
+                                user_id="u-append")
+        assert a.created and a.stored_turn_ids == ["ra-1"] and a.generation
+        res = client.search("What is my gym locker code?", conversation_id="c-append")
+        assert res.conversation_ids == ["c-append"] and any("ra-1" in e.source_turn_ids for e in res.evidence)

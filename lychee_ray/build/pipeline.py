@@ -10,19 +10,30 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from lychee_ray.config import LycheeConfig
-from lychee_ray.build.encode.base import EncodeRequest, SegmentEncoder, SegmentTurn, finalise_records
+from lychee_ray.build.encode.base import EncodeRequest, SegmentEncoder, SegmentTurn
+from lychee_ray.build.encode.checked import encode_checked
+from lychee_ray.build.encode.guard import ConversationMemory, RecordGuard
 from lychee_ray.llm.usage import UsageLedger
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.build.nodes import build_nodes
+from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
-from lychee_ray.build.segment import Segment, segment_conversation, segment_turns, turn_embedding_text
+from lychee_ray.build.segment import (
+    Segment,
+    conversation_turn_inputs,
+    open_turn_refs,
+    segment_stream,
+    segment_turns,
+    turn_embedding_text,
+)
 from lychee_ray.io.store import ConversationArtifacts, ConversationData
+from lychee_ray.io.store.writer import turns_digest
 from lychee_ray.text.time.normalise import make_resolver
 
 log = logging.getLogger(__name__)
@@ -52,6 +63,16 @@ class BuildContext:
         return build_fingerprint(self.cfg, self.encoder.backend, self.encoder.model, self.embedder_name)
 
 
+@dataclass
+class PriorContext:
+    """Where encoding continues when earlier segments are already stored (incremental builds):
+    the resolution state d after the last of them and their records, in order. ρ and the record
+    guard's memory start from here exactly as if those segments had just been encoded."""
+
+    resolution_state: str = ""
+    records: list[MemoryRecord] = field(default_factory=list)
+
+
 def encode_turns(conv: Conversation, seg: Segment) -> list[SegmentTurn]:
     """The segment's turns as the encoder sees them (local index, speaker, session date, text)."""
     out = []
@@ -76,6 +97,7 @@ async def encode_segments(
     segments: list[Segment],
     ctx: BuildContext,
     previous: dict[str, tuple[SegmentRow, list[MemoryRecord]]] | None = None,
+    prior: "PriorContext | None" = None,
 ) -> tuple[list[SegmentRow], list[MemoryRecord]]:
     """Encode segments in order, carrying ρ (resolution state + last records) forward.
 
@@ -88,9 +110,16 @@ async def encode_segments(
     # rules records already carry per-sentence times; searching their turns would smear one date
     search_turns = cfg.encoder.time_from_turns and ctx.encoder.backend != "rules"
     resolver = make_resolver(day_first=cfg.encoder.day_first, search_turns=search_turns)
+    # The checks judge model output. The rules encoder's records are extracted from the turns
+    # themselves; on it only the structural checks and the accounting run, so rules stores stay
+    # exactly what they were (the entity fill would otherwise add names its extractor skipped).
+    gcfg = cfg.encoder.guard if ctx.encoder.backend != "rules" else cfg.encoder.guard.model_copy(update={"enabled": False})
+    guard = RecordGuard(gcfg, day_first=cfg.encoder.day_first)
+    memory = ConversationMemory()
     rows: list[SegmentRow] = []
-    records: list[MemoryRecord] = []
-    state = ""
+    records: list[MemoryRecord] = list(prior.records) if prior else []  # returned too: callers slice them off
+    state = prior.resolution_state if prior else ""
+    memory.accept(records)  # an incremental build continues after the stored segments (docs/incremental.md)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
         base = dict(
@@ -103,6 +132,7 @@ async def encode_segments(
             row, recs = reuse
             rows.append(row)
             records.extend(recs)
+            memory.accept(recs)
             state = row.resolution_state or state
             continue
         request = EncodeRequest(
@@ -111,28 +141,25 @@ async def encode_segments(
             prev_resolution_state=state,
             prev_records=[r.text for r in records[-cfg.encoder.context_records:]] if cfg.encoder.context_records else [],
         )
-        error: str | None = None
-        attempts = 0
-        for _ in range(cfg.build.segment_attempts):
-            try:
-                result = await ctx.encoder.encode(request)
-            except Exception as e:  # noqa: BLE001 — any failure is recorded on the segment, never lost
-                attempts += getattr(e, "attempts", 1)
-                error = f"{type(e).__name__}: {e}"
-                continue
-            attempts += result.attempts
-            recs, problems = finalise_records(result.output, request, ctx.encoder.backend, result.model, resolver)
-            if problems:
-                log.debug("%s: %s", sid, "; ".join(problems))
-            records.extend(recs)
-            state = result.output.resolution_state or state
-            rows.append(SegmentRow(**base, status="ok", attempts=attempts, num_records=len(recs), resolution_state=state))
-            error = None
-            break
-        if error is not None:
-            log.warning("segment %s failed after %d attempt(s): %s", sid, attempts, error)
-            rows.append(SegmentRow(**base, status="failed", error=error, attempts=attempts, resolution_state=state))
+        done = await encode_checked(ctx.encoder, request, guard, memory, resolver, cfg.encoder, cfg.build.segment_attempts)
+        if done.ok:
+            records.extend(done.records)
+            state = done.resolution_state
+            rows.append(SegmentRow(**base, status="ok", attempts=done.attempts, num_records=len(done.records),
+                                   resolution_state=state, quality=done.quality.to_flat()))
+        else:
+            log.warning("segment %s failed after %d attempt(s): %s", sid, done.attempts, done.error)
+            rows.append(SegmentRow(**base, status="failed", error=done.error, error_kind=done.error_kind,
+                                   attempts=done.attempts, resolution_state=state, quality=done.quality.to_flat()))
     return rows, records
+
+
+def segments_quality(rows: list[SegmentRow]) -> QualityCounts:
+    """A conversation's memory-quality counts: the sum of its segments' (issue 16)."""
+    total = QualityCounts()
+    for r in rows:
+        total.add(QualityCounts.from_flat(r.quality))
+    return total
 
 
 def previous_outcomes(data: ConversationData) -> dict[str, tuple[SegmentRow, list[MemoryRecord]]]:
@@ -148,6 +175,99 @@ def previous_outcomes(data: ConversationData) -> dict[str, tuple[SegmentRow, lis
     return out
 
 
+SEGSTATE_VERSION = 1
+
+
+def make_segstate(conv: Conversation, state: dict[str, Any], provisional: list[str]) -> dict[str, Any]:
+    """What is saved with a generation so the next increment continues the segmenter (docs/incremental.md).
+
+    ``state``: the segmenter before the end of the input; ``provisional``: ids of the stored segments
+    that the end of the input closed (re-opened by the next increment); ``open_turn_ids``: the turns
+    the state holds undecided (``lychee-ray verify`` accepts exactly these outside every segment);
+    ``speakers``: the speakers the segments were encoded with (a new speaker re-encodes them).
+    """
+    return {
+        "version": SEGSTATE_VERSION,
+        "segmenter": state,
+        "provisional": list(provisional),
+        "num_turns": conv.num_turns,
+        "open_turn_ids": list(dict.fromkeys(r.turn_id for r in open_turn_refs(state))),
+        "speakers": speakers_of(conv),
+    }
+
+
+def usage_tokens(ledger: UsageLedger) -> dict[str, dict[str, int]]:
+    """Per-stage token totals of a ledger, as the commit marker stores them."""
+    by_stage = {k: v.to_dict() for k, v in ledger.totals_by_stage().items()}
+    return {k: {f: int(v[f]) for f in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")} for k, v in by_stage.items()}
+
+
+@dataclass
+class KnownVectors:
+    """Vectors already stored (an incremental build reuses them instead of embedding again):
+    records by id (the id fixes the text), nodes by (id, text) (a node's text grows with its records)."""
+
+    records: dict[str, np.ndarray] = field(default_factory=dict)
+    nodes: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+
+
+async def assemble_artifacts(
+    conv: Conversation,
+    ctx: BuildContext,
+    rows: list[SegmentRow],
+    records: list[MemoryRecord],
+    turn_vectors: np.ndarray,
+    *,
+    segstate: dict[str, Any] | None,
+    usage: pa.Table,
+    tokens: dict[str, dict[str, int]],
+    timings: dict[str, float],
+    known: KnownVectors | None = None,
+    extra: dict[str, Any] | None = None,
+) -> ConversationArtifacts:
+    """Nodes (rebuilt from all records), vectors (embedding only what ``known`` lacks, in one call)
+    and the commit marker's fields around a conversation's segment rows and records."""
+    t0 = time.perf_counter()
+    cfg = ctx.cfg
+    known = known or KnownVectors()
+    turn_order = [t.turn_id for *_, t in conv.iter_turns()]
+    nodes = build_nodes(records, turn_order, cfg.nodes)
+    node_rows = [i for i, n in enumerate(nodes) if len(n.record_ids) >= cfg.nodes.min_records_to_embed]
+    wanted = [(r.record_id, r.text) for r in records] + [((nodes[i].node_id, nodes[i].text), nodes[i].text) for i in node_rows]
+    have = [known.records.get(k) if isinstance(k, str) else known.nodes.get(k) for k, _ in wanted]
+    texts = [t for (_, t), v in zip(wanted, have) if v is None]
+    fresh = iter(await ctx.embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32))
+    vecs = np.asarray([v if v is not None else next(fresh) for v in have], dtype=np.float32).reshape(-1, ctx.embed_dim)
+    turns = pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA)
+    return ConversationArtifacts(
+        conversation_id=conv.conversation_id,
+        user_id=conv.user_id,
+        records=records,
+        nodes=nodes,
+        turns=turns,
+        segments=rows,
+        usage=usage,
+        record_vectors=vecs[: len(records)],
+        node_vectors=vecs[len(records):],
+        node_vector_rows=node_rows,
+        turn_vectors=np.asarray(turn_vectors, dtype=np.float32),
+        fingerprint=ctx.fingerprint,
+        segstate=segstate,
+        extra={
+            "backend": ctx.encoder.backend,
+            "model": ctx.encoder.model,
+            "embedder": ctx.embedder_name,
+            "embedding_dim": ctx.embed_dim,
+            "tokens": tokens,
+            "timings_s": {**timings, "index": round(time.perf_counter() - t0, 4)},
+            "mean_turns_per_segment": round(conv.num_turns / max(1, len(rows)), 3),
+            "quality": segments_quality(rows).report(),
+            "turns_digest": turns_digest(turns),
+            **(extra or {}),
+        },
+    )
+
+
 async def build_conversation(
     conv: Conversation,
     ctx: BuildContext,
@@ -159,41 +279,17 @@ async def build_conversation(
     cfg = ctx.cfg
     if turn_vectors is None:
         turn_vectors = await ctx.embed([turn_embedding_text(t, cfg.segmenter.max_turn_chars) for *_, t in conv.iter_turns()])
-    seg = segment_conversation(conv, cfg=cfg.segmenter, turn_vectors=turn_vectors, encoding=cfg.tokenizer.encoding)
+    inputs = conversation_turn_inputs(conv, turn_vectors, cfg.tokenizer.encoding, cfg.segmenter.max_turn_chars)
+    seg = segment_stream(inputs, cfg.segmenter, encoding=cfg.tokenizer.encoding)
     t_seg = time.perf_counter()
     prev = previous_outcomes(previous) if previous is not None else None
     rows, records = await encode_segments(conv, seg.segments, ctx, prev)
     t_enc = time.perf_counter()
-    turn_order = [t.turn_id for *_, t in conv.iter_turns()]
-    nodes = build_nodes(records, turn_order, cfg.nodes)
-    node_rows = [i for i, n in enumerate(nodes) if len(n.record_ids) >= cfg.nodes.min_records_to_embed]
-    texts = [r.text for r in records] + [nodes[i].text for i in node_rows]
-    vecs = await ctx.embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32)
-    turns = pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA)
     ledger = UsageLedger(u for u in ctx.ledger if u.conversation_id == conv.conversation_id)
-    by_stage = {k: v.to_dict() for k, v in ledger.totals_by_stage().items()}
-    return ConversationArtifacts(
-        conversation_id=conv.conversation_id,
-        user_id=conv.user_id,
-        records=records,
-        nodes=nodes,
-        turns=turns,
-        segments=rows,
-        usage=ledger.to_table(),
-        record_vectors=vecs[: len(records)],
-        node_vectors=vecs[len(records):],
-        node_vector_rows=node_rows,
-        turn_vectors=np.asarray(turn_vectors, dtype=np.float32),
-        fingerprint=ctx.fingerprint,
-        extra={
-            "backend": ctx.encoder.backend,
-            "model": ctx.encoder.model,
-            "embedder": ctx.embedder_name,
-            "embedding_dim": ctx.embed_dim,
-            "tokens": {k: {f: int(v[f]) for f in ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")} for k, v in by_stage.items()},
-            "timings_s": {"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4), "index": round(time.perf_counter() - t_enc, 4),
-                          "llm_latency": round(sum(u.latency_s for u in ledger), 4)},
-            "mean_turns_per_segment": round(conv.num_turns / max(1, len(seg.segments)), 3),
-        },
+    tail = [segment_id(conv.conversation_id, s.segment_index) for s in seg.tail]
+    return await assemble_artifacts(
+        conv, ctx, rows, records, turn_vectors, segstate=make_segstate(conv, seg.state, tail), usage=ledger.to_table(),
+        tokens=usage_tokens(ledger),
+        timings={"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4),
+                 "llm_latency": round(sum(u.latency_s for u in ledger), 4)},
     )
-

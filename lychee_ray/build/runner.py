@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable
 
+import pyarrow as pa
+
 from lychee_ray.io.adapters import AdapterItem, InputIssue, read_input
 from lychee_ray.build.pipeline import BuildContext, build_conversation
 from lychee_ray.config import LycheeConfig
@@ -25,7 +27,13 @@ from lychee_ray.embed import AsyncBatchEmbedder, Embedder, get_embedder
 from lychee_ray.build.encode.base import SegmentEncoder
 from lychee_ray.llm.backend import BACKEND_DESCRIPTIONS, make_llm_client, resolve_backend
 from lychee_ray.llm.ratelimit import RateLimiter
-from lychee_ray.core.conversation import Conversation
+from lychee_ray.build.append_types import IncrementError
+from lychee_ray.build.incremental import async_write_lock, extend_conversation
+from lychee_ray.build.stored import check_history, load_stored
+from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
+from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.io.store.writer import turns_digest
+from lychee_ray.core.quality import QualityCounts
 from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, compact, read_part
 
 log = logging.getLogger(__name__)
@@ -78,15 +86,20 @@ class Outcome:
     line: int | None = None
     counts: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The conversation's memory-quality report (commit marker "quality"; lychee_ray.core.quality).
+    quality: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
     # Input repairs reported for this conversation (adapter warnings, bounded long turns).
     warnings: list[str] = field(default_factory=list)
+    # A stored conversation that gained turns (an incremental build: tokens are the increment's).
+    appended: bool = False
 
     def to_row(self) -> dict[str, Any]:
         """Flat row (JSON strings for nested fields) for transport through Ray Data."""
         d = asdict(self)
         d["counts"] = json.dumps(self.counts)
         d["tokens"] = json.dumps(self.tokens)
+        d["quality"] = json.dumps(self.quality)
         d["warnings"] = json.dumps(self.warnings)
         return d
 
@@ -95,6 +108,7 @@ class Outcome:
         d = {k: _null(v) for k, v in row.items()}
         d["counts"] = json.loads(d.get("counts") or "{}")
         d["tokens"] = json.loads(d.get("tokens") or "{}")
+        d["quality"] = json.loads(d.get("quality") or "{}")
         d["warnings"] = json.loads(d.get("warnings") or "[]")
         d["line"] = None if d.get("line") is None else int(d["line"])
         return cls(**d)
@@ -145,15 +159,27 @@ def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
     return out
 
 
-class ConversationProcessor:
-    """Item → outcome: claim the id, skip if committed, build, commit; never raises."""
+def _unchanged(conv: Conversation, marker: dict[str, Any]) -> bool:
+    """The stored conversation has exactly these turns and no open tail (``turns_digest`` of the marker)."""
+    digest = marker.get("turns_digest")
+    if digest is None or marker.get("open_turns"):
+        return False
+    return digest == turns_digest(pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA))
 
-    def __init__(self, ctx: BuildContext, writer: MemoryStoreWriter, run_id: str, retry_failed: bool = False) -> None:
+
+class ConversationProcessor:
+    """Item → outcome: claim the id, then under the conversation's write lock skip it (unchanged),
+    append its new turns (stored before), build it, or quarantine it; commit; never raises."""
+
+    def __init__(self, ctx: BuildContext, writer: MemoryStoreWriter, run_id: str, retry_failed: bool = False,
+                 on_conflict: str | None = None) -> None:
         self.ctx = ctx
         self.writer = writer
         self.reader = MemoryStoreReader(writer.root)
         self.run_id = run_id
         self.retry_failed = retry_failed
+        # a stored conversation whose input rewrote its history: "error" (quarantine) or "rebuild"
+        self.on_conflict = on_conflict or ctx.cfg.build.on_conflict
         self.fingerprint = ctx.fingerprint
 
     async def process(self, item: AdapterItem) -> Outcome:
@@ -169,26 +195,76 @@ class ConversationProcessor:
         if dup is not None:
             return Outcome("failed", cid, "input", f"duplicate conversation id (first seen at {dup}); skipped", item.file, item.line)
         warnings = input_warnings(item, self.ctx.cfg.segmenter.max_turn_chars)
+        try:
+            # one writer per conversation (an append may be committing it right now), from reading
+            # its stored state to committing the next generation
+            async with async_write_lock(self.writer.root, cid):
+                return await self._process_locked(item, conv, warnings, t0)
+        except ConversationDeleting as e:
+            return Outcome("failed", cid, "deleting", str(e), item.file, item.line, wall_s=time.perf_counter() - t0,
+                           warnings=warnings)
+
+    async def _process_locked(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float) -> Outcome:
+        cid = conv.conversation_id
         marker = self.writer.commit_marker(cid)
         previous = None
         if marker is not None and marker.get("fingerprint") == self.fingerprint:
             if not (self.retry_failed and marker.get("counts", {}).get("failed_segments", 0) > 0):
-                return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+                if _unchanged(conv, marker):
+                    return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+                return await self._increment(item, conv, marker, warnings, t0)
             self.reader.refresh()
             previous = self.reader.load(cid)
+        return await self._build(item, conv, warnings, t0, previous)
+
+    async def _build(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float,
+                     previous: Any = None) -> Outcome:
+        """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict)."""
+        cid = conv.conversation_id
         stage = "build"
         try:
             art = await build_conversation(conv, self.ctx, previous=previous)
             if previous is not None:
                 art.usage = self._with_previous_usage(cid, art.usage)
             stage = "commit"
-            marker = await asyncio.to_thread(self.writer.commit, art)
+            marker = await asyncio.to_thread(self.writer.commit, art, locked=True)
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
                            wall_s=time.perf_counter() - t0, warnings=warnings)
-        return Outcome("built", cid, counts=marker["counts"], tokens=marker.get("tokens", {}), file=item.file,
+        return Outcome("built", cid, counts=marker["counts"], tokens=marker.get("tokens", {}),
+                       quality=marker.get("quality") or {}, file=item.file,
                        line=item.line, wall_s=time.perf_counter() - t0, warnings=warnings)
+
+    async def _increment(self, item: AdapterItem, conv: Conversation, marker: dict[str, Any], warnings: list[str],
+                         t0: float) -> Outcome:
+        """A stored conversation met again: append its new turns (docs/incremental.md), skip it when
+        nothing is new, or stop at a rewritten history (stage ``conflict``) unless ``on_conflict`` rebuilds."""
+        cid = conv.conversation_id
+        stage = "increment"
+        try:
+            stored = await asyncio.to_thread(load_stored, self.writer.root, marker)
+            try:
+                check_history(stored, conv)
+            except IncrementError as e:
+                if self.on_conflict == "rebuild":
+                    log.warning("%s; rebuilding it from scratch (on_conflict=rebuild)", e)
+                    return await self._build(item, conv, warnings, t0)
+                return Outcome("failed", cid, "conflict", str(e), item.file, item.line,
+                               wall_s=time.perf_counter() - t0, warnings=warnings)
+            if conv.num_turns == stored.num_turns and not marker.get("open_turns"):
+                return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+            inc = await extend_conversation(stored, conv, self.ctx, finish=True, ledger_start=len(self.ctx.ledger))
+            if inc.artifacts is None:
+                return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+            stage = "commit"
+            marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True)
+        except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build
+            log.exception("conversation %s failed at %s", cid, stage)
+            return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
+                           wall_s=time.perf_counter() - t0, warnings=warnings)
+        return Outcome("built", cid, counts=marker["counts"], tokens=inc.tokens, quality=inc.quality, file=item.file,
+                       line=item.line, wall_s=time.perf_counter() - t0, warnings=warnings, appended=bool(inc.new_turn_ids))
 
     def _with_previous_usage(self, cid: str, new):
         import pyarrow as pa
@@ -203,6 +279,7 @@ class BuildSummary:
 
     inputs: int = 0
     built: int = 0
+    appended: int = 0  # of the built: stored conversations that gained turns (incremental builds)
     skipped: int = 0
     failed: int = 0
     failed_segments: int = 0
@@ -211,6 +288,8 @@ class BuildSummary:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     wall_s: float = 0.0
+    # Memory checks over the conversations built in this run (issue 16).
+    quality: QualityCounts = field(default_factory=QualityCounts)
     errors: list[dict[str, Any]] = field(default_factory=list)
     # Input repairs (one row per conversation and kind; stored in errors/ with stage "warning").
     warnings: list[dict[str, Any]] = field(default_factory=list)
@@ -224,8 +303,10 @@ class BuildSummary:
             self.warnings.append({"conversation_id": o.conversation_id, "stage": "warning", "message": w,
                                   "file": o.file, "line": o.line})
         if o.status == "built":
+            self.appended += o.appended
             self.records += o.counts.get("records", 0)
             self.failed_segments += o.counts.get("failed_segments", 0)
+            self.quality.add(QualityCounts.from_report(o.quality))
             for t in o.tokens.values():
                 self.llm_calls += t.get("calls", 0)
                 self.prompt_tokens += t.get("prompt_tokens", 0)
@@ -235,7 +316,18 @@ class BuildSummary:
         d = dict(self.__dict__)
         d["errors"] = len(self.errors)
         d["warnings"] = len(self.warnings)
+        d["quality"] = self.quality.report()
         return d
+
+    def quality_rows(self) -> list[tuple[str, Any]]:
+        """Summary-table lines of the memory checks: what the model drafted and what became of it."""
+        q = self.quality.report()
+        rej = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in q["rejected"].items() if v) or "none"
+        rep = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in q["repaired"].items() if v) or "none"
+        return [("records per segment", q["records_per_segment"]),
+                ("drafted records rejected", f"{q['rejected_total']} of {q['drafts']} ({rej})"),
+                ("records repaired by code", rep),
+                ("segments repaired / degenerate", f"{q['segments_repaired']} / {q['segments_degenerate']}")]
 
     def error_lines(self) -> list[str]:
         """One console line per failed conversation: ``file:line [id] stage: message``."""
@@ -251,10 +343,11 @@ class BuildSummary:
 
     def table(self, store: str | None = None) -> str:
         """Final human-readable summary; with ``store``, where to look next (``list``, ``errors``)."""
-        rows = [("input conversations", self.inputs), ("built", self.built), ("skipped (already built)", self.skipped),
+        rows = [("input conversations", self.inputs), ("built", self.built), ("of which appended (gained turns)", self.appended),
+                ("skipped (already built)", self.skipped),
                 ("failed (see errors/)", self.failed), ("input warnings (errors/, stage warning)", len(self.warnings)),
                 ("failed segments (--retry-failed)", self.failed_segments),
-                ("records", self.records), ("LLM calls", self.llm_calls),
+                ("records", self.records), *self.quality_rows(), ("LLM calls", self.llm_calls),
                 ("prompt / completion tokens", f"{self.prompt_tokens} / {self.completion_tokens}"), ("wall time (s)", self.wall_s)]
         w = max(len(k) for k, _ in rows)
         lines = [f"{k:<{w}}  {v}" for k, v in rows]
@@ -315,9 +408,11 @@ def run_local_build(
     backend: str | None = None,
     retry_failed: bool = False,
     ctx: BuildContext | None = None,
+    on_conflict: str | None = None,
 ) -> BuildSummary:
     """Build (or resume) a store from input files in this process (see :func:`run_local_build_items`)."""
-    return run_local_build_items(cfg, read_input(fmt, input_path), out, backend=backend, retry_failed=retry_failed, ctx=ctx)
+    return run_local_build_items(cfg, read_input(fmt, input_path), out, backend=backend, retry_failed=retry_failed, ctx=ctx,
+                                 on_conflict=on_conflict)
 
 
 def run_local_build_items(
@@ -327,17 +422,20 @@ def run_local_build_items(
     backend: str | None = None,
     retry_failed: bool = False,
     ctx: BuildContext | None = None,
+    on_conflict: str | None = None,
 ) -> BuildSummary:
     """Build (or resume) a store in this process from adapter items (read lazily, a few in flight).
 
-    Every item is accounted for in the returned summary: built, skipped or failed.
+    Every item is accounted for in the returned summary: built, skipped or failed. Conversations
+    already stored gain their new turns (``appended``); ``on_conflict`` (default
+    ``build.on_conflict``) decides about inputs that rewrite a stored history (docs/incremental.md).
     """
     t0 = time.perf_counter()
     backend = resolve_backend(cfg.llm, backend)
     ctx = ctx or make_context(cfg, backend)
     writer = MemoryStoreWriter(out)
     run_id = f"local-{uuid.uuid4().hex[:8]}"
-    processor = ConversationProcessor(ctx, writer, run_id, retry_failed)
+    processor = ConversationProcessor(ctx, writer, run_id, retry_failed, on_conflict)
     summary = BuildSummary()
 
     async def drive() -> None:

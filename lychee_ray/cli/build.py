@@ -30,6 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend (default: auto)")
     p.add_argument("--local", action="store_true", help="run in this process without Ray")
     p.add_argument("--retry-failed", action="store_true", help="re-encode only the failed segments of built conversations")
+    p.add_argument("--on-conflict", choices=("error", "rebuild"), default=None,
+                   help="a built conversation whose input changed, removed or reordered stored turns: error = report "
+                        "it (stage conflict) and keep the stored one; rebuild = build it again from scratch "
+                        "(default: build.on_conflict). New turns of a built conversation are always appended.")
     p.add_argument("--dry-run", action="store_true", help="no LLM call: count encode calls and exact prompt tokens")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (default: a table)")
     add_config_args(p)
@@ -65,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         from lychee_ray.build.runner import run_local_build as run_build
     else:
         from lychee_ray.ray.build_job import run_ray_build as run_build
-    summary = run_build(cfg, fmt, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed)
+    summary = run_build(cfg, fmt, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed,
+                        on_conflict=args.on_conflict)
     for line in summary.error_lines():
         print(line, file=sys.stderr)
     if args.json:

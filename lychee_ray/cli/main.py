@@ -23,6 +23,8 @@ COMMAND_MODULES = [
     "lychee_ray.cli.list_cmd",
     "lychee_ray.cli.errors_cmd",
     "lychee_ray.cli.verify",
+    "lychee_ray.cli.stats",
+    "lychee_ray.cli.delete",
     "lychee_ray.cli.eval_seg",
     "lychee_ray.cli.query",
     "lychee_ray.cli.serve",

@@ -46,7 +46,7 @@ def _sessions(layout: StoreLayout, marker: dict[str, Any]) -> int | None:
     loc = (marker.get("location") or {}).get("turns")
     try:
         if loc is None:
-            col = pq.read_table(layout.part_path("turns", marker["key"]), columns=["session_id"]).column(0)
+            col = pq.read_table(layout.marker_part_path("turns", marker), columns=["session_id"]).column(0)
         else:
             pf = pq.ParquetFile(layout.table_dir("turns") / loc["file"])
             col = pf.read_row_group(loc["row_group"], columns=["session_id"]).column(0)

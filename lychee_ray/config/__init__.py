@@ -10,6 +10,7 @@ from lychee_ray.config.base import DEFAULT_CONFIG_PATH, ConfigError, Section, de
 from lychee_ray.config.build import (
     BuildConfig,
     EncoderConfig,
+    GuardConfig,
     NodesConfig,
     PressureConfig,
     RayConfig,
@@ -33,7 +34,7 @@ from lychee_ray.config.serve import EvalConfig, ServeAutoscalingConfig, ServeCon
 
 __all__ = [
     "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "BuildConfig", "ChannelWeights",
-    "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
+    "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
     "NodesConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "RerankConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig",
     "SurpriseConfig", "TokenizerConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",

@@ -81,6 +81,41 @@ class SegmenterConfig(Section):
     count_pressure: PressureConfig
     fixed_window: int = Field(ge=1)  # exchanges per segment when method = fixed
 
+class GuardConfig(Section):
+    """Memory checks on every encode reply (issue 16; docs/llm-quality.md): grounding, echo, entities, time."""
+
+    # false = only the structural checks (empty text, unknown type, duplicate in one reply) run.
+    enabled: bool
+    # grounded: at least this share of a record's content words occur in its cited turns (plus the
+    # speakers' and known entities' names); otherwise it is re-attributed to the best-matching turns
+    # of the segment, or rejected (ungrounded / invalid_citation).
+    min_grounding: float = Field(ge=0, le=1)
+    # re-attribution cites at most this many turns (the best-matching first).
+    max_reattributed_turns: int = Field(ge=1)
+    # echo: content-word Jaccard with a reference-context or earlier record at or above this (or equal
+    # normalised text) marks a near-copy ...
+    echo_jaccard: float = Field(gt=0, le=1)
+    # ... which is kept only as a true restatement: at least this share of its words in its own turns.
+    echo_keep_grounding: float = Field(ge=0, le=1)
+    # entities: names (speakers, known entities, capitalised spans) in the text are added by code
+    # when the model left entities empty or omitted a known name; at most this many per record.
+    max_filled_entities: int = Field(ge=0)
+    # time: a normalised time more than this many years before / after the session date is implausible
+    # (recomputed from its expression, else dropped with the expression kept).
+    time_past_years: int = Field(ge=0)
+    time_future_years: int = Field(ge=0)
+    # "yesterday" etc. left in a record's text are rewritten as the absolute date (session date based).
+    rewrite_relative_text: bool
+    # per segment: more than this share of drafts rejected as echo / ungrounded / invalid citation
+    # makes the reply degenerate -> one retry in repair mode, then the segment fails (degenerate_output).
+    max_rejected_share: float = Field(ge=0, le=1)
+    # retries in repair mode per degenerate segment (0 = fail it at once).
+    repair_attempts: int = Field(ge=0)
+    # repair prompt: no_records = reference context without its record list; do_not_repeat = the
+    # list shown as "already stored, do not repeat" together with the rejected texts.
+    repair_mode: Literal["no_records", "do_not_repeat"]
+
+
 class EncoderConfig(Section):
     """Segment encoder (DESIGN §1 step 2): one LLM call per segment."""
 
@@ -125,6 +160,10 @@ class EncoderConfig(Section):
     # turn letters are one script (Latin, CJK, Cyrillic, ...) and at least this share of a record's
     # letters are another. A cheap check without a language model; 0 disables it.
     wrong_script_share: float = Field(ge=0, le=1)
+    # How rho_k is shown: guarded = labelled as context for resolving names/dates that must not be
+    # copied (records listed as "already stored"); plain = the paper's bare "Recent records" list.
+    context_style: Literal["guarded", "plain"]
+    guard: GuardConfig
 
 class NodesConfig(Section):
     """Evidence nodes derived from record metadata (DESIGN §1 step 3)."""
@@ -153,6 +192,15 @@ class BuildConfig(Section):
     conversations_in_flight: int = Field(ge=1)
     # Final step: merge per-conversation Parquet parts, this many conversations per file (0 = off).
     compact_conversations_per_file: int = Field(ge=0)
+    # A stored conversation whose input rewrites its history (a stored turn changed, removed or
+    # reordered): error = quarantine it (stage "conflict"); rebuild = build it again from scratch.
+    on_conflict: Literal["error", "rebuild"]
+    # Appending to a conversation that is not stored creates it (the append must name its user_id).
+    append_create: bool
+    # An append waits at most this long for another writer of the same conversation (then
+    # conversation_busy), checking every append_lock_poll_s seconds; builds wait as long as it takes.
+    append_lock_timeout_s: float = Field(gt=0)
+    append_lock_poll_s: float = Field(gt=0)
 
 class RayConfig(Section):
     """Ray runtime for the build job (local Ray unless RAY_ADDRESS points at a cluster)."""

@@ -80,6 +80,13 @@ class ServeConfig(Section):
     reload_interval_s: float = Field(ge=0)
     # After an LLM failure, plan with rules and fail /v1/query fast (503) for this long (0 = always retry).
     llm_cooldown_s: float = Field(ge=0)
+    # Appends (POST /v1/conversations/{id}/turns): a conversation this replica appended to whose open
+    # tail segment has seen no commit for this long is flushed (encoded) by the replica (0 = never:
+    # only the segmenter or POST .../flush close the tail).
+    append_idle_flush_s: float = Field(ge=0)
+    # Retry-After (seconds) of a 503 conversation_busy (another writer held the conversation's lock
+    # for build.append_lock_timeout_s); appends are idempotent by turn id, so a retry is safe.
+    append_retry_after_s: int = Field(ge=1)
 
     @field_validator("ray_env", mode="before")
     @classmethod
@@ -136,6 +143,9 @@ class EvalConfig(Section):
     # of its content words is in the context text; the first threshold is the headline, the others
     # are reported beside it.
     content_coverage_thresholds: list[float] = Field(min_length=1)
+    # benchmarks/llm_quality.py: a record whose content words overlap an earlier record's at least this
+    # much (Jaccard) counts as a near-duplicate (eval/record_quality.py).
+    near_duplicate_jaccard: float = Field(gt=0, le=1)
     # Baselines eval-retrieval measures next to lychee at the same budget (plain serialisation):
     # turn_rag, sentence_rag, hybrid_rag, full_context (the ceiling; not budgeted).
     retrieval_baselines: list[str]

@@ -10,7 +10,7 @@ import hashlib
 from typing import Any, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 RECORD_TYPES = ("fact", "preference", "event", "constraint", "procedure", "failure_pattern", "tool_affordance")
 RecordType = Literal["fact", "preference", "event", "constraint", "procedure", "failure_pattern", "tool_affordance"]
@@ -152,14 +152,27 @@ class SegmentRow(BaseModel):
     close_reason: str
     status: SegmentStatus
     error: str | None = None
+    # Machine-readable failure kind: an LLM call failure kind (lychee_ray.llm.errors) or
+    # ``degenerate_output`` (lychee_ray.core.quality) when the memory checks rejected the reply.
+    error_kind: str | None = None
     attempts: int = 0
     num_records: int = 0
     resolution_state: str = ""
     backend: str
     model: str
+    # What happened to the segment's drafted records (QualityCounts.to_flat()).
+    quality: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("quality", mode="before")
+    @classmethod
+    def _quality_from_arrow(cls, v: Any) -> Any:
+        # Arrow map columns read back as lists of (key, value) pairs.
+        return dict(v) if isinstance(v, list) else (v or {})
 
     def to_row(self) -> dict[str, Any]:
-        return self.model_dump()
+        row = self.model_dump()
+        row["quality"] = list(self.quality.items())
+        return row
 
 
 RECORD_SCHEMA = pa.schema(
@@ -208,11 +221,13 @@ SEGMENT_SCHEMA = pa.schema(
         pa.field("close_reason", pa.string()),
         pa.field("status", pa.string(), nullable=False),
         pa.field("error", pa.string()),
+        pa.field("error_kind", pa.string()),
         pa.field("attempts", pa.int32()),
         pa.field("num_records", pa.int32()),
         pa.field("resolution_state", pa.string()),
         pa.field("backend", pa.string()),
         pa.field("model", pa.string()),
+        pa.field("quality", pa.map_(pa.string(), pa.int32())),
     ]
 )
 

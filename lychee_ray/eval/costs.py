@@ -172,9 +172,9 @@ def conversation_bytes(root: Path, marker: dict[str, Any], tables: Iterable[str]
             except (OSError, IndexError):
                 pass
         else:
-            p = layout.part_path(t, marker["key"])
+            p = layout.marker_part_path(t, marker)
             total += p.stat().st_size if p.exists() else 0
-    idx = layout.index_dir(marker["key"])
+    idx = layout.marker_index_dir(marker)
     if idx.is_dir():
         wanted = None if indexes is None else set(indexes)
         for f in idx.iterdir():

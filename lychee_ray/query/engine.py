@@ -32,6 +32,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from pydantic import ValidationError
+
+from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, InvalidTurns
 from lychee_ray.config import LycheeConfig, QueryConfig, load_config
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.llm.backend import resolve_backend
@@ -98,6 +101,8 @@ class MemoryStore:
         self.cache = ConversationCache(self.reader, self.qcfg.max_conversations, self.qcfg.recall.bm25_k1, self.qcfg.recall.bm25_b,
                                        max_bytes=cache_max_bytes)
         self._embedder = embedder
+        self._append_ctx: Any = None  # build context of append(), made on first use
+        self._append_lock = threading.Lock()
         self._embed_lock = threading.Lock()
         self._llm_choice = llm
         self._client = llm_client
@@ -136,6 +141,67 @@ class MemoryStore:
     def refresh(self) -> None:
         """Pick up conversations committed (or rebuilt) since the store was opened."""
         self.reader.refresh()
+
+    def forget(self, conversation_ids: list[str] | None = None) -> int:
+        """After an erasure (:mod:`lychee_ray.io.store.erase`): re-read the commit markers and drop the
+        loaded views of ``conversation_ids`` (default: of every cached conversation no longer in the
+        store), so their text leaves this process's cache; returns how many views were dropped."""
+        self.reader.refresh()
+        gone = conversation_ids if conversation_ids is not None else [
+            cid for cid in self.cache.cached_ids() if cid not in self.reader.markers]
+        return sum(self.cache.discard(cid) for cid in gone)
+
+    # -- appends (docs/incremental.md) -------------------------------------------------------------
+    def append(
+        self, conversation_id: str, turns: list[AppendTurn | dict[str, Any]], user_id: str | None = None,
+        flush: bool = False,
+    ) -> AppendResult:
+        """Add turns to a conversation's memory now (``lychee_ray.build.incremental.append_turns``).
+
+        ``turns``: :class:`~lychee_ray.build.append_types.AppendTurn` objects or dicts (``turn_id``,
+        ``role``, ``speaker``, ``content``, ``timestamp``, optional ``session_id``). New turns are
+        searchable at once through the raw-turn channel; the segments they close are encoded and
+        their records and nodes indexed; ``flush`` also encodes the open tail segment. Idempotent by
+        turn id. ``user_id`` must match the stored owner, and is required to create a conversation
+        (``build.append_create``). Raises the typed errors of :mod:`lychee_ray.build.append_types`
+        (``kind`` says which) and ``ConversationDeleting``; nothing is written then. Blocking: from
+        async code use :meth:`aappend`.
+        """
+        from lychee_ray.build.incremental import append_turns
+
+        try:
+            request = AppendRequest(conversation_id=conversation_id, turns=list(turns), user_id=user_id, flush=flush)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err.get("loc", ()))
+            raise InvalidTurns(conversation_id, f"{where}: {err.get('msg')}", field=where or None) from None
+        result = append_turns(self.root, request, self._append_context())
+        if result.generation is not None:
+            self.reader.refresh_conversation(conversation_id)  # this store reads its own write at once
+        return result
+
+    async def aappend(self, *args: Any, **kwargs: Any) -> AppendResult:
+        """:meth:`append` for async callers (e.g. a Serve replica): runs in a worker thread."""
+        return await asyncio.to_thread(self.append, *args, **kwargs)
+
+    def flush(self, conversation_id: str, user_id: str | None = None) -> AppendResult:
+        """Encode the open tail segment of a conversation (an append of no turns with ``flush``)."""
+        return self.append(conversation_id, [], user_id=user_id, flush=True)
+
+    def _append_context(self) -> Any:
+        """The build context appends use: the build-side embedder (unless one was given to the store:
+        then that one, as the build used it), this store's LLM client, the configured backend."""
+        with self._append_lock:
+            if self._append_ctx is None:
+                from lychee_ray.build.incremental import make_append_context
+                from lychee_ray.embed import get_embedder
+
+                backend = self.backend()
+                embedder = self._embedder if self._embedder is not None else get_embedder(self.config.embedding,
+                                                                                        self.config.llm)
+                self._append_ctx = make_append_context(self.config, backend, embedder,
+                                                       self.llm_client() if backend == "openai" else None)
+            return self._append_ctx
 
     def conversation_ids(self, user_id: str | None = None) -> list[str]:
         if user_id is None:

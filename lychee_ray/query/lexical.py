@@ -1,48 +1,6 @@
-"""Lexical terms: the word vocabulary shared by BM25, the selection's novelty rule and the
-extractive answer (lower-cased, stop-worded, lightly stemmed words; numbers kept).
-"""
+"""Lexical terms for the query side; the vocabulary itself lives in :mod:`lychee_ray.text.lexical`
+(the build's memory-quality checks use the same words, and build sits below query)."""
 
-from __future__ import annotations
-
-import re
-from functools import lru_cache
-
-from lychee_ray.text.stopwords import LEXICAL_STOPWORDS
-
-_TOKEN = re.compile(r"[a-z0-9]+")
-_STEM_CACHE = 65536  # distinct words seen by a process; stemming is on the query's hot path
-_MIN_STEM_LEN = 3  # shorter words, and stems that would get shorter than this, are kept as they are
-
-
-@lru_cache(maxsize=_STEM_CACHE)
-def stem(word: str) -> str:
-    """A light, fast English suffix stripper (plural, -ing, -ed, final e): "adopted" ~ "adoption"."""
-    w = word
-    if len(w) <= _MIN_STEM_LEN or w.isdigit():
-        return w
-    for suf, rep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("ion", ""), ("es", "e"), ("s", "")):
-        if w.endswith(suf) and len(w) - len(suf) >= _MIN_STEM_LEN and not (suf == "s" and w.endswith(("ss", "us", "is"))):
-            w = w[: len(w) - len(suf)] + rep
-            break
-    if len(w) > _MIN_STEM_LEN and w[-1] == w[-2] and w[-1] not in "lsz":  # running -> runn -> run
-        w = w[:-1]
-    if len(w) > _MIN_STEM_LEN and w.endswith("e"):
-        w = w[:-1]
-    return w
-
-
-def lexical_terms(text: str) -> list[str]:
-    """Lower-cased, stop-worded, stemmed word tokens (numbers kept) — BM25's vocabulary."""
-    return [stem(t) for t in _TOKEN.findall(text.lower().replace("’", "'"))
-            if t not in LEXICAL_STOPWORDS and (len(t) > 1 or t.isdigit())]
-
-
-# Attribution words a record adds around a turn's content ("Caroline said: ...", "Melanie shared a
-# photo ...") — not new information when comparing a record with the turn it came from.
-ATTRIBUTION_WORDS = frozenset("said say says saying ask asked asks asking tell told tells mention mentioned share shared "
-                              "sharing photo image picture".split())
-# The same words as lexical terms (what the novelty rule subtracts).
-ATTRIBUTION_TERMS = frozenset(stem(w) for w in ATTRIBUTION_WORDS)
-
+from lychee_ray.text.lexical import ATTRIBUTION_TERMS, ATTRIBUTION_WORDS, lexical_terms, stem
 
 __all__ = ["ATTRIBUTION_TERMS", "ATTRIBUTION_WORDS", "lexical_terms", "stem"]

@@ -72,13 +72,14 @@ def read_file_batches(batch: dict[str, Any], fmt: str, rows_per_batch: int) -> I
 class ConversationBuilder:
     """Ray Data actor: loads the embedder once, keeps many conversations in flight (asyncio)."""
 
-    def __init__(self, cfg_json: str, backend: str, out: str, run_id: str, retry_failed: bool, limiter: Any) -> None:
+    def __init__(self, cfg_json: str, backend: str, out: str, run_id: str, retry_failed: bool, limiter: Any,
+                 on_conflict: str | None = None) -> None:
         from lychee_ray.logs import configure_logging
 
         configure_logging()
         cfg = LycheeConfig.model_validate_json(cfg_json)
         ctx = make_context(cfg, backend, limiter=RayRateLimiter(limiter) if limiter is not None else None)
-        self.processor = ConversationProcessor(ctx, MemoryStoreWriter(out), run_id, retry_failed)
+        self.processor = ConversationProcessor(ctx, MemoryStoreWriter(out), run_id, retry_failed, on_conflict)
         self.in_flight = cfg.build.conversations_in_flight
         self._sem: asyncio.Semaphore | None = None
 
@@ -143,12 +144,14 @@ def run_ray_build(
     retry_failed: bool = False,
     progress: bool = True,
     items: list[AdapterItem] | None = None,
+    on_conflict: str | None = None,
 ) -> BuildSummary:
     """Build (or resume) a store with Ray Data; every input conversation is accounted for.
 
     Input: the files of ``fmt`` at ``input_path`` (read by Ray tasks, so they may live on object
     storage), or ``items`` (conversations already in the driver, e.g. Python objects; ``fmt`` and
-    ``input_path`` are then ignored and the items travel as Ray Data rows).
+    ``input_path`` are then ignored and the items travel as Ray Data rows). Stored conversations gain
+    their new turns; ``on_conflict`` (default ``build.on_conflict``) decides about rewritten histories.
     """
     t0 = time.perf_counter()
     backend = resolve_backend(cfg.llm, backend)
@@ -176,7 +179,7 @@ def run_ray_build(
         ConversationBuilder,
         batch_size=rows_per_block,
         fn_constructor_kwargs={"cfg_json": cfg.model_dump_json(), "backend": backend, "out": str(out), "run_id": run_id,
-                               "retry_failed": retry_failed, "limiter": limiter},
+                               "retry_failed": retry_failed, "limiter": limiter, "on_conflict": on_conflict},
         compute=ray.data.ActorPoolStrategy(min_size=rc.min_actors, max_size=max(rc.min_actors, rc.max_actors)),
         num_cpus=rc.actor_num_cpus,
     )

@@ -14,10 +14,15 @@ from lychee_ray.serve.client import MemoryClient, RemoteError
 from lychee_ray.serve.errors import EmbedderMismatch, ErrorCode, ServiceError, llm_error_status
 from lychee_ray.serve.middleware import OPEN_PATHS, GuardMiddleware
 from lychee_ray.serve.schemas import (
+    AppendBody,
+    AppendResult,
+    AppendTurn,
     ConversationInfo,
     ConversationPage,
     ConversationSummary,
+    EraseReport,
     ErrorBody,
+    FlushBody,
     Health,
     QueryRequest,
     QueryResponse,
@@ -27,7 +32,7 @@ from lychee_ray.serve.schemas import (
 from lychee_ray.serve.service import MemoryService
 
 __all__ = [
-    "OPEN_PATHS", "ConversationInfo", "ConversationPage", "ConversationSummary", "EmbedderMismatch", "ErrorBody", "ErrorCode", "GuardMiddleware", "Health",
+    "OPEN_PATHS", "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ConversationInfo", "ConversationPage", "ConversationSummary", "EmbedderMismatch", "EraseReport", "ErrorBody", "ErrorCode", "GuardMiddleware", "Health",
     "MemoryClient", "MemoryService", "QueryRequest", "QueryResponse", "ReloadResult", "RemoteError", "SearchResponse",
     "ServiceError", "create_app", "llm_error_status",
 ]

@@ -12,6 +12,11 @@ when a token is configured)::
     POST /v1/search                the same without the answer call (works while the LLM is down)
     GET  /v1/conversations         a page of conversation ids with counts (?user_id= &limit= &offset=)
     GET  /v1/conversations/{id}    counts, sessions, date range, records/segments, failed segments
+    POST /v1/conversations/{id}/turns  append turns (idempotent by turn id; creates the conversation
+                                   when build.append_create and a user_id allow it)
+    POST /v1/conversations/{id}/flush  encode the open tail segment now
+    DELETE /v1/conversations/{id}  erase the conversation everywhere (store files, indexes, caches)
+    DELETE /v1/users/{user_id}     erase all of the user's conversations (docs/erasure.md)
     POST /v1/admin/reload          pick up conversations a build added or rebuilt
     GET  /v1/admin/stats           cache (count/bytes), resident memory, embedding batches, LLM state
     GET  /healthz                  liveness (no auth)
@@ -25,7 +30,9 @@ Status codes: 401 missing/wrong token; 404 unknown conversation or user, or a co
 not the named user's (one message for both: nothing leaks); 413 body over ``serve.max_request_bytes``;
 422 malformed body, with the reason; 502 the LLM answered unusably; 503 the LLM endpoint is
 unreachable/overloaded (``Retry-After``; ``/v1/search`` keeps working with the rules planner) — and
-from Ray Serve when its queue is full (load shedding). Every error body is ``{"detail", "error"}``.
+from Ray Serve when its queue is full (load shedding). Appends add 409 (``history_conflict`` with the
+``turn_id``, ``conversation_deleting``, ``config_mismatch``) and 503 ``conversation_busy``
+(``Retry-After``); docs/serving.md has the table. Every error body is ``{"detail", "error"}``.
 
 Query embeddings of concurrent requests are coalesced into one model call (``@serve.batch`` in the
 deployment, :class:`lychee_ray.serve.embedding.Coalescer` without Ray).
@@ -43,9 +50,13 @@ from lychee_ray import __version__
 from lychee_ray.serve.docs import OPENAPI_URL, install_docs
 from lychee_ray.serve.middleware import install_guard
 from lychee_ray.serve.schemas import (
+    AppendBody,
+    AppendResult,
     ConversationInfo,
     ConversationPage,
+    EraseReport,
     ErrorBody,
+    FlushBody,
     Health,
     QueryRequest,
     QueryResponse,
@@ -59,6 +70,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing or invalid bearer token"},
     404: {"model": ErrorBody, "description": "unknown conversation/user, or a conversation not the user's"},
     413: {"model": ErrorBody, "description": "request body too large"},
+}
+_APPEND_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "unknown conversation (and creating it is off), or not the user's"},
+    409: {"model": ErrorBody, "description": "history_conflict (a turn id stored with other content: turn_id), "
+                                             "conversation_deleting (being erased: refused), config_mismatch"},
+    422: {"description": "malformed turns, or user_id missing to create the conversation (loc names the field)"},
+    503: {"model": ErrorBody, "description": "conversation_busy: another writer holds it (Retry-After; safe to retry)"},
 }
 _LLM_ERRORS: dict[int | str, dict[str, Any]] = {
     502: {"model": ErrorBody, "description": "the LLM answered unusably"},
@@ -108,6 +126,29 @@ def create_app(service: MemoryService) -> FastAPI:
              dependencies=bearer, responses=_ERRORS, summary="one conversation's counts, sessions and date range")
     async def conversation(conversation_id: str, user_id: str | None = None) -> ConversationInfo:
         return await service.conversation(conversation_id, user_id)
+
+    @app.post("/v1/conversations/{conversation_id}/turns", response_model=AppendResult, tags=["memory"],
+              dependencies=bearer, responses={**_ERRORS, **_APPEND_ERRORS},
+              summary="append turns: stored and searchable at once; closed segments encoded")
+    async def append_turns(conversation_id: str, body: AppendBody) -> AppendResult:
+        return await service.append_turns(conversation_id, body)
+
+    @app.post("/v1/conversations/{conversation_id}/flush", response_model=AppendResult, tags=["memory"],
+              dependencies=bearer, responses={**_ERRORS, **_APPEND_ERRORS},
+              summary="encode the conversation's open tail segment now")
+    async def flush(conversation_id: str, body: FlushBody | None = None) -> AppendResult:
+        return await service.flush(conversation_id, body.user_id if body is not None else None)
+
+    @app.delete("/v1/conversations/{conversation_id}", response_model=EraseReport, tags=["memory"],
+                dependencies=bearer, responses=_ERRORS,
+                summary="erase a conversation everywhere: store rows and files, indexes, this replica's cache")
+    async def delete_conversation(conversation_id: str) -> EraseReport:
+        return await service.delete_conversation(conversation_id)
+
+    @app.delete("/v1/users/{user_id}", response_model=EraseReport, tags=["memory"], dependencies=bearer,
+                responses=_ERRORS, summary="erase every conversation of a user")
+    async def delete_user(user_id: str) -> EraseReport:
+        return await service.delete_user(user_id)
 
     @app.post("/v1/admin/reload", response_model=ReloadResult, tags=["admin"], dependencies=bearer,
               responses=_ERRORS, summary="pick up conversations a build added or rebuilt (this replica)")

@@ -5,17 +5,24 @@
     client = MemoryClient("http://127.0.0.1:8000", token)
     res = client.query("When did we go hiking?", conversation_id="c-1")   # a QueryResult
     hits = client.search("hiking", user_id="u-1")                         # a SearchResult
+    client.append_turns("c-1", [{"turn_id": "t9", "content": "..."}], user_id="u-1")  # an AppendResult
+    client.flush("c-1")                                                   # an AppendResult
+    client.delete_conversation("c-1")                                     # an EraseReport
 
 A failed call raises :class:`RemoteError`, whose ``status`` (None = no HTTP answer at all), ``code``
-(the error body's stable ``error`` field) and ``detail`` say what went wrong.
+(the error body's stable ``error`` field) and ``detail`` say what went wrong; ``data`` holds the
+body's other fields (``turn_id`` of a 409 ``history_conflict``).
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 
+from lychee_ray.build.append_types import AppendResult, AppendTurn
+from lychee_ray.io.store.erase import EraseReport
 from lychee_ray.query.results import QueryResult, SearchResult
 
 # Seconds to wait for the service (a query makes two LLM calls; the embedding model may be cold).
@@ -28,8 +35,10 @@ class RemoteError(Exception):
     """A service call that gave no result: the service was unreachable (``status`` None) or
     answered with an error status (``code`` from the error body when it had one)."""
 
-    def __init__(self, url: str, status: int | None, detail: str, code: str | None = None) -> None:
+    def __init__(self, url: str, status: int | None, detail: str, code: str | None = None,
+                 data: dict[str, Any] | None = None) -> None:
         self.url, self.status, self.detail, self.code = url, status, detail, code
+        self.data = data or {}
         super().__init__(f"cannot reach {url}: {detail}" if status is None else f"HTTP {status}: {detail}")
 
     @property
@@ -39,7 +48,7 @@ class RemoteError(Exception):
 
 
 class MemoryClient:
-    """Calls ``/v1/search`` and ``/v1/query`` of the service at ``url`` with bearer ``token``.
+    """Calls ``/v1/search``, ``/v1/query``, the append and the erasure endpoints of the service at ``url`` with bearer ``token``.
 
     ``http`` is an optional ``httpx.Client`` to send through (connection reuse, tests; its own
     timeouts apply); without one each call is a single ``httpx.post`` waiting up to ``timeout`` s.
@@ -62,6 +71,29 @@ class MemoryClient:
         """The answer to ``question`` from scoped memory, with its evidence."""
         return self._ask("/v1/query", QueryResult, question, conversation_id, user_id, question_date, budget_tokens)
 
+    def append_turns(self, conversation_id: str, turns: list[AppendTurn | dict[str, Any]], *,
+                     user_id: str | None = None, flush: bool = False) -> AppendResult:
+        """Append turns (``POST /v1/conversations/{id}/turns``; idempotent by turn id, so a retry after
+        a timeout or a 503 ``conversation_busy`` is safe); what was stored and encoded."""
+        body: dict[str, Any] = {"turns": [t.model_dump(exclude_none=True) if isinstance(t, AppendTurn) else t
+                                          for t in turns], "flush": flush}
+        if user_id is not None:
+            body["user_id"] = user_id
+        return AppendResult.model_validate(self._post(f"/v1/conversations/{quote(conversation_id, safe='')}/turns", body))
+
+    def flush(self, conversation_id: str, *, user_id: str | None = None) -> AppendResult:
+        """Encode the conversation's open tail segment now (``POST /v1/conversations/{id}/flush``)."""
+        body = {"user_id": user_id} if user_id is not None else {}
+        return AppendResult.model_validate(self._post(f"/v1/conversations/{quote(conversation_id, safe='')}/flush", body))
+
+    def delete_conversation(self, conversation_id: str) -> EraseReport:
+        """Erase one conversation everywhere (``DELETE /v1/conversations/{id}``); 404 → :class:`RemoteError`."""
+        return EraseReport.model_validate(self._send("DELETE", f"/v1/conversations/{quote(conversation_id, safe='')}"))
+
+    def delete_user(self, user_id: str) -> EraseReport:
+        """Erase every conversation of ``user_id`` (``DELETE /v1/users/{user_id}``)."""
+        return EraseReport.model_validate(self._send("DELETE", f"/v1/users/{quote(user_id, safe='')}"))
+
     def _ask(self, path: str, model: type[R], question: str, conversation_id: str | None, user_id: str | None,
              question_date: str | None, budget_tokens: int | None) -> R:
         body = {"conversation_id": conversation_id, "user_id": user_id, "question": question,
@@ -71,12 +103,18 @@ class MemoryClient:
         return model.model_validate(d)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._send("POST", path, body)
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         url = self.url.rstrip("/") + path
         try:
-            if self._http is not None:
-                r = self._http.post(url, json=body, headers=self._headers)
+            if method == "POST":  # (httpx.post: what callers and tests patch)
+                r = (self._http.post(url, json=body, headers=self._headers) if self._http is not None
+                     else httpx.post(url, json=body, headers=self._headers, timeout=self.timeout))
+            elif self._http is not None:
+                r = self._http.request(method, url, headers=self._headers)
             else:
-                r = httpx.post(url, json=body, headers=self._headers, timeout=self.timeout)
+                r = httpx.request(method, url, headers=self._headers, timeout=self.timeout)
         except httpx.HTTPError as e:
             raise RemoteError(self.url, None, str(e)) from e
         if r.status_code != 200:
@@ -96,7 +134,8 @@ def _error_of(url: str, r: httpx.Response) -> RemoteError:
     detail, code = d.get("detail", r.text), d.get("error")
     # a 422's detail is FastAPI's list of problems: shown as it prints
     return RemoteError(url, r.status_code, detail if isinstance(detail, str) else str(detail),
-                       code if isinstance(code, str) else None)
+                       code if isinstance(code, str) else None,
+                       {k: v for k, v in d.items() if k not in ("detail", "error")})
 
 
 __all__ = ["DEFAULT_TIMEOUT_S", "MemoryClient", "RemoteError"]

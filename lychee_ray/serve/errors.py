@@ -20,6 +20,10 @@ ErrorCode = Literal[
     "scope_violation",  # 500: the engine returned a result outside the query's scope (withheld)
     "llm_unavailable",  # 503: the LLM endpoint is unreachable/overloaded, or in its failure cooldown
     "llm_bad_reply",  # 502: the LLM answered unusably
+    "history_conflict",  # 409: an appended turn id is stored with other content (``turn_id`` in the body)
+    "conversation_deleting",  # 409: an append while the conversation is being erased (refused, not lost)
+    "config_mismatch",  # 409: the conversation was built with other settings/models than this service's
+    "conversation_busy",  # 503: another writer held the conversation longer than build.append_lock_timeout_s
 ]
 
 # LLM error kinds that mean "unreachable or overloaded" (503); the rest mean "answered unusably" (502).
@@ -29,12 +33,14 @@ UNAVAILABLE_KINDS = frozenset({"connection", "timeout", "rate_limited", "server_
 class ServiceError(Exception):
     """An error with an HTTP status, a stable code and a message meant for the client."""
 
-    def __init__(self, status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, code: ErrorCode, message: str, headers: dict[str, str] | None = None,
+                 data: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code: ErrorCode = code
         self.message = message
         self.headers = headers or {}
+        self.data = data or {}  # extra fields of the error body, for programs (e.g. the conflicting turn_id)
 
 
 class EmbedderMismatch(ValueError):

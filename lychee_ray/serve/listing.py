@@ -55,6 +55,12 @@ class ConversationLister:
             key=marker.get("key"),
         )
 
+    def forget(self, conversation_ids: list[str]) -> None:
+        """Drop what is remembered of erased conversations."""
+        gone = set(conversation_ids)
+        with self._lock:
+            self._sessions = {k: v for k, v in self._sessions.items() if k[0] not in gone}
+
     def _sessions_of(self, conversation_id: str, marker: dict[str, Any]) -> int | None:
         memo = (conversation_id, str(marker.get("key")), str(marker.get("committed_at")))
         with self._lock:
@@ -73,7 +79,7 @@ class ConversationLister:
         loc = (marker.get("location") or {}).get("turns")
         try:
             if loc is None:
-                col = pq.read_table(self.layout.part_path("turns", marker["key"]), columns=["session_id"]).column(0)
+                col = pq.read_table(self.layout.marker_part_path("turns", marker), columns=["session_id"]).column(0)
             else:
                 pf = pq.ParquetFile(self.layout.table_dir("turns") / loc["file"])
                 col = pf.read_row_group(loc["row_group"], columns=["session_id"]).column(0)

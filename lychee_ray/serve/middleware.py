@@ -112,7 +112,8 @@ def install_guard(app: FastAPI, token: str | None, max_bytes: int) -> None:
 
 
 def _json_error(e: ServiceError) -> Response:
-    body = json.dumps({"detail": e.message, "error": e.code}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    body = json.dumps({"detail": e.message, "error": e.code, **e.data}, ensure_ascii=False,
+                      separators=(",", ":")).encode("utf-8")
     return Response(body, status_code=e.status, media_type="application/json", headers=e.headers)
 
 

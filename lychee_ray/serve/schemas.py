@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 from datetime import timezone
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lychee_ray.build.append_types import AppendResult, AppendTurn  # the append endpoints' bodies (re-exported)
+from lychee_ray.io.store.erase import EraseReport  # the DELETE endpoints' body (re-exported here)
 from lychee_ray.query.results import EvidenceItem, QueryUsage
 from lychee_ray.query.plan import QueryPlan
 from lychee_ray.query.rerank import RerankReport
@@ -55,6 +58,29 @@ class QueryRequest(BaseModel):
         if self.conversation_id is None and self.user_id is None:
             raise ValueError("a query needs conversation_id or user_id")
         return self
+
+
+class AppendBody(BaseModel):
+    """``POST /v1/conversations/{id}/turns``: turns to add, in conversation order (docs/serving.md)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"user_id": "u-1", "turns": [
+            {"turn_id": "t-101", "role": "user", "speaker": "Ana", "content": "We adopted a cat named Pixel.",
+             "timestamp": "2024-05-02T18:03:00", "session_id": "2024-05-02"}]}]})
+
+    turns: list[AppendTurn] = Field(min_length=1, description="turns with their own ids (the idempotency key); "
+                                                              "a session_id not stored yet opens a new session")
+    user_id: str | None = Field(None, min_length=1, max_length=512,
+                                description="must equal the conversation's owner; required to create it")
+    flush: bool = Field(False, description="also encode the open tail segment after these turns")
+
+
+class FlushBody(BaseModel):
+    """``POST /v1/conversations/{id}/flush`` (the body is optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = Field(None, min_length=1, max_length=512, description="must equal the conversation's owner")
 
 
 class SearchResponse(BaseModel):
@@ -102,6 +128,9 @@ class ConversationInfo(BaseModel):
     model: str | None = None
     embedder: str | None = None
     cached: bool = Field(description="loaded in this replica's cache right now")
+    quality: dict[str, Any] | None = Field(None, description="memory checks of the build: drafted records, records "
+                                           "per segment, rejected by reason, repairs, segments repaired / failed as "
+                                           "degenerate (docs/llm-quality.md)")
 
 
 class ConversationSummary(BaseModel):
@@ -152,9 +181,10 @@ class ErrorBody(BaseModel):
 
     detail: str
     error: str
+    turn_id: str | None = Field(None, description="history_conflict: the stored turn the append contradicts")
 
 
 __all__ = [
-    "ConversationInfo", "ConversationPage", "ConversationSummary", "ErrorBody", "Health", "QueryRequest",
+    "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ConversationInfo", "ConversationPage", "ConversationSummary", "EraseReport", "ErrorBody", "Health", "QueryRequest",
     "QueryResponse", "ReloadResult", "SearchResponse",
 ]

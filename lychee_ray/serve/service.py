@@ -27,13 +27,23 @@ import numpy as np
 from lychee_ray import __version__
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
+from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, erase_conversation, erase_user
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.results import QueryResult, SearchResult, result_json
+from lychee_ray.serve.appends import Appender, MarkerWatch
 from lychee_ray.serve.embedding import BatchFn, Coalescer, CountingEmbedder, RequestEmbedder, run_in_worker
 from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_field, llm_error_status
 from lychee_ray.serve.listing import ConversationLister
-from lychee_ray.serve.schemas import ConversationInfo, ConversationPage, Health, QueryRequest, ReloadResult
+from lychee_ray.serve.schemas import (
+    AppendBody,
+    AppendResult,
+    ConversationInfo,
+    ConversationPage,
+    Health,
+    QueryRequest,
+    ReloadResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +92,8 @@ class MemoryService:
                                       llm_client=llm_client, cache_max_bytes=self.scfg.cache_max_bytes)
         self.manifest = self.store.reader.manifest
         self.lister = ConversationLister(self.layout)
+        self.appends = Appender(self.root, self.config, self.store, embedder)  # POST .../turns, .../flush
+        self.watch = MarkerWatch(self.layout)  # per-request: re-read markers another replica changed
         threads = self.scfg.search_threads or (1 if local else self.scfg.max_ongoing_requests)
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lychee-serve")
         # query embeddings: the deployment installs its @serve.batch method; both paths end in a Coalescer
@@ -132,6 +144,7 @@ class MemoryService:
 
     def close(self) -> None:
         """Stop the worker threads and close the store."""
+        self.appends.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.store.close()
 
@@ -203,6 +216,47 @@ class MemoryService:
         if self._store_stamp() != self._stamp:
             await self._in_worker(self.reload)
 
+    async def _drop_erased(self, conversation_id: str | None, user_id: str | None) -> None:
+        """Reload when a conversation in the request's scope lost its commit marker since this replica
+        read it (erased, possibly through another replica): one ``stat`` per conversation in scope, so
+        no replica answers from an erased conversation's cached view once its marker is gone. The same
+        ``stat`` re-reads a marker that changed or appeared (an append, possibly by another replica)."""
+        gone, changed = self.watch.check(self.store.reader, conversation_id, user_id)
+        if gone:
+            await self._in_worker(self.reload)
+        for cid in changed:
+            self.store.reader.refresh_conversation(cid)  # one small JSON file
+
+    # -- erasure ---------------------------------------------------------------------------------
+    async def delete_conversation(self, conversation_id: str) -> EraseReport:
+        """``DELETE /v1/conversations/{id}``: erase it from the store (every file) and this replica."""
+        return await self._in_worker(self._erase, "conversation", conversation_id)
+
+    async def delete_user(self, user_id: str) -> EraseReport:
+        """``DELETE /v1/users/{user_id}``: erase all of the user's conversations."""
+        return await self._in_worker(self._erase, "user", user_id)
+
+    def _erase(self, scope: EraseScope, ident: str) -> EraseReport:
+        try:
+            report = erase_conversation(self.root, ident) if scope == "conversation" else erase_user(self.root, ident)
+        except NothingToErase:
+            raise ServiceError(404, "not_found", f"unknown {scope} {ident!r}") from None
+        self.reload()  # markers re-read, the erased conversations' views dropped from the cache
+        self.store.forget(report.conversation_ids)  # a view a search thread re-inserted meanwhile
+        self.lister.forget(report.conversation_ids)
+        log.info("erased %d conversation(s) by %s: %d files removed, %d rewritten", report.conversations, scope,
+                 report.files_removed, report.files_rewritten)
+        return report
+
+    # -- appends (lychee_ray.serve.appends) -------------------------------------------------------
+    async def append_turns(self, conversation_id: str, body: AppendBody) -> AppendResult:
+        """``POST /v1/conversations/{id}/turns``."""
+        return await self.appends.append(conversation_id, body)
+
+    async def flush(self, conversation_id: str, user_id: str | None = None) -> AppendResult:
+        """``POST /v1/conversations/{id}/flush``."""
+        return await self.appends.flush(conversation_id, user_id)
+
     # -- helpers ---------------------------------------------------------------------------------
     async def _in_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await run_in_worker(self._executor, fn, *args, **kwargs)
@@ -246,6 +300,7 @@ class MemoryService:
         """Run ``store.search``/``store.query`` in a worker; map store errors to HTTP errors."""
         self._check_limits(req)
         await self._maybe_reload()
+        await self._drop_erased(req.conversation_id, req.user_id)
         self._check_scope(req.conversation_id, req.user_id)
         t_enq = time.perf_counter()
         started: list[float] = []
@@ -316,6 +371,7 @@ class MemoryService:
     async def conversation(self, conversation_id: str, user_id: str | None = None) -> ConversationInfo:
         """``GET /v1/conversations/{id}`` (optionally checked to be ``user_id``'s)."""
         await self._maybe_reload()
+        await self._drop_erased(conversation_id, user_id)
         self._check_scope(conversation_id, user_id)
         try:
             return await self._in_worker(self._conversation_info, conversation_id)
@@ -356,7 +412,7 @@ class MemoryService:
             failed_segment_ids=failed, nodes=int(counts.get("nodes", 0)),
             speakers=list(dict.fromkeys(turns["speaker"])), date_from=dates[0] if dates else None,
             date_to=dates[-1] if dates else None, backend=m.get("backend"), model=m.get("model"),
-            embedder=m.get("embedder"), cached=conversation_id in self.store.cache,
+            embedder=m.get("embedder"), cached=conversation_id in self.store.cache, quality=m.get("quality"),
         )
 
     def health(self) -> Health:
@@ -373,6 +429,7 @@ class MemoryService:
             "rss_bytes": _rss_bytes(),
             "requests": self.requests,
             "reloads": self.reloads,
+            "appends": self.appends.stats(),
             # without batching every search embeds its own texts: one request = one model call
             "embedding": {"requests": self.embed_requests if self.batching else self.embed_model_calls,
                           "model_calls": self.embed_model_calls,

@@ -294,6 +294,11 @@ def _routes(app) -> list[tuple[str, set[str]]]:
     return out
 
 
+def _mutates(method: str, path: str) -> bool:
+    """Routes that write or erase memory (appends, flush, erasure)."""
+    return method == "DELETE" or path.endswith(("/turns", "/flush"))
+
+
 def test_bearer_token_on_every_route_but_healthz(iso_store, embedder):
     svc = _service(iso_store, embedder, **{"serve.token": TOKEN})
     app = create_app(svc)
@@ -321,6 +326,13 @@ def test_bearer_token_on_every_route_but_healthz(iso_store, embedder):
                         if method != "HEAD":
                             assert r.json()["error"] == "unauthorized" and TOKEN not in r.text
                 for method in methods:
+                    if _mutates(method, path):
+                        # the token lets it through; probed with an unknown id / an empty body so that the
+                        # shared store is not changed: not found or invalid, never unauthorised
+                        probe = _concrete(path).replace("same-a", "no-such-conversation")
+                        r = c.request(method, probe, headers=AUTH, json={} if method == "POST" else None)
+                        assert r.status_code in (404, 422), (method, path, r.status_code, r.text[:200])
+                        continue
                     js = {"conversation_id": "same-a", "question": "q", "question_date": DATE} if method == "POST" else None
                     r = c.request(method, url, headers=AUTH, json=js)
                     assert r.status_code < 400, (method, path, r.status_code, r.text[:200])

@@ -12,7 +12,7 @@ import logging
 import unicodedata
 from collections import Counter
 from functools import lru_cache
-from typing import Iterable, Protocol
+from typing import Iterable, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,6 +50,9 @@ class EncodeRequest(BaseModel):
     speakers: list[str] = Field(default_factory=list, description="All speakers of the conversation.")
     prev_resolution_state: str = ""
     prev_records: list[str] = Field(default_factory=list, description="Texts of the last m records (ρ_k).")
+    # Repair mode (encoder.guard.repair_mode) when the first reply was degenerate; None = a normal call.
+    repair: Literal["no_records", "do_not_repeat"] | None = None
+    avoid_texts: list[str] = Field(default_factory=list, description="Rejected copies shown as 'do not repeat'.")
 
     @property
     def session_dates(self) -> list[str]:

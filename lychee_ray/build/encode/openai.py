@@ -50,9 +50,24 @@ SUMMARY_INSTRUCTIONS = INSTRUCTIONS.replace(
           "- summarise the segment as a whole; skip greetings and small talk; do not invent anything;")
 
 
+# encoder.context_style: guarded — weak models copy a bare "Recent records" list into every later
+# segment (issue 16: 81% duplicates with a 1.5B model); saying what the context is for, and that its
+# records are already stored, keeps it useful for resolving names and dates without inviting copies.
+GUARDED_CONTEXT_RULE = (
+    "- write records ONLY for what the Segment turns say, citing their [index] numbers; the reference context\n"
+    "  is already stored memory, given only so you know who is who and which dates are meant: never copy,\n"
+    "  repeat or rephrase its records;\n"
+)
+
+
 def instructions_for(cfg: EncoderConfig) -> str:
-    """Static system prompt for ``encoder.mode`` (atomic records or one summary record)."""
-    return SUMMARY_INSTRUCTIONS if cfg.mode == "summary" else INSTRUCTIONS
+    """Static system prompt for ``encoder.mode`` (atomic records or one summary record) and
+    ``encoder.context_style`` (the guarded style adds the do-not-copy rule)."""
+    base = SUMMARY_INSTRUCTIONS if cfg.mode == "summary" else INSTRUCTIONS
+    if cfg.context_style != "guarded":
+        return base
+    anchor = "- write in the language of the segment's turns (do not translate).\n"
+    return base.replace(anchor, anchor + GUARDED_CONTEXT_RULE, 1)
 
 
 def _format_turn(t: Any, max_chars: int) -> str:
@@ -61,15 +76,25 @@ def _format_turn(t: Any, max_chars: int) -> str:
 
 
 def reference_context(request: EncodeRequest, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> str:
-    """ρ_k = (d_{k−1}; last m records), newest records kept first when the token budget is short."""
+    """ρ_k = (d_{k−1}; last m records), newest records kept first when the token budget is short.
+
+    ``context_style: guarded`` labels the records as already stored (not to be copied); a repair
+    call (``request.repair``) shows no records (``no_records``) or adds the rejected copies as a
+    "do not repeat" list (``do_not_repeat``), all within the same token budget.
+    """
     budget = cfg.context_token_budget
     if budget <= 0:
         return ""
     state = truncate_to_tokens(request.prev_resolution_state.strip(), budget // 3 or budget, tokenizer.encoding)
     lines = [f"Resolution state: {state}"] if state else []
     used = count_tokens("\n".join(lines), tokenizer.encoding)
+    records = request.prev_records[-cfg.context_records:] if cfg.context_records else []
+    if request.repair == "no_records":
+        records = []
+    elif request.repair == "do_not_repeat":
+        records = list(dict.fromkeys([*records, *request.avoid_texts]))
     kept: list[str] = []
-    for text in reversed(request.prev_records[-cfg.context_records:] if cfg.context_records else []):
+    for text in reversed(records):
         line = f"- {text}"
         cost = count_tokens(line, tokenizer.encoding) + 1
         if used + cost > budget:
@@ -77,7 +102,12 @@ def reference_context(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tok
         kept.append(line)
         used += cost
     if kept:
-        lines.append("Recent records:")
+        if request.repair == "do_not_repeat":
+            lines.append("Already stored — do NOT write these again, write only new facts from the Segment turns:")
+        elif cfg.context_style == "guarded":
+            lines.append("Already stored (for resolving names and dates only; do not copy):")
+        else:
+            lines.append("Recent records:")
         lines.extend(reversed(kept))
     return "\n".join(lines)
 
@@ -101,6 +131,8 @@ class OpenAIEncoder:
     """``SegmentEncoder`` backed by :class:`~lychee_ray.llm.client.LLMClient`."""
 
     backend = "openai"
+    # a degenerate reply is worth one more call with the repair prompt (encoder.guard.repair_mode)
+    supports_repair = True
 
     def __init__(self, client: Any, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> None:
         self.client = client

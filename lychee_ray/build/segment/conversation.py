@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from lychee_ray.build.segment.exchanges import resolve_exchange_mode
+from lychee_ray.build.segment.base import BaseSegmenter
 from lychee_ray.build.segment.online import make_segmenter
 from lychee_ray.build.segment.types import (
     Decision,
@@ -52,17 +54,20 @@ def embed_turns(conv: Conversation, embedder: Any, max_chars: int = 0) -> np.nda
 
 
 def conversation_turn_inputs(
-    conv: Conversation, turn_vectors: np.ndarray, encoding: str = DEFAULT_ENCODING, max_turn_chars: int = 0
+    conv: Conversation, turn_vectors: np.ndarray, encoding: str = DEFAULT_ENCODING, max_turn_chars: int = 0,
+    start: int = 0,
 ) -> list[TurnInput]:
-    """Pair every turn of ``conv`` with its vector (rows in ``iter_turns`` order) and token count.
+    """Pair every turn of ``conv`` from the ``start``-th on (``iter_turns`` order) with its vector
+    (row ``i`` of ``turn_vectors`` = turn ``start + i``) and token count.
 
     A turn longer than ``max_turn_chars`` (0 = no bound) enters as the piece ``[0, max_turn_chars)``:
     only that part is segmented and encoded; the turn itself is kept whole by the caller.
+    ``start`` > 0 feeds only the turns a resumed segmenter has not seen (incremental builds).
     """
-    if len(turn_vectors) != conv.num_turns:
-        raise ValueError(f"{len(turn_vectors)} vectors for {conv.num_turns} turns")
+    if len(turn_vectors) != conv.num_turns - start:
+        raise ValueError(f"{len(turn_vectors)} vectors for {conv.num_turns - start} turns")
     out = []
-    for row, (si, s, ti, t) in enumerate(conv.iter_turns()):
+    for row, (si, s, ti, t) in enumerate(itertools.islice(conv.iter_turns(), start, None)):
         ref = TurnRef(session_index=si, turn_index=ti, turn_id=t.turn_id, session_id=s.session_id)
         text = t.content
         if max_turn_chars and len(text) > max_turn_chars:
@@ -100,6 +105,53 @@ def segment_conversation(
     mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns))
     segments, decisions = segment_turn_inputs(turns, cfg, mode=mode, encoding=encoding)
     return SegmentationResult(segments, decisions, np.asarray(turn_vectors), mode)
+
+
+@dataclass
+class StreamSegmentation:
+    """Segments of a turn stream, split by what closed them, and the segmenter's resume point.
+
+    ``closed`` were closed by later turns: final, whatever comes next. ``tail`` were closed only
+    because the input ended (:meth:`BaseSegmenter.finish`); more turns could have extended them.
+    ``state`` is the segmenter's state *before* that end of input, so a continuation restored from
+    it decides every later turn exactly as one uninterrupted run would (docs/incremental.md).
+    """
+
+    closed: list[Segment]
+    tail: list[Segment]
+    state: dict[str, Any]
+
+    @property
+    def segments(self) -> list[Segment]:
+        return self.closed + self.tail
+
+
+def segment_stream(
+    turns: Sequence[TurnInput],
+    cfg: SegmenterConfig | None = None,
+    *,
+    state: dict[str, Any] | None = None,
+    encoding: str = DEFAULT_ENCODING,
+    finish: bool = True,
+) -> StreamSegmentation:
+    """Segment ``turns`` with a fresh segmenter (``auto`` mode resolved on ``turns``) or one restored
+    from ``state`` (a resume point of an earlier call); ``finish=False`` leaves the open segment open
+    (``tail`` empty). A fresh call with ``finish=True`` gives exactly :func:`segment_turn_inputs`' segments."""
+    cfg = cfg or SegmenterConfig()
+    if state is not None:
+        seg = BaseSegmenter.from_state(state, cfg)
+    else:
+        seg = make_segmenter(cfg, mode=resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns)), encoding=encoding)
+    closed = seg.push_turns(turns)
+    resume = seg.state_dict()
+    return StreamSegmentation(closed, seg.finish() if finish else [], resume)
+
+
+def open_turn_refs(state: dict[str, Any]) -> list[TurnRef]:
+    """References of the turns a saved segmenter state holds undecided: its open segment's turns,
+    then the turns of its pending (not yet complete) exchange."""
+    refs = [TurnRef(**r) for r in (state.get("open") or {}).get("turns", [])]
+    return refs + [TurnRef(**t["ref"]) for t in state.get("pending", [])]
 
 
 @dataclass(frozen=True, slots=True)

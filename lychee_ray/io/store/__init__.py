@@ -1,10 +1,12 @@
 """The memory store (DESIGN §2): Parquet tables + per-conversation FAISS indexes, committed atomically.
 
 :mod:`.layout` spells every path and the commit rules; :mod:`.writer` commits conversations;
-:mod:`.reader` reads them; :mod:`.compact` merges parts; :mod:`.index` builds the FAISS indexes.
+:mod:`.reader` reads them; :mod:`.compact` merges parts; :mod:`.index` builds the FAISS indexes;
+:mod:`.erase` removes a conversation or a user everywhere; :mod:`.locks` serialises writers.
 """
 
 from lychee_ray.io.store.compact import compact
+from lychee_ray.io.store.erase import EraseReport, NothingToErase, erase_conversation, erase_user
 from lychee_ray.io.store.index import build_flat_index
 from lychee_ray.io.store.layout import (
     INDEXES,
@@ -16,6 +18,7 @@ from lychee_ray.io.store.layout import (
     conversation_key,
     iter_markers,
 )
+from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, is_deleting
 from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, read_part
 from lychee_ray.io.store.writer import ConversationArtifacts, MemoryStoreWriter
 
@@ -23,4 +26,6 @@ __all__ = [
     "INDEXES", "STORE_VERSION", "TABLES", "ConversationArtifacts", "ConversationData", "MemoryStoreReader",
     "MemoryStoreWriter", "NotAStoreError", "StoreLayout", "atomic_write_text", "build_flat_index", "compact",
     "conversation_key", "iter_markers", "read_part",
+    "ConversationDeleting", "EraseReport", "NothingToErase", "conversation_write_lock", "erase_conversation",
+    "erase_user", "is_deleting",
 ]

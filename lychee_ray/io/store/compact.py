@@ -6,46 +6,73 @@ import json
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
 from lychee_ray.io.store.layout import TABLES, StoreLayout, atomic_write_text
+from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
 
 
 def compact(root: str | Path, conversations_per_file: int) -> dict[str, int]:
     """Merge per-conversation Parquet parts into few files per table (one row group each).
 
-    Markers are repointed one by one (atomically) before any part is deleted, so readers always
-    find their rows; compacted files no marker refers to any more are removed at the end.
-    Run it when no build is writing to the store (the build job's final step does).
+    Each marker is repointed (atomically) under its conversation's write lock, and only when the
+    conversation was not committed again meanwhile (an append's newer generation wins; its rows
+    in the new file are then never referenced). A part is deleted only after its marker was
+    repointed, so readers always find their rows; compacted files no marker refers to any more
+    are removed at the end. Holds the store lock (erasure rewrites compacted files too).
     Returns the number of parts merged per table.
     """
     layout = StoreLayout(root)
-    markers = list(layout.iter_markers())
-    merged: dict[str, int] = {}
-    done_parts: list[Path] = []
-    for table in TABLES:
-        todo = [m for m in markers if table not in (m.get("location") or {})]
-        merged[table] = len(todo)
-        for start in range(0, len(todo), conversations_per_file):
-            chunk = todo[start : start + conversations_per_file]
-            name = f"compact-{uuid.uuid4().hex[:12]}.parquet"
-            tmp = layout.table_dir(table) / f".{name}.tmp"
-            parts = [pq.read_table(layout.part_path(table, m["key"])) for m in chunk]
-            with pq.ParquetWriter(tmp, parts[0].schema) as w:
-                for part in parts:
-                    w.write_table(part.cast(parts[0].schema), row_group_size=max(1, part.num_rows))
-            os.replace(tmp, layout.table_dir(table) / name)
-            for i, m in enumerate(chunk):
-                m.setdefault("location", {})[table] = {"file": name, "row_group": i}
-                done_parts.append(layout.part_path(table, m["key"]))
-    for m in markers:
-        atomic_write_text(layout.marker_path(m["key"]), json.dumps(m, indent=1, sort_keys=True))
-    for f in done_parts:
-        f.unlink(missing_ok=True)
-    referenced = {(t, loc["file"]) for m in layout.iter_markers() for t, loc in (m.get("location") or {}).items()}
-    for table in TABLES:
-        for f in layout.table_dir(table).glob("compact-*.parquet"):
-            if (table, f.name) not in referenced:
-                f.unlink(missing_ok=True)
+    with store_lock(layout):
+        markers = list(layout.iter_markers())
+        merged: dict[str, int] = {}
+        moved: dict[str, dict[str, dict[str, object]]] = {}  # key -> table -> location
+        for table in TABLES:
+            todo = [m for m in markers if table not in (m.get("location") or {})]
+            merged[table] = len(todo)
+            for start in range(0, len(todo), conversations_per_file):
+                chunk, parts = [], []
+                for m in todo[start : start + conversations_per_file]:
+                    try:
+                        parts.append(pq.read_table(layout.marker_part_path(table, m)))
+                        chunk.append(m)
+                    except FileNotFoundError:  # an append committed a newer generation meanwhile: next time
+                        merged[table] -= 1
+                if not parts:
+                    continue
+                name = f"compact-{uuid.uuid4().hex[:12]}.parquet"
+                tmp = layout.table_dir(table) / f".{name}.tmp"
+                with pq.ParquetWriter(tmp, parts[0].schema) as w:
+                    for part in parts:
+                        w.write_table(part.cast(parts[0].schema), row_group_size=max(1, part.num_rows))
+                os.replace(tmp, layout.table_dir(table) / name)
+                for i, m in enumerate(chunk):
+                    moved.setdefault(m["key"], {})[table] = {"file": name, "row_group": i}
+        for m in markers:
+            if m["key"] in moved:
+                _repoint(layout, m, moved[m["key"]])
+        referenced = {(t, loc["file"]) for m in layout.iter_markers() for t, loc in (m.get("location") or {}).items()}
+        for table in TABLES:
+            for f in layout.table_dir(table).glob("compact-*.parquet"):
+                if (table, f.name) not in referenced:
+                    f.unlink(missing_ok=True)
     return merged
+
+
+def _repoint(layout: StoreLayout, seen: dict[str, Any], locations: dict[str, dict[str, Any]]) -> bool:
+    """Point one conversation's marker at its compacted row groups, then delete its own parts;
+    False (nothing changed) when it was committed again or is being erased since ``seen`` was read."""
+    try:
+        with conversation_write_lock(layout, seen["conversation_id"]):
+            current = layout.read_marker(seen["key"])
+            if current is None or current.get("committed_at") != seen.get("committed_at"):
+                return False
+            current["location"] = {**(current.get("location") or {}), **locations}
+            atomic_write_text(layout.marker_path(seen["key"]), json.dumps(current, indent=1, sort_keys=True))
+    except ConversationDeleting:
+        return False
+    for table in locations:
+        layout.marker_part_path(table, seen).unlink(missing_ok=True)
+    return True

@@ -3,17 +3,26 @@
 Layout (DESIGN §2)::
 
     ROOT/manifest.json
-    ROOT/records/<key>.parquet   nodes/  turns/  segments/  usage/     one part per conversation
-                                                                      (or a row group of compact-*.parquet)
+    ROOT/records/<key>.<gen>.parquet   nodes/  turns/  segments/  usage/   one part per conversation and
+                                                                      generation (or a row group of compact-*.parquet)
     ROOT/errors/<run>-<n>.parquet                                     quarantined inputs / stages, warnings
-    ROOT/index/<key>/{records,nodes,turns}.faiss + ids.json           IndexIDMap2(IndexFlatIP)
-    ROOT/commits/<key>.json                                           commit marker (last write)
-    ROOT/_staging/<key>.<uuid>/                                       a commit being assembled
+    ROOT/index/<key>/<gen>/{records,nodes,turns}.faiss + ids.json     IndexIDMap2(IndexFlatIP)
+    ROOT/segstate/<key>.<gen>.json                                    segmenter resume point (incremental builds)
+    ROOT/commits/<key>.json                                           commit marker (last write), names <gen>
+    ROOT/_staging/<key>.<uuid>/                                       (older stores: a commit being assembled)
     ROOT/_claims/<run>/<key>.json                                     which run builds which conversation
+    ROOT/_locks/<hash>.lock  <hash>.deleting  store.lock              write/erase locks (io/store/locks.py)
 
-A conversation is visible to readers only through its commit marker. A commit stages every file,
-removes the old marker, moves the files into place and writes the new marker last, so a reader
-never sees half a conversation and a crash leaves at worst an invisible, re-buildable one.
+A conversation is visible to readers only through its commit marker. Every commit writes a new
+*generation*: its files under names no earlier commit used (``<gen>`` = ``g<seq>-<random>``), then
+the marker that names the generation, last. Nothing is renamed or overwritten in place, so the
+protocol needs only "a single object write is atomic" (true of object stores too): a reader that
+read a marker reads exactly that generation's files, never a mix, and a crash leaves at worst an
+unreferenced generation that the next commit of the conversation removes. Old generations are
+removed after the new marker is written (by the writer holding the conversation's write lock); a
+reader that still held the old marker finds a file missing, re-reads the marker and loads again
+(:meth:`MemoryStoreReader.load`). Markers without ``generation`` (stores written before
+generations) name the older fixed paths (``<key>.parquet``, ``index/<key>/``) and stay readable.
 This module is the only place that spells these paths.
 """
 
@@ -29,6 +38,9 @@ from typing import Any, Iterator
 
 STORE_VERSION = 1
 TABLES = ("records", "nodes", "turns", "segments", "usage")
+SEGSTATE_DIR = "segstate"
+# A generation name: g<sequence>-<random hex>; unique without coordination, ordered by sequence.
+_GENERATION = re.compile(r"g(\d{6,})-[0-9a-f]{8}")
 INDEXES = ("records", "nodes", "turns")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # the key is the readable id plus a short hash that keeps two ids apart after unsafe characters are replaced
@@ -48,6 +60,26 @@ def conversation_key(conversation_id: str) -> str:
     """File-system-safe, collision-free name for a conversation id (readable prefix + hash)."""
     digest = hashlib.sha1(conversation_id.encode("utf-8")).hexdigest()[:_KEY_HASH_CHARS]
     return f"{_UNSAFE.sub('_', conversation_id)[:_KEY_PREFIX_CHARS]}-{digest}"
+
+
+def new_generation(previous: dict[str, Any] | None) -> str:
+    """A fresh generation name after the one ``previous`` (a commit marker, or None) names.
+
+    The sequence orders generations; the random part makes the name unique even when two writers
+    (which the write lock normally prevents) start from the same marker, so no file is overwritten.
+    """
+    return f"g{generation_seq(marker_generation(previous)) + 1:06d}-{uuid.uuid4().hex[:8]}"
+
+
+def marker_generation(marker: dict[str, Any] | None) -> str | None:
+    """The generation a commit marker names (None: a store written before generations)."""
+    return None if marker is None else marker.get("generation")
+
+
+def generation_seq(generation: str | None) -> int:
+    """The sequence number of a generation name (0 for the fixed paths of older stores)."""
+    m = _GENERATION.fullmatch(generation or "")
+    return int(m.group(1)) if m else 0
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -90,12 +122,106 @@ class StoreLayout:
     def table_dir(self, table: str) -> Path:
         return self.root / table
 
-    def part_path(self, table: str, key: str) -> Path:
-        """One conversation's own (not yet compacted) Parquet part of ``table``."""
-        return self.table_dir(table) / f"{key}.parquet"
+    def part_path(self, table: str, key: str, generation: str | None = None) -> Path:
+        """One conversation's own (not yet compacted) Parquet part of ``table`` in ``generation``
+        (None: the fixed path of stores written before generations)."""
+        return self.table_dir(table) / (f"{key}.parquet" if generation is None else f"{key}.{generation}.parquet")
 
-    def index_dir(self, key: str) -> Path:
-        return self.root / "index" / key
+    def index_dir(self, key: str, generation: str | None = None) -> Path:
+        """The FAISS indexes of one conversation's ``generation``; without it, the conversation's
+        index directory (which holds every generation, and the files of older stores)."""
+        return self.root / "index" / key if generation is None else self.root / "index" / key / generation
+
+    def segstate_path(self, key: str, generation: str) -> Path:
+        """The segmenter's resume point saved with a generation (docs/incremental.md)."""
+        return self.root / SEGSTATE_DIR / f"{key}.{generation}.json"
+
+    def marker_part_path(self, table: str, marker: dict[str, Any]) -> Path:
+        """The own Parquet part of ``table`` that a commit marker names (not for compacted tables:
+        those live in the row group ``marker["location"][table]``, see ``reader.read_part``)."""
+        return self.part_path(table, marker["key"], marker_generation(marker))
+
+    def marker_index_dir(self, marker: dict[str, Any]) -> Path:
+        """The directory of the FAISS indexes and ``ids.json`` that a commit marker names."""
+        return self.index_dir(marker["key"], marker_generation(marker))
+
+    def marker_segstate_path(self, marker: dict[str, Any]) -> Path | None:
+        """The segmenter resume point a commit marker names (None for markers without a generation)."""
+        gen = marker_generation(marker)
+        return None if gen is None else self.segstate_path(marker["key"], gen)
+
+    def generation_paths(self, key: str) -> dict[str | None, list[Path]]:
+        """Existing files and directories of conversation ``key`` by generation (None: older fixed
+        paths): its Parquet parts, index directories and segmenter states. Used to remove old
+        generations; names are parsed exactly, so another key that starts with this one never matches."""
+        out: dict[str | None, list[Path]] = {}
+
+        def add(gen: str | None, path: Path) -> None:
+            out.setdefault(gen, []).append(path)
+
+        def own(name: str, suffix: str) -> tuple[bool, str | None]:
+            """(belongs to ``key``, its generation) for ``<key>[.<gen>]<suffix>``."""
+            if not name.endswith(suffix):
+                return False, None
+            stem = name[: -len(suffix)]
+            if stem == key:
+                return True, None
+            head, _, gen = stem.rpartition(".")
+            return (head == key and _GENERATION.fullmatch(gen) is not None), gen
+        for table in TABLES:
+            d = self.table_dir(table)
+            if d.is_dir():
+                for f in d.iterdir():
+                    mine, gen = own(f.name, ".parquet")
+                    if mine:
+                        add(gen, f)
+        idx = self.index_dir(key)
+        if idx.is_dir():
+            for f in idx.iterdir():
+                add(f.name if f.is_dir() and _GENERATION.fullmatch(f.name) else None, f)
+        sdir = self.root / SEGSTATE_DIR
+        if sdir.is_dir():
+            for f in sdir.iterdir():
+                mine, gen = own(f.name, ".json")
+                if mine and gen is not None:
+                    add(gen, f)
+        return out
+
+    def conversation_paths(self, key: str) -> list[Path]:
+        """Every file or directory that belongs to conversation ``key`` alone (existing or not):
+        the commit marker first, then its own Parquet parts, FAISS indexes, staging directories and
+        build claims. Erasure (:mod:`.erase`) removes exactly these; a new per-conversation file
+        must be listed here. Rows in shared ``compact-*.parquet`` files and ``errors/`` are not paths
+        of one conversation (see :mod:`.compact`, :mod:`.erase`)."""
+        paths = [self.marker_path(key), *(self.part_path(t, key) for t in TABLES), self.index_dir(key)]
+        # parts and segmenter states of every generation (the index directory above holds all of its generations)
+        paths += [p for ps in self.generation_paths(key).values() for p in ps
+                  if p.parent != self.index_dir(key) and p not in paths]
+        if self.staging_dir.is_dir():  # writer stages into <key>.<uuid hex>; a longer key is another conversation
+            paths += sorted(p for p in self.staging_dir.iterdir() if re.fullmatch(re.escape(key) + r"\.[0-9a-f]{32}", p.name))
+        paths += sorted((self.root / "_claims").glob(f"*/{key}.json"))  # keys contain no glob characters
+        return paths
+
+    # -- locks (io/store/locks.py): named by a hash of the key, so no lock file spells an id ----
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / "_locks"
+
+    def _lock_stem(self, key: str) -> Path:
+        return self.locks_dir / hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+    def write_lock_path(self, key: str) -> Path:
+        """flock(2) file serialising writers (appends, erasure) of one conversation."""
+        return self._lock_stem(key).with_suffix(".lock")
+
+    def deleting_path(self, key: str) -> Path:
+        """Present while (or since a crashed) erasure of conversation ``key`` runs; appends refuse then."""
+        return self._lock_stem(key).with_suffix(".deleting")
+
+    @property
+    def store_lock_path(self) -> Path:
+        """flock(2) file serialising store-wide rewrites (erasure of rows in shared compacted files)."""
+        return self.locks_dir / "store.lock"
 
     def marker_path(self, key: str) -> Path:
         return self.commits_dir / f"{key}.json"
@@ -103,7 +229,7 @@ class StoreLayout:
     def create(self) -> None:
         """Make the directories a writer needs."""
         for d in (*(self.table_dir(t) for t in TABLES), self.errors_dir, self.root / "index", self.commits_dir,
-                  self.staging_dir):
+                  self.staging_dir, self.root / SEGSTATE_DIR):
             d.mkdir(parents=True, exist_ok=True)
 
     # -- reading the commit state ---------------------------------------------------------------

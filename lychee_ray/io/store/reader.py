@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.core.records import ERROR_SCHEMA, NODE_SCHEMA, RECORD_SCHEMA, SEGMENT_SCHEMA
-from lychee_ray.io.store.layout import INDEXES, NotAStoreError, StoreLayout
+from lychee_ray.io.store.layout import INDEXES, NotAStoreError, StoreLayout, conversation_key
 
 
 def read_part(root: str | Path, table: str, marker: dict[str, Any]) -> pa.Table:
@@ -20,8 +20,20 @@ def read_part(root: str | Path, table: str, marker: dict[str, Any]) -> pa.Table:
     layout = StoreLayout(root)
     loc = (marker.get("location") or {}).get(table)
     if loc is None:
-        return pq.read_table(layout.part_path(table, marker["key"]))
+        return pq.read_table(layout.marker_part_path(table, marker))
     return pq.ParquetFile(layout.table_dir(table) / loc["file"]).read_row_group(loc["row_group"])
+
+
+def read_segstate(root: str | Path, marker: dict[str, Any]) -> dict[str, Any] | None:
+    """The segmenter resume point saved with the marker's generation (None when it has none:
+    stores written before incremental builds, or a generation committed without one)."""
+    path = StoreLayout(root).marker_segstate_path(marker)
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
 
 
 @dataclass
@@ -68,6 +80,20 @@ class MemoryStoreReader:
             by_user.setdefault(m.get("user_id") or cid, []).append(cid)
         self.markers, self.by_user = markers, by_user
 
+    def refresh_conversation(self, conversation_id: str) -> dict[str, Any] | None:
+        """Re-read one conversation's commit marker (after this process committed it: cheaper than
+        :meth:`refresh`); returns it, or None when the conversation is not committed."""
+        m = self.layout.read_marker(conversation_key(conversation_id))
+        markers, by_user = dict(self.markers), {u: list(c) for u, c in self.by_user.items()}
+        old = markers.pop(conversation_id, None)
+        if old is not None:
+            by_user[old.get("user_id") or conversation_id].remove(conversation_id)
+        if m is not None:
+            markers[conversation_id] = m
+            by_user.setdefault(m.get("user_id") or conversation_id, []).append(conversation_id)
+        self.markers, self.by_user = markers, {u: c for u, c in by_user.items() if c}
+        return m
+
     @property
     def manifest(self) -> dict[str, Any]:
         return self.layout.read_manifest()
@@ -76,15 +102,31 @@ class MemoryStoreReader:
         return sorted(self.markers)
 
     def load(self, conversation_id: str) -> ConversationData:
-        """Open one conversation's tables and indexes; KeyError when it is not committed."""
-        import faiss
+        """Open one conversation's tables and indexes; KeyError when it is not committed.
 
+        Everything comes from the generation one marker names. When a file of it is gone (a newer
+        commit replaced that generation after this reader read the marker), the marker is read
+        again and the load repeated on the newer generation; a file missing from the current
+        generation is an error.
+        """
         m = self.markers.get(conversation_id)
         if m is None:
             raise KeyError(conversation_id)
-        key = m["key"]
+        while True:
+            try:
+                return self._load(conversation_id, m)
+            except (OSError, RuntimeError):  # RuntimeError: faiss cannot open a missing index file
+                fresh = self.layout.read_marker(m["key"])
+                if fresh is None or fresh.get("committed_at") == m.get("committed_at"):
+                    raise
+                self.markers = {**self.markers, conversation_id: fresh}
+                m = fresh
+
+    def _load(self, conversation_id: str, m: dict[str, Any]) -> ConversationData:
+        import faiss
+
         tables = {name: read_part(self.root, name, m) for name in ("records", "nodes", "turns", "segments")}
-        idx_dir = self.layout.index_dir(key)
+        idx_dir = self.layout.marker_index_dir(m)
         ids = json.loads((idx_dir / "ids.json").read_text(encoding="utf-8"))
         idx = {name: faiss.read_index(str(idx_dir / f"{name}.faiss")) for name in INDEXES}
         return ConversationData(

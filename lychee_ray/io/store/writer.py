@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lychee_ray.core.conversation import TURN_SCHEMA
+from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import (
     ERROR_SCHEMA,
     EvidenceNode,
@@ -29,12 +31,33 @@ from lychee_ray.io.store.index import build_flat_index
 from lychee_ray.io.store.layout import (
     INDEXES,
     STORE_VERSION,
-    TABLES,
     StoreLayout,
     atomic_write_text,
     conversation_key,
     iter_markers,
+    new_generation,
 )
+from lychee_ray.io.store.locks import conversation_write_lock
+
+
+# Columns of the turns table that make a turn what it is: a stored turn whose values differ is a
+# changed history (incremental builds), and the digest over them tells an unchanged input at once.
+TURN_IDENTITY = ("session_id", "session_index", "turn_index", "turn_id", "role", "speaker", "content", "timestamp",
+                 "session_started_at", "meta")
+
+
+def turn_identity(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The identity values of one turns-table row (see :data:`TURN_IDENTITY`)."""
+    return tuple(row.get(c) for c in TURN_IDENTITY)
+
+
+def turns_digest(turns: pa.Table) -> str:
+    """SHA-256 over the identity columns of a conversation's turns, in order (saved in the marker)."""
+    h = hashlib.sha256()
+    for row in turns.select(list(TURN_IDENTITY)).to_pylist():
+        h.update(json.dumps(turn_identity(row), ensure_ascii=False).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
 
 
 @dataclass
@@ -55,6 +78,8 @@ class ConversationArtifacts:
     # Rows of ``nodes`` that have a vector (in node_vectors order); None = every node.
     node_vector_rows: list[int] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The segmenter's resume point (docs/incremental.md), saved beside the generation; None = none.
+    segstate: dict[str, Any] | None = None
 
     def counts(self) -> dict[str, int]:
         return {
@@ -64,6 +89,10 @@ class ConversationArtifacts:
             "records": len(self.records),
             "nodes": len(self.nodes),
         }
+
+    def open_turns(self) -> int:
+        """Turns no segment covers yet: the open tail an append left (docs/incremental.md)."""
+        return self.turns.num_rows - len({t for s in self.segments for t in s.turn_ids})
 
 
 class MemoryStoreWriter:
@@ -109,43 +138,71 @@ class MemoryStoreWriter:
         """Forget a finished run's claims."""
         shutil.rmtree(self.layout.claims_dir(run_id), ignore_errors=True)
 
-    def commit(self, art: ConversationArtifacts) -> dict[str, Any]:
-        """Stage, then atomically publish one conversation; returns the commit marker."""
+    def commit(self, art: ConversationArtifacts, *, locked: bool = False) -> dict[str, Any]:
+        """Publish one conversation as a new generation; returns the commit marker.
+
+        The generation's files get names no earlier commit used, the marker naming them is written
+        last (one atomic write), then the conversation's older generations are removed (layout.py
+        describes the protocol). ``locked``: the caller already holds the conversation's write lock
+        (:func:`~lychee_ray.io.store.locks.conversation_write_lock`; incremental builds and appends
+        hold it from reading the stored state to the commit); otherwise the commit takes it.
+        """
+        if not locked:
+            with conversation_write_lock(self.layout, art.conversation_id):
+                return self.commit(art, locked=True)
         key = conversation_key(art.conversation_id)
-        stage = self.layout.staging_dir / f"{key}.{uuid.uuid4().hex}"
-        (stage / "index").mkdir(parents=True)
+        previous = self.layout.read_marker(key)
+        gen = new_generation(previous)
+        tables = {
+            "records": records_table(art.records),
+            "nodes": nodes_table(art.nodes),
+            "turns": art.turns.cast(TURN_SCHEMA),
+            "segments": segments_table(art.segments),
+            "usage": art.usage,
+        }
         try:
-            tables = {
-                "records": records_table(art.records),
-                "nodes": nodes_table(art.nodes),
-                "turns": art.turns.cast(TURN_SCHEMA),
-                "segments": segments_table(art.segments),
-                "usage": art.usage,
-            }
             for name, table in tables.items():
-                pq.write_table(table, stage / f"{name}.parquet")
-            self._write_indexes(stage / "index", art)
-            marker = {
-                "conversation_id": art.conversation_id,
-                "user_id": art.user_id,
-                "key": key,
-                "fingerprint": art.fingerprint,
-                "committed_at": datetime.now(timezone.utc).isoformat(),
-                "counts": art.counts(),
-                **art.extra,
-            }
-            marker_path = self.layout.marker_path(key)
-            marker_path.unlink(missing_ok=True)  # invisible from here until the new marker lands
-            for name in TABLES:
-                os.replace(stage / f"{name}.parquet", self.layout.part_path(name, key))
-            final_index = self.layout.index_dir(key)
-            if final_index.exists():
-                shutil.rmtree(final_index)
-            os.replace(stage / "index", final_index)
-            atomic_write_text(marker_path, json.dumps(marker, indent=1, sort_keys=True))
-            return marker
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+                pq.write_table(table, self.layout.part_path(name, key, gen))
+            index_dir = self.layout.index_dir(key, gen)
+            index_dir.mkdir(parents=True, exist_ok=True)
+            self._write_indexes(index_dir, art)
+            if art.segstate is not None:
+                path = self.layout.segstate_path(key, gen)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(art.segstate), encoding="utf-8")
+        except BaseException:
+            for path in self.layout.generation_paths(key).get(gen, []):  # invisible anyway; don't leave it behind
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+            raise
+        marker = {
+            "conversation_id": art.conversation_id,
+            "user_id": art.user_id,
+            "key": key,
+            "generation": gen,
+            "fingerprint": art.fingerprint,
+            "committed_at": datetime.now(timezone.utc).isoformat(),
+            "counts": art.counts(),
+            "open_turns": art.open_turns(),
+            **art.extra,
+        }
+        atomic_write_text(self.layout.marker_path(key), json.dumps(marker, indent=1, sort_keys=True))
+        self.remove_old_generations(key, keep=gen)
+        return marker
+
+    def remove_old_generations(self, key: str, keep: str | None) -> int:
+        """Delete every generation of ``key`` but ``keep`` (the caller holds its write lock, so no
+        other commit of it is being written); returns the number of paths removed."""
+        n = 0
+        for gen, paths in self.layout.generation_paths(key).items():
+            if gen == keep:
+                continue
+            for path in paths:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+                n += 1
+        return n
 
     def _write_indexes(self, dest: Path, art: ConversationArtifacts) -> None:
         import faiss
@@ -182,7 +239,9 @@ class MemoryStoreWriter:
         markers = list(iter_markers(self.root))
         totals: dict[str, int] = {}
         tokens: dict[str, dict[str, int]] = {}
+        quality = QualityCounts()
         for m in markers:
+            quality.add(QualityCounts.from_report(m.get("quality")))
             for k, v in m.get("counts", {}).items():
                 totals[k] = totals.get(k, 0) + int(v)
             for stage, t in (m.get("tokens") or {}).items():
@@ -201,9 +260,12 @@ class MemoryStoreWriter:
             "models": {"llm": one_or_all("model"), "embedding": one_or_all("embedder")},
             "embedding_dim": one_or_all("embedding_dim"),
             "fingerprint": one_or_all("fingerprint"),
+            "erasures": self.layout.read_manifest().get("erasures") or [],  # the log of io/store/erase.py outlives builds
             **info,
             "counts": {"conversations": len(markers), **totals},
             "tokens": tokens,
+            # memory checks of every committed conversation (lychee_ray.core.quality; docs/llm-quality.md)
+            "quality": quality.report(),
         }
         if isinstance(manifest["embedding_dim"], str):
             manifest["embedding_dim"] = int(manifest["embedding_dim"])

@@ -1,0 +1,139 @@
+"""A committed conversation read back for an incremental build: its turns, segments, records,
+vectors and segmenter resume point, and the check of new input against that stored history.
+
+Everything is read from the generation one commit marker names (the caller holds the
+conversation's write lock, so that generation stays current while it works).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lychee_ray.build.append_types import HistoryConflict, OwnerMismatch
+from lychee_ray.build.pipeline import KnownVectors
+from lychee_ray.core.conversation import Conversation, Session, Turn
+from lychee_ray.core.records import MemoryRecord, SegmentRow
+from lychee_ray.io.store import StoreLayout, read_part
+from lychee_ray.io.store.reader import read_segstate
+from lychee_ray.io.store.writer import TURN_IDENTITY, turn_identity
+
+# Where a turn sits (checked as order) vs what it says (checked as content).
+_POSITION = ("session_id", "session_index", "turn_index")
+_CONTENT = tuple(c for c in TURN_IDENTITY if c not in _POSITION and c != "turn_id")
+
+
+def index_vectors(index: Any, n_rows: int) -> dict[int, np.ndarray]:
+    """The vectors of an ``IndexIDMap2(IndexFlatIP)`` by their id (the Parquet row they belong to)."""
+    import faiss
+
+    inner = faiss.downcast_index(index.index)
+    if inner.ntotal == 0:
+        return {}
+    vecs = inner.reconstruct_n(0, inner.ntotal)
+    ids = faiss.vector_to_array(index.id_map)
+    return {int(i): vecs[k] for k, i in enumerate(ids) if 0 <= int(i) < n_rows}
+
+
+@dataclass
+class StoredConversation:
+    """One committed generation of a conversation, as an incremental build needs it."""
+
+    marker: dict[str, Any]
+    turns: pa.Table
+    rows: list[SegmentRow]
+    records: list[MemoryRecord]
+    usage: pa.Table
+    turn_vectors: np.ndarray
+    known: KnownVectors = field(default_factory=KnownVectors)
+    segstate: dict[str, Any] | None = None
+
+    @property
+    def conversation_id(self) -> str:
+        return self.marker["conversation_id"]
+
+    @property
+    def user_id(self) -> str:
+        return self.marker.get("user_id") or self.conversation_id
+
+    @property
+    def num_turns(self) -> int:
+        return self.turns.num_rows
+
+    def turn_rows(self) -> list[dict[str, Any]]:
+        return self.turns.to_pylist()
+
+    def records_of(self, segment_ids: set[str]) -> list[MemoryRecord]:
+        """The stored records of these segments, in stored order."""
+        return [r for r in self.records if r.segment_id in segment_ids]
+
+    def conversation(self) -> Conversation:
+        """The stored turns as a conversation (session positions kept: a session index no turn has,
+        e.g. an empty session of the original input, becomes an empty placeholder session)."""
+        sessions: dict[int, Session] = {}
+        for r in self.turn_rows():
+            s = sessions.get(r["session_index"])
+            if s is None:
+                s = sessions[r["session_index"]] = Session(session_id=r["session_id"], started_at=r["session_started_at"])
+            s.turns.append(Turn(turn_id=r["turn_id"], role=r["role"], speaker=r["speaker"], content=r["content"],
+                                timestamp=r["timestamp"], meta=json.loads(r["meta"]) if r["meta"] else {}))
+        ordered = [sessions.get(i) or Session(session_id=f"(empty session {i})") for i in range(max(sessions, default=-1) + 1)]
+        return Conversation(conversation_id=self.conversation_id, user_id=self.user_id, sessions=ordered)
+
+
+def load_stored(root: str | Path, marker: dict[str, Any]) -> StoredConversation:
+    """Read the generation ``marker`` names (own parts or compacted row groups, indexes, segmenter state)."""
+    import faiss
+
+    layout = StoreLayout(root)
+    tables = {t: read_part(root, t, marker) for t in ("records", "nodes", "turns", "segments", "usage")}
+    idx_dir = layout.marker_index_dir(marker)
+    idx = {name: faiss.read_index(str(idx_dir / f"{name}.faiss")) for name in ("records", "nodes", "turns")}
+    records = [MemoryRecord.from_row(r) for r in tables["records"].to_pylist()]
+    rows = sorted((SegmentRow.model_validate(r) for r in tables["segments"].to_pylist()), key=lambda r: r.index)
+    n_turns = tables["turns"].num_rows
+    by_row = index_vectors(idx["turns"], n_turns)
+    dim = idx["turns"].d
+    turn_vectors = np.asarray([by_row[i] for i in range(n_turns)], dtype=np.float32).reshape(n_turns, dim)
+    node_keys = list(zip(tables["nodes"].column("node_id").to_pylist(), tables["nodes"].column("text").to_pylist()))
+    known = KnownVectors(
+        records={records[i].record_id: v for i, v in index_vectors(idx["records"], len(records)).items()},
+        nodes={node_keys[i]: v for i, v in index_vectors(idx["nodes"], len(node_keys)).items()},
+    )
+    return StoredConversation(marker=marker, turns=tables["turns"], rows=rows, records=records, usage=tables["usage"],
+                              turn_vectors=turn_vectors, known=known, segstate=read_segstate(root, marker))
+
+
+def check_history(stored: StoredConversation, conv: Conversation) -> int:
+    """How many leading turns of ``conv`` are the stored ones; raises when the input rewrites history.
+
+    The stored turns must open ``conv`` in the same order, at the same session positions, with the
+    same content (:data:`~lychee_ray.io.store.writer.TURN_IDENTITY`); else :class:`HistoryConflict`
+    (``removed`` / ``reordered`` / ``changed``) naming the first stored turn that disagrees. A
+    different owner raises :class:`OwnerMismatch`.
+    """
+    cid = stored.conversation_id
+    if conv.user_id != stored.user_id:
+        raise OwnerMismatch(cid, stored.user_id, conv.user_id)
+    new_rows = conv.turn_rows()
+    where = {r["turn_id"]: i for i, r in enumerate(new_rows)}
+    for i, old in enumerate(stored.turn_rows()):
+        j = where.get(old["turn_id"])
+        if j is None:
+            raise HistoryConflict("removed", cid, old["turn_id"])
+        new = new_rows[j]
+        if j != i or any(old[c] != new[c] for c in _POSITION):
+            raise HistoryConflict("reordered", cid, old["turn_id"],
+                                  f"stored as turn {i} (session {old['session_id']!r}), now turn {j} (session {new['session_id']!r})")
+        changed = [c for c in _CONTENT if old[c] != new[c]]
+        if changed:
+            raise HistoryConflict("changed", cid, old["turn_id"], "fields " + ", ".join(changed))
+    return stored.num_turns
+
+
+__all__ = ["StoredConversation", "check_history", "index_vectors", "load_stored", "turn_identity"]

@@ -1,0 +1,306 @@
+"""Online appends in the query service: ``POST /v1/conversations/{id}/turns`` and ``.../flush``.
+
+* :class:`Appender` runs one append in a worker thread: the library's
+  :func:`~lychee_ray.build.incremental.append_turns` commits one new generation under the
+  conversation's ``flock`` write lock (so writers of one conversation are serialised across
+  threads, replicas and processes of one machine), then this replica re-reads the conversation's
+  commit marker and answers from the new generation at once. Errors become HTTP answers by their
+  ``kind`` (:func:`http_error`), never by their text.
+* :class:`IdleFlusher`: one daemon thread per replica. A conversation this replica appended to whose
+  open tail segment has seen no commit (by any replica) for ``serve.append_idle_flush_s`` is flushed.
+* :class:`MarkerWatch`: every read request stats the commit markers of the conversations in its
+  scope (one ``stat`` each, the erasure check's); a marker that changed since this replica read it
+  is re-read, so a request that starts after another replica committed an append answers from it.
+
+docs/serving.md ("Appending turns") states the status codes and the visibility bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, IncrementError
+from lychee_ray.config import LycheeConfig
+from lychee_ray.io.store import StoreLayout, conversation_key
+from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.serve.errors import ErrorCode, ServiceError
+from lychee_ray.serve.schemas import AppendBody
+
+log = logging.getLogger(__name__)
+
+# kind -> (status, code) for the kinds that are not 404/422 (those name the request's own fields).
+_CONFLICTS: dict[str, tuple[int, ErrorCode]] = {
+    "history_conflict": (409, "history_conflict"),
+    "conversation_deleting": (409, "conversation_deleting"),
+    "config_mismatch": (409, "config_mismatch"),
+    "conversation_busy": (503, "conversation_busy"),
+}
+
+# A turn's session fields as the library's Session model names them -> as AppendTurn does.
+_SESSION_FIELDS = {"started_at": "session_started_at"}
+
+
+def http_error(e: IncrementError | ConversationDeleting, turns: list[AppendTurn], user_id: str | None,
+               retry_after_s: int) -> Exception:
+    """The HTTP answer to a refused append, chosen by ``e.kind``: a :class:`ServiceError`, or a
+    ``RequestValidationError`` (FastAPI's 422 shape, ``loc`` naming the field) for the request's
+    own mistakes. Unknown conversations and owner mismatches are 404s with the message a read of a
+    conversation that is not the named user's gets (one message: nothing tells them apart)."""
+    cid = e.conversation_id
+    if e.kind == "unknown_conversation":
+        return ServiceError(404, "not_found", f"unknown conversation {cid!r}")
+    if e.kind == "owner_mismatch":
+        return ServiceError(404, "not_found", f"conversation {cid!r} not found for user {user_id!r}")
+    if e.kind == "user_id_required":
+        return RequestValidationError([{"loc": ["body", "user_id"], "msg": str(e), "type": "missing"}])
+    if e.kind == "invalid_turns":  # loc: the turn (by its id) and the field the library names
+        parts = [p for p in (getattr(e, "field", None) or "").split(".") if p]
+        idx = next((i for i, t in enumerate(turns) if t.turn_id == getattr(e, "turn_id", None)), None)
+        loc: list[str | int] = ["body", "turns"]
+        if idx is not None:
+            loc += [idx] + ([_SESSION_FIELDS.get(parts[-1], parts[-1])] if parts else [])
+        return RequestValidationError([{"loc": loc, "msg": str(e), "type": "value_error"}])
+    status, code = _CONFLICTS[e.kind]
+    headers = {"Retry-After": str(retry_after_s)} if status == 503 else None
+    turn = getattr(e, "turn_id", None) if e.kind == "history_conflict" else None
+    return ServiceError(status, code, str(e), headers, {"turn_id": turn} if turn else None)
+
+
+def build_embedder(cfg: LycheeConfig) -> Any:
+    """The embedder that writes a store's vectors (fp32, as the build; never the int8 query model):
+    the local model's cached ONNX export when it promises the build's vectors (under a second, no
+    torch), else the build's own loader."""
+    from lychee_ray.embed import get_embedder
+
+    if cfg.embedding.backend == "local":
+        from lychee_ray.embed.onnx_cache import load_cached
+
+        cached = load_cached(cfg.embedding, "none")
+        if cached is not None:
+            return cached
+    return get_embedder(cfg.embedding, cfg.llm)
+
+
+class MarkerWatch:
+    """Per-request check that this replica reads the newest committed generation of each
+    conversation in a request's scope: one ``stat`` of its commit marker (atomically replaced on
+    every commit, so its inode and mtime change)."""
+
+    def __init__(self, layout: StoreLayout) -> None:
+        self.layout = layout
+        self._seen: dict[str, tuple[int, int, int]] = {}  # conversation id -> (inode, mtime_ns, size) last read
+
+    def check(self, reader: Any, conversation_id: str | None, user_id: str | None) -> tuple[bool, list[str]]:
+        """(a marker this replica holds is gone — erased: reload; conversations whose marker changed
+        or appeared since this replica read it — re-read them with ``reader.refresh_conversation``)."""
+        markers = reader.markers
+        cids = [conversation_id] if conversation_id is not None else reader.by_user.get(user_id or "", [])
+        gone, changed = False, []
+        for cid in cids:
+            m = markers.get(cid)
+            try:
+                st = os.stat(self.layout.marker_path(m["key"] if m is not None else conversation_key(cid)))
+            except FileNotFoundError:
+                gone = gone or m is not None
+                self._seen.pop(cid, None)
+                continue
+            sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if self._seen.get(cid) != sig:  # stat before the read: a commit in between is re-read next time
+                self._seen[cid] = sig
+                changed.append(cid)
+        return gone, changed
+
+
+class IdleFlusher:
+    """Flushes conversations this replica appended to once their open tail has been idle for
+    ``idle_s`` seconds: no commit by any replica (the marker's ``committed_at``) for that long.
+
+    One daemon thread, started by the first :meth:`touch`; it sleeps until the earliest deadline.
+    ``flush(cid)`` runs the flush; ``marker(cid)`` reads the conversation's commit marker (None when
+    it is gone).
+    """
+
+    def __init__(self, idle_s: float, flush: Callable[[str], Any], marker: Callable[[str], dict[str, Any] | None]) -> None:
+        self.idle_s = idle_s
+        self._flush, self._marker = flush, marker
+        self._due: dict[str, float] = {}  # conversation id -> wall-clock time its flush is due
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self.flushes = 0
+        self.errors = 0
+
+    def touch(self, conversation_id: str, open_tail: bool) -> None:
+        """After an append by this replica: (re)arm the conversation's deadline, or drop it when
+        nothing is left open."""
+        if self.idle_s <= 0:
+            return
+        with self._cond:
+            if self._stopped:
+                return
+            if open_tail:
+                self._due[conversation_id] = time.time() + self.idle_s
+            else:
+                self._due.pop(conversation_id, None)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="lychee-idle-flush", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def pending(self) -> list[str]:
+        """Conversations waiting for their idle flush."""
+        with self._cond:
+            return sorted(self._due)
+
+    def stop(self) -> None:
+        """Stop the thread (a flush already running finishes on its own: its commit is atomic)."""
+        with self._cond:
+            self._stopped = True
+            self._due.clear()
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped:
+                    now = time.time()
+                    ready = [c for c, t in self._due.items() if t <= now]
+                    if ready:
+                        break
+                    self._cond.wait(timeout=min(self._due.values()) - now if self._due else None)
+                if self._stopped:
+                    return
+                for c in ready:
+                    del self._due[c]
+            for c in ready:
+                self._flush_if_idle(c)
+
+    def _flush_if_idle(self, conversation_id: str) -> None:
+        m = self._marker(conversation_id)
+        if m is None or m.get("open_turns") == 0:  # erased, or flushed/closed meanwhile (by any replica)
+            return
+        last = _epoch(m.get("committed_at"))
+        if last is not None and time.time() - last < self.idle_s:  # another replica appended since
+            with self._cond:
+                self._due.setdefault(conversation_id, last + self.idle_s)
+            return
+        try:
+            self._flush(conversation_id)
+            self.flushes += 1
+        except (IncrementError, ConversationDeleting) as e:
+            self.errors += 1
+            if e.kind == "conversation_busy":  # another writer is active: not idle, try again later
+                with self._cond:
+                    self._due.setdefault(conversation_id, time.time() + self.idle_s)
+            log.warning("idle flush of %r not done (%s): %s", conversation_id, e.kind, e)
+        except Exception:  # noqa: BLE001 — the thread must outlive one bad flush; logged with its traceback
+            self.errors += 1
+            log.exception("idle flush of %r failed", conversation_id)
+
+
+def _epoch(iso: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp() if isinstance(iso, str) else None
+    except ValueError:
+        return None
+
+
+class Appender:
+    """One replica's appends: the build context (made on first use), the idle flusher, counters.
+
+    ``store`` is the replica's :class:`~lychee_ray.query.engine.MemoryStore` (its reader re-reads a
+    conversation after this replica committed it); ``embedder`` an injected build-side embedder
+    (tests), else :func:`build_embedder` loads the configured one on the first append.
+    """
+
+    def __init__(self, root: str | Path, config: LycheeConfig, store: Any, embedder: Any = None) -> None:
+        self.root = Path(root)
+        self.layout = StoreLayout(self.root)
+        self.config = config
+        self.store = store
+        self._embedder = embedder
+        self._ctx: Any = None
+        self._ctx_lock = threading.Lock()
+        self.retry_after_s = config.serve.append_retry_after_s
+        self.flusher = IdleFlusher(config.serve.append_idle_flush_s, self.flush_now, self._read_marker)
+        self.appends = 0
+        self.turns_stored = 0
+
+    def _context(self) -> Any:
+        with self._ctx_lock:
+            if self._ctx is None:
+                from lychee_ray.build.incremental import make_append_context
+
+                backend = self.store.backend()
+                emb = self._embedder if self._embedder is not None else build_embedder(self.config)
+                self._ctx = make_append_context(self.config, backend, emb,
+                                                self.store.llm_client() if backend == "openai" else None)
+            return self._ctx
+
+    def _read_marker(self, conversation_id: str) -> dict[str, Any] | None:
+        return self.layout.read_marker(conversation_key(conversation_id))
+
+    # -- blocking: worker threads ----------------------------------------------------------------
+    def append_now(self, request: AppendRequest) -> AppendResult:
+        """Run one append (blocking) and make this replica read its generation at once."""
+        from lychee_ray.build.incremental import append_turns
+
+        result = append_turns(self.root, request, self._context())
+        cid = request.conversation_id
+        if result.generation is not None:
+            self.store.reader.refresh_conversation(cid)
+        self.appends += 1
+        self.turns_stored += len(result.stored_turn_ids)
+        if result.stored_turn_ids or result.generation is not None:
+            self.flusher.touch(cid, bool(result.open_turn_ids))
+        return result
+
+    def flush_now(self, conversation_id: str) -> AppendResult:
+        """Encode the open tail segment of a conversation (blocking; the idle flusher's call)."""
+        return self.append_now(AppendRequest(conversation_id=conversation_id, turns=[], flush=True))
+
+    # -- the endpoints -----------------------------------------------------------------------------
+    async def append(self, conversation_id: str, body: AppendBody) -> AppendResult:
+        """``POST /v1/conversations/{id}/turns``."""
+        return await self._run(conversation_id, body.turns, body.user_id, body.flush)
+
+    async def flush(self, conversation_id: str, user_id: str | None) -> AppendResult:
+        """``POST /v1/conversations/{id}/flush``: 404 for a conversation that is not stored."""
+        if not self.layout.marker_path(conversation_key(conversation_id)).exists():
+            raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
+        return await self._run(conversation_id, [], user_id, True)
+
+    async def _run(self, conversation_id: str, turns: list[AppendTurn], user_id: str | None, flush: bool) -> AppendResult:
+        try:
+            request = AppendRequest(conversation_id=conversation_id, turns=turns, user_id=user_id, flush=flush)
+        except ValidationError as e:  # only the path's id can be wrong here: the body was validated
+            raise RequestValidationError([{"loc": ["path", *err["loc"]], "msg": err["msg"], "type": err["type"]}
+                                          for err in e.errors()]) from None
+        try:
+            # its own thread (not the search workers): an append embeds, segments, encodes and writes
+            return await asyncio.to_thread(self.append_now, request)
+        except (IncrementError, ConversationDeleting) as e:
+            raise http_error(e, turns, user_id, self.retry_after_s) from None
+
+    def stats(self) -> dict[str, Any]:
+        """For ``GET /v1/admin/stats``."""
+        return {"appends": self.appends, "turns_stored": self.turns_stored, "idle_flush_s": self.flusher.idle_s,
+                "idle_flushes": self.flusher.flushes, "idle_flush_errors": self.flusher.errors,
+                "idle_flush_pending": len(self.flusher.pending())}
+
+    def close(self) -> None:
+        """Stop the idle flusher."""
+        self.flusher.stop()
+
+
+__all__ = ["Appender", "IdleFlusher", "MarkerWatch", "build_embedder", "http_error"]
