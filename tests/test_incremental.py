@@ -18,10 +18,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import threading
-import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from lychee_ray.build.append_types import (
@@ -42,23 +40,7 @@ from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.verify import verify_store
 from lychee_ray.query.engine import MemoryStore
 from tests.paths import LOCOMO_DIR, need
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words hashing: a text's vector never depends on its batch."""
-
-    name = "test-hash-embedder"
-    dim = 64
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split()[:64]:
-                h = zlib.crc32(w.encode("utf-8", "replace"))
-                out[i, h % self.dim] += 1.0 if (h >> 20) & 1 else -1.0
-        n = np.linalg.norm(out, axis=1, keepdims=True)
-        n[n == 0] = 1.0
-        return out / n
+from tests.reliability.test_bad_input import HashEmbedder
 
 
 CFG = load_config(env={})

@@ -16,20 +16,12 @@ Content words are :func:`lychee_ray.text.lexical.lexical_terms` (stop-worded, li
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from lychee_ray.io.store import MemoryStoreReader
-from lychee_ray.text.lexical import lexical_terms
-
-_NON_WORD = re.compile(r"[^0-9a-z]+")
-
-
-def normalised_text(text: str) -> str:
-    """Lower-cased words only: two texts that differ in case, spacing or punctuation compare equal."""
-    return _NON_WORD.sub(" ", text.lower()).strip()
+from lychee_ray.text.lexical import lexical_terms, normalised_text
 
 
 @dataclass

@@ -31,6 +31,14 @@ def stem(word: str) -> str:
     return w
 
 
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def normalised_text(text: str) -> str:
+    """Lower-cased words only: two texts that differ in case, spacing or punctuation compare equal."""
+    return _NON_WORD.sub(" ", text.lower()).strip()
+
+
 def lexical_terms(text: str) -> list[str]:
     """Lower-cased, stop-worded, stemmed word tokens (numbers kept) — BM25's vocabulary."""
     return [stem(t) for t in _TOKEN.findall(text.lower().replace("’", "'"))
@@ -45,4 +53,4 @@ ATTRIBUTION_WORDS = frozenset("said say says saying ask asked asks asking tell t
 ATTRIBUTION_TERMS = frozenset(stem(w) for w in ATTRIBUTION_WORDS)
 
 
-__all__ = ["ATTRIBUTION_TERMS", "ATTRIBUTION_WORDS", "lexical_terms", "stem"]
+__all__ = ["ATTRIBUTION_TERMS", "ATTRIBUTION_WORDS", "lexical_terms", "normalised_text", "stem"]

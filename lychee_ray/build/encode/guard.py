@@ -33,7 +33,6 @@ that comes back to a hobby), so it cannot tell a copy from a new fact.
 from __future__ import annotations
 
 import calendar
-import re
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Iterable
@@ -45,12 +44,11 @@ from lychee_ray.config import GuardConfig
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, normalise_type
 from lychee_ray.text.dates import to_date
-from lychee_ray.text.lexical import ATTRIBUTION_TERMS, lexical_terms, stem
+from lychee_ray.text.lexical import ATTRIBUTION_TERMS, lexical_terms, normalised_text, stem
 from lychee_ray.text.time.detect import find_time_expressions
 from lychee_ray.text.time.normalise import normalise_time
 from lychee_ray.text.time.rewrite import rewrite_relative
 
-_NON_WORD = re.compile(r"[^0-9a-z]+")
 # Calendar words and numbers say when, not what: a record's "7 May 2023" grounded in a turn's
 # "yesterday" must not count as an unsupported word.
 _CALENDAR_TERMS = frozenset(
@@ -58,11 +56,6 @@ _CALENDAR_TERMS = frozenset(
 )
 # Reasons that make a reply degenerate when too many of its drafts have them.
 _DEGENERATE_REASONS = ("echo", "ungrounded", "invalid_citation")
-
-
-def normalised(text: str) -> str:
-    """Lower-cased words only (case, spacing and punctuation do not make two texts different)."""
-    return _NON_WORD.sub(" ", text.lower()).strip()
 
 
 def content_terms(text: str) -> frozenset[str]:
@@ -86,7 +79,7 @@ class ConversationMemory:
     def accept(self, records: Iterable[MemoryRecord]) -> None:
         """Remember stored records (for echo checks) and their entities (for entity filling)."""
         for r in records:
-            self.texts.add(normalised(r.text))
+            self.texts.add(normalised_text(r.text))
             self.terms.append(content_terms(r.text))
             for e in r.entities:
                 self.entities.setdefault(e.lower(), e)
@@ -243,7 +236,7 @@ class _SegmentContext:
         self.turn_terms = {i: frozenset(lexical_terms(t.content)) | frozenset(lexical_terms(t.speaker))
                            for i, t in self.turns.items()}
         self.seen_caps = mid_sentence_caps(request.turns)
-        self.earlier_texts = set(memory.texts) | {normalised(t) for t in request.prev_records}
+        self.earlier_texts = set(memory.texts) | {normalised_text(t) for t in request.prev_records}
         self.earlier_terms = list(memory.terms) + [content_terms(t) for t in request.prev_records]
 
     def grounding(self, terms: frozenset[str], idx: list[int]) -> float:
@@ -276,7 +269,7 @@ class _SegmentContext:
         return sorted(chosen), self.grounding(terms, chosen)
 
     def is_near_copy(self, text: str, terms: frozenset[str], jaccard: float) -> bool:
-        if normalised(text) in self.earlier_texts:
+        if normalised_text(text) in self.earlier_texts:
             return True
         return any(_jaccard(terms, t) >= jaccard for t in self.earlier_terms)
 
@@ -294,4 +287,4 @@ class _SegmentContext:
         return None
 
 
-__all__ = ["ConversationMemory", "GuardedReply", "RecordGuard", "content_terms", "normalised"]
+__all__ = ["ConversationMemory", "GuardedReply", "RecordGuard", "content_terms"]
