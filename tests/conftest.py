@@ -39,6 +39,24 @@ def ray_session():
     yield ray
 
 
+@pytest.fixture(scope="session")
+def s3_server():
+    """One S3-compatible server (moto) on 127.0.0.1 for the session, with the standard AWS variables
+    pointing at it; each test makes its own bucket (:meth:`S3Server.bucket`)."""
+    from lychee_ray.testing.s3_server import S3Server
+
+    server = S3Server().start()
+    saved = {k: os.environ.get(k) for k in server.env()}
+    server.export()
+    yield server
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()
+
+
 @pytest.fixture(scope="module")
 def view(tmp_path_factory, embedder):
     """The synthetic conversation ``c-1`` (:mod:`tests.stores`) loaded as a query view, one per test

@@ -32,6 +32,8 @@ from lychee_ray.build.incremental import async_write_lock, extend_conversation
 from lychee_ray.build.stored import check_history, load_stored
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.io.store.fs import configure as configure_store
+from lychee_ray.io.store.gc import collect_garbage
 from lychee_ray.io.store.writer import turns_digest
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, compact, read_part
@@ -64,6 +66,7 @@ def make_context(
     cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, limiter: RateLimiter | None = None
 ) -> BuildContext:
     """Embedder (batched across conversations in flight) + encoder + usage ledger for one process."""
+    configure_store(cfg.store)  # this process's index cache and lease locks (remote stores)
     embedder = embedder or get_embedder(cfg.embedding, cfg.llm)
     batcher = AsyncBatchEmbedder(embedder, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
     encoder = make_encoder(cfg, backend, limiter)
@@ -392,11 +395,15 @@ async def process_stream(
 def finish_run(
     writer: MemoryStoreWriter, summary: BuildSummary, run_id: str, info: dict[str, Any], conversations_per_file: int
 ) -> None:
-    """Errors table, claims released, Parquet parts compacted, manifest written."""
+    """Errors table, claims released, Parquet parts compacted, crashed writers' garbage swept
+    (io/store/gc.py), manifest written."""
     writer.write_errors(summary.errors + summary.warnings, run_id=run_id)
     writer.release_claims(run_id)
     if conversations_per_file > 0:
         compact(writer.root, conversations_per_file)
+    swept = collect_garbage(writer.root)
+    if swept.files_removed:
+        log.info("removed %d unreferenced file(s) (%d bytes) left by crashed writers", swept.files_removed, swept.bytes_freed)
     writer.write_manifest(info)
 
 

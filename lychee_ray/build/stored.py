@@ -20,6 +20,7 @@ from lychee_ray.build.pipeline import KnownVectors
 from lychee_ray.core.conversation import Conversation, Session, Turn
 from lychee_ray.core.records import MemoryRecord, SegmentRow
 from lychee_ray.io.store import StoreLayout, read_part
+from lychee_ray.io.store.index import read_index
 from lychee_ray.io.store.reader import read_segstate
 from lychee_ray.io.store.writer import TURN_IDENTITY, turn_identity
 
@@ -86,14 +87,12 @@ class StoredConversation:
         return Conversation(conversation_id=self.conversation_id, user_id=self.user_id, sessions=ordered)
 
 
-def load_stored(root: str | Path, marker: dict[str, Any]) -> StoredConversation:
+def load_stored(root: str | Path | StoreLayout, marker: dict[str, Any]) -> StoredConversation:
     """Read the generation ``marker`` names (own parts or compacted row groups, indexes, segmenter state)."""
-    import faiss
-
-    layout = StoreLayout(root)
-    tables = {t: read_part(root, t, marker) for t in ("records", "nodes", "turns", "segments", "usage")}
+    layout = root if isinstance(root, StoreLayout) else StoreLayout(root)
+    tables = {t: read_part(layout, t, marker) for t in ("records", "nodes", "turns", "segments", "usage")}
     idx_dir = layout.marker_index_dir(marker)
-    idx = {name: faiss.read_index(str(idx_dir / f"{name}.faiss")) for name in ("records", "nodes", "turns")}
+    idx = {name: read_index(idx_dir / f"{name}.faiss") for name in ("records", "nodes", "turns")}
     records = [MemoryRecord.from_row(r) for r in tables["records"].to_pylist()]
     rows = sorted((SegmentRow.model_validate(r) for r in tables["segments"].to_pylist()), key=lambda r: r.index)
     n_turns = tables["turns"].num_rows

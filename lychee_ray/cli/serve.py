@@ -12,10 +12,10 @@ import ipaddress
 import logging
 import socket
 import sys
-from pathlib import Path
 
 from lychee_ray.cli.main import add_config_args, config_from_args
 from lychee_ray.io.store import NotAStoreError, StoreLayout
+from lychee_ray.io.store.fs import store_root
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.replicas is not None:
         cfg.serve.replicas = args.replicas
     s = cfg.serve
-    root = Path(args.memory)
+    root = store_root(args.memory)  # a directory or a pyarrow.fs URI (s3://bucket/prefix)
     layout = StoreLayout(root)
     if not layout.is_store():
         print(f"lychee-ray serve: {NotAStoreError(root)}", file=sys.stderr)
@@ -86,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
     def stopping() -> None:
         print("lychee-ray serve: shutting down", file=sys.stderr, flush=True)
 
-    serve_until_stopped(root, cfg, log_to_driver=args.verbose, on_ready=ready, on_stopping=stopping)
+    serve_until_stopped(args.memory, cfg, log_to_driver=args.verbose, on_ready=ready, on_stopping=stopping)
     return 0

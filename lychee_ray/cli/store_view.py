@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lychee_ray.io.store import NotAStoreError, StoreLayout
+from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
+from lychee_ray.io.store.fs import read_parquet
 
 
 @dataclass
@@ -41,15 +42,8 @@ def open_layout(root: str | Path) -> StoreLayout:
 
 def _sessions(layout: StoreLayout, marker: dict[str, Any]) -> int | None:
     """Distinct sessions among the conversation's turns (None when its turns part is unreadable)."""
-    import pyarrow.parquet as pq
-
-    loc = (marker.get("location") or {}).get("turns")
     try:
-        if loc is None:
-            col = pq.read_table(layout.marker_part_path("turns", marker), columns=["session_id"]).column(0)
-        else:
-            pf = pq.ParquetFile(layout.table_dir("turns") / loc["file"])
-            col = pf.read_row_group(loc["row_group"], columns=["session_id"]).column(0)
+        col = read_part(layout, "turns", marker, columns=["session_id"]).column(0)
     except (OSError, KeyError, ValueError):
         return None
     return len(set(col.to_pylist()))
@@ -57,11 +51,9 @@ def _sessions(layout: StoreLayout, marker: dict[str, Any]) -> int | None:
 
 def error_rows(layout: StoreLayout, warnings: bool = False) -> list[dict[str, Any]]:
     """Rows of ``errors/`` in time order: failures, plus input warnings when ``warnings``."""
-    import pyarrow.parquet as pq
-
     rows: list[dict[str, Any]] = []
     for f in sorted(layout.errors_dir.glob("*.parquet")):
-        rows += pq.read_table(f).to_pylist()
+        rows += read_parquet(f).to_pylist()
     rows = [r for r in rows if warnings or r.get("stage") != "warning"]
     return sorted(rows, key=lambda r: r.get("time") or "")
 

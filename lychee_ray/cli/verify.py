@@ -1,20 +1,32 @@
-"""``lychee-ray verify --memory DIR``: integrity check of a memory store."""
+"""``lychee-ray verify --memory DIR``: integrity check of a memory store (a directory or a URI)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.io.store.gc import collect_garbage, garbage_paths
 from lychee_ray.io.verify import verify_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a memory store's references, id maps and coverage")
-    p.add_argument("--memory", required=True, help="memory store directory")
+    p.add_argument("--memory", required=True, help="memory store directory or URI (s3://bucket/prefix, ...)")
+    p.add_argument("--collect-garbage", action="store_true",
+                   help="also remove files no commit marker names (crashed writers), once older than "
+                        "store.garbage_min_age_s")
+    add_config_args(p)  # store.* settings (garbage age, cache) for this run
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    config_from_args(args)  # applies the store settings to this process
     report = verify_store(args.memory)
+    if args.collect_garbage:
+        swept = collect_garbage(args.memory)
+        report["garbage_removed"] = {"files": swept.files_removed, "bytes": swept.bytes_freed}
+    else:
+        report["garbage"] = len(garbage_paths(args.memory))  # unreferenced paths old enough to sweep
     print(json.dumps(report, indent=1))
     return 0 if report["ok"] else 1

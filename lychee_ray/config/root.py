@@ -11,6 +11,7 @@ from lychee_ray.config.build import BuildConfig, EncoderConfig, NodesConfig, Ray
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, TokenizerConfig
 from lychee_ray.config.query import QueryConfig
 from lychee_ray.config.serve import EvalConfig, ServeConfig
+from lychee_ray.config.store import StoreConfig
 
 # Keys added after stores were built: left out of fingerprints while at their default value, so a
 # store built before the key existed still matches (and is reused) when the key is not changed.
@@ -33,6 +34,7 @@ class LycheeConfig(Section):
     query: QueryConfig
     serve: ServeConfig
     eval: EvalConfig
+    store: StoreConfig
 
     def fingerprint(self, *sections: str) -> str:
         """Stable hash of the named sections (all when none), secrets excluded."""

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+
 
 from lychee_ray.build.dryrun import encode_prompt_tokens, segment_request
 from lychee_ray.build.encode.base import EncodeOutput
@@ -29,6 +29,7 @@ from lychee_ray.eval.datasets import Dataset
 from lychee_ray.eval.layout import RunLayout
 from lychee_ray.eval.stores import StoreInfo, markers_for
 from lychee_ray.io.store import StoreLayout, read_part
+from lychee_ray.io.store.fs import parquet_file
 from lychee_ray.llm.schema import schema_for
 from lychee_ray.text.tokens import count_tokens
 
@@ -167,7 +168,7 @@ def conversation_bytes(root: Path, marker: dict[str, Any], tables: Iterable[str]
     for t in tables:
         if t in loc:
             try:
-                rg = pq.ParquetFile(layout.table_dir(t) / loc[t]["file"]).metadata.row_group(loc[t]["row_group"])
+                rg = parquet_file(layout.table_dir(t) / loc[t]["file"]).metadata.row_group(loc[t]["row_group"])
                 total += sum(rg.column(i).total_compressed_size for i in range(rg.num_columns))
             except (OSError, IndexError):
                 pass

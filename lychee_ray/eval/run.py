@@ -50,6 +50,7 @@ from lychee_ray.eval.report import write_report
 from lychee_ray.eval.resume import RunState, done_ok, load_answers
 from lychee_ray.eval.stores import StoreInfo, VariantStores, markers_for
 from lychee_ray.eval.variants import Variant, query_config, variant_key, with_rule_twins
+from lychee_ray.io.store.fs import is_remote, root_string, store_root
 from lychee_ray.llm.backend import resolve_backend
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ def _evaluate_variant(v: Variant, info: StoreInfo, cfg: LycheeConfig, ds: Datase
     log.info("%s: %d answered earlier, %d to answer", v.name, len(have), len(todo))
     if todo:
         spec = {"cfg_json": qcfg.model_dump_json(), "backend": backend, "kind": v.kind, "variant": v.name,
-                "variant_key": key, "store": str(info.path), "in_flight": cfg.eval.questions_in_flight,
+                "variant_key": key, "store": root_string(info.path), "in_flight": cfg.eval.questions_in_flight,
                 "judge_cfg_json": jcfg.model_dump_json() if jcfg is not None else None}
         t0 = time.perf_counter()
         executor.answer_questions(spec, todo, run_dir, _progress_printer(v.name, opts.progress, cfg))
@@ -169,7 +170,7 @@ def run_eval(cfg: LycheeConfig, opts: EvalOptions, executor: Executor | None = N
              len(ds.questions), ", ".join(v.name for v in variants), backend, "" if judged else " (no judge)")
     input_path = write_subset(ds, run_dir)
     state = RunState(run_dir)
-    reuse = [Path(p).resolve() for p in opts.reuse_stores]
+    reuse = [store_root(p) if is_remote(p) else Path(p).resolve() for p in opts.reuse_stores]  # a store on s3:// too
     own_executor = executor is None
     if executor is None and executor_factory is None:
         if not opts.local:

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, InvalidTurns
 from lychee_ray.config import LycheeConfig, QueryConfig, load_config
 from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store.fs import store_root
 from lychee_ray.llm.backend import resolve_backend
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
 from lychee_ray.query.bm25 import recall_bm25
@@ -94,7 +95,7 @@ class MemoryStore:
         reranker: CrossEncoderReranker | None = None,
         cache_max_bytes: int = 0,
     ) -> None:
-        self.root = Path(root)
+        self.root = store_root(root)
         self.config = config or load_config()
         self.qcfg: QueryConfig = self.config.query
         self.reader = MemoryStoreReader(self.root)

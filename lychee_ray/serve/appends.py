@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, IncrementError
 from lychee_ray.config import LycheeConfig
 from lychee_ray.io.store import StoreLayout, conversation_key
+from lychee_ray.io.store.fs import store_root
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.serve.errors import ErrorCode, ServiceError
 from lychee_ray.serve.schemas import AppendBody
@@ -224,7 +225,7 @@ class Appender:
     """
 
     def __init__(self, root: str | Path, config: LycheeConfig, store: Any, embedder: Any = None) -> None:
-        self.root = Path(root)
+        self.root = store_root(root)
         self.layout = StoreLayout(self.root)
         self.config = config
         self.store = store

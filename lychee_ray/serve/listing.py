@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import Any
 
-from lychee_ray.io.store import StoreLayout
+from lychee_ray.io.store import StoreLayout, read_part
 from lychee_ray.serve.schemas import ConversationPage, ConversationSummary
 
 log = logging.getLogger(__name__)
@@ -74,15 +74,8 @@ class ConversationLister:
 
     def _read_sessions(self, marker: dict[str, Any]) -> int | None:
         """Distinct session ids among the conversation's turns: one column of its Parquet part."""
-        import pyarrow.parquet as pq
-
-        loc = (marker.get("location") or {}).get("turns")
         try:
-            if loc is None:
-                col = pq.read_table(self.layout.marker_part_path("turns", marker), columns=["session_id"]).column(0)
-            else:
-                pf = pq.ParquetFile(self.layout.table_dir("turns") / loc["file"])
-                col = pf.read_row_group(loc["row_group"], columns=["session_id"]).column(0)
+            col = read_part(self.layout, "turns", marker, columns=["session_id"]).column(0)
         except (OSError, KeyError, ValueError) as e:  # compacted away meanwhile, or unreadable: say so, don't fail
             log.warning("sessions of %s unknown: %s", marker.get("conversation_id"), e)
             return None

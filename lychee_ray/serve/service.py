@@ -27,6 +27,7 @@ import numpy as np
 from lychee_ray import __version__
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
+from lychee_ray.io.store.fs import configure as configure_store, store_root
 from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, erase_conversation, erase_user
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
@@ -75,7 +76,8 @@ class MemoryService:
     def __init__(self, memory: str | Path, config: LycheeConfig | None = None, *, embedder: Any = None,
                  llm: str | None = None, llm_client: Any = None) -> None:
         cfg = config or load_config()
-        self.root = Path(memory)
+        configure_store(cfg.store)  # index cache and lease locks when the store is remote
+        self.root = store_root(memory)
         self.layout = StoreLayout(self.root)
         if not self.layout.is_store():
             raise NotAStoreError(self.root)

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
+from lychee_ray.io.store.fs import StorePath, parquet_writer, read_parquet, replace, temp_sibling
 from lychee_ray.io.store.layout import TABLES, StoreLayout, atomic_write_text
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
 
 
-def compact(root: str | Path, conversations_per_file: int) -> dict[str, int]:
+def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[str, int]:
     """Merge per-conversation Parquet parts into few files per table (one row group each).
 
     Each marker is repointed (atomically) under its conversation's write lock, and only when the
@@ -36,18 +34,19 @@ def compact(root: str | Path, conversations_per_file: int) -> dict[str, int]:
                 chunk, parts = [], []
                 for m in todo[start : start + conversations_per_file]:
                     try:
-                        parts.append(pq.read_table(layout.marker_part_path(table, m)))
+                        parts.append(read_parquet(layout.marker_part_path(table, m)))
                         chunk.append(m)
                     except FileNotFoundError:  # an append committed a newer generation meanwhile: next time
                         merged[table] -= 1
                 if not parts:
                     continue
                 name = f"compact-{uuid.uuid4().hex[:12]}.parquet"
-                tmp = layout.table_dir(table) / f".{name}.tmp"
-                with pq.ParquetWriter(tmp, parts[0].schema) as w:
+                final = layout.table_dir(table) / name
+                tmp = temp_sibling(final, "new")  # a fresh name no marker refers to yet: visible whole or not at all
+                with parquet_writer(tmp, parts[0].schema) as w:
                     for part in parts:
                         w.write_table(part.cast(parts[0].schema), row_group_size=max(1, part.num_rows))
-                os.replace(tmp, layout.table_dir(table) / name)
+                replace(tmp, final)
                 for i, m in enumerate(chunk):
                     moved.setdefault(m["key"], {})[table] = {"file": name, "row_group": i}
         for m in markers:

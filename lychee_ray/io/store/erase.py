@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import time
 import uuid
 from datetime import datetime, timezone
@@ -40,9 +38,20 @@ from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+from lychee_ray.io.store.fs import (
+    AnyPath,
+    StorePath,
+    parquet_file,
+    parquet_writer,
+    read_parquet,
+    remove_tree,
+    replace,
+    temp_sibling,
+    tree_size,
+    write_parquet,
+)
 from lychee_ray.io.store.layout import (
     TABLES,
     NotAStoreError,
@@ -51,6 +60,7 @@ from lychee_ray.io.store.layout import (
     conversation_key,
 )
 from lychee_ray.io.store.locks import (
+    LockHandle,
     flock_path,
     pending_erasures,
     read_journal,
@@ -90,7 +100,7 @@ class NothingToErase(KeyError):
         self.ident = ident
 
 
-def erase_conversation(root: str | Path, conversation_id: str) -> EraseReport:
+def erase_conversation(root: str | Path | StorePath, conversation_id: str) -> EraseReport:
     """Remove every trace of ``conversation_id`` from the store at ``root`` (see the module doc).
 
     Raises :class:`NothingToErase` when the store holds nothing of it, :class:`NotAStoreError`
@@ -105,7 +115,7 @@ def erase_conversation(root: str | Path, conversation_id: str) -> EraseReport:
         return _erase(layout, "conversation", conversation_id, [target] if target else [], {conversation_id})
 
 
-def erase_user(root: str | Path, user_id: str) -> EraseReport:
+def erase_user(root: str | Path | StorePath, user_id: str) -> EraseReport:
     """Remove every conversation whose owner is ``user_id`` (a conversation without a user id is
     owned by its own id, as everywhere). :class:`NothingToErase` when the user has none."""
     layout = _open(root)
@@ -117,7 +127,7 @@ def erase_user(root: str | Path, user_id: str) -> EraseReport:
         return _erase(layout, "user", user_id, list(targets.values()), set(targets))
 
 
-def _open(root: str | Path) -> StoreLayout:
+def _open(root: str | Path | StorePath) -> StoreLayout:
     layout = StoreLayout(root)
     if not layout.is_store():
         raise NotAStoreError(root)
@@ -135,13 +145,12 @@ class _Tally:
         self.rows: dict[str, int] = {t: 0 for t in (*TABLES, "errors")}
         self.files_removed = self.files_rewritten = self.bytes_freed = 0
 
-    def remove(self, path: Path, table: str | None = None) -> None:
+    def remove(self, path: AnyPath, table: str | None = None) -> None:
         """Delete a file or directory tree, counting its files, bytes and (for a part) rows."""
         if path.is_dir():
-            files = [p for p in path.rglob("*") if p.is_file()]
-            size = sum(p.stat().st_size for p in files)
-            shutil.rmtree(path)
-            self.files_removed += len(files)
+            files, size = tree_size(path)
+            remove_tree(path)
+            self.files_removed += files
             self.bytes_freed += size
             return
         try:
@@ -150,7 +159,7 @@ class _Tally:
             return
         if table is not None:
             try:
-                self.rows[table] += pq.ParquetFile(path).metadata.num_rows
+                self.rows[table] += parquet_file(path).metadata.num_rows
             except (OSError, pa.ArrowInvalid):
                 pass  # an unreadable part: removed all the same
         path.unlink(missing_ok=True)
@@ -167,11 +176,13 @@ def _erase(layout: StoreLayout, scope: EraseScope, ident: str, targets: list[dic
                  "location": t.get("location") or {}, "erasing_since": t.get("erasing_since", now)} for t in targets]
     for j in journals:  # the flag first: from here on appends to these conversations refuse
         atomic_write_text(layout.deleting_path(j["key"]), json.dumps(j))
-    held: list[tuple[int, Path]] = []
+    held: list[tuple[LockHandle, AnyPath]] = []
     try:
         for j in journals:
             path = layout.write_lock_path(j["key"])
-            held.append((flock_path(path), path))  # waits for an append that is committing right now
+            handle = flock_path(path)
+            assert handle is not None  # a blocking wait returns a lock
+            held.append((handle, path))  # waits for an append that is committing right now
             m = layout.read_marker(j["key"])  # ... which may have committed a new generation
             if m is not None:
                 j["location"] = m.get("location") or {}
@@ -200,12 +211,12 @@ def _rewrite_compacted(layout: StoreLayout, journals: list[dict[str, Any]], ids:
     other conversations' markers, then delete the old files."""
     id_set = pa.array(sorted(ids), pa.string())
     remap: dict[str, dict[tuple[str, int], tuple[str, int]]] = {t: {} for t in TABLES}
-    old_files: list[Path] = []
+    old_files: list[AnyPath] = []
     for table in TABLES:
         drop = {(loc["file"], int(loc["row_group"])) for j in journals
                 for t, loc in j["location"].items() if t == table and isinstance(loc, dict)}
         for f in sorted(layout.table_dir(table).glob("compact-*.parquet")):
-            pf = pq.ParquetFile(f)
+            pf = parquet_file(f)
             match_rows = "conversation_id" in pf.schema_arrow.names and len(id_set) > 0
             keep: list[tuple[int, pa.Table | None]] = []  # (old row group, filtered rows | None = as is)
             removed, changed = 0, False
@@ -230,13 +241,13 @@ def _rewrite_compacted(layout: StoreLayout, journals: list[dict[str, Any]], ids:
                 old_files.append(f)
                 continue
             new = layout.table_dir(table) / f"compact-{uuid.uuid4().hex[:12]}.parquet"  # as compact.py names them
-            tmp = new.with_name(f".{new.name}.tmp")
-            with pq.ParquetWriter(tmp, pf.schema_arrow) as w:
+            tmp = temp_sibling(new, "new")
+            with parquet_writer(tmp, pf.schema_arrow) as w:
                 for i, (rg, rows) in enumerate(keep):
                     part = rows if rows is not None else pf.read_row_group(rg)
                     w.write_table(part, row_group_size=max(1, part.num_rows))  # one row group each, as before
                     remap[table][(f.name, rg)] = (new.name, i)
-            os.replace(tmp, new)
+            replace(tmp, new)
             tally.files_rewritten += 1
             tally.bytes_freed -= new.stat().st_size
             old_files.append(f)
@@ -265,6 +276,7 @@ def _repoint_markers(layout: StoreLayout, remap: dict[str, dict[tuple[str, int],
             continue
         path = layout.write_lock_path(m["key"])
         fd = flock_path(path)
+        assert fd is not None  # a blocking wait returns a lock
         try:
             cur = layout.read_marker(m["key"])
             moved = _moved(cur, remap) if cur is not None else {}
@@ -281,7 +293,7 @@ def _rewrite_errors(layout: StoreLayout, ids: set[str], tally: _Tally) -> None:
         return
     id_set = pa.array(sorted(ids), pa.string())
     for f in sorted(layout.errors_dir.glob("*.parquet")):
-        t = pq.read_table(f)
+        t = read_parquet(f)
         if "conversation_id" not in t.column_names:
             continue
         hit = pc.fill_null(pc.is_in(t.column("conversation_id"), value_set=id_set), False)
@@ -294,9 +306,9 @@ def _rewrite_errors(layout: StoreLayout, ids: set[str], tally: _Tally) -> None:
             tally.remove(f)
             continue
         size = f.stat().st_size
-        tmp = f.with_name(f".{f.name}.{uuid.uuid4().hex}.tmp")
-        pq.write_table(rest, tmp)
-        os.replace(tmp, f)
+        tmp = temp_sibling(f, uuid.uuid4().hex)
+        write_parquet(rest, tmp)
+        replace(tmp, f)
         tally.files_rewritten += 1
         tally.bytes_freed += size - f.stat().st_size
 

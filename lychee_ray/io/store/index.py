@@ -1,8 +1,23 @@
-"""Per-conversation FAISS indexes: exact inner product over unit vectors, ids = Parquet rows."""
+"""Per-conversation FAISS indexes: exact inner product over unit vectors, ids = Parquet rows.
+
+FAISS reads and writes local files only. On a remote store (:mod:`.fs`) an index is written to a
+local temporary file and uploaded, and read through a bounded local cache directory
+(``store.cache_dir`` / ``store.cache_max_bytes``): a generation's files never change once written
+(new commits write new generations), so a cached copy, keyed by its full path, is never stale.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+
+from lychee_ray.io.store.fs import AnyPath, StorePath, settings
 
 
 def build_flat_index(vectors: np.ndarray, dim: int, ids: list[int] | None = None):
@@ -14,3 +29,82 @@ def build_flat_index(vectors: np.ndarray, dim: int, ids: list[int] | None = None
         row_ids = np.arange(len(vectors), dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
         index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), row_ids)
     return index
+
+
+def write_index(index: Any, path: AnyPath) -> None:
+    """Write a FAISS index to ``path`` (a local file, or a temporary file uploaded to a remote store)."""
+    import faiss
+
+    if not isinstance(path, StorePath):
+        faiss.write_index(index, str(path))
+        return
+    with tempfile.TemporaryDirectory(prefix="lychee-index-") as tmp:
+        local = os.path.join(tmp, path.name)
+        faiss.write_index(index, local)
+        with open(local, "rb") as src, path.fs.open_output_stream(path.path) as dst:
+            while chunk := src.read(1 << 22):
+                dst.write(chunk)
+
+
+def read_index(path: AnyPath) -> Any:
+    """Read a FAISS index (remote: through the local cache). FileNotFoundError when it is absent."""
+    import faiss
+
+    local = cached_copy(path) if isinstance(path, StorePath) else path
+    if not os.path.exists(local):
+        raise FileNotFoundError(str(path))
+    return faiss.read_index(str(local))
+
+
+def cache_dir() -> Path:
+    """The local directory of cached index files (``store.cache_dir``)."""
+    configured = settings().cache_dir
+    if configured:
+        return Path(configured)
+    base = os.environ.get("LYCHEE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lychee_ray")
+    return Path(base) / "store"
+
+
+def cached_copy(path: StorePath) -> Path:
+    """A local copy of a remote file, downloaded once and kept under the cache bound (LRU by access)."""
+    d = cache_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(f"{path.fs.type_name}:{path.path}".encode("utf-8")).hexdigest()[:32] + path.suffix
+    local = d / name
+    if local.exists():
+        os.utime(local)  # mark as recently used
+        return local
+    tmp = d / f".{name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with path.fs.open_input_stream(path.path) as src, open(tmp, "wb") as dst:
+            while chunk := src.read(1 << 22):
+                dst.write(chunk)
+    except (FileNotFoundError, OSError) as e:
+        tmp.unlink(missing_ok=True)
+        if not path.exists():
+            raise FileNotFoundError(str(path)) from e
+        raise
+    os.replace(tmp, local)  # concurrent readers of one file both download; either copy is the same bytes
+    _evict(d, keep=local)
+    return local
+
+
+def _evict(d: Path, keep: Path) -> None:
+    """Remove least recently used cached files until the cache is within ``store.cache_max_bytes``
+    (the file just fetched stays: it is about to be read)."""
+    limit = settings().cache_max_bytes
+    files = []
+    for p in d.iterdir():
+        if p.name.startswith(".") or p == keep:
+            continue
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        files.append((st.st_mtime, st.st_size, p))
+    total = sum(f[1] for f in files) + keep.stat().st_size
+    for _, size, p in sorted(files):
+        if total <= limit:
+            break
+        p.unlink(missing_ok=True)
+        total -= size

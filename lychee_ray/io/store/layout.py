@@ -24,6 +24,11 @@ reader that still held the old marker finds a file missing, re-reads the marker 
 (:meth:`MemoryStoreReader.load`). Markers without ``generation`` (stores written before
 generations) name the older fixed paths (``<key>.parquet``, ``index/<key>/``) and stay readable.
 This module is the only place that spells these paths.
+
+ROOT is a local directory or a ``pyarrow.fs`` URI (``s3://bucket/prefix`` ...; :mod:`.fs`). The
+protocol above needs no rename, so it holds on object stores as it is: each file is one object
+write, the marker is written last, readers trust only markers, and the files of a crashed writer's
+generation are unreferenced garbage that the conversation's next commit removes.
 """
 
 from __future__ import annotations
@@ -33,8 +38,11 @@ import json
 import os
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
+
+from lychee_ray.io.store.fs import AnyPath, StorePath, display_uri, listing_state, settings, store_root
 
 STORE_VERSION = 1
 TABLES = ("records", "nodes", "turns", "segments", "usage")
@@ -51,9 +59,9 @@ _KEY_HASH_CHARS = 10
 class NotAStoreError(FileNotFoundError):
     """A path that is not a memory store (it has no ``commits/`` directory)."""
 
-    def __init__(self, root: str | Path) -> None:
-        super().__init__(f"not a memory store (no commits/): {root}")
-        self.root = Path(root)
+    def __init__(self, root: str | Path | StorePath) -> None:
+        super().__init__(f"not a memory store (no commits/): {display_uri(root)}")
+        self.root = display_uri(root)
 
 
 def conversation_key(conversation_id: str) -> str:
@@ -82,8 +90,12 @@ def generation_seq(generation: str | None) -> int:
     return int(m.group(1)) if m else 0
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix."""
+def atomic_write_text(path: AnyPath, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix
+    (an object store's single write already is; a local file is written aside and renamed)."""
+    if isinstance(path, StorePath):
+        path.write_text(text, encoding="utf-8")
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -93,81 +105,83 @@ def atomic_write_text(path: Path, text: str) -> None:
 class StoreLayout:
     """Paths of one store directory. Every module asks this class; none spells a path itself."""
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+    def __init__(self, root: str | Path | StorePath) -> None:
+        self.root: AnyPath = store_root(root)
+        # remote stores: markers read so far, by path -> (size, mtime, marker); see _remote_markers
+        self._marker_memo: dict[StorePath, tuple[int, float, dict[str, Any] | None]] = {}
+
+    @property
+    def remote(self) -> bool:
+        """True when the store lives in a ``pyarrow.fs`` filesystem rather than a local directory."""
+        return isinstance(self.root, StorePath)
 
     # -- directories and files ------------------------------------------------------------------
     @property
-    def manifest_path(self) -> Path:
+    def manifest_path(self) -> AnyPath:
         return self.root / "manifest.json"
 
     @property
-    def commits_dir(self) -> Path:
+    def commits_dir(self) -> AnyPath:
         return self.root / "commits"
 
     @property
-    def errors_dir(self) -> Path:
+    def errors_dir(self) -> AnyPath:
         return self.root / "errors"
 
     @property
-    def staging_dir(self) -> Path:
+    def staging_dir(self) -> AnyPath:
         return self.root / "_staging"
 
-    def claims_dir(self, run_id: str) -> Path:
+    def claims_dir(self, run_id: str) -> AnyPath:
         return self.root / "_claims" / run_id
 
-    def claim_path(self, run_id: str, key: str) -> Path:
+    def claim_path(self, run_id: str, key: str) -> AnyPath:
         return self.claims_dir(run_id) / f"{key}.json"
 
-    def table_dir(self, table: str) -> Path:
+    def table_dir(self, table: str) -> AnyPath:
         return self.root / table
 
-    def part_path(self, table: str, key: str, generation: str | None = None) -> Path:
+    def part_path(self, table: str, key: str, generation: str | None = None) -> AnyPath:
         """One conversation's own (not yet compacted) Parquet part of ``table`` in ``generation``
         (None: the fixed path of stores written before generations)."""
         return self.table_dir(table) / (f"{key}.parquet" if generation is None else f"{key}.{generation}.parquet")
 
-    def index_dir(self, key: str, generation: str | None = None) -> Path:
+    def index_dir(self, key: str, generation: str | None = None) -> AnyPath:
         """The FAISS indexes of one conversation's ``generation``; without it, the conversation's
         index directory (which holds every generation, and the files of older stores)."""
         return self.root / "index" / key if generation is None else self.root / "index" / key / generation
 
-    def segstate_path(self, key: str, generation: str) -> Path:
+    def segstate_path(self, key: str, generation: str) -> AnyPath:
         """The segmenter's resume point saved with a generation (docs/incremental.md)."""
         return self.root / SEGSTATE_DIR / f"{key}.{generation}.json"
 
-    def marker_part_path(self, table: str, marker: dict[str, Any]) -> Path:
+    def marker_part_path(self, table: str, marker: dict[str, Any]) -> AnyPath:
         """The own Parquet part of ``table`` that a commit marker names (not for compacted tables:
         those live in the row group ``marker["location"][table]``, see ``reader.read_part``)."""
         return self.part_path(table, marker["key"], marker_generation(marker))
 
-    def marker_index_dir(self, marker: dict[str, Any]) -> Path:
+    def marker_index_dir(self, marker: dict[str, Any]) -> AnyPath:
         """The directory of the FAISS indexes and ``ids.json`` that a commit marker names."""
         return self.index_dir(marker["key"], marker_generation(marker))
 
-    def marker_segstate_path(self, marker: dict[str, Any]) -> Path | None:
+    def marker_segstate_path(self, marker: dict[str, Any]) -> AnyPath | None:
         """The segmenter resume point a commit marker names (None for markers without a generation)."""
         gen = marker_generation(marker)
         return None if gen is None else self.segstate_path(marker["key"], gen)
 
-    def generation_paths(self, key: str) -> dict[str | None, list[Path]]:
+    def generation_paths(self, key: str) -> dict[str | None, list[AnyPath]]:
         """Existing files and directories of conversation ``key`` by generation (None: older fixed
         paths): its Parquet parts, index directories and segmenter states. Used to remove old
         generations; names are parsed exactly, so another key that starts with this one never matches."""
-        out: dict[str | None, list[Path]] = {}
+        out: dict[str | None, list[AnyPath]] = {}
 
-        def add(gen: str | None, path: Path) -> None:
+        def add(gen: str | None, path: AnyPath) -> None:
             out.setdefault(gen, []).append(path)
 
         def own(name: str, suffix: str) -> tuple[bool, str | None]:
             """(belongs to ``key``, its generation) for ``<key>[.<gen>]<suffix>``."""
-            if not name.endswith(suffix):
-                return False, None
-            stem = name[: -len(suffix)]
-            if stem == key:
-                return True, None
-            head, _, gen = stem.rpartition(".")
-            return (head == key and _GENERATION.fullmatch(gen) is not None), gen
+            parsed = split_generation_name(name, suffix)
+            return (parsed is not None and parsed[0] == key), (parsed[1] if parsed else None)
         for table in TABLES:
             d = self.table_dir(table)
             if d.is_dir():
@@ -187,7 +201,7 @@ class StoreLayout:
                     add(gen, f)
         return out
 
-    def conversation_paths(self, key: str) -> list[Path]:
+    def conversation_paths(self, key: str) -> list[AnyPath]:
         """Every file or directory that belongs to conversation ``key`` alone (existing or not):
         the commit marker first, then its own Parquet parts, FAISS indexes, staging directories and
         build claims. Erasure (:mod:`.erase`) removes exactly these; a new per-conversation file
@@ -204,26 +218,26 @@ class StoreLayout:
 
     # -- locks (io/store/locks.py): named by a hash of the key, so no lock file spells an id ----
     @property
-    def locks_dir(self) -> Path:
+    def locks_dir(self) -> AnyPath:
         return self.root / "_locks"
 
-    def _lock_stem(self, key: str) -> Path:
+    def _lock_stem(self, key: str) -> AnyPath:
         return self.locks_dir / hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
-    def write_lock_path(self, key: str) -> Path:
+    def write_lock_path(self, key: str) -> AnyPath:
         """flock(2) file serialising writers (appends, erasure) of one conversation."""
         return self._lock_stem(key).with_suffix(".lock")
 
-    def deleting_path(self, key: str) -> Path:
+    def deleting_path(self, key: str) -> AnyPath:
         """Present while (or since a crashed) erasure of conversation ``key`` runs; appends refuse then."""
         return self._lock_stem(key).with_suffix(".deleting")
 
     @property
-    def store_lock_path(self) -> Path:
+    def store_lock_path(self) -> AnyPath:
         """flock(2) file serialising store-wide rewrites (erasure of rows in shared compacted files)."""
         return self.locks_dir / "store.lock"
 
-    def marker_path(self, key: str) -> Path:
+    def marker_path(self, key: str) -> AnyPath:
         return self.commits_dir / f"{key}.json"
 
     def create(self) -> None:
@@ -254,23 +268,64 @@ class StoreLayout:
 
     def iter_markers(self) -> Iterator[dict[str, Any]]:
         """Commit markers of all visible conversations, in key order."""
+        if isinstance(self.commits_dir, StorePath):
+            yield from self._remote_markers(self.commits_dir)
+            return
         for p in sorted(self.commits_dir.glob("*.json")):
             try:
                 yield json.loads(p.read_text(encoding="utf-8"))
             except (json.JSONDecodeError, FileNotFoundError):
                 continue  # a marker being replaced right now; it is not visible yet
 
+    def _remote_markers(self, commits: StorePath) -> list[dict[str, Any]]:
+        """Markers of a remote store: one listing, then only the markers new or rewritten since this
+        layout last read them (same size and mtime = same object), fetched ``store.io_threads`` at a
+        time — one GET costs tens of milliseconds on an object store, and Serve re-scans on reload."""
+        listed = sorted((p, size, mtime) for p, size, mtime in commits.list_stats() if p.name.endswith(".json"))
+        todo = [(p, size, mtime) for p, size, mtime in listed if self._marker_memo.get(p, (None, None))[:2] != (size, mtime)]
+
+        def read(p: StorePath) -> dict[str, Any] | None:
+            try:
+                return json.loads(p.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, FileNotFoundError):
+                return None  # a marker being replaced or removed right now: not visible
+
+        if todo:
+            with ThreadPoolExecutor(max_workers=max(1, min(settings().io_threads, len(todo)))) as pool:
+                for (p, size, mtime), m in zip(todo, pool.map(read, [t[0] for t in todo])):
+                    self._marker_memo[p] = (size, mtime, m)
+        keep = {p for p, _, _ in listed}
+        self._marker_memo = {p: v for p, v in self._marker_memo.items() if p in keep}
+        return [m for p, _, _ in listed if (m := self._marker_memo[p][2]) is not None]
+
     def commit_state(self) -> tuple[float, float]:
-        """(mtime of the manifest, mtime of commits/): changes when a build commits (0.0 = absent)."""
-        def mtime(p: Path) -> float:
+        """(mtime of the manifest, state of the commits/ listing): changes when a build commits (0.0 = absent)."""
+        def mtime(p: AnyPath) -> float:
             try:
                 return p.stat().st_mtime
             except FileNotFoundError:
                 return 0.0
 
-        return mtime(self.manifest_path), mtime(self.commits_dir)
+        return mtime(self.manifest_path), listing_state(self.commits_dir)
 
 
-def iter_markers(root: str | Path) -> Iterator[dict[str, Any]]:
+def split_generation_name(name: str, suffix: str) -> tuple[str, str | None] | None:
+    """(key, generation) of a per-conversation file name ``<key>[.<gen>]<suffix>`` (generation None:
+    the fixed name of older stores); None for other names (compacted files, temporaries)."""
+    if not name.endswith(suffix) or name.startswith((".", "compact-")):
+        return None
+    stem = name[: -len(suffix)]
+    head, _, gen = stem.rpartition(".")
+    if head and _GENERATION.fullmatch(gen):
+        return head, gen
+    return stem, None  # keys end in "-<10 hex>", so no key is mistaken for "<key>.<gen>"
+
+
+def is_generation(name: str) -> bool:
+    """True for a generation name (``g<seq>-<random>``)."""
+    return _GENERATION.fullmatch(name) is not None
+
+
+def iter_markers(root: str | Path | StorePath) -> Iterator[dict[str, Any]]:
     """Commit markers of all visible conversations of the store at ``root``, in key order."""
     return StoreLayout(root).iter_markers()

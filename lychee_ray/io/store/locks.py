@@ -28,6 +28,8 @@ that only gets the lock after the erasure finished starts a new conversation.
 implement it, such as NFSv4 or Lustre); it is released when its holder dies, so a crashed writer
 never leaves a stale write lock. A lock file is removed only by its holder, and a waiter checks,
 once it holds the lock, that the file is still the one at the path (else it locks the new one).
+On an object store (a remote root, :mod:`.fs`) the same lock paths hold renewed lease objects
+instead (:mod:`.lease`, which states their limits).
 """
 
 from __future__ import annotations
@@ -37,9 +39,14 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, Union
 
+from lychee_ray.io.store.fs import AnyPath, StorePath
 from lychee_ray.io.store.layout import StoreLayout, conversation_key
+from lychee_ray.io.store.lease import Lease, acquire_lease
+
+# what flock_path returns: a file descriptor (local flock) or a lease (object store)
+LockHandle = Union[int, Lease]
 
 LockErrorKind = Literal["conversation_deleting"]
 
@@ -58,13 +65,16 @@ class ConversationDeleting(RuntimeError):
         self.conversation_id = conversation_id
 
 
-def _layout(root: str | Path | StoreLayout) -> StoreLayout:
+def _layout(root: str | Path | StorePath | StoreLayout) -> StoreLayout:
     return root if isinstance(root, StoreLayout) else StoreLayout(root)
 
 
-def flock_path(path: Path, *, blocking: bool = True) -> int | None:
-    """Hold an exclusive ``flock`` on ``path`` (created when missing); returns its descriptor, or
-    None when ``blocking`` is False and another holder has it. Release with :func:`release`."""
+def flock_path(path: AnyPath, *, blocking: bool = True) -> LockHandle | None:
+    """Hold an exclusive ``flock`` on ``path`` (created when missing); returns its descriptor (a
+    lease on an object store), or None when ``blocking`` is False and another holder has it.
+    Release with :func:`release`."""
+    if isinstance(path, StorePath):
+        return acquire_lease(path, blocking=blocking)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -82,9 +92,12 @@ def flock_path(path: Path, *, blocking: bool = True) -> int | None:
         os.close(fd)  # the holder removed the file while we waited: lock the one at the path now
 
 
-def release(fd: int, path: Path | None = None) -> None:
+def release(fd: LockHandle, path: AnyPath | None = None) -> None:
     """Release a lock from :func:`flock_path`; with ``path``, remove the lock file first (while still
     holding it, so a waiter sees that its file is gone and locks a fresh one)."""
+    if isinstance(fd, Lease):
+        fd.release()  # removes the lease object
+        return
     try:
         if path is not None:
             path.unlink(missing_ok=True)
@@ -127,7 +140,7 @@ def store_lock(root: str | Path | StoreLayout) -> Iterator[None]:
         release(fd)
 
 
-def read_journal(path: Path) -> dict[str, Any] | None:
+def read_journal(path: AnyPath) -> dict[str, Any] | None:
     """An erasure's journal (the commit marker being erased), or None when unreadable/absent."""
     try:
         d = json.loads(path.read_text(encoding="utf-8"))

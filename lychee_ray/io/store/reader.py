@@ -8,23 +8,25 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.core.records import ERROR_SCHEMA, NODE_SCHEMA, RECORD_SCHEMA, SEGMENT_SCHEMA
+from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet
+from lychee_ray.io.store.index import read_index
 from lychee_ray.io.store.layout import INDEXES, NotAStoreError, StoreLayout, conversation_key
 
 
-def read_part(root: str | Path, table: str, marker: dict[str, Any]) -> pa.Table:
+def read_part(root: str | Path | StorePath | StoreLayout, table: str, marker: dict[str, Any],
+              columns: list[str] | None = None) -> pa.Table:
     """One conversation's rows of ``table``: its own part, or its row group in a compacted file."""
-    layout = StoreLayout(root)
+    layout = root if isinstance(root, StoreLayout) else StoreLayout(root)
     loc = (marker.get("location") or {}).get(table)
     if loc is None:
-        return pq.read_table(layout.marker_part_path(table, marker))
-    return pq.ParquetFile(layout.table_dir(table) / loc["file"]).read_row_group(loc["row_group"])
+        return read_parquet(layout.marker_part_path(table, marker), columns=columns)
+    return parquet_file(layout.table_dir(table) / loc["file"]).read_row_group(loc["row_group"], columns=columns)
 
 
-def read_segstate(root: str | Path, marker: dict[str, Any]) -> dict[str, Any] | None:
+def read_segstate(root: str | Path | StorePath, marker: dict[str, Any]) -> dict[str, Any] | None:
     """The segmenter resume point saved with the marker's generation (None when it has none:
     stores written before incremental builds, or a generation committed without one)."""
     path = StoreLayout(root).marker_segstate_path(marker)
@@ -64,7 +66,7 @@ class ConversationData:
 class MemoryStoreReader:
     """Read side of a store: the manifest, the visible conversations, one conversation at a time."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path | StorePath) -> None:
         self.layout = StoreLayout(root)
         self.root = self.layout.root
         if not self.layout.is_store():
@@ -123,12 +125,10 @@ class MemoryStoreReader:
                 m = fresh
 
     def _load(self, conversation_id: str, m: dict[str, Any]) -> ConversationData:
-        import faiss
-
-        tables = {name: read_part(self.root, name, m) for name in ("records", "nodes", "turns", "segments")}
+        tables = {name: read_part(self.layout, name, m) for name in ("records", "nodes", "turns", "segments")}
         idx_dir = self.layout.marker_index_dir(m)
         ids = json.loads((idx_dir / "ids.json").read_text(encoding="utf-8"))
-        idx = {name: faiss.read_index(str(idx_dir / f"{name}.faiss")) for name in INDEXES}
+        idx = {name: read_index(idx_dir / f"{name}.faiss") for name in INDEXES}
         return ConversationData(
             conversation_id=conversation_id,
             user_id=m.get("user_id") or conversation_id,
@@ -141,7 +141,7 @@ class MemoryStoreReader:
 
     def read_table(self, name: str) -> pa.Table:
         """A whole table across visible conversations (for reports and checks, not for serving)."""
-        parts = [read_part(self.root, name, m) for m in self.markers.values()]
+        parts = [read_part(self.layout, name, m) for m in self.markers.values()]
         schema = {"records": RECORD_SCHEMA, "nodes": NODE_SCHEMA, "turns": TURN_SCHEMA, "segments": SEGMENT_SCHEMA}.get(name)
         if not parts:
             return schema.empty_table() if schema is not None else pa.table({})
@@ -149,4 +149,4 @@ class MemoryStoreReader:
 
     def errors(self) -> pa.Table:
         files = sorted(self.layout.errors_dir.glob("*.parquet"))
-        return pa.concat_tables([pq.read_table(f) for f in files]) if files else ERROR_SCHEMA.empty_table()
+        return pa.concat_tables([read_parquet(f) for f in files]) if files else ERROR_SCHEMA.empty_table()

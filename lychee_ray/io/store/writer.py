@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -14,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.core.quality import QualityCounts
@@ -27,14 +24,14 @@ from lychee_ray.core.records import (
     records_table,
     segments_table,
 )
-from lychee_ray.io.store.index import build_flat_index
+from lychee_ray.io.store.fs import AnyPath, StorePath, create_exclusive, remove_tree, write_parquet
+from lychee_ray.io.store.index import build_flat_index, write_index
 from lychee_ray.io.store.layout import (
     INDEXES,
     STORE_VERSION,
     StoreLayout,
     atomic_write_text,
     conversation_key,
-    iter_markers,
     new_generation,
 )
 from lychee_ray.io.store.locks import conversation_write_lock
@@ -98,7 +95,7 @@ class ConversationArtifacts:
 class MemoryStoreWriter:
     """Writes conversations into a store directory, one atomic commit each."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path | StorePath) -> None:
         self.layout = StoreLayout(root)
         self.root = self.layout.root
         self.layout.create()
@@ -117,26 +114,23 @@ class MemoryStoreWriter:
 
         A claim from the same location is the same input retried (e.g. Ray re-running a task after
         an actor died) and is granted again. Claims of other (earlier, possibly killed) runs do not
-        matter, so resume still works. The check-and-create is atomic (``O_EXCL``), so two
-        builders racing on one id cannot both win.
+        matter, so resume still works. Locally the check-and-create is atomic (``O_EXCL``), so two
+        builders racing on one id cannot both win; on an object store it is check-then-write
+        (:func:`~lychee_ray.io.store.fs.create_exclusive`), and two builders racing within one round
+        trip both build the id — the later commit replaces the earlier one whole, nothing is mixed.
         """
         path = self.layout.claim_path(run_id, conversation_key(conversation_id))
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if create_exclusive(path, json.dumps({"conversation_id": conversation_id, "where": where})):
+            return None
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            try:
-                first = json.loads(path.read_text(encoding="utf-8")).get("where", "?")
-            except (json.JSONDecodeError, OSError):
-                first = "?"
-            return None if first == where else first
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"conversation_id": conversation_id, "where": where}))
-        return None
+            first = json.loads(path.read_text(encoding="utf-8")).get("where", "?")
+        except (json.JSONDecodeError, OSError):
+            first = "?"
+        return None if first == where else first
 
     def release_claims(self, run_id: str) -> None:
         """Forget a finished run's claims."""
-        shutil.rmtree(self.layout.claims_dir(run_id), ignore_errors=True)
+        remove_tree(self.layout.claims_dir(run_id))
 
     def commit(self, art: ConversationArtifacts, *, locked: bool = False) -> dict[str, Any]:
         """Publish one conversation as a new generation; returns the commit marker.
@@ -162,17 +156,19 @@ class MemoryStoreWriter:
         }
         try:
             for name, table in tables.items():
-                pq.write_table(table, self.layout.part_path(name, key, gen))
+                write_parquet(table, self.layout.part_path(name, key, gen))
             index_dir = self.layout.index_dir(key, gen)
-            index_dir.mkdir(parents=True, exist_ok=True)
+            if not self.layout.remote:  # object stores have no directories to make
+                index_dir.mkdir(parents=True, exist_ok=True)
             self._write_indexes(index_dir, art)
             if art.segstate is not None:
                 path = self.layout.segstate_path(key, gen)
-                path.parent.mkdir(parents=True, exist_ok=True)
+                if not self.layout.remote:
+                    path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(art.segstate), encoding="utf-8")
         except BaseException:
             for path in self.layout.generation_paths(key).get(gen, []):  # invisible anyway; don't leave it behind
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                remove_tree(path)
             raise
         marker = {
             "conversation_id": art.conversation_id,
@@ -197,16 +193,11 @@ class MemoryStoreWriter:
             if gen == keep:
                 continue
             for path in paths:
-                if path.is_dir():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
+                remove_tree(path)
                 n += 1
         return n
 
-    def _write_indexes(self, dest: Path, art: ConversationArtifacts) -> None:
-        import faiss
-
+    def _write_indexes(self, dest: AnyPath, art: ConversationArtifacts) -> None:
         dim = int(art.turn_vectors.shape[1]) if art.turn_vectors.ndim == 2 else 0
         ids = {
             "records": [r.record_id for r in art.records],
@@ -221,22 +212,22 @@ class MemoryStoreWriter:
                 raise ValueError(f"{name}: {len(vecs[name])} vectors for {expected} rows")
             if rows[name] is not None and any(not 0 <= r < len(ids[name]) for r in rows[name]):
                 raise ValueError(f"{name}: vector row ids out of range")
-            faiss.write_index(build_flat_index(vecs[name], dim, rows[name]), str(dest / f"{name}.faiss"))
+            write_index(build_flat_index(vecs[name], dim, rows[name]), dest / f"{name}.faiss")
         (dest / "ids.json").write_text(json.dumps({"dim": dim, **ids}), encoding="utf-8")
 
-    def write_errors(self, rows: list[dict[str, Any]], run_id: str | None = None) -> Path | None:
+    def write_errors(self, rows: list[dict[str, Any]], run_id: str | None = None) -> AnyPath | None:
         """Append error rows (conversation_id, stage, message, file, line) as one Parquet part."""
         if not rows:
             return None
         now = datetime.now(timezone.utc).isoformat()
         full = [{"time": now, "file": None, "line": None, "conversation_id": None, **r} for r in rows]
         path = self.layout.errors_dir / f"{run_id or 'run'}-{uuid.uuid4().hex[:8]}.parquet"
-        pq.write_table(pa.Table.from_pylist(full, schema=ERROR_SCHEMA), path)
+        write_parquet(pa.Table.from_pylist(full, schema=ERROR_SCHEMA), path)
         return path
 
     def write_manifest(self, info: dict[str, Any]) -> dict[str, Any]:
         """Summarise every committed conversation into ``manifest.json`` (plus ``info``)."""
-        markers = list(iter_markers(self.root))
+        markers = list(self.layout.iter_markers())
         totals: dict[str, int] = {}
         tokens: dict[str, dict[str, int]] = {}
         quality = QualityCounts()

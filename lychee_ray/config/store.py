@@ -1,0 +1,30 @@
+"""Section for where a store lives when it is not on local disk (lychee_ray.io.store.fs)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from lychee_ray.config.base import Section
+
+
+class StoreConfig(Section):
+    # Local copies of FAISS index files read from a remote store (s3://, gs://, ...); None =
+    # $LYCHEE_CACHE_DIR/store or ~/.cache/lychee_ray/store. Generations never change once written,
+    # so a cached file is never stale.
+    cache_dir: str | None
+    # Bound on the cache's bytes; least recently used files are removed beyond it (0 = keep nothing
+    # once loaded: every load downloads again).
+    cache_max_bytes: int = Field(ge=0)
+    # Object stores have no flock: a writer's lock there is a lease object it renews; a lease not
+    # renewed for this long belongs to a dead writer and may be taken over.
+    lock_lease_s: float = Field(gt=0)
+    # Files no commit marker names (a crashed writer's) are removed by the sweep at the end of a build
+    # once older than this; a writer committing right now is younger (io/store/gc.py).
+    garbage_min_age_s: float = Field(ge=0)
+    # Object reads in parallel when a reader scans a remote store's commit markers (one GET each).
+    io_threads: int = Field(ge=1)
+    # How often a waiting writer looks at a held lease again.
+    lock_poll_s: float = Field(gt=0)
+    # After writing its lease, a writer waits this long and reads it back before trusting it, so two
+    # writers racing for a free lock see who won (last write wins on object stores).
+    lock_settle_s: float = Field(ge=0)

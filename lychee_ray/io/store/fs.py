@@ -1,0 +1,420 @@
+"""Where a store lives: a local directory, or any ``pyarrow.fs`` filesystem (S3, GCS, HDFS, ...).
+
+A store root is a local path (``out/locomo``, ``file:///data/locomo``) or a URI whose scheme
+``pyarrow.fs.FileSystem.from_uri`` knows (``s3://bucket/prefix``, ``gs://...``, ``hdfs://...``,
+``abfs://...``). :func:`store_root` turns either into a path object the store code uses alike:
+
+* a local root is a plain :class:`pathlib.Path` (the local code path is unchanged: ``os.replace``
+  for atomic writes, ``flock`` for locks);
+* a remote root is a :class:`StorePath`, a small ``pathlib``-like object over a ``pyarrow.fs``
+  filesystem that offers exactly the operations the store needs (join, list, glob, read, write,
+  delete, stat). Writes are single objects (``open_output_stream``): an object appears whole when
+  its upload completes, which is the only atomicity the commit protocol needs (layout.py).
+
+Everything else that differs between the two kinds lives in the helpers below (Parquet reads and
+writes, tree removal, replace, exclusive create), so the store modules call one function either way.
+
+Credentials and endpoints come the standard way: the AWS variables / config files / instance
+metadata for S3 (``AWS_ENDPOINT_URL`` points it at an S3-compatible store such as MinIO), Google's
+application default credentials for GCS, ``pyarrow.fs`` options in the URI's query
+(``s3://bucket/prefix?endpoint_override=host:9000&scheme=http``). :func:`display_uri` removes user
+info and secret-looking query values before a root is shown in a message, a log or the manifest.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import posixpath
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, Union
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lychee_ray.config.store import StoreConfig
+
+# query parameters of a pyarrow.fs URI that may carry a secret (never shown)
+_SECRET_PARAMS = re.compile(r"(secret|token|password|key|credential|sas)", re.IGNORECASE)
+
+
+_settings: StoreConfig | None = None
+
+
+def configure(settings: StoreConfig) -> None:
+    """Use ``settings`` (the ``store`` config section) for remote stores in this process: the index
+    cache and the lease locks. Entry points (CLI, build workers, Serve replicas) call it with the
+    loaded config; without a call the packaged defaults apply."""
+    global _settings
+    _settings = settings
+
+
+def settings() -> StoreConfig:
+    """The ``store`` settings in effect (:func:`configure`, else the packaged defaults)."""
+    global _settings
+    if _settings is None:
+        _settings = StoreConfig()
+    return _settings
+
+
+def is_remote(root: str | Path) -> bool:
+    """True for a URI with a scheme other than ``file://`` (the store lives in a ``pyarrow.fs`` filesystem)."""
+    s = str(root)
+    return "://" in s and not s.startswith("file://")
+
+
+def display_uri(root: str | Path | "StorePath") -> str:
+    """``root`` without user info (``s3://KEY:SECRET@bucket``) or secret-looking query values."""
+    s = str(root)
+    if "://" not in s:
+        return s
+    parts = urlsplit(s)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    query = urlencode([(k, "***" if _SECRET_PARAMS.search(k) else v) for k, v in parse_qsl(parts.query)])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+@lru_cache(maxsize=32)
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str, str]:
+    """(filesystem, base path in it, URI prefix that maps paths back to URIs) of a remote root.
+    Cached: ``from_uri`` resolves credentials and regions, which costs requests."""
+    fs, base = pafs.FileSystem.from_uri(uri)
+    parts = urlsplit(uri)
+    # the URI spelling of a path is scheme:// + path for bucket filesystems (s3, gs), scheme://netloc + path else
+    bucket_like = isinstance(fs, (pafs.S3FileSystem, pafs.GcsFileSystem))
+    prefix = f"{parts.scheme}://" if bucket_like else f"{parts.scheme}://{parts.netloc}"
+    return fs, base.rstrip("/"), prefix
+
+
+@dataclass(frozen=True)
+class StoreStat:
+    """What :meth:`StorePath.stat` returns (the fields of ``os.stat_result`` the store uses)."""
+
+    st_size: int
+    st_mtime: float
+
+
+class StorePath:
+    """A path in a ``pyarrow.fs`` filesystem with the ``pathlib.Path`` methods the store uses.
+
+    ``str(p)`` is its URI (secrets removed); ``p.path`` the path inside the filesystem. Directories
+    are prefixes on object stores: ``mkdir`` creates the marker object pyarrow uses, ``is_dir`` is
+    true when anything lies below.
+    """
+
+    __slots__ = ("fs", "path", "_prefix", "_query", "_type")
+
+    def __init__(self, fs: pafs.FileSystem, path: str, prefix: str, query: str = "",
+                 known_type: pafs.FileType | None = None) -> None:
+        self.fs = fs
+        self.path = path.rstrip("/")
+        self._prefix = prefix
+        self._query = query
+        # the type a directory listing reported (like os.DirEntry: saves one request per entry)
+        self._type = known_type
+
+    @classmethod
+    def from_uri(cls, uri: str) -> "StorePath":
+        """The root of a remote store (``s3://bucket/prefix`` ...)."""
+        fs, base, prefix = _filesystem(uri)
+        return cls(fs, base, prefix, urlsplit(uri).query)
+
+    # -- pure path operations -------------------------------------------------------------------
+    def _with(self, path: str) -> "StorePath":
+        return StorePath(self.fs, path, self._prefix, self._query)
+
+    def __truediv__(self, other: str) -> "StorePath":
+        return self._with(posixpath.join(self.path, str(other)))
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+    @property
+    def parent(self) -> "StorePath":
+        return self._with(posixpath.dirname(self.path))
+
+    @property
+    def suffix(self) -> str:
+        return posixpath.splitext(self.name)[1]
+
+    def with_name(self, name: str) -> "StorePath":
+        return self.parent / name
+
+    def with_suffix(self, suffix: str) -> "StorePath":
+        return self._with(posixpath.splitext(self.path)[0] + suffix)
+
+    def __str__(self) -> str:
+        return display_uri(self._prefix + self.path)
+
+    def __repr__(self) -> str:
+        return f"StorePath({str(self)!r})"
+
+    def __fspath__(self) -> str:  # pragma: no cover - a remote path is never a local file
+        raise TypeError(f"{self} is not a local path")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StorePath) and (self._prefix, self.path) == (other._prefix, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self._prefix, self.path))
+
+    def __lt__(self, other: "StorePath") -> bool:
+        return self.path < other.path
+
+    # -- queries --------------------------------------------------------------------------------
+    def _info(self) -> pafs.FileInfo:
+        return self.fs.get_file_info(self.path)
+
+    def _kind(self) -> pafs.FileType:
+        return self._type if self._type is not None else self._info().type
+
+    def exists(self) -> bool:
+        return self._kind() != pafs.FileType.NotFound
+
+    def is_dir(self) -> bool:
+        return self._kind() == pafs.FileType.Directory
+
+    def is_file(self) -> bool:
+        return self._kind() == pafs.FileType.File
+
+    def stat(self) -> StoreStat:
+        info = self._info()
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(str(self))
+        mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+        return StoreStat(st_size=int(info.size or 0), st_mtime=mtime)
+
+    def _children(self, recursive: bool = False) -> list[pafs.FileInfo]:
+        sel = pafs.FileSelector(self.path, recursive=recursive, allow_not_found=True)
+        try:
+            return self.fs.get_file_info(sel)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def list_stats(self) -> list[tuple["StorePath", int, float]]:
+        """(path, size, mtime) of the files directly below, from one listing."""
+        return [(StorePath(self.fs, i.path, self._prefix, self._query, i.type), int(i.size or 0),
+                 i.mtime.timestamp() if i.mtime is not None else 0.0)
+                for i in self._children() if i.type == pafs.FileType.File]
+
+    def iterdir(self) -> Iterator["StorePath"]:
+        for info in self._children():
+            yield StorePath(self.fs, info.path, self._prefix, self._query, info.type)
+
+    def glob(self, pattern: str) -> Iterator["StorePath"]:
+        """Paths below matching ``pattern`` (``*`` / ``?`` per level, levels split by ``/``)."""
+        head, _, rest = pattern.partition("/")
+        for child in self.iterdir():
+            if fnmatch.fnmatchcase(child.name, head):
+                if not rest:
+                    yield child
+                elif child.is_dir():
+                    yield from child.glob(rest)
+
+    def rglob(self, pattern: str) -> Iterator["StorePath"]:
+        for info in self._children(recursive=True):
+            if fnmatch.fnmatchcase(posixpath.basename(info.path), pattern):
+                yield StorePath(self.fs, info.path, self._prefix, self._query, info.type)
+
+    # -- reads and writes -----------------------------------------------------------------------
+    def read_bytes(self) -> bytes:
+        try:
+            with self.fs.open_input_stream(self.path) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as e:  # pyarrow reports a missing object as OSError on some filesystems
+            if not self.exists():
+                raise FileNotFoundError(str(self)) from e
+            raise
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
+
+    def write_bytes(self, data: bytes) -> int:
+        """One object, complete or absent (the upload finishes before it becomes visible)."""
+        with self.fs.open_output_stream(self.path) as f:
+            f.write(data)
+        return len(data)
+
+    def write_text(self, text: str, encoding: str = "utf-8") -> int:
+        return self.write_bytes(text.encode(encoding))
+
+    def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
+        self.fs.create_dir(self.path, recursive=True)
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        try:
+            self.fs.delete_file(self.path)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+        except OSError:
+            if self.exists() or not missing_ok:
+                raise
+
+    def rmtree(self) -> None:
+        """Delete this directory and everything below it (absent: nothing to do)."""
+        try:
+            self.fs.delete_dir(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if self.exists():
+                raise
+
+
+AnyPath = Union[Path, StorePath]
+
+
+def store_root(root: str | Path | StorePath) -> AnyPath:
+    """The path object of a store root: :class:`StorePath` for a remote URI, ``Path`` otherwise."""
+    if isinstance(root, (Path, StorePath)):
+        return root
+    s = str(root)
+    if s.startswith("file://"):
+        return Path(urlsplit(s).path)
+    return StorePath.from_uri(s) if is_remote(s) else Path(s)
+
+
+def root_string(root: str | Path | StorePath) -> str:
+    """A root as a string that :func:`store_root` maps back to the same place (an absolute local
+    path, or the URI with its query, secrets included — for passing to workers, never for display)."""
+    if isinstance(root, StorePath):
+        q = f"?{root._query}" if root._query else ""
+        return root._prefix + root.path + q
+    if is_remote(root):
+        return str(root)
+    return str(store_root(root).resolve())  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------------------------------------
+# operations that differ between local and remote paths
+# ------------------------------------------------------------------------------------------------
+
+
+def _fs_args(path: AnyPath) -> tuple[str, pafs.FileSystem | None]:
+    return (path.path, path.fs) if isinstance(path, StorePath) else (str(path), None)
+
+
+def read_parquet(path: AnyPath, columns: list[str] | None = None) -> pa.Table:
+    """A whole Parquet file (FileNotFoundError when absent)."""
+    p, fs = _fs_args(path)
+    if fs is not None and not path.exists():  # pyarrow's message differs per filesystem; readers test for this
+        raise FileNotFoundError(str(path))
+    return pq.read_table(p, filesystem=fs, columns=columns)
+
+
+def parquet_file(path: AnyPath) -> pq.ParquetFile:
+    """A Parquet file opened for row-group access."""
+    if isinstance(path, StorePath):
+        return pq.ParquetFile(path.fs.open_input_file(path.path))
+    return pq.ParquetFile(path)
+
+
+def write_parquet(table: pa.Table, path: AnyPath) -> None:
+    """Write ``table`` as one Parquet file (one object on object stores)."""
+    p, fs = _fs_args(path)
+    pq.write_table(table, p, filesystem=fs)
+
+
+def parquet_writer(path: AnyPath, schema: pa.Schema) -> pq.ParquetWriter:
+    """A ParquetWriter on ``path`` (``with`` it; on object stores the object appears on close)."""
+    p, fs = _fs_args(path)
+    return pq.ParquetWriter(p, schema, filesystem=fs)
+
+
+def remove_tree(path: AnyPath) -> None:
+    """Remove a file or a directory tree; absent is fine."""
+    if isinstance(path, StorePath):
+        if path.is_dir():
+            path.rmtree()
+        else:
+            path.unlink(missing_ok=True)
+        return
+    import shutil
+
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def temp_sibling(path: AnyPath, tag: str) -> AnyPath:
+    """Where to write ``path``'s new content before :func:`replace`: a hidden sibling locally; the
+    path itself on an object store, where one object write is already all-or-nothing."""
+    return path if isinstance(path, StorePath) else path.with_name(f".{path.name}.{tag}.tmp")
+
+
+def replace(tmp: AnyPath, path: AnyPath) -> None:
+    """Make ``tmp`` (from :func:`temp_sibling`) the content of ``path`` atomically."""
+    if tmp == path:
+        return
+    if isinstance(path, StorePath):  # not reached with temp_sibling; a copy is the best an object store can do
+        path.fs.move(tmp.path, path.path)  # type: ignore[union-attr]
+        return
+    import os
+
+    os.replace(tmp, path)
+
+
+def create_exclusive(path: AnyPath, text: str) -> bool:
+    """Create ``path`` with ``text`` unless it exists; True when this call created it.
+
+    Local: ``O_EXCL`` (atomic). Object stores without conditional writes: check, then write — two
+    writers racing within one round trip may both win; callers use it for claims whose loss is
+    detected later (a duplicate input id), never for mutual exclusion (see :mod:`.locks` for that).
+    """
+    if isinstance(path, StorePath):
+        if path.exists():
+            return False
+        path.write_text(text)
+        return True
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return True
+
+
+def tree_size(path: AnyPath) -> tuple[int, int]:
+    """(files, bytes) of a file or of everything below a directory."""
+    if isinstance(path, StorePath):
+        infos = [i for i in path._children(recursive=True) if i.type == pafs.FileType.File] if path.is_dir() else (
+            [path._info()] if path.is_file() else [])
+        return len(infos), sum(int(i.size or 0) for i in infos)
+    if path.is_dir():
+        files = [p for p in path.rglob("*") if p.is_file()]
+        return len(files), sum(p.stat().st_size for p in files)
+    return (1, path.stat().st_size) if path.is_file() else (0, 0)
+
+
+def listing_state(path: AnyPath) -> float:
+    """A number that changes when a file directly under ``path`` is added, removed or rewritten
+    (a directory's mtime locally; a hash of the names and mtimes of its objects on object stores)."""
+    if isinstance(path, StorePath):
+        items = sorted((i.path, i.mtime.timestamp() if i.mtime else 0.0, i.size or 0) for i in path._children())
+        digest = hashlib.sha1(repr(items).encode("utf-8")).digest()
+        return float(int.from_bytes(digest[:6], "big")) if items else 0.0
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+__all__ = ["AnyPath", "StorePath", "StoreStat", "configure", "create_exclusive", "display_uri", "is_remote", "listing_state",
+           "parquet_file", "parquet_writer", "read_parquet", "remove_tree", "replace", "root_string", "store_root",
+           "settings", "temp_sibling", "tree_size", "write_parquet"]

@@ -1,0 +1,125 @@
+"""Garbage of crashed writers: files no commit marker names, removed once they are old enough.
+
+A commit writes its generation's files first and its marker last (layout.py), so a writer killed in
+between leaves files no reader trusts. The conversation's next commit removes them; when there is
+no next commit (the re-run finds the conversation already built, or the input is gone), the sweep
+at the end of every build run does (:func:`collect_garbage`), and so does
+``lychee-ray verify --collect-garbage``. What it removes:
+
+* per-conversation parts, index generations and segmenter states of a generation its conversation's
+  marker does not name (or of a conversation with no marker at all);
+* ``compact-*.parquet`` files no marker locates (a compaction or erasure that died half-way);
+* ``_staging/`` directories of older stores' writers and ``_claims/`` of runs that never finished.
+
+Only files older than ``store.garbage_min_age_s`` go: a writer that is committing right now has
+files without a marker too, and it finishes (or renews its lease) well within that age.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree, settings, tree_size
+from lychee_ray.io.store.layout import (
+    SEGSTATE_DIR,
+    TABLES,
+    StoreLayout,
+    is_generation,
+    marker_generation,
+    split_generation_name,
+)
+
+
+@dataclass
+class GarbageReport:
+    """What a sweep found and removed."""
+
+    files_removed: int = 0
+    bytes_freed: int = 0
+    paths: list[str] = field(default_factory=list)
+
+
+def _newest_mtime(path: AnyPath) -> float:
+    """The newest modification time of a file or of any file below a directory (0.0: none)."""
+    if isinstance(path, StorePath):
+        if path.is_dir():
+            return max((m for _, _, m in _walk_stats(path)), default=0.0)
+        try:
+            return path.stat().st_mtime
+        except FileNotFoundError:
+            return 0.0
+    if path.is_dir():
+        return max((p.stat().st_mtime for p in path.rglob("*") if p.is_file()), default=path.stat().st_mtime)
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+def _walk_stats(path: StorePath) -> list[tuple[StorePath, int, float]]:
+    import pyarrow.fs as pafs
+
+    out = []
+    for i in path._children(recursive=True):
+        if i.type == pafs.FileType.File:
+            out.append((StorePath(path.fs, i.path, path._prefix, path._query, i.type), int(i.size or 0),
+                        i.mtime.timestamp() if i.mtime is not None else 0.0))
+    return out
+
+
+def garbage_paths(root: str | Path | StorePath, min_age_s: float | None = None) -> list[AnyPath]:
+    """Files and directories of the store at ``root`` that no marker names and that are older than
+    ``min_age_s`` (default ``store.garbage_min_age_s``)."""
+    layout = StoreLayout(root)
+    age = settings().garbage_min_age_s if min_age_s is None else min_age_s
+    cutoff = time.time() - age
+    markers = {m["key"]: m for m in layout.iter_markers()}
+    live = {k: marker_generation(m) for k, m in markers.items()}
+    located = {(t, loc["file"]) for m in markers.values() for t, loc in (m.get("location") or {}).items()
+               if isinstance(loc, dict)}
+    found: list[AnyPath] = []
+
+    def dead(key: str, gen: str | None) -> bool:
+        return key not in live or gen != live[key]
+
+    for table in TABLES:
+        for f in layout.table_dir(table).iterdir() if layout.table_dir(table).is_dir() else []:
+            if f.name.startswith("compact-"):
+                if (table, f.name) not in located:
+                    found.append(f)
+                continue
+            parsed = split_generation_name(f.name, ".parquet")
+            if parsed is not None and dead(*parsed):
+                found.append(f)
+    index_root = layout.root / "index"
+    for kdir in index_root.iterdir() if index_root.is_dir() else []:
+        gens = [g for g in kdir.iterdir() if g.is_dir() and is_generation(g.name)] if kdir.is_dir() else []
+        if kdir.name not in live:
+            found.append(kdir)
+        else:
+            found += [g for g in gens if g.name != live[kdir.name]]
+    sdir = layout.root / SEGSTATE_DIR
+    for f in sdir.iterdir() if sdir.is_dir() else []:
+        parsed = split_generation_name(f.name, ".json")
+        if parsed is not None and parsed[1] is not None and dead(*parsed):
+            found.append(f)
+    for d in (layout.staging_dir, layout.root / "_claims"):
+        found += list(d.iterdir()) if d.is_dir() else []
+    return [p for p in found if _newest_mtime(p) < cutoff]
+
+
+def collect_garbage(root: str | Path | StorePath, min_age_s: float | None = None) -> GarbageReport:
+    """Remove :func:`garbage_paths`; returns what went."""
+    report = GarbageReport()
+    for p in garbage_paths(root, min_age_s):
+        files, size = tree_size(p)
+        remove_tree(p)
+        report.files_removed += files
+        report.bytes_freed += size
+        report.paths.append(str(p))
+    return report
+
+
+__all__ = ["GarbageReport", "collect_garbage", "garbage_paths"]
