@@ -15,8 +15,13 @@ Procedure (fixed before looking at the reported corpus):
    WindowDiff is within one standard error of the best, take the one closest to 5.8 LoCoMo turns per
    segment, then the smaller ``role_bias`` (fewer encoder calls). TIAGE has no roles, so calibrating on
    TIAGE cannot choose ``role_bias``: that direction keeps the smallest grid value (0 = no prior).
-4. Report both picks on TIAGE test, SuperDialseg and LoCoMo against the matched fixed window, no boundary
-   and oracle-count TextTiling, plus a few ablations of the chosen configuration.
+4. Report both picks on TIAGE test, SuperDialseg and LoCoMo against the matched fixed window, no boundary,
+   standard TextTiling and oracle-count TextTiling, plus a few ablations of the chosen configuration.
+5. Paired per-dialogue WindowDiff differences of the defaults against each reference, the defaults started
+   cold in every dialogue, and a one-step sensitivity sweep of the remaining knobs (``SENSITIVITY``).
+6. Diagnostics of what the oracle's count is worth (``count_diagnostics``): TextTiling with one threshold for
+   the whole corpus set at the gold boundary rate, an online one-sided surprise told each dialogue's count,
+   and content-free boundaries (evenly spaced / random) told the count.
 """
 
 from __future__ import annotations
@@ -40,11 +45,16 @@ sys.path.insert(0, str(ROOT))
 from lychee_ray.build.segment import segment_conversation, turn_embedding_text
 from lychee_ray.config import SegmenterConfig, load_config
 from lychee_ray.core.conversation import Conversation
+from lychee_ray.eval.seg_metrics import boundary_string, evaluate_corpus, window_k, windowdiff
 from lychee_ray.eval.segmentation import (
     SegDialogue,
+    dialogue_turn_inputs,
+    eval_exchange_mode,
     evaluate_dialogues,
     load_seg_corpus,
+    segment_dialogues,
 )
+from lychee_ray.eval.texttiling import depth_scores, gap_coherence, texttiling_hearst, texttiling_oracle
 
 DATA = ROOT.parent / "shared" / "data"
 GRID: dict[str, list[Any]] = {"bias": [-1.5, -1.4, -1.3, -1.2, -1.1], "role_bias": [0.0, 1.0, 1.4, 1.8, 2.0]}
@@ -57,6 +67,11 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "robust_window_64": {"surprise.robust_window": 64},
     "authors_bias": {"bias": -1.1},
 }
+SENSITIVITY: list[dict[str, Any]] = [
+    {"trajectory_window": 1}, {"trajectory_window": 3}, {"w_cohesion": 0.0}, {"w_cohesion": 0.9},
+    {"surprise.robust_weight": 1.2}, {"surprise.robust_weight": 2.0}, {"count_pressure.start": 4.0},
+    {"count_pressure.scale": 4.0}, {"centering_prior": 50.0}, {"surprise.center": 0.7}, {"surprise.center": 0.9},
+]
 REPORT_KEYS = ("windowdiff", "pk", "f1", "f1_tol1", "mean_segment_len", "windowdiff_se")
 
 
@@ -109,6 +124,89 @@ def subset(dialogues: list[SegDialogue], vectors: np.ndarray, idx: list[int]) ->
     starts = np.cumsum([0] + [len(d.utterances) for d in dialogues])
     rows = np.concatenate([np.arange(starts[i], starts[i + 1]) for i in idx])
     return [dialogues[i] for i in idx], vectors[rows]
+
+
+def _lengths(n: int, gaps: Sequence[int]) -> list[int]:
+    cuts = [-1, *sorted(int(g) for g in gaps), n - 1]
+    return [b - a for a, b in zip(cuts, cuts[1:])]
+
+
+def _centred_stream(v: np.ndarray, prior: float) -> np.ndarray:
+    """Unit vectors centred on the running mean of the units before them (the segmenter's centring, carried
+    across dialogues as in eval-seg's protocol)."""
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    before = np.vstack([np.zeros((1, v.shape[1])), np.cumsum(v, axis=0)[:-1]])
+    c = v - before / (np.arange(len(v))[:, None] + prior)
+    return c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12)
+
+
+def _online_surprise(c: np.ndarray, window: int) -> np.ndarray:
+    """Per gap, 1 - cos(next unit, mean of the ``window`` units before it): one-sided, no segment state."""
+    out = np.zeros(max(0, len(c) - 1))
+    for i in range(len(out)):
+        h = c[max(0, i + 1 - window) : i + 1].sum(axis=0)
+        out[i] = 1.0 - float(c[i + 1] @ h) / max(float(np.linalg.norm(h)), 1e-12)
+    return out
+
+
+def count_diagnostics(dialogues: Sequence[SegDialogue], vectors: np.ndarray, cfg: SegmenterConfig, seeds: int = 20) -> dict[str, Any]:
+    """What knowing each dialogue's true boundary count is worth (utterance units; docs/segmenter.md §3.5).
+
+    The online surprise uses the segmenter's centring (running mean over the corpus in file order, prior
+    ``cfg.centering_prior``) and trajectory window.
+    """
+    starts = np.cumsum([0] + [len(d.utterances) for d in dialogues])
+    vs = [np.asarray(vectors[starts[i] : starts[i + 1]], dtype=np.float64) for i in range(len(dialogues))]
+    gold = [d.segments for d in dialogues]
+    counts = [min(len(g) - 1, len(v) - 1) for g, v in zip(gold, vs)]
+    rate = sum(counts) / max(1, sum(len(v) - 1 for v in vs))
+
+    def top(score: np.ndarray, m: int, n: int) -> list[int]:
+        return _lengths(n, np.argsort(-score, kind="stable")[:m].tolist()) if m > 0 else [n]
+
+    depth = [depth_scores(gap_coherence(v)) for v in vs]
+    thr = float(np.quantile(np.concatenate(depth), 1.0 - rate)) if rate > 0 else np.inf
+    centred = _centred_stream(np.asarray(vectors, dtype=np.float64), cfg.centering_prior)
+    online = [_online_surprise(centred[starts[i] : starts[i + 1]], cfg.trajectory_window) for i in range(len(vs))]
+    rng = np.random.default_rng(0)
+    rand = [evaluate_corpus(gold, [_lengths(len(v), rng.choice(len(v) - 1, m, replace=False).tolist()) for v, m in zip(vs, counts)])["windowdiff"]
+            for _ in range(seeds)]
+    hyps = {
+        "texttiling_told_count": [texttiling_oracle(v, m) for v, m in zip(vs, counts)],
+        "texttiling_told_corpus_rate": [_lengths(len(v), np.flatnonzero(d > thr).tolist()) for v, d in zip(vs, depth)],
+        "online_surprise_told_count": [top(s, m, len(v)) for v, s, m in zip(vs, online, counts)],
+        "evenly_spaced_told_count": [_lengths(len(v), np.round(np.arange(1, m + 1) * len(v) / (m + 1)).astype(int) - 1) if m else [len(v)]
+                                     for v, m in zip(vs, counts)],
+    }
+    out: dict[str, Any] = {k: {m: round(r[m], 4) for m in ("windowdiff", "pk", "windowdiff_se", "mean_segment_len")}
+                           for k, r in ((k, evaluate_corpus(gold, h)) for k, h in hyps.items())}
+    out["random_positions_told_count"] = {"windowdiff": round(float(np.mean(rand)), 4), "sd_over_seeds": round(float(np.std(rand)), 4), "seeds": seeds}
+    return out
+
+
+def paired_differences(dialogues: Sequence[SegDialogue], vectors: np.ndarray, cfg: SegmenterConfig, encoding: str) -> dict[str, Any]:
+    """Per-dialogue WindowDiff of lychee minus each reference: mean and paired standard error."""
+    turns = dialogue_turn_inputs(dialogues, vectors, encoding)
+    gold = [d.segments for d in dialogues]
+    hyp = segment_dialogues(turns, cfg, mode=eval_exchange_mode(dialogues), encoding=encoding)
+    window = max(1, round(sum(map(sum, hyp)) / sum(map(len, hyp))))
+    starts = np.cumsum([0] + [len(d.utterances) for d in dialogues])
+    vs = [vectors[starts[i] : starts[i + 1]] for i in range(len(dialogues))]
+    refs = {
+        "fixed_window": segment_dialogues(turns, cfg.model_copy(update={"method": "fixed", "fixed_window": window}), mode="turn", encoding=encoding),
+        "texttiling": [texttiling_hearst(v) for v in vs],
+        "texttiling_oracle": [texttiling_oracle(v, len(g) - 1) for v, g in zip(vs, gold)],
+    }
+
+    def wd(h: list[list[int]]) -> np.ndarray:
+        return np.array([windowdiff(boundary_string(g), boundary_string(x), window_k(g)) for g, x in zip(gold, h)])
+
+    own = wd(hyp)
+    out = {}
+    for name, h in refs.items():
+        diff = own - wd(h)
+        out[name] = {"mean": round(float(diff.mean()), 4), "paired_se": round(float(diff.std(ddof=1) / np.sqrt(len(diff))), 4)}
+    return out
 
 
 def feasible(loc: dict[str, Any]) -> bool:
@@ -181,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("tiage_test", "superdialseg"):
             d, v = corpora[name]
             r = evaluate_dialogues(d, v, cfg, encoding=enc)
-            out[name] = {k: r[k] for k in ("lychee", "fixed_window", "no_boundary", "texttiling_oracle", "gold_mean_segment_len", "exchange_mode")}
+            out[name] = {k: r[k] for k in ("lychee", "fixed_window", "no_boundary", "texttiling", "texttiling_oracle", "gold_mean_segment_len", "exchange_mode")}
         out["locomo"] = locomo_lengths(convs, lv, cfg, enc)
         return out
 
@@ -198,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
         "directions": directions,
         "defaults": report(base),
         "ablations": {name: {"overrides": over, **report(with_overrides(base, over))} for name, over in ABLATIONS.items()},
+        "paired_vs_references": {name: paired_differences(*corpora[name], base, enc) for name in ("tiage_test", "superdialseg")},
+        "cold_start": {name: evaluate_dialogues(*corpora[name], base, reset_background=True, encoding=enc, baselines=False)["lychee"]
+                       for name in ("tiage_test", "superdialseg")},
+        "sensitivity": [{"overrides": over, **{name: lychee(name, with_overrides(base, over)) for name in corpora}} for over in SENSITIVITY],
+        "count_diagnostics": {name: count_diagnostics(*corpora[name], base) for name in ("tiage_test", "superdialseg")},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -211,19 +314,31 @@ def _row(label: str, rep: dict[str, Any]) -> str:
         r = rep[name]
         cells.append(f"{r['lychee']['windowdiff']:.3f} / {r['lychee']['pk']:.3f} ({r['lychee']['mean_segment_len']:.2f}) | "
                      f"{r['fixed_window']['windowdiff']:.3f} ({r['fixed_window']['window']}) | {r['no_boundary']['windowdiff']:.3f} | "
-                     f"{r['texttiling_oracle']['windowdiff']:.3f}")
+                     f"{r['texttiling']['windowdiff']:.3f} | {r['texttiling_oracle']['windowdiff']:.3f}")
     return f"| {label} | " + " | ".join(cells) + f" | {rep['locomo']['mean_turns_per_segment']:.2f} |"
 
 
 def table(result: dict[str, Any]) -> str:
-    """Markdown table: lychee WD / Pk (mean length) | fixed WD (window) | no boundary | oracle TextTiling, per corpus."""
-    head = ("| configuration | TIAGE test: lychee WD / Pk (len) | fixed (w) | none | TT oracle "
-            "| SuperDialseg: lychee WD / Pk (len) | fixed (w) | none | TT oracle | LoCoMo turns/seg |\n|" + "---|" * 10)
+    """Markdown tables: lychee WD / Pk (mean length) | fixed WD (window) | no boundary | TextTiling | oracle TextTiling,
+    per corpus; then the count diagnostics (WindowDiff)."""
+    head = ("| configuration | TIAGE test: lychee WD / Pk (len) | fixed (w) | none | TT | TT oracle "
+            "| SuperDialseg: lychee WD / Pk (len) | fixed (w) | none | TT | TT oracle | LoCoMo turns/seg |\n|" + "---|" * 12)
     lines = [head, _row("defaults", result["defaults"])]
     for name, sel in result["directions"].items():
         lines.append(_row(f"{name} {sel['overrides']}", sel["report"]))
     for name, ab in result["ablations"].items():
         lines.append(_row(f"ablation {name}", ab))
+    lines += ["", "| sensitivity (WD, mean length) | TIAGE train | TIAGE test | SuperDialseg |", "|---|---|---|---|"]
+    for row in result["sensitivity"]:
+        lines.append(f"| {row['overrides']} | " + " | ".join(
+            f"{row[c]['windowdiff']:.3f} ({row[c]['mean_segment_len']:.2f})" for c in ("tiage_train", "tiage_test", "superdialseg")) + " |")
+    lines += ["", "| lychee − reference, WD (paired SE) | TIAGE test | SuperDialseg |", "|---|---|---|"]
+    pv = result["paired_vs_references"]
+    lines += [f"| {k} | {pv['tiage_test'][k]['mean']:+.3f} ({pv['tiage_test'][k]['paired_se']:.3f}) | "
+              f"{pv['superdialseg'][k]['mean']:+.3f} ({pv['superdialseg'][k]['paired_se']:.3f}) |" for k in pv["tiage_test"]]
+    diag = result["count_diagnostics"]
+    lines += ["", "| count diagnostic (WD) | TIAGE test | SuperDialseg |", "|---|---|---|"]
+    lines += [f"| {k} | {diag['tiage_test'][k]['windowdiff']:.3f} | {diag['superdialseg'][k]['windowdiff']:.3f} |" for k in diag["tiage_test"]]
     return "\n".join(lines)
 
 

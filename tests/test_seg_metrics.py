@@ -145,6 +145,16 @@ def test_texttiling_oracle_finds_planted_boundaries():
     assert list(depth_scores([1.0, 0.2, 1.0])) == pytest.approx([0.0, 1.6, 0.0])
 
 
+def test_standard_texttiling_finds_planted_boundaries_without_the_count():
+    from lychee_ray.eval.texttiling import texttiling_hearst
+
+    for seed in range(3):
+        assert texttiling_hearst(_topic_vectors([0] * 5 + [3] * 4 + [7] * 6, seed=seed)) == [5, 4, 6]
+    assert texttiling_hearst(_topic_vectors([0])) == [1] and texttiling_hearst(_topic_vectors([0, 4])) == [2]
+    lengths = texttiling_hearst(_topic_vectors([0] * 8))  # no planted shift: noise valleys only
+    assert sum(lengths) == 8 and all(n > 0 for n in lengths)
+
+
 def test_load_seg_corpus_reads_roles_and_reports_bad_records(tmp_path):
     from lychee_ray.eval.segmentation import (
         SegCorpusError,
@@ -185,6 +195,6 @@ def test_role_aware_eval_cuts_only_at_user_turns_and_reports_reference_points():
         assert all(n % 2 == 0 for n in lengths)  # every segment starts at a user turn
     report = evaluate_dialogues(dialogues, vectors, SegmenterConfig())
     assert report["exchange_mode"] == "role"
-    assert {"lychee", "fixed_window", "no_boundary", "texttiling_oracle"} <= set(report)
+    assert {"lychee", "fixed_window", "no_boundary", "texttiling", "texttiling_oracle"} <= set(report)
     assert report["texttiling_oracle"]["windowdiff"] == 0.0  # planted shifts, true count
     assert report["no_boundary"]["mean_segment_len"] == 12.0

@@ -219,3 +219,6 @@ class RayConfig(Section):
     # many seconds have passed (the rate is measured from the first finished item).
     progress_eta_min_done_fraction: float = Field(ge=0, le=1)
     progress_eta_min_elapsed_s: float = Field(ge=0)
+    # The run's placement report (manifest "ray_placement") names the node of at most this many
+    # built conversations (per-node counts are always complete); keeps the manifest small.
+    placement_report_max_conversations: int = Field(ge=0)

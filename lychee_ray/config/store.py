@@ -12,8 +12,8 @@ class StoreConfig(Section):
     # $LYCHEE_CACHE_DIR/store or ~/.cache/lychee_ray/store. Generations never change once written,
     # so a cached file is never stale.
     cache_dir: str | None
-    # Bound on the cache's bytes; least recently used files are removed beyond it (0 = keep nothing
-    # once loaded: every load downloads again).
+    # Bound on the cache's bytes; least recently used files are removed beyond it (0 = keep only
+    # the file just read: every other load downloads again).
     cache_max_bytes: int = Field(ge=0)
     # Object stores have no flock: a writer's lock there is a lease object it renews; a lease not
     # renewed for this long belongs to a dead writer and may be taken over.

@@ -15,6 +15,7 @@ Every report places lychee among reference points computed under the same protoc
 
 * ``fixed_window``: a segment every round(lychee's mean segment length) utterances (matched granularity);
 * ``no_boundary``: one segment per dialogue (WindowDiff rewards under-segmentation on short dialogues);
+* ``texttiling``: standard embedding TextTiling (Hearst's cut-off; offline, two-sided, not told the count);
 * ``texttiling_oracle``: embedding TextTiling told the TRUE number of boundaries of every dialogue
   (an oracle ceiling for unsupervised methods; see :func:`lychee_ray.eval.texttiling.texttiling_oracle`).
 """
@@ -40,7 +41,7 @@ from lychee_ray.build.segment import (
 )
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.eval.seg_metrics import evaluate_corpus
-from lychee_ray.eval.texttiling import texttiling_oracle
+from lychee_ray.eval.texttiling import texttiling_hearst, texttiling_oracle
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens
 
 METRIC_KEYS = ("pk", "windowdiff", "f1", "f1_tol1", "mean_segment_len")
@@ -155,7 +156,7 @@ def evaluate_dialogues(
 ) -> dict[str, Any]:
     """The eval-seg report for precomputed utterance vectors (rows in corpus order).
 
-    ``baselines=False`` skips no-boundary and oracle TextTiling (for sweeps; the matched fixed
+    ``baselines=False`` skips no-boundary and both TextTilings (for sweeps; the matched fixed
     window is always computed).
     """
     turns = dialogue_turn_inputs(dialogues, vectors, encoding)
@@ -180,6 +181,9 @@ def evaluate_dialogues(
     if baselines:
         report["no_boundary"] = _rounded(evaluate_corpus(gold, [[sum(g)] for g in gold]))
         starts = np.cumsum([0] + [len(d.utterances) for d in dialogues])
+        report["texttiling"] = _rounded(
+            evaluate_corpus(gold, [texttiling_hearst(vectors[starts[i] : starts[i + 1]]) for i in range(len(gold))])
+        )
         tiled = [texttiling_oracle(vectors[starts[i] : starts[i + 1]], len(g) - 1) for i, g in enumerate(gold)]
         report["texttiling_oracle"] = _rounded(evaluate_corpus(gold, tiled))
     report.update(

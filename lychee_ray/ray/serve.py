@@ -9,6 +9,9 @@
 
     serve_until_stopped("out/locomo", cfg, ...)  # `lychee-ray serve`: own Ray, blocks until Ctrl-C/SIGTERM
 
+On a cluster, Serve runs it from a config file instead (``serve run|deploy configs/serve.yaml``):
+:mod:`lychee_ray.ray.serve_app` is the application builder, binding the same deployment.
+
 Each replica opens the store from its directory (manifest + commit markers), loads the embedding
 model once, and serves :func:`lychee_ray.serve.create_app` as its FastAPI ingress. Query
 embeddings of concurrent requests in a replica go through one ``@serve.batch`` method.
@@ -31,6 +34,7 @@ from ray import serve
 
 from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.io.store import NotAStoreError, StoreLayout
+from lychee_ray.io.store.fs import configure as configure_store, root_string
 from lychee_ray.ray.runtime import quiet_environment, ray_init_kwargs, console_muted
 from lychee_ray.serve import MemoryService, create_app
 
@@ -92,13 +96,24 @@ class MemoryDeployment:
         return create_app(self.service)
 
 
-def deployment_options(cfg: LycheeConfig) -> dict[str, Any]:
-    """``.options(...)`` of the deployment from the ``serve`` config section."""
+def replica_env(cfg: LycheeConfig) -> dict[str, str]:
+    """``serve.ray_env`` for the replicas' ``runtime_env`` when Serve runs from a config file (no
+    local Ray of ours to inherit it); variables set where the application is built win."""
+    return {k: os.environ.get(k, v) for k, v in cfg.serve.ray_env.items()}
+
+
+def deployment_options(cfg: LycheeConfig, *, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
+    """``.options(...)`` of the deployment from the ``serve`` config section (``env_vars``: the
+    replicas' ``runtime_env`` variables). A Serve config file's ``deployments:`` entry overrides
+    each of these (its ``ray_actor_options`` replaces this one whole)."""
     s = cfg.serve
+    actor: dict[str, Any] = {"num_cpus": s.replica_num_cpus}
+    if env_vars:
+        actor["runtime_env"] = {"env_vars": dict(env_vars)}
     opts: dict[str, Any] = {
         "max_ongoing_requests": s.max_ongoing_requests,
         "max_queued_requests": s.max_queued_requests,
-        "ray_actor_options": {"num_cpus": s.replica_num_cpus},
+        "ray_actor_options": actor,
         "health_check_timeout_s": HEALTH_CHECK_TIMEOUT_S,
         "graceful_shutdown_timeout_s": GRACEFUL_SHUTDOWN_TIMEOUT_S,
         "logging_config": {"enable_access_log": s.access_log},
@@ -116,12 +131,20 @@ def deployment_options(cfg: LycheeConfig) -> dict[str, Any]:
     return opts
 
 
-def build_application(memory: str | Path, cfg: LycheeConfig) -> Any:
-    """The bound Serve application for ``memory`` (not yet running)."""
-    root = Path(memory).resolve()
+def store_location(memory: str | Path) -> str:
+    """The store location the replicas get, as a string: a remote URI (``s3://bucket/prefix``) as
+    given, a local path (or ``file://`` URI) made absolute (replicas do not share our working directory)."""
+    return root_string(memory)
+
+
+def build_application(memory: str | Path, cfg: LycheeConfig, *, env_vars: dict[str, str] | None = None) -> Any:
+    """The bound Serve application for ``memory`` (a local path or a store URI; not yet running);
+    raises :class:`NotAStoreError` when nothing there is a store."""
+    configure_store(cfg.store)  # object-store settings for the check below (replicas configure their own)
+    root = store_location(memory)
     if not StoreLayout(root).is_store():
         raise NotAStoreError(root)
-    return MemoryDeployment.options(**deployment_options(cfg)).bind(str(root), cfg.model_dump(mode="json"))
+    return MemoryDeployment.options(**deployment_options(cfg, env_vars=env_vars)).bind(root, cfg.model_dump(mode="json"))
 
 
 def service_url(cfg: LycheeConfig) -> str:
@@ -207,5 +230,6 @@ def serve_until_stopped(memory: str | Path, cfg: LycheeConfig, *, log_to_driver:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-__all__ = ["APP_NAME", "MemoryDeployment", "apply_ray_env", "apply_thread_limits", "build_application", "deployment_options",
-           "serve_until_stopped", "service_url", "start_service", "stop_service"]
+__all__ = ["APP_NAME", "DEPLOYMENT_NAME", "MemoryDeployment", "apply_ray_env", "apply_thread_limits", "build_application",
+           "deployment_options", "replica_env", "serve_until_stopped", "service_url", "start_service", "stop_service",
+           "store_location"]

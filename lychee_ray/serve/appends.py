@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, IncrementError
 from lychee_ray.config import LycheeConfig
 from lychee_ray.io.store import StoreLayout, conversation_key
-from lychee_ray.io.store.fs import store_root
+from lychee_ray.io.store.fs import StorePath, store_root
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.serve.errors import ErrorCode, ServiceError
 from lychee_ray.serve.schemas import AppendBody
@@ -99,7 +99,7 @@ class MarkerWatch:
 
     def __init__(self, layout: StoreLayout) -> None:
         self.layout = layout
-        self._seen: dict[str, tuple[int, int, int]] = {}  # conversation id -> (inode, mtime_ns, size) last read
+        self._seen: dict[str, tuple[Any, ...]] = {}  # conversation id -> marker signature last read
 
     def check(self, reader: Any, conversation_id: str | None, user_id: str | None) -> tuple[bool, list[str]]:
         """(a marker this replica holds is gone — erased: reload; conversations whose marker changed
@@ -110,16 +110,25 @@ class MarkerWatch:
         for cid in cids:
             m = markers.get(cid)
             try:
-                st = os.stat(self.layout.marker_path(m["key"] if m is not None else conversation_key(cid)))
+                sig = self._signature(self.layout.marker_path(m["key"] if m is not None else conversation_key(cid)))
             except FileNotFoundError:
                 gone = gone or m is not None
                 self._seen.pop(cid, None)
                 continue
-            sig = (st.st_ino, st.st_mtime_ns, st.st_size)
             if self._seen.get(cid) != sig:  # stat before the read: a commit in between is re-read next time
                 self._seen[cid] = sig
                 changed.append(cid)
         return gone, changed
+
+    @staticmethod
+    def _signature(path: Any) -> tuple[Any, ...]:
+        """What changes when a marker is rewritten: locally (inode, mtime_ns, size) from one ``stat``;
+        on an object store the marker itself (one small GET), because object mtimes have one-second
+        resolution and two commits within a second write markers of equal size."""
+        if isinstance(path, StorePath):
+            return (path.read_text(encoding="utf-8"),)
+        st = os.stat(path)
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 class IdleFlusher:

@@ -82,15 +82,25 @@ def display_uri(root: str | Path | "StorePath") -> str:
 
 
 @lru_cache(maxsize=32)
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str, str]:
-    """(filesystem, base path in it, URI prefix that maps paths back to URIs) of a remote root.
-    Cached: ``from_uri`` resolves credentials and regions, which costs requests."""
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, base path in it) of a remote root. Cached: ``from_uri`` resolves credentials
+    and regions, which costs requests."""
     fs, base = pafs.FileSystem.from_uri(uri)
-    parts = urlsplit(uri)
-    # the URI spelling of a path is scheme:// + path for bucket filesystems (s3, gs), scheme://netloc + path else
-    bucket_like = isinstance(fs, (pafs.S3FileSystem, pafs.GcsFileSystem))
-    prefix = f"{parts.scheme}://" if bucket_like else f"{parts.scheme}://{parts.netloc}"
-    return fs, base.rstrip("/"), prefix
+    return fs, base.rstrip("/")
+
+
+@dataclass(frozen=True)
+class _Anchor:
+    """The root URI a :class:`StorePath` descends from: paths below ``base`` map back to URIs below
+    ``uri`` (every scheme spells its URIs differently; this needs none of them)."""
+
+    uri: str  # the root URI without its query
+    base: str  # the root's path inside the filesystem
+    query: str  # the root URI's query (pyarrow.fs options such as endpoint_override)
+
+    def uri_of(self, path: str) -> str:
+        rel = path[len(self.base):] if path.startswith(self.base) else "/" + path
+        return self.uri.rstrip("/") + rel
 
 
 @dataclass(frozen=True)
@@ -109,26 +119,29 @@ class StorePath:
     true when anything lies below.
     """
 
-    __slots__ = ("fs", "path", "_prefix", "_query", "_type")
+    __slots__ = ("fs", "path", "_anchor", "_type")
 
-    def __init__(self, fs: pafs.FileSystem, path: str, prefix: str, query: str = "",
+    def __init__(self, fs: pafs.FileSystem, path: str, anchor: _Anchor,
                  known_type: pafs.FileType | None = None) -> None:
         self.fs = fs
         self.path = path.rstrip("/")
-        self._prefix = prefix
-        self._query = query
+        self._anchor = anchor
         # the type a directory listing reported (like os.DirEntry: saves one request per entry)
         self._type = known_type
 
     @classmethod
     def from_uri(cls, uri: str) -> "StorePath":
         """The root of a remote store (``s3://bucket/prefix`` ...)."""
-        fs, base, prefix = _filesystem(uri)
-        return cls(fs, base, prefix, urlsplit(uri).query)
+        fs, base = _filesystem(uri)
+        parts = urlsplit(uri)
+        return cls(fs, base, _Anchor(urlunsplit((*parts[:3], "", "")), base, parts.query))
 
     # -- pure path operations -------------------------------------------------------------------
     def _with(self, path: str) -> "StorePath":
-        return StorePath(self.fs, path, self._prefix, self._query)
+        return StorePath(self.fs, path, self._anchor)
+
+    def _from_info(self, info: pafs.FileInfo) -> "StorePath":
+        return StorePath(self.fs, info.path, self._anchor, info.type)
 
     def __truediv__(self, other: str) -> "StorePath":
         return self._with(posixpath.join(self.path, str(other)))
@@ -152,7 +165,7 @@ class StorePath:
         return self._with(posixpath.splitext(self.path)[0] + suffix)
 
     def __str__(self) -> str:
-        return display_uri(self._prefix + self.path)
+        return display_uri(self.uri())
 
     def __repr__(self) -> str:
         return f"StorePath({str(self)!r})"
@@ -161,10 +174,15 @@ class StorePath:
         raise TypeError(f"{self} is not a local path")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, StorePath) and (self._prefix, self.path) == (other._prefix, other.path)
+        return isinstance(other, StorePath) and (self._anchor.uri, self.path) == (other._anchor.uri, other.path)
 
     def __hash__(self) -> int:
-        return hash((self._prefix, self.path))
+        return hash((self._anchor.uri, self.path))
+
+    def uri(self, with_query: bool = False) -> str:
+        """This path as a URI (with the root's query when asked: pass that one to other processes)."""
+        u = self._anchor.uri_of(self.path)
+        return f"{u}?{self._anchor.query}" if with_query and self._anchor.query else u
 
     def __lt__(self, other: "StorePath") -> bool:
         return self.path < other.path
@@ -201,13 +219,13 @@ class StorePath:
 
     def list_stats(self) -> list[tuple["StorePath", int, float]]:
         """(path, size, mtime) of the files directly below, from one listing."""
-        return [(StorePath(self.fs, i.path, self._prefix, self._query, i.type), int(i.size or 0),
+        return [(self._from_info(i), int(i.size or 0),
                  i.mtime.timestamp() if i.mtime is not None else 0.0)
                 for i in self._children() if i.type == pafs.FileType.File]
 
     def iterdir(self) -> Iterator["StorePath"]:
         for info in self._children():
-            yield StorePath(self.fs, info.path, self._prefix, self._query, info.type)
+            yield self._from_info(info)
 
     def glob(self, pattern: str) -> Iterator["StorePath"]:
         """Paths below matching ``pattern`` (``*`` / ``?`` per level, levels split by ``/``)."""
@@ -222,7 +240,7 @@ class StorePath:
     def rglob(self, pattern: str) -> Iterator["StorePath"]:
         for info in self._children(recursive=True):
             if fnmatch.fnmatchcase(posixpath.basename(info.path), pattern):
-                yield StorePath(self.fs, info.path, self._prefix, self._query, info.type)
+                yield self._from_info(info)
 
     # -- reads and writes -----------------------------------------------------------------------
     def read_bytes(self) -> bytes:
@@ -289,8 +307,7 @@ def root_string(root: str | Path | StorePath) -> str:
     """A root as a string that :func:`store_root` maps back to the same place (an absolute local
     path, or the URI with its query, secrets included — for passing to workers, never for display)."""
     if isinstance(root, StorePath):
-        q = f"?{root._query}" if root._query else ""
-        return root._prefix + root.path + q
+        return root.uri(with_query=True)
     if is_remote(root):
         return str(root)
     return str(store_root(root).resolve())  # type: ignore[union-attr]

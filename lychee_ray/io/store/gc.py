@@ -64,7 +64,7 @@ def _walk_stats(path: StorePath) -> list[tuple[StorePath, int, float]]:
     out = []
     for i in path._children(recursive=True):
         if i.type == pafs.FileType.File:
-            out.append((StorePath(path.fs, i.path, path._prefix, path._query, i.type), int(i.size or 0),
+            out.append((path._from_info(i), int(i.size or 0),
                         i.mtime.timestamp() if i.mtime is not None else 0.0))
     return out
 
