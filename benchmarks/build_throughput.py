@@ -1,6 +1,9 @@
 """Throughput of the Ray build job against a rate-limited, fixed-latency fake LLM endpoint.
 
     python benchmarks/build_throughput.py --conversations 1000 --out results/build_1000.json
+    # a local 2-node Ray cluster (lychee_ray/testing/cluster.py), the store on a moto S3 server
+    python benchmarks/build_throughput.py --conversations 1000 --nodes 2 --s3-local --out-uri s3://bench/store \
+        --out results/build_1000_2nodes_s3.json
 
 Generates N synthetic conversations (deterministic seed), starts the OpenAI-compatible test server
 (fixed latency per call; it also serves hash embeddings so that the model is not the bottleneck
@@ -8,25 +11,37 @@ unless ``--embedding local``), runs ``run_ray_build`` with ``llm.rate_limit.requ
 below what the job could otherwise reach, and writes JSON with the achieved calls/min, utilisation
 of the limit, minutes over the limit as the server saw them, non-LLM seconds per turn and peak RSS
 of the whole process tree (driver + Ray).
+
+``--out-uri`` puts the store anywhere the store code reaches (a directory, ``s3://bucket/prefix``,
+...); ``--s3-local`` starts the moto S3 server (lychee_ray/testing/s3_server.py) and creates the
+URI's bucket there. ``--nodes N`` starts a local cluster of a head and N worker nodes and submits
+the build to it as a Ray job (``python jobs/build_memory.py ...``, as on a real cluster), reporting
+peak RSS per node. The JSON also has the store's size and object count, and the time of one
+compaction of it (the build itself does not compact: ``build.compact_conversations_per_file=0``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import re
+import shlex
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lychee_ray.config import load_config  # noqa: E402
-from lychee_ray.ray.build_job import run_ray_build  # noqa: E402
-from lychee_ray.io.store import iter_markers  # noqa: E402
+from lychee_ray.io.store import compact, iter_markers  # noqa: E402
+from lychee_ray.io.store.fs import store_root, tree_size  # noqa: E402
+from lychee_ray.testing.cluster import LocalCluster  # noqa: E402
 from lychee_ray.testing.fake_llm import encoder_reply  # noqa: E402
 from lychee_ray.testing.openai_server import OpenAIServer  # noqa: E402
 from lychee_ray.testing.synthetic import write_jsonl  # noqa: E402
@@ -65,8 +80,89 @@ class RssSampler:
         self._t.join()
 
 
+class NodeRssSampler:
+    """Peak RSS (MiB) of each node of a local cluster (its whole process group)."""
+
+    def __init__(self, cluster: LocalCluster, interval_s: float = 1.0) -> None:
+        self.cluster = cluster
+        self.interval_s = interval_s
+        self.peak: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for name, rss in self.cluster.node_rss_bytes().items():
+                self.peak[name] = max(self.peak.get(name, 0.0), round(rss / 2**20, 1))
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> "NodeRssSampler":
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+@contextlib.contextmanager
+def s3_server(enabled: bool, out_uri: str | None) -> Iterator[dict[str, str]]:
+    """The moto S3 server with the bucket of ``out_uri`` (``--s3-local``); yields its environment."""
+    if not enabled:
+        yield {}
+        return
+    from lychee_ray.testing.s3_server import S3Server
+
+    if not (out_uri or "").startswith("s3://"):
+        raise SystemExit("--s3-local needs --out-uri s3://bucket/prefix")
+    with S3Server() as s3:
+        s3.export()  # this process reads the store (size, compaction, markers)
+        s3.bucket(out_uri.removeprefix("s3://").split("/", 1)[0])
+        yield s3.env()
+
+
+def job_summary(logs: str) -> dict[str, Any]:
+    """The summary ``--json`` printed last in a job's output."""
+    found = re.findall(r"^\{\n.*?^\}$", logs, flags=re.M | re.S)
+    if not found:
+        raise RuntimeError(f"no JSON summary in the job's output:\n{logs[-3000:]}")
+    return json.loads(found[-1])
+
+
+def run_on_cluster(args: argparse.Namespace, src: Path, out: str, sets: list[str], env: dict[str, str],
+                   llm_env: dict[str, str]) -> tuple[dict[str, Any], dict[str, float], float]:
+    """Start a head + ``args.nodes`` workers, submit the build job, wait; (summary, peak RSS per node, wall)."""
+    repo = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, str(repo / "jobs" / "build_memory.py"), "--input", str(src), "--format", "jsonl",
+           "--out", out, "--llm", "openai", "--json"]
+    for kv in sets:
+        cmd += ["--set", kv]
+    with LocalCluster(workers=args.nodes, worker_cpus=args.node_cpus, object_store_mb=args.node_object_store_mb,
+                      env=env) as cluster, NodeRssSampler(cluster) as rss:
+        t0 = time.perf_counter()
+        job = cluster.submit(shlex.join(cmd), env_vars=llm_env)
+        info = cluster.wait(job, args.timeout_s)
+        wall = time.perf_counter() - t0
+        logs = cluster.logs(job)
+        if info["status"] != "SUCCEEDED":
+            raise RuntimeError(f"build job {info['status']}:\n{logs[-3000:]}")
+    return job_summary(logs), rss.peak, wall
+
+
+def run_in_process(src: Path, out: str, sets: list[str]) -> tuple[dict[str, Any], dict[str, float], float]:
+    """The build job driven from this process (a local Ray); peak RSS of the whole process tree."""
+    from lychee_ray.ray.build_job import run_ray_build
+
+    cfg = load_config(sets=sets, env={})
+    with RssSampler() as rss:
+        t0 = time.perf_counter()
+        summary = run_ray_build(cfg, "jsonl", src, out, backend="openai")
+        wall = time.perf_counter() - t0
+    return summary.to_dict(), {"local": round(rss.peak_total, 1), "driver": round(rss.peak_driver, 1)}, wall
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--conversations", type=int, default=1000)
     ap.add_argument("--latency-s", type=float, default=0.2, help="fixed latency of every LLM call")
     ap.add_argument("--limit-rpm", type=float, default=3000.0, help="requests/min limit given to the job")
@@ -74,36 +170,57 @@ def main() -> int:
     ap.add_argument("--embedding", choices=("server", "local"), default="server",
                     help="server = hash embeddings from the test server; local = offline MiniLM")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out-uri", default=None,
+                    help="store location: a directory or a pyarrow.fs URI (s3://bucket/prefix); default: a temp dir")
+    ap.add_argument("--s3-local", action="store_true", help="start the moto S3 server for --out-uri s3://...")
+    ap.add_argument("--nodes", type=int, default=0,
+                    help="run as a Ray job on a local cluster of a head and this many worker nodes (0: local Ray)")
+    ap.add_argument("--node-cpus", type=int, default=2, help="logical CPUs of each worker node (--nodes)")
+    ap.add_argument("--node-object-store-mb", type=int, default=256, help="object store of each node (--nodes)")
+    ap.add_argument("--actors", type=int, default=0, help="builder actors (min = max); 0: --nodes, or the config's")
+    ap.add_argument("--compact-per-file", type=int, default=256, help="conversations per compacted file")
+    ap.add_argument("--timeout-s", type=float, default=7200.0, help="give up on the build job after this long")
+    ap.add_argument("--out", required=True, help="JSON result file")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="lychee-throughput-"))
     src = work / "conversations.jsonl"
     turns = write_jsonl(str(src), args.conversations, seed=args.seed, sessions=2, topics_per_session=2)
-    with OpenAIServer(handler=encoder_reply, latency_s=args.latency_s, embedding_dim=384) as srv:
-        sets = [f"llm.base_url={srv.base_url}", "llm.api_key=bench", f"llm.rate_limit.requests_per_min={args.limit_rpm}",
-                f"build.conversations_in_flight={args.in_flight}", "ray.progress_interval_s=15"]
+    out = args.out_uri or str(work / "store")
+    with s3_server(args.s3_local, args.out_uri) as s3_env, \
+            OpenAIServer(handler=encoder_reply, latency_s=args.latency_s, embedding_dim=384) as srv:
+        sets = [f"llm.rate_limit.requests_per_min={args.limit_rpm}", f"build.conversations_in_flight={args.in_flight}",
+                "ray.progress_interval_s=15", "build.compact_conversations_per_file=0"]
         if args.embedding == "server":
             sets += ["embedding.backend=openai", "embedding.openai_model=hash-embed"]
-        cfg = load_config(sets=sets, env={})
-        with RssSampler() as rss:
-            t0 = time.perf_counter()
-            summary = run_ray_build(cfg, "jsonl", src, work / "store", backend="openai")
-            wall = time.perf_counter() - t0
+        actors = args.actors or args.nodes
+        if actors:
+            sets += [f"ray.min_actors={actors}", f"ray.max_actors={actors}"]
+        if args.nodes:
+            summary, peak_rss, wall = run_on_cluster(args, src, out, sets, s3_env,
+                                                     {"LYCHEE_LLM_BASE_URL": srv.base_url, "OPENAI_API_KEY": "bench"})
+        else:
+            summary, peak_rss, wall = run_in_process(src, out, [f"llm.base_url={srv.base_url}", "llm.api_key=bench", *sets])
         chats = srv.chat_requests()
         times = sorted(r.t for r in chats)
         span = (times[-1] - times[0]) if len(times) > 1 else wall
         over = srv.minutes_over_limit(args.limit_rpm)
         max_window = srv.max_requests_in_window(60.0)
-    markers = list(iter_markers(work / "store"))
+        root = store_root(out)
+        markers = list(iter_markers(root))
+        objects, size = tree_size(root)
+        t0 = time.perf_counter()
+        compacted = compact(root, args.compact_per_file)
+        compaction_s = time.perf_counter() - t0
+        objects_after, size_after = tree_size(root)
     non_llm = sum(m["timings_s"]["segment"] + m["timings_s"]["index"] + max(0.0, m["timings_s"]["encode"] - m["timings_s"]["llm_latency"])
                   for m in markers)
     calls_per_min = len(chats) / span * 60 if span > 0 else 0.0
     result = {
         "conversations": args.conversations,
         "turns": turns,
-        "built": summary.built,
-        "failed": summary.failed,
+        "built": summary["built"],
+        "failed": summary["failed"],
         "wall_s": round(wall, 2),
         "llm_calls": len(chats),
         "llm_span_s": round(span, 2),
@@ -113,8 +230,15 @@ def main() -> int:
         "max_calls_in_any_60s_window": max_window,
         "limit_violations": len(over),
         "non_llm_s_per_turn": round(non_llm / max(1, turns), 6),
-        "peak_rss_mb": round(rss.peak_total, 1),
-        "peak_driver_rss_mb": round(rss.peak_driver, 1),
+        "peak_rss_mb_per_node": peak_rss,
+        "store": "s3 (moto, local)" if args.s3_local else ("uri" if args.out_uri else "local dir"),
+        "store_bytes": size,
+        "store_objects": objects,
+        "compaction_s": round(compaction_s, 2),
+        "compaction": compacted,
+        "store_bytes_compacted": size_after,
+        "store_objects_compacted": objects_after,
+        "nodes": args.nodes,
         "latency_s": args.latency_s,
         "in_flight_per_actor": args.in_flight,
         "embedding": args.embedding,
@@ -122,7 +246,7 @@ def main() -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
-    return 0 if summary.failed == 0 else 1
+    return 0 if summary["failed"] == 0 else 1
 
 
 if __name__ == "__main__":

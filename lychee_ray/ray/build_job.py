@@ -35,6 +35,7 @@ from lychee_ray.build.runner import (
     row_to_item,
 )
 from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store.fs import root_string
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,39 @@ def read_file_batches(batch: dict[str, Any], fmt: str, rows_per_batch: int) -> I
             yield _columns(out)
 
 
+# Column the builder actors add to each outcome row: the Ray node id that processed it.
+NODE_COLUMN = "ray_node_id"
+
+
+class Placement:
+    """Which Ray node processed each conversation of one run (``manifest.json`` → ``ray_placement``).
+
+    Per node: outcomes by status; per built conversation: its node id, up to ``max_conversations``
+    (``ray.placement_report_max_conversations``; the manifest stays small on huge runs).
+    """
+
+    def __init__(self, run_id: str, max_conversations: int) -> None:
+        self.run_id = run_id
+        self.max_conversations = max_conversations
+        self.nodes: dict[str, dict[str, int]] = {}
+        self.built_on: dict[str, str] = {}
+        self.truncated = False
+
+    def add(self, node: str | None, o: Outcome) -> None:
+        node = node or "?"
+        per = self.nodes.setdefault(node, {"built": 0, "skipped": 0, "failed": 0})
+        per[o.status] = per.get(o.status, 0) + 1
+        if o.status == "built" and o.conversation_id is not None:
+            if len(self.built_on) < self.max_conversations:
+                self.built_on[o.conversation_id] = node
+            else:
+                self.truncated = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "nodes": self.nodes, "built_on": self.built_on,
+                "built_on_truncated": self.truncated}
+
+
 class ConversationBuilder:
     """Ray Data actor: loads the embedder once, keeps many conversations in flight (asyncio)."""
 
@@ -95,7 +129,12 @@ class ConversationBuilder:
                     return Outcome("failed", None, "input", f"undecodable row: {e}", row.get("file"), row.get("line")).to_row()
                 return (await self.processor.process(item)).to_row()
 
-        return _columns(list(await asyncio.gather(*(one(r) for r in _rows(batch)))))
+        rows = list(await asyncio.gather(*(one(r) for r in _rows(batch))))
+        # which node built each conversation: the run's placement report (manifest "ray_placement")
+        node = ray.get_runtime_context().get_node_id()
+        for r in rows:
+            r[NODE_COLUMN] = node
+        return _columns(rows) if rows else {**_columns(rows), NODE_COLUMN: []}
 
 
 def estimate_total(fmt: str, files: list[str]) -> int:
@@ -156,7 +195,7 @@ def run_ray_build(
     t0 = time.perf_counter()
     backend = resolve_backend(cfg.llm, backend)
     init_ray(cfg)
-    out = Path(out).resolve()
+    out = root_string(out)  # an absolute path or a URI: workers may run on other nodes
     writer = MemoryStoreWriter(out)
     run_id = f"ray-{uuid.uuid4().hex[:8]}"
     files = input_files(fmt, input_path) if items is None else []
@@ -178,18 +217,22 @@ def run_ray_build(
     ds = ds.map_batches(
         ConversationBuilder,
         batch_size=rows_per_block,
-        fn_constructor_kwargs={"cfg_json": cfg.model_dump_json(), "backend": backend, "out": str(out), "run_id": run_id,
+        fn_constructor_kwargs={"cfg_json": cfg.model_dump_json(), "backend": backend, "out": out, "run_id": run_id,
                                "retry_failed": retry_failed, "limiter": limiter, "on_conflict": on_conflict},
         compute=ray.data.ActorPoolStrategy(min_size=rc.min_actors, max_size=max(rc.min_actors, rc.max_actors)),
         num_cpus=rc.actor_num_cpus,
     )
     summary = BuildSummary()
+    placement = Placement(run_id, rc.placement_report_max_conversations)
     try:
         total = estimate_total(fmt, files) if items is None else len(items)
         prog = Progress(total, cfg, limiter) if progress else None
         for row in ds.iter_rows():
+            row = dict(row)
+            node = row.pop(NODE_COLUMN, None)
             o = Outcome.from_row(row)
             summary.add(o)
+            placement.add(node, o)
             if prog:
                 prog.update(summary, o)
         if prog:
@@ -205,6 +248,7 @@ def run_ray_build(
         if limiter is not None:
             ray.kill(limiter)
     summary.wall_s = round(time.perf_counter() - t0, 3)
-    finish_run(writer, summary, run_id, manifest_info(cfg, backend, summary, "ray"), cfg.build.compact_conversations_per_file)
+    info = {**manifest_info(cfg, backend, summary, "ray"), "ray_placement": placement.to_dict()}
+    finish_run(writer, summary, run_id, info, cfg.build.compact_conversations_per_file)
     return summary
 

@@ -132,10 +132,10 @@ class Crash(BaseException):
 def crash_at(root: Path, k: int | None) -> Iterator[list[int]]:
     """Count os.replace / os.unlink calls on files under ``root``; the ``k``-th one crashes.
     Like a SIGKILL, nothing cleans up afterwards (the commit's staging directory stays)."""
-    import lychee_ray.io.store.writer as store_mod  # its shutil is the module whose rmtree is patched
+    import shutil  # the store removes directory trees with shutil.rmtree (io/store/fs.remove_tree)
 
     calls = [0]
-    real_replace, real_unlink, real_rmtree = os.replace, os.unlink, store_mod.shutil.rmtree
+    real_replace, real_unlink, real_rmtree = os.replace, os.unlink, shutil.rmtree
     prefix = str(root)
 
     crashed = [False]
@@ -155,11 +155,11 @@ def crash_at(root: Path, k: int | None) -> Iterator[list[int]]:
             return real_rmtree(path, *a, **kw)
 
     os.replace, os.unlink = counted(real_replace), counted(real_unlink)
-    store_mod.shutil.rmtree = rmtree
+    shutil.rmtree = rmtree
     try:
         yield calls
     finally:
-        os.replace, os.unlink, store_mod.shutil.rmtree = real_replace, real_unlink, real_rmtree
+        os.replace, os.unlink, shutil.rmtree = real_replace, real_unlink, real_rmtree
 
 
 class MemoEmbedder:

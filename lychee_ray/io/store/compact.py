@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-from lychee_ray.io.store.fs import StorePath, parquet_writer, read_parquet, replace, temp_sibling
+import pyarrow as pa
+
+from lychee_ray.io.store.fs import StorePath, parquet_writer, read_parquet, replace, settings, temp_sibling
 from lychee_ray.io.store.layout import TABLES, StoreLayout, atomic_write_text
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
+
+T = TypeVar("T")
 
 
 def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[str, int]:
@@ -32,12 +37,13 @@ def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[s
             merged[table] = len(todo)
             for start in range(0, len(todo), conversations_per_file):
                 chunk, parts = [], []
-                for m in todo[start : start + conversations_per_file]:
-                    try:
-                        parts.append(read_parquet(layout.marker_part_path(table, m)))
-                        chunk.append(m)
-                    except FileNotFoundError:  # an append committed a newer generation meanwhile: next time
+                group = todo[start : start + conversations_per_file]
+                for m, part in zip(group, _map(layout, lambda m: _read(layout, table, m), group)):
+                    if part is None:  # an append committed a newer generation meanwhile: next time
                         merged[table] -= 1
+                    else:
+                        parts.append(part)
+                        chunk.append(m)
                 if not parts:
                     continue
                 name = f"compact-{uuid.uuid4().hex[:12]}.parquet"
@@ -49,15 +55,31 @@ def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[s
                 replace(tmp, final)
                 for i, m in enumerate(chunk):
                     moved.setdefault(m["key"], {})[table] = {"file": name, "row_group": i}
-        for m in markers:
-            if m["key"] in moved:
-                _repoint(layout, m, moved[m["key"]])
+        todo_markers = [m for m in markers if m["key"] in moved]
+        _map(layout, lambda m: _repoint(layout, m, moved[m["key"]]), todo_markers)
         referenced = {(t, loc["file"]) for m in layout.iter_markers() for t, loc in (m.get("location") or {}).items()}
         for table in TABLES:
             for f in layout.table_dir(table).glob("compact-*.parquet"):
                 if (table, f.name) not in referenced:
                     f.unlink(missing_ok=True)
     return merged
+
+
+def _read(layout: StoreLayout, table: str, marker: dict[str, Any]) -> pa.Table | None:
+    """A conversation's own part of ``table`` (None: gone, a newer generation replaced it)."""
+    try:
+        return read_parquet(layout.marker_part_path(table, marker))
+    except FileNotFoundError:
+        return None
+
+
+def _map(layout: StoreLayout, fn: Callable[[Any], T], items: list[Any]) -> list[T]:
+    """``fn`` over ``items``: in order locally; ``store.io_threads`` at a time on an object store,
+    where each read, lease and marker write is a round trip of tens of milliseconds."""
+    if not layout.remote or len(items) < 2:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(settings().io_threads, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def _repoint(layout: StoreLayout, seen: dict[str, Any], locations: dict[str, dict[str, Any]]) -> bool:
