@@ -152,17 +152,26 @@ def test_cached_onnx_query_model_needs_no_torch_and_gives_the_same_vectors(embed
 
     texts = ["When did Caroline go to the LGBTQ support group?", "", "  padded  ", "x", "émoji 🎉 tést\tTab\nnew",
              "中文字符", "a long turn about painting " * 120, "Wo habe ich meinen Urlaub verbracht?"]
+    full = LocalEmbedder(EmbeddingConfig(), quantize="int8")  # exports into the default cache if needed
     tokenize = load_tokenizer(model_files(offline_minilm_path()))
-    ours, theirs = tokenize(texts), embedder._model.preprocess(texts)
+    ours, theirs = tokenize(texts), full._model.preprocess(texts)
     for name in ("input_ids", "attention_mask", "token_type_ids"):
         assert np.array_equal(ours[name], theirs[name].numpy()), name
 
-    full = LocalEmbedder(EmbeddingConfig(), quantize="int8")  # exports into the default cache if needed
-    for quantize, reference in (("int8", full), ("none", embedder)):
+    for quantize, reference in (("int8", full), ("none", LocalEmbedder(EmbeddingConfig()))):
         fast = load_cached(EmbeddingConfig(), quantize)
         assert isinstance(fast, CachedOnnxEmbedder) and fast.runtime == reference.runtime
         assert fast.name == reference.name and fast.dim == reference.dim
         assert np.array_equal(fast.encode(texts), reference.encode(texts)), quantize
+    # the build's embedder (every builder actor, the local build, Serve appends) is the cached one too,
+    # once a process has exported the model (the session's `embedder` may have been that process)
+    from lychee_ray.embed import base, get_embedder
+
+    monkeypatch.setattr(base, "_CACHE", {})
+    build = get_embedder(EmbeddingConfig())
+    assert isinstance(build, CachedOnnxEmbedder) and build.runtime == "onnx"
+    assert np.array_equal(build.encode(texts), reference.encode(texts))
+    monkeypatch.undo()
 
     # the int8 check against fp32 ran once on this CPU: later loads reuse its verdict
     def no_check(*_a: object) -> float:

@@ -4,8 +4,9 @@ An embedder maps texts to L2-normalised float32 rows, works in batches and embed
 once per call. Two exist: :class:`~lychee_ray.embed.local.LocalEmbedder` (a local
 sentence-transformers model, offline MiniLM by default, optionally run by ONNX Runtime) and
 :class:`~lychee_ray.embed.openai.OpenAIEmbedder` (an OpenAI-compatible ``/embeddings`` endpoint).
-Query embedders of the local model load from its cached ONNX export without torch when they can
-(:class:`~lychee_ray.embed.onnx_cache.CachedOnnxEmbedder`: the same vectors, seconds sooner).
+The local model loads from its cached ONNX export without torch or sentence-transformers when it can
+(:class:`~lychee_ray.embed.onnx_cache.CachedOnnxEmbedder`: the same vectors, ~10 s of CPU sooner —
+paid by every builder actor, Serve replica and one-shot query); the first load exports it.
 """
 
 from __future__ import annotations
@@ -65,9 +66,9 @@ def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries:
                 from lychee_ray.embed.local import LocalEmbedder
                 from lychee_ray.embed.onnx_cache import load_cached
 
-                # queries skip torch when the model's ONNX export is cached (a one-shot CLI query pays
-                # seconds for the full load); the build keeps the full loader, which exports it
-                _CACHE[key] = (load_cached(cfg, quantize) if queries else None) or LocalEmbedder(cfg, quantize=quantize)
+                # the full loader (torch + sentence-transformers) only when no export is cached yet:
+                # it exports the model, so every later process skips it
+                _CACHE[key] = load_cached(cfg, quantize) or LocalEmbedder(cfg, quantize=quantize)
             else:
                 from lychee_ray.embed.openai import OpenAIEmbedder
 

@@ -1,7 +1,8 @@
 """The local embedding model straight from the ONNX cache: no torch, no sentence-transformers.
 
-Why: importing torch and sentence-transformers and loading the model cost a one-shot
-``lychee-ray query`` 7–11 s before a 20 ms search. Once the model has been exported (by a build,
+Why: importing torch and sentence-transformers and loading the model cost 7–11 s (~10 s of CPU)
+before the first vector: a one-shot ``lychee-ray query`` before a 20 ms search, and every builder
+actor and Serve replica at start. Once the model has been exported (by a build,
 ``lychee-ray serve`` or an earlier query), the cached ONNX file is all that embedding needs, plus
 the model's fast tokenizer (its ``tokenizer.json``, run by the ``tokenizers`` library: the same
 token ids as sentence-transformers' own preprocessing — ``tests/test_embed.py`` compares them).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -159,11 +161,17 @@ def _versions() -> tuple[str, str] | None:
 def _threads(cfg: EmbeddingConfig) -> int:
     """The intra-op threads :class:`~lychee_ray.embed.local.LocalEmbedder` would give ONNX Runtime:
     ``embedding.num_threads``, else torch's setting when torch is loaded (a Serve replica limits it,
-    ``serve.torch_threads``), else 0 = ONNX Runtime's default (one per physical core, as torch's)."""
+    ``serve.torch_threads``), else ``OMP_NUM_THREADS`` as torch would read it (Ray sets it in its
+    workers from their CPU share), else 0 = ONNX Runtime's default (one per physical core, as torch's)."""
     if cfg.num_threads:
         return cfg.num_threads
     torch = sys.modules.get("torch")
-    return int(torch.get_num_threads()) if torch is not None else 0
+    if torch is not None:
+        return int(torch.get_num_threads())
+    try:
+        return max(0, int(os.environ.get("OMP_NUM_THREADS", "0")))
+    except ValueError:
+        return 0
 
 
 def load_cached(cfg: EmbeddingConfig, quantize: str = "none") -> CachedOnnxEmbedder | None:

@@ -78,17 +78,10 @@ def http_error(e: IncrementError | ConversationDeleting, turns: list[AppendTurn]
 
 
 def build_embedder(cfg: LycheeConfig) -> Any:
-    """The embedder that writes a store's vectors (fp32, as the build; never the int8 query model):
-    the local model's cached ONNX export when it promises the build's vectors (under a second, no
-    torch), else the build's own loader."""
+    """The embedder that writes a store's vectors: the build's (fp32; never the int8 query model).
+    :func:`~lychee_ray.embed.get_embedder` takes the local model's cached ONNX export when there is one."""
     from lychee_ray.embed import get_embedder
 
-    if cfg.embedding.backend == "local":
-        from lychee_ray.embed.onnx_cache import load_cached
-
-        cached = load_cached(cfg.embedding, "none")
-        if cached is not None:
-            return cached
     return get_embedder(cfg.embedding, cfg.llm)
 
 

@@ -31,6 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,8 @@ class LocalCluster:
     # `ray start` of a worker gives up when the GCS answers slowly (a loaded 2-core CI machine):
     # such a node is started again, this many times in all
     start_attempts: int = 3
+    # one Jobs API call (a submission starts the job's supervisor actor: slow on a loaded machine)
+    request_timeout_s: float = 60.0
     ray_bin: str = field(default_factory=lambda: str(Path(sys.executable).with_name("ray")))
 
     def __post_init__(self) -> None:
@@ -129,7 +132,7 @@ class LocalCluster:
                 "--temp-dir", self.temp_dir, "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
                 "--dashboard-port", str(self.dashboard_port), "--ray-client-server-port", str(free_port()),
                 "--num-cpus", str(self.head_cpus), "--object-store-memory", str(self.object_store_mb * 2**20),
-                "--disable-usage-stats"]
+                "--disable-usage-stats", *self._agent_ports()]
         try:
             self.nodes.append(self._spawn("head", head))
             self._wait_port(self.gcs_port)  # workers need only the GCS; the dashboard comes up meanwhile
@@ -147,11 +150,19 @@ class LocalCluster:
         i = sum(1 for n in self.nodes if n.name.startswith("worker"))
         cmd = [self.ray_bin, "start", "--block", "--address", self.address, "--node-ip-address", "127.0.0.1",
                "--num-cpus", str(self.worker_cpus), "--object-store-memory", str(self.object_store_mb * 2**20),
-               "--disable-usage-stats"]
+               "--disable-usage-stats", *self._agent_ports()]
         self.nodes.append(self._spawn(f"worker{i}", cmd))
         if wait:
             self.wait_nodes(len(self.alive_nodes()))
         return i
+
+    @staticmethod
+    def _agent_ports() -> list[str]:
+        """Free ports for a node's agents. The dashboard agent's HTTP port is fixed by default (52365):
+        a second node on this machine, or any other Ray here (a test session's own), already holds
+        it, and a head whose agent cannot bind is never given jobs ("No available agent")."""
+        return ["--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
+                "--metrics-export-port", str(free_port()), "--runtime-env-agent-port", str(free_port())]
 
     def _spawn(self, name: str, cmd: list[str]) -> _Node:
         log = Path(self.temp_dir) / f"{name}.log"
@@ -287,12 +298,12 @@ class LocalCluster:
 
     # -- jobs (the dashboard's Jobs REST API) ----------------------------------------------------
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float = 30.0) -> Any:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.dashboard_url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
                 return json.loads(r.read() or b"null")
         except urllib.error.HTTPError as e:
             raise ClusterError("job", f"{method} {path}: HTTP {e.code} {e.read()[:500]!r}") from e
@@ -308,19 +319,40 @@ class LocalCluster:
         runtime_env: dict[str, Any] = {"env_vars": {**CLUSTER_ENV, **self.env, **(env_vars or {})}}
         if working_dir:
             runtime_env["working_dir"] = working_dir
-        body: dict[str, Any] = {"entrypoint": entrypoint, "runtime_env": runtime_env}
-        if submission_id:
-            body["submission_id"] = submission_id
+        # Always our own id: a request that timed out on our side may still have started the job, and
+        # the id tells a retry whether it did (a second job would build the same store concurrently).
+        submission_id = submission_id or f"lyc-{uuid.uuid4().hex[:12]}"
+        body: dict[str, Any] = {"entrypoint": entrypoint, "runtime_env": runtime_env, "submission_id": submission_id}
         # Right after start (or on a busy machine) the head's job agent may not be registered yet; the
-        # Jobs API then answers 500 "No available agent ... try again later": try again, as it says.
+        # Jobs API then answers 500 "No available agent ... try again later" (it waits only 10 s for
+        # the agent): try again, as it says, for up to start_timeout_s.
         deadline = time.monotonic() + self.start_timeout_s
-        while True:
+        last: Exception | None = None
+        while time.monotonic() < deadline:
             try:
-                return str(self._request("POST", "/api/jobs/", body)["submission_id"])
+                return str(self._request("POST", "/api/jobs/", body, timeout_s=self.request_timeout_s)["submission_id"])
             except ClusterError as e:
-                if "No available agent" not in str(e) or time.monotonic() > deadline:
+                if "No available agent" not in str(e):
                     raise
-                time.sleep(1.0)
+                last = e
+            except OSError as e:  # our side timed out (URLError/socket timeout): did the job start?
+                last = e
+                try:
+                    if self.job(submission_id).get("status"):
+                        return submission_id
+                except (OSError, ClusterError):
+                    pass
+            time.sleep(1.0)
+        raise ClusterError("job", f"could not submit after {self.start_timeout_s}s: {last}\n"
+                                  f"head's dashboard agent log:\n{self._log_tail('dashboard_agent.log')}")
+
+    def _log_tail(self, name: str, chars: int = 3000) -> str:
+        """The end of a session log of this cluster (``<temp-dir>/session_latest/logs/<name>``)."""
+        path = Path(self.temp_dir) / "session_latest" / "logs" / name
+        try:
+            return path.read_text(errors="replace")[-chars:]
+        except OSError as e:
+            return f"({path}: {e})"
 
     def job(self, submission_id: str) -> dict[str, Any]:
         """The job's record (``status``, ``message``, ...)."""
