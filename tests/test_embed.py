@@ -158,7 +158,8 @@ def test_cached_onnx_query_model_needs_no_torch_and_gives_the_same_vectors(embed
     for name in ("input_ids", "attention_mask", "token_type_ids"):
         assert np.array_equal(ours[name], theirs[name].numpy()), name
 
-    for quantize, reference in (("int8", full), ("none", LocalEmbedder(EmbeddingConfig()))):
+    fp32 = LocalEmbedder(EmbeddingConfig())
+    for quantize, reference in (("int8", full), ("none", fp32)):
         fast = load_cached(EmbeddingConfig(), quantize)
         assert isinstance(fast, CachedOnnxEmbedder) and fast.runtime == reference.runtime
         assert fast.name == reference.name and fast.dim == reference.dim
@@ -170,7 +171,7 @@ def test_cached_onnx_query_model_needs_no_torch_and_gives_the_same_vectors(embed
     monkeypatch.setattr(base, "_CACHE", {})
     build = get_embedder(EmbeddingConfig())
     assert isinstance(build, CachedOnnxEmbedder) and build.runtime == "onnx"
-    assert np.array_equal(build.encode(texts), reference.encode(texts))
+    assert np.array_equal(build.encode(texts), fp32.encode(texts))
     monkeypatch.undo()
 
     # the int8 check against fp32 ran once on this CPU: later loads reuse its verdict
