@@ -16,7 +16,8 @@ of the whole process tree (driver + Ray).
 ...); ``--s3-local`` starts the moto S3 server (lychee_ray/testing/s3_server.py) and creates the
 URI's bucket there. ``--nodes N`` starts a local cluster of a head and N worker nodes and submits
 the build to it as a Ray job (``python jobs/build_memory.py ...``, as on a real cluster), reporting
-peak RSS per node. The JSON also has the store's size and object count, and the time of one
+peak RSS per node. The JSON also has the store's size and object count, the requests the S3 server
+answered by kind (build and compaction apart), and the time of one
 compaction of it (the build itself does not compact: ``build.compact_conversations_per_file=0``).
 """
 
@@ -106,10 +107,11 @@ class NodeRssSampler:
 
 
 @contextlib.contextmanager
-def s3_server(enabled: bool, out_uri: str | None) -> Iterator[dict[str, str]]:
-    """The moto S3 server with the bucket of ``out_uri`` (``--s3-local``); yields its environment."""
+def s3_server(enabled: bool, out_uri: str | None) -> Iterator[tuple[dict[str, str], Any]]:
+    """The moto S3 server with the bucket of ``out_uri`` (``--s3-local``); yields its environment
+    and the server (None without ``--s3-local``)."""
     if not enabled:
-        yield {}
+        yield {}, None
         return
     from lychee_ray.testing.s3_server import S3Server
 
@@ -118,7 +120,7 @@ def s3_server(enabled: bool, out_uri: str | None) -> Iterator[dict[str, str]]:
     with S3Server() as s3:
         s3.export()  # this process reads the store (size, compaction, markers)
         s3.bucket(out_uri.removeprefix("s3://").split("/", 1)[0])
-        yield s3.env()
+        yield s3.env(), s3
 
 
 def job_summary(logs: str) -> dict[str, Any]:
@@ -187,7 +189,7 @@ def main() -> int:
     src = work / "conversations.jsonl"
     turns = write_jsonl(str(src), args.conversations, seed=args.seed, sessions=2, topics_per_session=2)
     out = args.out_uri or str(work / "store")
-    with s3_server(args.s3_local, args.out_uri) as s3_env, \
+    with s3_server(args.s3_local, args.out_uri) as (s3_env, s3), \
             OpenAIServer(handler=encoder_reply, latency_s=args.latency_s, embedding_dim=384) as srv:
         sets = [f"llm.rate_limit.requests_per_min={args.limit_rpm}", f"build.conversations_in_flight={args.in_flight}",
                 "ray.progress_interval_s=15", "build.compact_conversations_per_file=0"]
@@ -207,11 +209,14 @@ def main() -> int:
         over = srv.minutes_over_limit(args.limit_rpm)
         max_window = srv.max_requests_in_window(60.0)
         root = store_root(out)
+        build_requests = s3.request_counts() if s3 else None
         markers = list(iter_markers(root))
         objects, size = tree_size(root)
+        before = s3.request_counts() if s3 else {}
         t0 = time.perf_counter()
         compacted = compact(root, args.compact_per_file)
         compaction_s = time.perf_counter() - t0
+        compaction_requests = {k: v - before.get(k, 0) for k, v in s3.request_counts().items()} if s3 else None
         objects_after, size_after = tree_size(root)
     non_llm = sum(m["timings_s"]["segment"] + m["timings_s"]["index"] + max(0.0, m["timings_s"]["encode"] - m["timings_s"]["llm_latency"])
                   for m in markers)
@@ -238,6 +243,9 @@ def main() -> int:
         "compaction": compacted,
         "store_bytes_compacted": size_after,
         "store_objects_compacted": objects_after,
+        # requests the S3 server answered, by kind (PUT = objects written): the whole build job, then the compaction
+        "s3_requests_build": build_requests,
+        "s3_requests_compaction": compaction_requests,
         "nodes": args.nodes,
         "latency_s": args.latency_s,
         "in_flight_per_actor": args.in_flight,

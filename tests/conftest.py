@@ -45,7 +45,7 @@ def s3_server():
     pointing at it; each test makes its own bucket (:meth:`S3Server.bucket`)."""
     from lychee_ray.testing.s3_server import S3Server
 
-    server = S3Server().start()
+    server = S3Server(log_requests=True).start()
     saved = {k: os.environ.get(k) for k in server.env()}
     server.export()
     yield server

@@ -14,6 +14,7 @@ A hashing embedder keeps it fast (the store code does not care which embedder ma
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from lychee_ray.build.runner import make_context, run_local_build_items
+from lychee_ray.build.stored import load_stored
 from lychee_ray.config import StoreConfig, load_config
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import (
@@ -153,17 +155,24 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
     assert build(ctx, uri, [c]).built == 1
     before = tables(uri, c.conversation_id)
     marker = MemoryStoreReader(uri).markers[c.conversation_id]
-    from lychee_ray.build.stored import load_stored
-
     stored = load_stored(uri, marker)
     writer = MemoryStoreWriter(uri)
 
-    # the writer dies after the generation's Parquet parts are uploaded, before indexes and marker
-    def boom(*a, **k):
-        raise KeyboardInterrupt("killed")
+    # the writer dies after the generation's indexes and two of its Parquet parts are uploaded,
+    # before the other parts and the marker
+    from lychee_ray.io.store import writer as writer_module
+
+    real_write_parquet = writer_module.write_parquet
+    uploaded: list[str] = []
+
+    def boom(table, path):
+        if len(uploaded) == 2:
+            raise KeyboardInterrupt("killed")
+        real_write_parquet(table, path)
+        uploaded.append(path.name)
 
     art = _artifacts_from(stored, c)
-    monkeypatch.setattr("lychee_ray.io.store.writer.write_index", boom)
+    monkeypatch.setattr("lychee_ray.io.store.writer.write_parquet", boom)
     monkeypatch.setattr(MemoryStoreWriter, "remove_old_generations", lambda *a, **k: 0)
     # simulate a hard kill: the writer's own clean-up does not run either
     monkeypatch.setattr("lychee_ray.io.store.writer.remove_tree", lambda p: None)
@@ -173,6 +182,12 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
     layout = StoreLayout(uri)
     key = conversation_key(c.conversation_id)
     assert len(layout.generation_paths(key)) == 2, "the crashed generation's parts are on the store"
+    assert len(uploaded) == 2
+
+    def by_gen(found):
+        return {g: sorted(map(str, ps)) for g, ps in found.items()}
+    # what a commit finds through index/<key>/ alone is all there is (no listing of the table directories)
+    assert by_gen(layout.generation_paths(key, complete=False)) == by_gen(layout.generation_paths(key))
     after = tables(uri, c.conversation_id)  # readers trust the marker: the old generation, whole
     for t in TABLES:
         assert before[t].equals(after[t])
@@ -184,13 +199,48 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
     for t in TABLES:
         assert before[t].equals(tables(uri, c.conversation_id)[t])
     assert verify_store(uri)["ok"]
+    uploaded.clear()
     with pytest.raises(KeyboardInterrupt):  # crash again; this time the conversation's next commit cleans up
-        monkeypatch.setattr("lychee_ray.io.store.writer.write_index", boom)
+        monkeypatch.setattr("lychee_ray.io.store.writer.write_parquet", boom)
         monkeypatch.setattr("lychee_ray.io.store.writer.remove_tree", lambda p: None)
         writer.commit(_artifacts_from(stored, c))
     monkeypatch.undo()
     new = writer.commit(_artifacts_from(stored, c))
     assert list(layout.generation_paths(key)) == [new["generation"]]
+
+
+def test_per_conversation_work_lists_no_shared_directory(s3_server, ctx, convs):
+    """On an object store a LIST of a directory every conversation writes into (``records/``,
+    ``commits/``, ``segstate/`` ...) returns every conversation's objects, so listing one per
+    conversation makes a build of N conversations cost O(N²) (a 1,000-conversation benchmark slowed
+    from ~700 to ~170 LLM calls/min as the store grew). A build run lists those directories a fixed
+    number of times (manifest, garbage sweep, compaction), whatever the number of conversations;
+    a commit that replaces a generation lists only the conversation's own index directory."""
+    bucket = "lychee-lists"
+    uri = s3_server.bucket(bucket) + "/store"
+    assert build(ctx, uri, convs[:1]).built == 1
+    more = [synthetic_conversation(10 + i, seed=6, sessions=1, topics_per_session=1) for i in range(4)]
+
+    def shared_lists(run: list) -> list[str]:
+        s3_server.requests(clear=True)
+        assert build(ctx, uri, run).built == len(run)
+        own = {conversation_key(c.conversation_id) for c in run}
+        return sorted(re.sub(r"_claims/[^/]+/", "_claims/<run>/", r.prefix)  # each run has its own id
+                      for r in s3_server.requests() if r.bucket == bucket and r.kind == "LIST"
+                      and not any(k in r.prefix for k in own) and "/_locks/" not in r.prefix)
+    one, three = shared_lists(more[:1]), shared_lists(more[1:])
+    assert one and one == three, (one, three)
+    # a commit replacing a generation: its only listing is index/<key>/ (plus pyarrow's probes of
+    # the very paths it writes or deletes)
+    c = convs[0]
+    stored = load_stored(uri, MemoryStoreReader(uri).markers[c.conversation_id])
+    key = conversation_key(c.conversation_id)
+    s3_server.requests(clear=True)
+    new = MemoryStoreWriter(uri).commit(_artifacts_from(stored, c))
+    lists = [r.prefix for r in s3_server.requests() if r.bucket == bucket and r.kind == "LIST"]
+    assert f"store/index/{key}/" in lists
+    assert all(key in p for p in lists if "/_locks/" not in p), lists
+    assert list(StoreLayout(uri).generation_paths(key)) == [new["generation"]]
 
 
 def _artifacts_from(stored, conv):

@@ -17,7 +17,21 @@ wrong root tag that pyarrow rejects (getmoto/moto#10055); the ``dev`` extra requ
 from __future__ import annotations
 
 import os
+import threading
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
+
+
+@dataclass(frozen=True)
+class S3Request:
+    """One request the server answered, as the store's cost model sees it."""
+
+    kind: str  # LIST, HEAD, GET, PUT, POST, DELETE
+    bucket: str
+    key: str  # the object key ('' for bucket-level requests)
+    prefix: str | None = None  # the prefix of a LIST
 
 
 class S3Server:
@@ -27,7 +41,8 @@ class S3Server:
     ACCESS_KEY = "lychee-test"
     SECRET_KEY = "lychee-test-secret"
 
-    def __init__(self) -> None:
+    def __init__(self, log_requests: bool = False) -> None:
+        """``log_requests``: keep every request (:meth:`requests`); counts by kind are always kept."""
         from moto.server import ThreadedMotoServer  # test-only dependency (the dev extra)
 
         import logging
@@ -35,12 +50,52 @@ class S3Server:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.endpoint = ""
+        self._log_requests = log_requests
+        self._log: list[S3Request] = []
+        self._counts: Counter[str] = Counter()
+        self._log_lock = threading.Lock()
 
     def start(self) -> "S3Server":
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
+        # Record every request (for tests of how many round trips, and which listings, an operation
+        # costs): wrap the WSGI app of moto's werkzeug server, which it looks up per request.
+        wsgi = self._server._server
+        inner = wsgi.app
+
+        def app(environ: dict[str, Any], start_response: Any) -> Any:
+            self._record(environ)
+            return inner(environ, start_response)
+
+        wsgi.app = app
         return self
+
+    def _record(self, environ: dict[str, Any]) -> None:
+        method = environ.get("REQUEST_METHOD", "")
+        bucket, _, key = environ.get("PATH_INFO", "").lstrip("/").partition("/")
+        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        listing = method == "GET" and not key and ("list-type" in query or "prefix" in query or "delimiter" in query)
+        req = S3Request(kind="LIST" if listing else method, bucket=bucket, key=key,
+                        prefix=(query.get("prefix") or [""])[0] if listing else None)
+        with self._log_lock:
+            self._counts[req.kind] += 1
+            if self._log_requests:
+                self._log.append(req)
+
+    def requests(self, clear: bool = False) -> list[S3Request]:
+        """The requests answered since the start (or the last ``clear``), in arrival order
+        (only with ``log_requests=True``)."""
+        with self._log_lock:
+            out = list(self._log)
+            if clear:
+                self._log.clear()
+        return out
+
+    def request_counts(self) -> dict[str, int]:
+        """Requests answered since the start, by kind (LIST, HEAD, GET, PUT, POST, DELETE)."""
+        with self._log_lock:
+            return dict(self._counts)
 
     def stop(self) -> None:
         self._server.stop()

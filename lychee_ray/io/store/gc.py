@@ -69,6 +69,28 @@ def _walk_stats(path: StorePath) -> list[tuple[StorePath, int, float]]:
     return out
 
 
+def _index_dirs(index_root: AnyPath) -> list[tuple[AnyPath, list[AnyPath]]]:
+    """Each conversation's index directory with its entries (generation directories, older fixed
+    files). On an object store from one recursive listing (pages of 1,000 keys) rather than one
+    LIST per conversation, which at thousands of conversations is what a sweep would cost."""
+    if not isinstance(index_root, StorePath):
+        return [(k, sorted(k.iterdir()) if k.is_dir() else []) for k in sorted(index_root.iterdir())] \
+            if index_root.is_dir() else []
+    import pyarrow.fs as pafs
+
+    base = index_root.path.rstrip("/") + "/"
+    dirs: dict[str, AnyPath] = {}
+    children: dict[str, list[AnyPath]] = {}
+    for info in index_root._children(recursive=True):
+        parts = info.path[len(base):].split("/") if info.path.startswith(base) else []
+        if len(parts) == 1:
+            dirs[parts[0]] = index_root._from_info(info)
+            children.setdefault(parts[0], [])
+        elif len(parts) == 2 and (info.type == pafs.FileType.Directory or info.type == pafs.FileType.File):
+            children.setdefault(parts[0], []).append(index_root._from_info(info))
+    return [(dirs.get(k, index_root / k), sorted(children[k])) for k in sorted(children)]
+
+
 def garbage_paths(root: str | Path | StorePath, min_age_s: float | None = None) -> list[AnyPath]:
     """Files and directories of the store at ``root`` that no marker names and that are older than
     ``min_age_s`` (default ``store.garbage_min_age_s``)."""
@@ -93,9 +115,8 @@ def garbage_paths(root: str | Path | StorePath, min_age_s: float | None = None) 
             parsed = split_generation_name(f.name, ".parquet")
             if parsed is not None and dead(*parsed):
                 found.append(f)
-    index_root = layout.root / "index"
-    for kdir in index_root.iterdir() if index_root.is_dir() else []:
-        gens = [g for g in kdir.iterdir() if g.is_dir() and is_generation(g.name)] if kdir.is_dir() else []
+    for kdir, children in _index_dirs(layout.root / "index"):
+        gens = [g for g in children if g.is_dir() and is_generation(g.name)]
         if kdir.name not in live:
             found.append(kdir)
         else:

@@ -18,7 +18,9 @@ A conversation is visible to readers only through its commit marker. Every commi
 the marker that names the generation, last. Nothing is renamed or overwritten in place, so the
 protocol needs only "a single object write is atomic" (true of object stores too): a reader that
 read a marker reads exactly that generation's files, never a mix, and a crash leaves at worst an
-unreferenced generation that the next commit of the conversation removes. Old generations are
+unreferenced generation that the next commit of the conversation removes (a commit writes its
+indexes first, so the conversation's own ``index/<key>/`` lists every generation that left a file:
+no commit lists the shared table directories, whose size grows with the store). Old generations are
 removed after the new marker is written (by the writer holding the conversation's write lock); a
 reader that still held the old marker finds a file missing, re-reads the marker and loads again
 (:meth:`MemoryStoreReader.load`). Markers without ``generation`` (stores written before
@@ -169,10 +171,41 @@ class StoreLayout:
         gen = marker_generation(marker)
         return None if gen is None else self.segstate_path(marker["key"], gen)
 
-    def generation_paths(self, key: str) -> dict[str | None, list[AnyPath]]:
+    def generation_paths(self, key: str, complete: bool = True) -> dict[str | None, list[AnyPath]]:
         """Existing files and directories of conversation ``key`` by generation (None: older fixed
-        paths): its Parquet parts, index directories and segmenter states. Used to remove old
-        generations; names are parsed exactly, so another key that starts with this one never matches."""
+        paths): its Parquet parts, segmenter states and index directories, the index directory last
+        in each list (removal takes it last, see below). Names are parsed exactly, so another key
+        that starts with this one never matches.
+
+        ``complete=True`` lists the shared table and ``segstate/`` directories and so finds every
+        file of the conversation (erasure, checks). Those listings grow with the store — on an
+        object store each one is a LIST of every conversation's objects — so a commit removing its
+        old generations asks with ``complete=False``: a commit writes its generation's indexes
+        first (writer.py), so listing the conversation's own ``index/<key>/`` finds every generation
+        that left any file, and its parts and state are then looked up by name. Fixed paths of older
+        stores are looked up when ``index/<key>/`` still holds fixed-path index files. What this
+        misses (a generation whose index files are gone, e.g. after a removal that died half-way)
+        no marker names, and the garbage sweep (gc.py) removes it."""
+        if complete:
+            return self._scanned_generation_paths(key)
+        out: dict[str | None, list[AnyPath]] = {}
+        idx = self.index_dir(key)
+        gens: list[AnyPath] = []
+        fixed: list[AnyPath] = []
+        for f in (idx.iterdir() if self.remote or idx.is_dir() else []):
+            (gens if f.is_dir() and _GENERATION.fullmatch(f.name) else fixed).append(f)
+
+        def existing(paths: list[AnyPath]) -> list[AnyPath]:
+            return [p for p in paths if p.exists()]
+        for g in sorted(gens):
+            out[g.name] = existing([*(self.part_path(t, key, g.name) for t in TABLES),
+                                    self.segstate_path(key, g.name)]) + [g]
+        if fixed:
+            out[None] = existing([self.part_path(t, key) for t in TABLES]) + sorted(fixed)
+        return out
+
+    def _scanned_generation_paths(self, key: str) -> dict[str | None, list[AnyPath]]:
+        """:meth:`generation_paths` from listings of every directory that holds per-conversation files."""
         out: dict[str | None, list[AnyPath]] = {}
 
         def add(gen: str | None, path: AnyPath) -> None:
@@ -189,16 +222,16 @@ class StoreLayout:
                     mine, gen = own(f.name, ".parquet")
                     if mine:
                         add(gen, f)
-        idx = self.index_dir(key)
-        if idx.is_dir():
-            for f in idx.iterdir():
-                add(f.name if f.is_dir() and _GENERATION.fullmatch(f.name) else None, f)
         sdir = self.root / SEGSTATE_DIR
         if sdir.is_dir():
             for f in sdir.iterdir():
                 mine, gen = own(f.name, ".json")
                 if mine and gen is not None:
                     add(gen, f)
+        idx = self.index_dir(key)
+        if idx.is_dir():
+            for f in sorted(idx.iterdir()):
+                add(f.name if f.is_dir() and _GENERATION.fullmatch(f.name) else None, f)
         return out
 
     def conversation_paths(self, key: str) -> list[AnyPath]:

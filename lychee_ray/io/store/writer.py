@@ -155,19 +155,21 @@ class MemoryStoreWriter:
             "usage": art.usage,
         }
         try:
-            for name, table in tables.items():
-                write_parquet(table, self.layout.part_path(name, key, gen))
+            # the indexes first: index/<key>/<gen>/ is how the next commit finds this generation's
+            # files without listing the shared table directories (layout.generation_paths)
             index_dir = self.layout.index_dir(key, gen)
             if not self.layout.remote:  # object stores have no directories to make
                 index_dir.mkdir(parents=True, exist_ok=True)
             self._write_indexes(index_dir, art)
+            for name, table in tables.items():
+                write_parquet(table, self.layout.part_path(name, key, gen))
             if art.segstate is not None:
                 path = self.layout.segstate_path(key, gen)
                 if not self.layout.remote:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(art.segstate), encoding="utf-8")
         except BaseException:
-            for path in self.layout.generation_paths(key).get(gen, []):  # invisible anyway; don't leave it behind
+            for path in self.layout.generation_paths(key, complete=False).get(gen, []):  # invisible anyway; don't leave it behind
                 remove_tree(path)
             raise
         marker = {
@@ -187,9 +189,11 @@ class MemoryStoreWriter:
 
     def remove_old_generations(self, key: str, keep: str | None) -> int:
         """Delete every generation of ``key`` but ``keep`` (the caller holds its write lock, so no
-        other commit of it is being written); returns the number of paths removed."""
+        other commit of it is being written); returns the number of paths removed. Generations are
+        found through the conversation's own index directory, so the cost does not grow with the
+        store (``generation_paths(complete=False)``; the garbage sweep takes what that misses)."""
         n = 0
-        for gen, paths in self.layout.generation_paths(key).items():
+        for gen, paths in self.layout.generation_paths(key, complete=False).items():
             if gen == keep:
                 continue
             for path in paths:
