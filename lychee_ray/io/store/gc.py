@@ -76,8 +76,6 @@ def _index_dirs(index_root: AnyPath) -> list[tuple[AnyPath, list[AnyPath]]]:
     if not isinstance(index_root, StorePath):
         return [(k, sorted(k.iterdir()) if k.is_dir() else []) for k in sorted(index_root.iterdir())] \
             if index_root.is_dir() else []
-    import pyarrow.fs as pafs
-
     base = index_root.path.rstrip("/") + "/"
     dirs: dict[str, AnyPath] = {}
     children: dict[str, list[AnyPath]] = {}
@@ -86,7 +84,7 @@ def _index_dirs(index_root: AnyPath) -> list[tuple[AnyPath, list[AnyPath]]]:
         if len(parts) == 1:
             dirs[parts[0]] = index_root._from_info(info)
             children.setdefault(parts[0], [])
-        elif len(parts) == 2 and (info.type == pafs.FileType.Directory or info.type == pafs.FileType.File):
+        elif len(parts) == 2:
             children.setdefault(parts[0], []).append(index_root._from_info(info))
     return [(dirs.get(k, index_root / k), sorted(children[k])) for k in sorted(children)]
 
