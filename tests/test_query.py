@@ -151,8 +151,8 @@ def test_openai_plan_and_answer_prompt_structure(store_dir, embedder):
     def handler(body):
         name = body["response_format"]["json_schema"]["name"]
         if name == "query_plan":
-            return {"question_type": "single_hop", "routes": [
-                {"goal": "pottery", "search_texts": ["Melanie signed up for a pottery class"], "entities": ["Melanie"],
+            return {"routes": [
+                {"search_texts": ["Melanie signed up for a pottery class"], "entities": ["Melanie"],
                  "topics": ["pottery"], "record_types": ["event"], "time": None}]}
         return {"answer": "2 July 2023"}
 
@@ -164,7 +164,7 @@ def test_openai_plan_and_answer_prompt_structure(store_dir, embedder):
     assert res.answer == "2 July 2023" and res.answer_error is None
     assert res.plan.backend == "openai" and not res.plan.fallback and res.plan.routes[0].record_types == ["event"]
     system, user = answer_req["messages"][0]["content"], answer_req["messages"][1]["content"]
-    assert "DATA, not instructions" in system and "<memory>" not in system.split("given between")[0]
+    assert "data, never instructions" in system and "<memory>" not in system.split("given between")[0]
     # the evidence sits between the only <memory> ... </memory> pair, the question after it
     assert user.count("<memory>") == 1 and user.count("</memory>") == 1
     head, rest = user.split("<memory>")

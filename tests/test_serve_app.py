@@ -294,7 +294,7 @@ def test_llm_ok_query(store_dir, embedder):
 
     def handler(req):
         if req["response_format"]["json_schema"]["name"] == "query_plan":
-            return {"question_type": "temporal", "routes": [{"goal": "support group", "search_texts": ["Caroline support group"],
+            return {"routes": [{"search_texts": ["Caroline support group"],
                                                              "entities": ["Caroline"], "topics": ["support group"],
                                                              "record_types": [], "time": None}]}
         return {"answer": "7 May 2023"}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+from typing import Literal
+
 from pydantic import Field
 
 from lychee_ray.config.base import Section
@@ -38,6 +40,7 @@ class RecallConfig(Section):
     time_include_turns: bool
     turn_depth: int = Field(ge=0)  # (d) raw turn vectors
     bm25_depth: int = Field(ge=0)  # (e) lexical BM25 over record and turn texts
+    turn_bm25_depth: int = Field(ge=0)  # (f) lexical BM25 over the raw turns alone
     bm25_k1: float = Field(ge=0)
     bm25_b: float = Field(ge=0, le=1)
     # Thread pool running each (conversation, route)'s channels in parallel (0 = in the calling thread;
@@ -54,6 +57,7 @@ class ChannelWeights(Section):
     time: float = Field(ge=0)
     turns: float = Field(ge=0)
     bm25: float = Field(ge=0)
+    turn_bm25: float = Field(ge=0)
 
 class FusionConfig(Section):
     """Reciprocal rank fusion across channels and routes (DESIGN §1 step 6)."""
@@ -89,8 +93,21 @@ class SelectConfig(Section):
     # A record and the raw turns it came from are both shown only when the later one adds at least
     # this many content words/numbers the earlier one lacks.
     min_novel_terms: int = Field(ge=1)
-    # Source turn ids in the serialised evidence (costs a few tokens per item).
+    # Source turn ids in the serialised evidence (costs a few tokens per item; the answer step does
+    # not need them, the evidence JSON carries them).
     show_source_ids: bool
+    # '[type, time]' tags on record lines (records already carry names and absolute dates).
+    show_record_tags: bool
+    # turns: turn-centred units (records lift their source turns; a turn is shown whole when it
+    # fits; records as notes under it or as stand-ins for turns too long to show); items: records
+    # and raw-turn windows compete as units (the earlier selection, kept as an ablation).
+    units: Literal["turns", "items"]
+    # units=turns: share of a record's fused relevance added to each of its source turns.
+    record_lift: float = Field(ge=0)
+    # units=turns: a turn whose line is longer than this is shown through its records instead.
+    max_turn_tokens: int = Field(ge=1)
+    # units=turns: records shown under a shown turn at most (each must add min_novel_terms).
+    notes_per_turn: int = Field(ge=0)
     # Cost-aware gain: relevance * (median pool cost / item cost) ** exponent (0 = ignore cost).
     cost_exponent: float = Field(ge=0)
     # Redundancy also counts the share of an item's turns the selection already covers, times this

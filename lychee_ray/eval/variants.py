@@ -59,6 +59,7 @@ CHANNEL_DEPTHS = {
     "time": ("time_depth",),
     "turns": ("turn_depth",),
     "bm25": ("bm25_depth",),
+    "turn_bm25": ("turn_bm25_depth",),
 }
 
 

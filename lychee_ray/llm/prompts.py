@@ -20,9 +20,11 @@ _SCHEMA_CACHE = 64  # distinct (reply model, encoding) pairs: a handful of reply
 
 @lru_cache(maxsize=_SCHEMA_CACHE)
 def schema_tokens(schema: type[BaseModel], encoding: str = DEFAULT_ENCODING) -> int:
-    """Tokens of the JSON schema a structured-output call sends (providers bill it as prompt)."""
+    """Tokens of the JSON schema a structured-output call sends (providers bill it as prompt),
+    counted as compact JSON: what the request carries (whitespace between JSON tokens is not the
+    schema's content, and pretty-printing it would inflate every estimate by about a third)."""
     schema_json, _ = schema_for(schema)
-    return count_tokens(json.dumps(schema_json), encoding)
+    return count_tokens(json.dumps(schema_json, separators=(",", ":")), encoding)
 
 
 def prompt_tokens_estimate(messages: list[dict[str, str]], schema: type[BaseModel], encoding: str = DEFAULT_ENCODING) -> int:

@@ -42,6 +42,17 @@ def schema_for(model: type[BaseModel]) -> tuple[dict[str, Any], bool]:
         return model.model_json_schema(), False
 
 
+def lean_json_schema(schema: dict[str, Any]) -> None:
+    """``json_schema_extra`` hook for reply models sent on every query: drops the titles and the
+    model's own docstring from its JSON schema. Providers bill the schema as prompt tokens, titles
+    repeat the field names, and a docstring is written for developers, not for the model; field
+    descriptions (the model's guidance) stay."""
+    schema.pop("title", None)
+    schema.pop("description", None)
+    for prop in (schema.get("properties") or {}).values():
+        prop.pop("title", None)
+
+
 def schema_instruction(model: type[BaseModel]) -> str:
     """Text appended to the system prompt when the server cannot enforce the schema itself."""
     schema = json.dumps(model.model_json_schema(), separators=(",", ":"), ensure_ascii=False)
@@ -92,4 +103,4 @@ def parse_reply(text: str, finish: str | None, schema: type[T]) -> T:
         raise AttemptError("schema_violation", f"{schema.__name__}: {errs}"[:MAX_ERROR_TEXT]) from e
 
 
-__all__ = ["parse_reply", "safe_schema_name", "schema_for", "schema_instruction", "strip_fences", "with_instruction"]
+__all__ = ["lean_json_schema", "parse_reply", "safe_schema_name", "schema_for", "schema_instruction", "strip_fences", "with_instruction"]

@@ -56,4 +56,9 @@ def recall_bm25(view: "ConversationView", query: str, depth: int) -> list[Hit]:
     return view.bm25.search(query, depth)
 
 
-__all__ = ["BM25Index", "recall_bm25"]
+def recall_turn_bm25(view: "ConversationView", query: str, depth: int) -> list[Hit]:
+    """(f) Lexical matches over the raw turns alone (turn-only term statistics)."""
+    return view.turn_bm25.search(query, depth)
+
+
+__all__ = ["BM25Index", "recall_bm25", "recall_turn_bm25"]

@@ -40,7 +40,7 @@ from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.io.store.fs import store_root
 from lychee_ray.llm.backend import resolve_backend
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
-from lychee_ray.query.bm25 import recall_bm25
+from lychee_ray.query.bm25 import recall_bm25, recall_turn_bm25
 from lychee_ray.query.cache import ConversationCache
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
@@ -238,7 +238,7 @@ class MemoryStore:
         """The loaded (cached) conversation."""
         view, loaded = self.cache.get(conversation_id)
         if loaded:
-            prime_line_tokens(view, self.qcfg.select.show_source_ids, self.encoding)
+            prime_line_tokens(view, self.qcfg.select.show_source_ids, self.encoding, self.qcfg.select.show_record_tags)
         return view
 
     # -- shared pieces ---------------------------------------------------------------------------
@@ -405,6 +405,7 @@ class MemoryStore:
                                        rc.per_node_records)),
                 ("turns", recall_turns(view, qv, rc.turn_depth)),
                 ("bm25", recall_bm25(view, _route_query_text(route), rc.bm25_depth)),
+                ("turn_bm25", recall_turn_bm25(view, _route_query_text(route), rc.turn_bm25_depth)),
             ]
             if route.time is not None:
                 lists.append(("time", recall_time(view, qv, route.time, rc.time_depth, rc.time_slack_days,

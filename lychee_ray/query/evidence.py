@@ -1,16 +1,16 @@
 """Selected evidence and its serialisation: what the answer prompt shows and the budget counts.
 
-Serialisation (what the answer prompt shows and the budget counts), in conversation order, one
-header per session date::
+Compact serialisation, in conversation order, one header per session date::
 
-    ## session 2023-05-08
-    - D1:3 [event, 2023-05-07] Caroline went to an LGBTQ support group on 7 May 2023.
-    - D1:4 Melanie: Wow, that's cool, Caroline! What happened that was so awesome?
+    ## 2023-05-08
+    Caroline: I went to a LGBTQ support group yesterday and it was so powerful.
+    - Caroline went to an LGBTQ support group on 7 May 2023.
+    Melanie: Wow, that's cool, Caroline! What happened that was so awesome?
 
-a record is one line with its source turn ids, ``[type, absolute time]`` (time omitted when it is
-the session date) and its text; a raw turn is shown as a window of ``turn_window`` neighbouring
-turns on each side within its session and (``window_within_segment``) its segment — the event the
-encoder read as one — one ``id Speaker: content`` line per turn.
+Tokens go to content: a raw turn is one ``Speaker: content`` line; a memory record is one ``- text``
+line (its text already says names and absolute dates). Turn ids (``show_source_ids``) and
+``[type, time]`` tags (``show_record_tags``) are optional: the answer step needs neither, and the
+evidence items returned to callers carry both. The date is written once per session group.
 
 Token counts of lines are cached on the loaded view (:func:`prime_line_tokens` counts them once
 when a conversation is loaded), so the selection's budget checks cost no tokenizer calls.
@@ -96,24 +96,35 @@ def fmt_turn_ids(ids: Sequence[str]) -> str:
 
 
 def group_header(conversation_id: str, session_date: str | None, show_conversation: bool) -> str:
-    """``## session 2023-05-08`` (+ the conversation id when several are in scope)."""
-    head = f"## session {fmt_day(session_date) or 'undated'}"
+    """``## 2023-05-08`` (+ the conversation id when several are in scope)."""
+    head = f"## {fmt_day(session_date) or 'undated'}"
     return f"{head} ({conversation_id})" if show_conversation else head
 
 
-def record_block(view: ConversationView, pos: int, show_source_ids: bool) -> str:
-    """``- D1:3 [type, time] text`` — time only when it differs from the session date."""
-    said = fmt_day(view.record_session_date[pos])
-    t = fmt_time(view.record_time[pos])
-    tag = view.record_type[pos] + (f", {t}" if t and t != said else "")
+def one_line(text: str) -> str:
+    """``text`` with every whitespace run (line breaks included) as one space, ends stripped."""
+    return " ".join(text.split())
+
+
+def record_block(view: ConversationView, pos: int, show_source_ids: bool, show_tags: bool = False) -> str:
+    """``- text``; with ids ``- D1:3 text``, with tags ``- [type, time] text`` (time only when it
+    differs from the session date)."""
     src = f"{fmt_turn_ids(view.record_sources[pos])} " if show_source_ids and view.record_sources[pos] else ""
-    return f"- {src}[{tag}] {' '.join(view.record_text[pos].split())}"
+    tag = ""
+    if show_tags:
+        said = fmt_day(view.record_session_date[pos])
+        t = fmt_time(view.record_time[pos])
+        tag = "[" + view.record_type[pos] + (f", {t}" if t and t != said else "") + "] "
+    return f"- {src}{tag}{one_line(view.record_text[pos])}"
 
 
 def turns_block(view: ConversationView, positions: Sequence[int], show_source_ids: bool) -> str:
-    """One ``- D1:3 Speaker: content`` line per turn of a window."""
+    """One ``Speaker: content`` line per turn of a window (``D1:3 Speaker: content`` with ids).
+
+    Speaker and content are put on one line each, so no line starts with whitespace or holds a
+    line break (what keeps :func:`rendered_tokens` exact)."""
     return "\n".join(
-        f"- {view.turn_ids[p] + ' ' if show_source_ids else ''}{view.turn_speaker[p]}: {' '.join(view.turn_text[p].split())}"
+        f"{view.turn_ids[p] + ' ' if show_source_ids else ''}{one_line(view.turn_speaker[p]) or '?'}: {one_line(view.turn_text[p])}"
         for p in positions
     )
 
@@ -130,12 +141,13 @@ def header_line_tokens(header: str, encoding: str) -> int:
     return line_tokens(header, encoding)
 
 
-def record_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, encoding: str) -> int:
+def record_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, encoding: str,
+                       show_tags: bool = False) -> int:
     """:func:`line_tokens` of a record's line (cached on the view)."""
-    key = ("rec_tok", pos, show_source_ids, encoding)
+    key = ("rec_tok", pos, show_source_ids, show_tags, encoding)
     n = view.memo.get(key)
     if n is None:
-        n = view.memo[key] = line_tokens(record_block(view, pos, show_source_ids), encoding)
+        n = view.memo[key] = line_tokens(record_block(view, pos, show_source_ids, show_tags), encoding)
     return n
 
 
@@ -148,12 +160,13 @@ def turn_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, en
     return n
 
 
-def prime_line_tokens(view: ConversationView, show_source_ids: bool, encoding: str = DEFAULT_ENCODING) -> None:
+def prime_line_tokens(view: ConversationView, show_source_ids: bool, encoding: str = DEFAULT_ENCODING,
+                      show_tags: bool = False) -> None:
     """Count every record and turn line of a freshly loaded view once (~12 µs a line), so queries
     never pay for a line they meet for the first time (a cold conversation costs ~25 ms more to
     load; every query after it saves the misses)."""
     for p in range(view.num_records):
-        record_line_tokens(view, p, show_source_ids, encoding)
+        record_line_tokens(view, p, show_source_ids, encoding, show_tags)
     for p in range(view.num_turns):
         turn_line_tokens(view, p, show_source_ids, encoding)
 
@@ -173,8 +186,9 @@ def render(units: Sequence[Evidence], show_conversation: bool) -> str:
 def rendered_tokens(units: Sequence[Evidence], show_conversation: bool, encoding: str) -> int:
     """Exact token count of ``render(units, show_conversation)`` from the lines' known counts.
 
-    Every rendered line starts with ``## `` or ``- ``, so the GPT pre-tokenizer never joins text
-    across a line break: the context's count is the sum of its lines each counted with its newline
+    No rendered line starts with whitespace or holds a line break (headers start with ``## ``,
+    records with ``- ``, turns with the speaker), so the GPT pre-tokenizer never joins a line break
+    with the text after it: the context's count is the sum of its lines each counted with its newline
     (the units' ``tokens`` and the headers'), less the newline the last line does not have. Counting
     the ~2,000-token context again would cost about a millisecond per query; tests compare the two."""
     if not units:
@@ -192,6 +206,6 @@ def rendered_tokens(units: Sequence[Evidence], show_conversation: bool, encoding
 
 __all__ = [
     "Evidence", "EvidenceKind", "Selection", "fmt_day", "fmt_time", "fmt_turn_ids", "group_header", "header_line_tokens", "line_tokens",
-    "prime_line_tokens", "record_block", "record_line_tokens", "render", "rendered_tokens", "turn_line_tokens",
+    "one_line", "prime_line_tokens", "record_block", "record_line_tokens", "render", "rendered_tokens", "turn_line_tokens",
     "turns_block",
 ]

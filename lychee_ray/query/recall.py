@@ -13,7 +13,10 @@ takes a view and one route and returns a ranked list of :class:`Hit` — items a
 (d) :func:`recall_turns` — raw turn vectors (FAISS);
 (e) :func:`~lychee_ray.query.bm25.recall_bm25` — lexical BM25 over record and turn texts (names
     and numbers need it); its index and the shared word vocabulary live in :mod:`~lychee_ray.query.bm25`
-    and :mod:`~lychee_ray.query.lexical`.
+    and :mod:`~lychee_ray.query.lexical`;
+(f) :func:`~lychee_ray.query.bm25.recall_turn_bm25` — BM25 over the raw turns alone. With (d) it is
+    the hybrid turn RAG baseline inside the method: a corpus of turns only keeps the turns' own term
+    statistics (records would dilute them), so lychee's fusion always contains that ranking.
 
 A route with several search texts searches with all of them; an item's score is its best one.
 """
@@ -34,7 +37,7 @@ from lychee_ray.query.hits import Hit, ItemKind
 from lychee_ray.query.lexical import ATTRIBUTION_TERMS, lexical_terms
 from lychee_ray.text.dates import iso_day
 
-CHANNELS = ("records", "nodes", "time", "turns", "bm25")
+CHANNELS = ("records", "nodes", "time", "turns", "bm25", "turn_bm25")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -94,6 +97,7 @@ class ConversationView:
     topics: set[str]
     speakers: list[str]
     bm25: BM25Index
+    turn_bm25: BM25Index  # raw turns only (channel f)
     rec_lo: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # content time, day ordinals
     rec_hi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (_NO_DAY when undated)
     rec_said: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # session day of each record
@@ -148,12 +152,14 @@ class ConversationView:
         topics = {key for k, key in zip(nod["kind"], nod["key"]) if k == "topic"}
         speakers = list(dict.fromkeys(turn_speaker))
         rec_text = [str(t) for t in rec["text"]]
+        turn_lines = [f"{s}: {t}" for s, t in zip(turn_speaker, turn_text)]
         bm25 = BM25Index(
-            rec_text + [f"{s}: {t}" for s, t in zip(turn_speaker, turn_text)],
+            rec_text + turn_lines,
             ["record"] * n_rec + ["turn"] * n_turn,
             list(rec["record_id"]) + list(trn["turn_id"]),
             bm25_k1, bm25_b,
         )
+        turn_bm25 = BM25Index(turn_lines, ["turn"] * n_turn, list(trn["turn_id"]), bm25_k1, bm25_b)
         view = cls(
             conversation_id=data.conversation_id, user_id=data.user_id, committed_at=committed_at, dim=dim,
             record_ids=list(rec["record_id"]), record_text=rec_text, record_type=[str(t) for t in rec["type"]],
@@ -164,7 +170,7 @@ class ConversationView:
             turn_session_date=turn_date, turn_segment=[seg_of.get(t, -1) for t in trn["turn_id"]],
             turn_vecs=_flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
             node_kind=list(nod["kind"]), node_key=list(nod["key"]), node_records=node_records, node_index=data.node_index,
-            keys=keys, entities=entities, topics=topics, speakers=speakers, bm25=bm25,
+            keys=keys, entities=entities, topics=topics, speakers=speakers, bm25=bm25, turn_bm25=turn_bm25,
             record_pos=record_pos, turn_pos=turn_pos, record_turns=record_turns, turn_records=turn_records,
             record_terms=[frozenset(lexical_terms(t)) - ATTRIBUTION_TERMS for t in rec_text],
             turn_terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in zip(turn_speaker, turn_text)],

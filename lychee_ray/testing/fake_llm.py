@@ -76,7 +76,7 @@ def plan_reply(body: dict[str, Any]) -> dict[str, Any]:
     """A valid one-route plan: the question itself as the search text, no constraints."""
     m = _QUESTION.search(prompt_text(body))
     q = m.group(1).strip() if m else "question"
-    return {"question_type": "single_hop", "routes": [{"goal": "answer the question", "search_texts": [q], "entities": [],
+    return {"routes": [{"search_texts": [q], "entities": [],
                                                        "topics": [], "record_types": [], "time": None}]}
 
 

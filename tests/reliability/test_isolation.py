@@ -416,8 +416,8 @@ def test_injected_instructions_reach_the_answer_model_only_as_delimited_data(tmp
     def handler(body: dict[str, Any]) -> Any:
         name = (body.get("response_format") or {}).get("json_schema", {}).get("name")
         if name == "query_plan":
-            return {"question_type": "single_hop", "routes": [
-                {"goal": "pottery", "search_texts": ["Melanie pottery note teacher said", "pottery class"],
+            return {"routes": [
+                {"search_texts": ["Melanie pottery note teacher said", "pottery class"],
                  "entities": ["Melanie"], "topics": ["pottery"], "record_types": [], "time": None}]}
         return {"answer": "a pottery class"}
 

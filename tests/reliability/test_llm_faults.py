@@ -108,7 +108,7 @@ UNAVAILABLE = {"rate_limited", "server_error", "connection", "timeout"}  # -> 50
 
 # free-text fields a wrong-language reply rewrites, per call (keys stay, so the JSON fits its schema)
 ENCODE_TEXT = ("text",)
-PLAN_TEXT = ("goal", "search_texts")
+PLAN_TEXT = ("search_texts",)
 ANSWER_TEXT = ("answer",)
 JUDGE_TEXT = ("verdict", "reason")
 

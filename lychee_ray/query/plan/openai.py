@@ -1,7 +1,8 @@
-"""The ``openai`` planner: one schema-constrained LLM call returning ``{question_type, routes[]}``.
+"""The ``openai`` planner: one schema-constrained LLM call returning ``{routes[]}`` (the question
+type is named by the code, :func:`~lychee_ray.query.plan.rules.guess_question_type`).
 
-Each route has a goal, search texts, entities, topics, record types and a time constraint that is
-resolved to an absolute range against the question date. A failed call or an unusable reply falls
+Each route has search texts (the first is its goal), entities, topics, record types and a time
+constraint (``start..end`` or wording) resolved to an absolute range against the question date. A failed call or an unusable reply falls
 back to the single route "the question itself", and the plan says so (``fallback``, the reason,
 and its kind as data in ``fallback_kind``).
 """
@@ -20,7 +21,8 @@ from lychee_ray.llm.errors import LLMCallFailed
 from lychee_ray.llm.prompts import prompt_tokens_estimate
 from lychee_ray.llm.usage import CallUsage
 from lychee_ray.query.plan.model import PlanContext, PlanOutcome, QueryPlan, Route, question_route
-from lychee_ray.query.plan.prompt import PlanReply, TimeDraft, plan_messages
+from lychee_ray.query.plan.rules import guess_question_type
+from lychee_ray.query.plan.prompt import PlanReply, TimeDraft, parse_time_text, plan_messages
 from lychee_ray.text.time.normalise import normalise_time
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 
@@ -94,17 +96,18 @@ class OpenAIPlanner:
             types = [t for t in dict.fromkeys(normalise_type(x) for x in d.record_types) if t]
             routes.append(
                 Route(
-                    goal=d.goal.strip() or texts[0], search_texts=texts,
+                    goal=texts[0], search_texts=texts,
                     entities=[e.strip() for e in d.entities if e and e.strip()],
                     topics=[t.strip() for t in d.topics if t and t.strip()],
-                    record_types=types, time=self._time(d.time, question_date), origin="llm",
+                    record_types=types, time=self._time(parse_time_text(d.time), question_date), origin="llm",
                 )
             )
             if len(routes) >= self.cfg.max_routes:
                 break
         if not routes:
             raise ValueError("no route with a search text")
-        qtype = reply.question_type.strip().lower().replace("-", "_").replace(" ", "_") or "other"
+        qtype = guess_question_type(question, next((r.time for r in routes if r.time), None),
+                                    len({e.lower() for r in routes for e in r.entities}))
         return QueryPlan(
             question=question, question_date=question_date.isoformat() if question_date else None,
             question_type=qtype, routes=routes, backend=self.backend,

@@ -8,52 +8,71 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from lychee_ray.core.records import RECORD_TYPES
-from lychee_ray.query.plan.model import QUESTION_TYPES
+from lychee_ray.llm.schema import lean_json_schema
+
+# The schema and the instructions are billed on every query (issue 27: planner + answer prompt
+# <= 2,000 tokens at a 1,500-token context): titles and docstrings are kept out of the schema
+# (``lean_json_schema``), field descriptions are a few words, and the instructions say the rest once.
+_LEAN = ConfigDict(extra="forbid", json_schema_extra=lean_json_schema)
 
 
 class TimeDraft(BaseModel):
-    """Time constraint as the model writes it: absolute ISO dates preferred."""
+    """A route's time constraint read from the reply's ``time`` text (:func:`parse_time_text`)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    start: str | None = Field(description="ISO date YYYY-MM-DD (or YYYY-MM / YYYY) the range starts, or null")
-    end: str | None = Field(description="ISO date the range ends (inclusive), or null")
-    expression: str | None = Field(description="the question's own time wording, or null")
+    start: str | None = None
+    end: str | None = None
+    expression: str | None = None
+
+
+TIME_RANGE_SEP = ".."
+
+
+def parse_time_text(text: str | None) -> TimeDraft | None:
+    """``"2023-05-01..2023-05-31"`` (either end may be empty: an open end), ``"2023-05"`` (one
+    period), or wording such as ``"last week"`` left for the code's normaliser; empty = None."""
+    t = (text or "").strip()
+    if not t or t.lower() in ("null", "none"):
+        return None
+    if TIME_RANGE_SEP in t:
+        a, _, b = t.partition(TIME_RANGE_SEP)
+        a, b = a.strip() or None, b.strip() or None
+        return TimeDraft(start=a, end=b) if (a or b) else None
+    if t[:4].isdigit():
+        return TimeDraft(start=t, end=t)
+    return TimeDraft(expression=t)
 
 
 class RouteDraft(BaseModel):
-    """One route as the model writes it (cleaned into a :class:`~lychee_ray.query.plan.model.Route`)."""
+    """One route as the model writes it (cleaned into a :class:`~lychee_ray.query.plan.model.Route`,
+    whose goal is its first search text)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _LEAN
 
-    goal: str = Field(description="what this route looks for")
-    search_texts: list[str] = Field(description="1-3 short search queries phrased like the stored memories")
-    entities: list[str] = Field(description="people, places, things the route is about")
-    topics: list[str] = Field(description="short topic keywords")
-    record_types: list[str] = Field(description="subset of: " + ", ".join(RECORD_TYPES) + " (empty = any)")
-    time: TimeDraft | None = Field(description="time range the answer lies in, or null")
+    search_texts: list[str]
+    entities: list[str]
+    topics: list[str]
+    record_types: list[str]
+    time: str | None = Field(description="ISO start..end or null")
 
 
 class PlanReply(BaseModel):
-    """The JSON the openai planner must return."""
+    """The JSON the openai planner must return: its routes. The question type is informational (no
+    channel reads it), so the code names it (:func:`~lychee_ray.query.plan.rules.guess_question_type`)
+    and the tokens of every query go to the routes."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _LEAN
 
-    question_type: str = Field(description="one of: " + ", ".join(QUESTION_TYPES))
     routes: list[RouteDraft] = Field(min_length=1)
 
 
 PLAN_SYSTEM = (
-    "You plan memory retrieval for a question about a long conversation history. The memory holds "
-    "standalone records (types: " + ", ".join(RECORD_TYPES) + ") with entities, topics and absolute "
-    "times, plus the raw turns.\n"
-    "Return JSON with question_type and up to {max_routes} routes. Each route covers one thing the "
-    "answer needs (for multi-hop questions one route per hop or per person/item); give each route "
-    "1-3 short search texts phrased like a stored statement (e.g. 'Caroline adopted a dog'), the "
-    "entities and topic keywords it concerns, record types if clearly implied, and a time range "
-    "when the question restricts time. Resolve relative times (last week, in May) to absolute ISO "
-    "dates using the question date (null for an open end). Use the known names' spelling when the question refers to them. "
-    "Do not answer the question."
+    "Plan memory retrieval for a question about a long conversation. JSON: 1-{max_routes} routes, one "
+    "per thing the answer needs (hop, person or item). Route: 1-3 search_texts phrased like stored "
+    "statements; entities (known names' spelling); topics; record_types if implied ("
+    + ", ".join(RECORD_TYPES) + "); time: ISO 'start..end' the question restricts to (relative times "
+    "resolved from the question date; open end empty) or null. Do not answer."
 )
 
 
@@ -71,4 +90,4 @@ def plan_messages(question: str, question_date: datetime | None, known_names: li
     ]
 
 
-__all__ = ["PLAN_SYSTEM", "PlanReply", "RouteDraft", "TimeDraft", "plan_messages"]
+__all__ = ["PLAN_SYSTEM", "PlanReply", "RouteDraft", "TIME_RANGE_SEP", "TimeDraft", "parse_time_text", "plan_messages"]

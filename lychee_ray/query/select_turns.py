@@ -1,0 +1,286 @@
+"""Turn-centred evidence units (``query.select.units = turns``, issue 27).
+
+Records are the method's recall units: self-contained, typed, with names and absolute dates, found
+by their own vectors, evidence nodes and time. But a sentence-sized record shown *instead of* a long
+turn loses most of what the turn said. So the selection shows turns and uses records three ways:
+
+1. **Records lift their turns.** A candidate turn's relevance is its own fused relevance plus
+   ``record_lift`` times that of every pooled record made from it: RRF at the turn level, where
+   the record, node and time channels vote for the turns they found through records.
+2. **A turn is shown whole when it fits** (``max_turn_tokens`` and the remaining budget). When it
+   does not, its best pooled record stands in for it: a record never hides the turn it came from
+   when the budget allows the turn.
+3. **Records as notes.** Under a shown turn, up to ``notes_per_turn`` of its records are shown when
+   each adds at least ``min_novel_terms`` content terms the turn lacks — typically the absolute date
+   of "yesterday" or the name behind "she".
+
+Records with no source turn in the conversation, and records of turns longer than
+``max_turn_tokens``, are candidates of their own. Greedy MMR (``mmr_lambda``) with the cost-aware
+gain (``cost_exponent``) picks the candidates; see :mod:`~lychee_ray.query.select`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from lychee_ray.config import SelectConfig
+from lychee_ray.query.evidence import (
+    Evidence,
+    Selection,
+    fmt_day,
+    group_header,
+    header_line_tokens,
+    record_line_tokens,
+    turn_line_tokens,
+)
+from lychee_ray.query.fuse import FusedItem, ItemKey
+from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.windows import (
+    Shown,
+    build_unit,
+    finish,
+    full_window,
+    mark_shown,
+    norm_text,
+    record_is_redundant,
+    turn_window,
+)
+from lychee_ray.text.tokens import DEFAULT_ENCODING
+
+NOTE_ORDER = 2  # a note sorts after the window (order sub-key 1) that starts at or before its turn
+
+
+@dataclass
+class _Candidate:
+    """A turn (shown whole, or through a stand-in record) or a record shown on its own."""
+
+    conversation_id: str
+    kind: str  # "turn" | "record"
+    pos: int
+    score: float = 0.0
+    channels: set[str] = field(default_factory=set)
+    routes: set[int] = field(default_factory=set)
+    first_seen: int = 0
+
+    def absorb(self, it: FusedItem, score: float) -> None:
+        self.score += score
+        self.channels |= it.channels
+        self.routes |= it.routes
+
+    def item(self, view: ConversationView) -> FusedItem:
+        """The candidate as a pool item (what :func:`build_unit` and the evidence report read)."""
+        kid = view.turn_ids[self.pos] if self.kind == "turn" else view.record_ids[self.pos]
+        return FusedItem(key=ItemKey(self.conversation_id, self.kind, kid), score=self.score,
+                         channels=set(self.channels), routes=set(self.routes), first_seen=self.first_seen)
+
+
+def _long(view: ConversationView, tp: int, cfg: SelectConfig, encoding: str) -> bool:
+    return turn_line_tokens(view, tp, cfg.show_source_ids, encoding) > cfg.max_turn_tokens
+
+
+def _candidates(pool: Sequence[FusedItem], rel: np.ndarray, views: dict[str, ConversationView], cfg: SelectConfig,
+                encoding: str) -> tuple[list[_Candidate], dict[tuple[str, int], list[int]]]:
+    """Turn and record candidates from the fused pool, and each turn's pooled records (best first)."""
+    cands: dict[tuple[str, str, int], _Candidate] = {}
+    pooled_records: dict[tuple[str, int], list[int]] = {}
+
+    def add(cid: str, kind: str, p: int, it: FusedItem, score: float) -> None:
+        c = cands.get((cid, kind, p))
+        if c is None:
+            c = cands[(cid, kind, p)] = _Candidate(cid, kind, p, first_seen=len(cands))
+        c.absorb(it, score)
+
+    for i, it in enumerate(pool):
+        cid = it.key.conversation_id
+        v = views[cid]
+        if it.key.kind == "turn":
+            add(cid, "turn", v.turn_pos[it.key.id], it, float(rel[i]))
+            continue
+        rp = v.record_pos[it.key.id]
+        src = v.record_turns[rp]
+        short = [tp for tp in src if not _long(v, tp, cfg, encoding)]
+        for tp in src:
+            pooled_records.setdefault((cid, tp), []).append(rp)
+        if cfg.record_lift > 0:
+            for tp in short:
+                add(cid, "turn", tp, it, cfg.record_lift * float(rel[i]))
+        if len(short) < len(src) or not src or cfg.record_lift == 0:
+            add(cid, "record", rp, it, float(rel[i]))
+    return list(cands.values()), pooled_records
+
+
+def select_turn_units(
+    pool: Sequence[FusedItem],
+    relevance: Sequence[float] | np.ndarray,
+    views: dict[str, ConversationView],
+    budget_tokens: int,
+    cfg: SelectConfig,
+    encoding: str = DEFAULT_ENCODING,
+) -> Selection:
+    """Turn-centred budgeted MMR over ``pool`` (see the module docstring)."""
+    skipped = {"duplicate": 0, "redundant": 0, "budget": 0}
+    if not pool or budget_tokens <= 0:
+        return Selection([], "", 0, budget_tokens, len(pool), skipped)
+    show_conv = len({it.key.conversation_id for it in pool}) > 1
+    rel = np.asarray(relevance, dtype=np.float64)
+    top = rel.max() if len(rel) else 0.0
+    rel = rel / top if top > 0 else np.ones(len(pool))
+    cands, pooled_records = _candidates(pool, rel, views, cfg, encoding)
+    n = len(cands)
+    score = np.asarray([c.score for c in cands], dtype=np.float64)
+    score = score / score.max() if score.max() > 0 else np.ones(n)
+    vecs = np.zeros((n, next(iter(views.values())).dim), dtype=np.float32)
+    cost0 = np.empty(n, dtype=np.float64)
+    for i, c in enumerate(cands):
+        v = views[c.conversation_id]
+        vecs[i] = v.vector(c.kind, c.pos)
+        if c.kind == "record":
+            cost0[i] = record_line_tokens(v, c.pos, cfg.show_source_ids, encoding, cfg.show_record_tags)
+        else:
+            win = full_window(v, c.pos, cfg.turn_window, cfg.window_within_segment)
+            cost0[i] = sum(turn_line_tokens(v, q, cfg.show_source_ids, encoding) for q in win)
+    gain = score
+    if cfg.cost_exponent > 0:
+        gain = score * (np.median(cost0) / np.maximum(cost0, 1.0)) ** cfg.cost_exponent
+        gain = gain / gain.max()
+    turn_score = {(c.conversation_id, c.pos): float(score[i]) for i, c in enumerate(cands) if c.kind == "turn"}
+    picker = _Picker(views, cfg, encoding, budget_tokens, show_conv, pooled_records, turn_score, skipped)
+    lam = cfg.mmr_lambda
+    max_sim = np.zeros(n, dtype=np.float64)
+    alive = np.ones(n, dtype=bool)
+    while alive.any() and picker.remaining > 0:
+        mmr = lam * gain - (1 - lam) * max_sim
+        mmr[~alive] = -np.inf
+        i = int(np.argmax(mmr))
+        if mmr[i] == -np.inf:
+            break
+        c = cands[i]
+        placed, keep = picker.place(c, float(score[i]))
+        alive[i] = keep
+        if placed:
+            max_sim = np.maximum(max_sim, vecs @ vecs[i])
+    return finish(picker.chosen, budget_tokens, show_conv, encoding, len(pool), skipped)
+
+
+class _Picker:
+    """Places picked candidates as evidence units within the remaining budget."""
+
+    def __init__(self, views: dict[str, ConversationView], cfg: SelectConfig, encoding: str, budget: int,
+                 show_conv: bool, pooled_records: dict[tuple[str, int], list[int]],
+                 turn_score: dict[tuple[str, int], float], skipped: dict[str, int]) -> None:
+        self.views = views
+        self.cfg = cfg
+        self.encoding = encoding
+        self.remaining = budget
+        self.show_conv = show_conv
+        self.pooled_records = pooled_records
+        self.turn_score = turn_score  # normalised relevance of every candidate turn
+        self.skipped = skipped
+        self.shown: dict[str, Shown] = {cid: Shown() for cid in views}
+        self.groups: set[tuple[str, str | None]] = set()
+        self.chosen: list[Evidence] = []
+
+    def _cost(self, tokens: int, group: tuple[str, str | None]) -> int:
+        """Tokens a unit adds: its lines, plus its session header when that group is new."""
+        if group in self.groups:
+            return tokens
+        return tokens + header_line_tokens(group_header(group[0], group[1], self.show_conv), self.encoding)
+
+    def _add(self, c: _Candidate, p: int, window: list[int], tokens: int, group: tuple[str, str | None],
+             score: float, kind: str) -> Evidence:
+        view = self.views[c.conversation_id]
+        it = c.item(view)
+        if kind != c.kind:  # a stand-in record for a turn keeps the turn's provenance
+            it = FusedItem(key=ItemKey(c.conversation_id, "record", view.record_ids[p]), score=it.score,
+                           channels=it.channels, routes=it.routes, first_seen=it.first_seen)
+        self.remaining -= self._cost(tokens, group)
+        self.groups.add(group)
+        unit = build_unit(it, p, window, tokens, group, score, view, self.cfg)
+        unit.rank = len(self.chosen)
+        self.chosen.append(unit)
+        mark_shown(unit, view, self.shown[c.conversation_id], p)
+        return unit
+
+    def _record_fits(self, view: ConversationView, rp: int) -> tuple[int, tuple[str, str | None]] | None:
+        """(tokens, group) of record ``rp`` when it may be shown now and fits, else None."""
+        shown = self.shown[view.conversation_id]
+        if rp in shown.records or norm_text(view, rp) in shown.texts:
+            return None
+        if record_is_redundant(view, shown, rp, self.cfg.min_novel_terms):
+            return None
+        tokens = record_line_tokens(view, rp, self.cfg.show_source_ids, self.encoding, self.cfg.show_record_tags)
+        group = (view.conversation_id, fmt_day(view.record_session_date[rp]))
+        return (tokens, group) if self._cost(tokens, group) <= self.remaining else None
+
+    def _records_of(self, view: ConversationView, tps: Sequence[int]) -> list[int]:
+        """Records of turns ``tps``: the pooled ones first (fused order), then the others."""
+        cid = view.conversation_id
+        out = [rp for tp in tps for rp in self.pooled_records.get((cid, tp), [])]
+        out += [rp for tp in tps for rp in view.turn_records[tp]]
+        return list(dict.fromkeys(out))
+
+    def place(self, c: _Candidate, score: float) -> tuple[bool, bool]:
+        """Show candidate ``c`` if it can be shown now: (placed, stays a candidate)."""
+        view = self.views[c.conversation_id]
+        shown = self.shown[c.conversation_id]
+        cfg = self.cfg
+        if c.kind == "record":
+            if c.pos in shown.records or norm_text(view, c.pos) in shown.texts:
+                self.skipped["duplicate"] += 1
+                return False, False
+            fit = self._record_fits(view, c.pos)
+            if fit is None:
+                self.skipped["redundant" if record_is_redundant(view, shown, c.pos, cfg.min_novel_terms) else "budget"] += 1
+                return False, False
+            unit = self._add(c, c.pos, [], fit[0], fit[1], score, "record")
+            unit.order = (unit.order[0], NOTE_ORDER)
+            return True, False
+        if c.pos in shown.turns:
+            self.skipped["duplicate"] += 1
+            return False, False
+        group = (c.conversation_id, fmt_day(view.turn_session_date[c.pos]))
+        if not _long(view, c.pos, cfg, self.encoding) or not view.turn_records[c.pos]:
+            window = turn_window(view, shown, c.pos, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment)
+            for win in (window, [c.pos]):  # the window, else the turn alone
+                tokens = sum(turn_line_tokens(view, q, cfg.show_source_ids, self.encoding) for q in win)
+                if self._cost(tokens, group) <= self.remaining:
+                    # a window is as relevant as the best candidate turn it shows
+                    score = max([score, *(self.turn_score.get((c.conversation_id, q), 0.0) for q in win)])
+                    unit = self._add(c, c.pos, win, tokens, group, score, "turn")
+                    self._notes(view, unit, score)
+                    return True, False
+        # the turn cannot be shown whole: its best record that fits stands in for it (the turn may
+        # be picked again for its next record)
+        for rp in self._records_of(view, [c.pos]):
+            fit = self._record_fits(view, rp)
+            if fit is not None:
+                unit = self._add(c, rp, [], fit[0], fit[1], score, "record")
+                unit.order = (unit.order[0], NOTE_ORDER)
+                return True, True
+        self.skipped["budget"] += 1
+        return False, False
+
+    def _notes(self, view: ConversationView, unit: Evidence, score: float) -> None:
+        """Under each turn of a shown window, up to ``notes_per_turn`` of its records that add what
+        the turns lack (pooled records first)."""
+        if self.cfg.notes_per_turn <= 0:
+            return
+        for tp in (view.turn_pos[t] for t in unit.turn_ids):
+            added = 0
+            for rp in self._records_of(view, [tp]):
+                if added >= self.cfg.notes_per_turn:
+                    break
+                fit = self._record_fits(view, rp)
+                if fit is None:
+                    continue
+                note = _Candidate(view.conversation_id, "record", rp)
+                note.channels, note.routes = set(unit.channels), set(unit.routes)
+                ev = self._add(note, rp, [], fit[0], fit[1], score, "record")
+                ev.order = (ev.order[0], NOTE_ORDER)
+                added += 1
+
+
+__all__ = ["select_turn_units"]

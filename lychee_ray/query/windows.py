@@ -1,0 +1,159 @@
+"""What both selections share: raw-turn windows, what is already shown, and the record/turn
+redundancy rules ("never both unless the later adds something").
+
+Content terms are the stemmed, stop-worded words and numbers of
+:func:`~lychee_ray.query.lexical.lexical_terms`:
+
+- a turn with shown records made from it is shown only if it has at least ``min_novel_terms``
+  content terms those records lack;
+- a record whose source turns are all shown is shown only if it has at least ``min_novel_terms``
+  content terms those turns lack (e.g. an absolute date resolved from "yesterday", or a name
+  resolved from a pronoun).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from lychee_ray.config import SelectConfig
+from lychee_ray.query.evidence import Evidence, Selection, record_block, render, rendered_tokens, turns_block
+from lychee_ray.query.fuse import FusedItem
+from lychee_ray.query.recall import ConversationView
+
+# ------------------------------------------------------------------------------------------------
+# raw-turn windows
+# ------------------------------------------------------------------------------------------------
+
+
+def _same_unit(view: ConversationView, a: int, b: int, within_segment: bool) -> bool:
+    """Whether turns ``a`` and ``b`` may share a window: same session, and same segment if asked."""
+    if view.turn_session[a] != view.turn_session[b]:
+        return False
+    return not within_segment or view.turn_segment[a] == view.turn_segment[b]
+
+
+def full_window(view: ConversationView, center: int, width: int, within_segment: bool = False) -> list[int]:
+    """The centre turn and up to ``width`` neighbours per side in its session (and segment when
+    ``within_segment``), nothing trimmed."""
+    lo, hi = center, center
+    while lo > 0 and center - lo < width and _same_unit(view, lo - 1, center, within_segment):
+        lo -= 1
+    while hi < view.num_turns - 1 and hi - center < width and _same_unit(view, hi + 1, center, within_segment):
+        hi += 1
+    return list(range(lo, hi + 1))
+
+
+def turn_unit_text(view: ConversationView, positions: Sequence[int]) -> str:
+    """A window's turns as ``Speaker: content`` lines (the unit's text)."""
+    return "\n".join(f"{view.turn_speaker[p]}: {view.turn_text[p]}" for p in positions)
+
+
+# ------------------------------------------------------------------------------------------------
+# selection
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Shown:
+    """What one conversation's selection shows so far (turn and record positions, record texts)."""
+
+    turns: set[int] = field(default_factory=set)
+    records: set[int] = field(default_factory=set)
+    texts: set[str] = field(default_factory=set)
+
+
+def _novel(terms: frozenset[str], against: list[frozenset[str]]) -> int:
+    if not against:
+        return len(terms)
+    covered = frozenset().union(*against)
+    return len(terms - covered)
+
+
+def turn_is_redundant(view: ConversationView, shown: Shown, tp: int, min_novel: int) -> bool:
+    """A turn whose shown records already say all but < ``min_novel`` of its content terms."""
+    recs = [r for r in view.turn_records[tp] if r in shown.records]
+    if not recs:
+        return False
+    return _novel(view.turn_terms[tp], [view.record_terms[r] for r in recs]) < min_novel
+
+
+def record_is_redundant(view: ConversationView, shown: Shown, rp: int, min_novel: int) -> bool:
+    """A record whose source turns are all shown and which adds < ``min_novel`` content terms."""
+    src = view.record_turns[rp]
+    if not src or not all(t in shown.turns for t in src):
+        return False
+    return _novel(view.record_terms[rp], [view.turn_terms[t] for t in src]) < min_novel
+
+
+def turn_window(view: ConversationView, shown: Shown, center: int, width: int, min_novel: int,
+                within_segment: bool = False) -> list[int]:
+    """The centre turn plus up to ``width`` neighbours per side in its session (and segment when
+    ``within_segment``) that are not yet shown and not redundant with shown records; only the
+    contiguous run around the centre is kept."""
+    out = [center]
+    for step in (-1, 1):
+        p = center
+        for _ in range(width):
+            p += step
+            if p < 0 or p >= view.num_turns or not _same_unit(view, p, center, within_segment) or p in shown.turns:
+                break
+            if turn_is_redundant(view, shown, p, min_novel):
+                break
+            out.append(p)
+    return sorted(out)
+
+
+def norm_text(view: ConversationView, p: int) -> str:
+    """A record's text lower-cased with whitespace collapsed (cached): equal texts are duplicates."""
+    key = ("norm", p)
+    t = view.memo.get(key)
+    if t is None:
+        t = view.memo[key] = " ".join(view.record_text[p].lower().split())
+    return t
+
+
+def build_unit(it: FusedItem, p: int, window: list[int], tokens: int, group: tuple[str, str | None], rel: float,
+                view: ConversationView, cfg: SelectConfig) -> Evidence:
+    """The :class:`Evidence` of a pool item shown as a record, or as the raw-turn ``window``."""
+    cid = it.key.conversation_id
+    if it.key.kind == "record":
+        src = view.record_turns[p]
+        return Evidence(
+            key=it.key, kind="record", conversation_id=cid, id=it.key.id, text=view.record_text[p],
+            type=view.record_type[p], time=view.record_time[p], session_date=view.record_session_date[p],
+            turn_ids=list(view.record_sources[p]), score=rel, channels=sorted(it.channels), routes=sorted(it.routes),
+            block=record_block(view, p, cfg.show_source_ids, cfg.show_record_tags), tokens=tokens, order=(min(src) if src else 1 << 30, 0),
+            group=group,
+        )
+    return Evidence(
+        key=it.key, kind="turns", conversation_id=cid, id=it.key.id, text=turn_unit_text(view, window),
+        type="turns", time=None, session_date=view.turn_session_date[p], turn_ids=[view.turn_ids[q] for q in window],
+        score=rel, channels=sorted(it.channels), routes=sorted(it.routes),
+        block=turns_block(view, window, cfg.show_source_ids), tokens=tokens, order=(window[0], 1), group=group,
+    )
+
+
+def mark_shown(unit: Evidence, view: ConversationView, shown: Shown, p: int) -> None:
+    """Record that ``unit`` (record position or window around ``p``) is shown."""
+    if unit.kind == "record":
+        shown.records.add(p)
+        shown.texts.add(norm_text(view, p))
+    else:
+        shown.turns.update(view.turn_pos[t] for t in unit.turn_ids)
+
+def finish(chosen: list[Evidence], budget_tokens: int, show_conv: bool, encoding: str, pool: int,
+           skipped: dict[str, int]) -> Selection:
+    """The chosen units in conversation order, rendered and counted exactly; a header repeated by
+    the chronological order could overshoot the budget, then the least relevant units go."""
+    chosen.sort(key=lambda e: (e.conversation_id, e.order))
+    tokens = rendered_tokens(chosen, show_conv, encoding)
+    while tokens > budget_tokens and chosen:
+        worst = min(range(len(chosen)), key=lambda j: chosen[j].score)
+        chosen.pop(worst)
+        tokens = rendered_tokens(chosen, show_conv, encoding)
+    return Selection(chosen, render(chosen, show_conv), tokens, budget_tokens, pool, skipped)
+
+
+__all__ = ["Shown", "build_unit", "finish", "full_window", "mark_shown", "norm_text", "record_is_redundant",
+           "turn_is_redundant", "turn_unit_text", "turn_window"]
