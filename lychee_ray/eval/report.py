@@ -106,9 +106,10 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
                  "(89.22%). Wall time = store build (shared by variants on the same store) + question pipeline.")
     content_cols = [("evidence_recall", "id coverage")] + [
         (thresholds_key(t), f"content ≥{int(round(100 * t))}%") for t in thresholds] + [
-        ("answer_in_context", "answer in ctx"), ("f1", "F1"), ("bleu1", "BLEU-1")]
+        ("answer_in_context", "answer in ctx"), ("f1", "F1"), ("bleu1", "BLEU-1"), ("plain_share", "plain share")]
     tok_cols = [("context_tokens", "context tok"), ("plain_context_tokens", "plain tok"),
-                ("query_prompt_tokens", "query prompt tok (plan + answer)")]
+                ("query_prompt_tokens", "query prompt tok (plan + answer)"),
+                ("query_prompt_tokens_median", "median")]
     scopes = [("all questions", {n: r for n, r in vs.items()})]
     for sp in ("dev", "test"):
         part = {n: r["per_split"][sp] for n, r in vs.items() if sp in (r.get("per_split") or {})}

@@ -10,9 +10,11 @@ planner) and the baselines of :mod:`lychee_ray.eval.baselines` at the same token
   least that share of their content words in the selection's plain text
   (:mod:`lychee_ray.eval.context_metrics`);
 - **answer in context**: the normalised gold answer occurs in the plain text;
-- **tokens**: the context as the answer prompt shows it (lychee: with ids and session headers; the
-  baselines: plain lines), its plain text, and the query prompt = planner prompt + answer prompt
-  (offline count with the same prompts an LLM would get; the baselines have no planner).
+- **tokens**: the context as the answer prompt shows it (lychee: its compact serialisation with
+  session-date headers; the baselines: plain lines), its plain text and their ratio
+  (``plain_share``: the budget spent on content), and the query prompt = planner prompt + answer
+  prompt (offline count with the same prompts an LLM would get; the baselines have no planner),
+  as a mean and a median.
 
 Summaries are overall, per category and per split (``eval.locomo_split``: dev / test).
 
@@ -23,6 +25,7 @@ last session date (LoCoMo has none).
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -151,6 +154,9 @@ def _summary(rows: list[Coverage]) -> dict[str, Any]:
     out["answer_in_context"] = _mean([None if r.answer_in_context is None else float(r.answer_in_context) for r in rows])
     for k in ("context_tokens", "plain_tokens", "plan_prompt_tokens", "answer_prompt_tokens", "query_prompt_tokens"):
         out[k] = round(sum(getattr(r, k) for r in rows) / n, TOKEN_DIGITS)
+    # the budget spent on content (issue 27): plain text / context as the answer prompt shows it
+    out["plain_share"] = round(out["plain_tokens"] / out["context_tokens"], FRACTION_DIGITS) if out["context_tokens"] else None
+    out["query_prompt_tokens_median"] = float(statistics.median(r.query_prompt_tokens for r in rows))
     return out
 
 
@@ -243,8 +249,9 @@ def evaluate_retrieval(
         "content_thresholds": thresholds,
         "splits": {"dev": list(cfg.eval.locomo_split.dev), "test": list(cfg.eval.locomo_split.test)},
         "serialisation": "baselines: plain 'Speaker: text' lines, no ids or headers; lychee: its answer-prompt "
-                         "context (ids, session headers) counts against the budget, its measured text is the plain "
-                         "projection (record texts and window lines); full_context is the unbudgeted ceiling",
+                         "context (session-date headers, turn lines, record notes; ids and tags only when configured) "
+                         "counts against the budget, its measured text is the plain projection (turn lines and record "
+                         "texts); full_context is the unbudgeted ceiling",
         "memory": str(store.root),
         "backend": store.reader.manifest.get("backend"),
         "wall_s": round(time.perf_counter() - t0, 2),

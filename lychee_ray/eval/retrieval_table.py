@@ -1,8 +1,8 @@
 """Markdown tables of an ``eval-retrieval`` report: overall, per split, per category (per split).
 
 One row per system (lychee, then the baselines); columns id coverage, content coverage at every
-threshold, answer-in-context, context tokens (as the answer prompt shows them), plain tokens and
-query prompt tokens (planner + answer prompt).
+threshold, answer-in-context, context tokens (as the answer prompt shows them), plain tokens, their
+ratio (plain share) and query prompt tokens (planner + answer prompt; mean and median).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def _columns(report: dict[str, Any]) -> list[tuple[str, str]]:
     cols = [("recall", "id cov.")]
     cols += [(thresholds_key(t), f"content ≥{int(round(100 * t))}%") for t in report.get("content_thresholds", [])]
     cols += [("answer_in_context", "answer in ctx"), ("context_tokens", "ctx tok"), ("plain_tokens", "plain tok"),
-             ("query_prompt_tokens", "query prompt tok")]
+             ("plain_share", "plain share"), ("query_prompt_tokens", "query prompt tok"),
+             ("query_prompt_tokens_median", "median")]
     return cols
 
 
@@ -32,7 +33,7 @@ def _table(rows: list[tuple[str, dict[str, Any]]], cols: list[tuple[str, str]]) 
     head = ["system", "questions", *[label for _, label in cols]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, s in rows:
-        cells = [(_t if k.endswith("tokens") else _f)(s.get(k)) for k, _ in cols]
+        cells = [(_t if k.endswith(("tokens", "median")) else _f)(s.get(k)) for k, _ in cols]
         lines.append("| " + " | ".join([f"`{name}`", str(s.get("questions", 0)), *cells]) + " |")
     return lines
 
