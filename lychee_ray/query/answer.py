@@ -124,9 +124,10 @@ class RulesAnswerer:
                 if len(s) < 3:
                     continue
                 overlap = len(q & set(lexical_terms(s)))
-                scored.append((overlap, e.score, -i, s))
+                # at equal overlap a record beats a raw turn: its names and dates are resolved
+                scored.append((overlap, e.kind == "record", e.score, -i, s))
         scored.sort(reverse=True)
-        best = [s for o, _, _, s in scored if o > 0][: self.cfg.rules_max_sentences]
+        best = [s for o, _, _, _, s in scored if o > 0][: self.cfg.rules_max_sentences]
         return AnswerOutcome(answer=" ".join(best) if best else NO_ANSWER, shown=shown, prompt_tokens=prompt)
 
 
