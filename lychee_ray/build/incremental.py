@@ -58,6 +58,7 @@ from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import Conversation, Session, Turn
 from lychee_ray.core.records import SegmentRow, segment_id
 from lychee_ray.io.store import MemoryStoreWriter, StoreLayout, conversation_key
+from lychee_ray.io.store.layout import as_layout
 from lychee_ray.io.store.locks import ConversationDeleting, flock_path, is_deleting, release
 from lychee_ray.llm.usage import UsageLedger
 
@@ -71,13 +72,13 @@ DEFAULT_SESSION_ID = "s1"
 
 
 @contextmanager
-def write_lock(root: str | Path, conversation_id: str, timeout_s: float | None = None,
+def write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
                poll_s: float = 0.0) -> Iterator[None]:
     """Hold the conversation's one-writer lock (:mod:`lychee_ray.io.store.locks`, ``flock``: between
     processes and threads, released if the holder dies). ``timeout_s`` None waits as long as it
     takes; else :class:`ConversationBusy` after that long (trying every ``poll_s``).
     :class:`~lychee_ray.io.store.locks.ConversationDeleting` while the conversation is being erased."""
-    layout = StoreLayout(root)
+    layout = as_layout(root)
     if is_deleting(layout, conversation_id):
         raise ConversationDeleting(conversation_id)
     path = layout.write_lock_path(conversation_key(conversation_id))
@@ -110,7 +111,7 @@ class _AsyncLock:
         self._cm.__exit__(*exc)
 
 
-def async_write_lock(root: str | Path, conversation_id: str, timeout_s: float | None = None,
+def async_write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
                      poll_s: float = 0.0) -> _AsyncLock:
     """``async with async_write_lock(...)``: :func:`write_lock` without blocking the event loop."""
     return _AsyncLock(root, conversation_id, timeout_s, poll_s)
@@ -367,8 +368,8 @@ async def append_turns_async(
     bc = ctx.cfg.build
     create = bc.append_create if create is None else create
     cid = request.conversation_id
-    writer = MemoryStoreWriter(root)
-    async with async_write_lock(root, cid, bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
+    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    async with async_write_lock(writer.layout, cid, bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
                                 bc.append_lock_poll_s):
         t_lock = time.perf_counter()
         marker = writer.commit_marker(cid)
@@ -385,7 +386,7 @@ async def append_turns_async(
                 raise OwnerMismatch(cid, user, request.user_id)
             if marker.get("fingerprint") != ctx.fingerprint:
                 raise ConfigMismatch(cid, str(marker.get("fingerprint")), ctx.fingerprint)
-            stored = await asyncio.to_thread(load_stored, root, marker)
+            stored = await asyncio.to_thread(load_stored, writer.layout, marker)
         conv, new, dups = merge_turns(stored, request, user)
         timings = {"lock": (t_lock - t0) * 1e3}
         inc = Increment(None, open_turn_ids=_open_turns(stored.segstate, stored.rows) if stored else [])

@@ -32,7 +32,6 @@ from lychee_ray.build.incremental import async_write_lock, extend_conversation
 from lychee_ray.build.stored import check_history, load_stored
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.io.store.locks import ConversationDeleting
-from lychee_ray.io.store.fs import configure as configure_store
 from lychee_ray.io.store.gc import collect_garbage
 from lychee_ray.io.store.writer import turns_digest
 from lychee_ray.core.quality import QualityCounts
@@ -66,7 +65,6 @@ def make_context(
     cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, limiter: RateLimiter | None = None
 ) -> BuildContext:
     """Embedder (batched across conversations in flight) + encoder + usage ledger for one process."""
-    configure_store(cfg.store)  # this process's index cache and lease locks (remote stores)
     embedder = embedder or get_embedder(cfg.embedding, cfg.llm)
     batcher = AsyncBatchEmbedder(embedder, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
     encoder = make_encoder(cfg, backend, limiter)
@@ -178,7 +176,7 @@ class ConversationProcessor:
                  on_conflict: str | None = None) -> None:
         self.ctx = ctx
         self.writer = writer
-        self.reader = MemoryStoreReader(writer.root)
+        self.reader = MemoryStoreReader(writer.layout)
         self.run_id = run_id
         self.retry_failed = retry_failed
         # a stored conversation whose input rewrote its history: "error" (quarantine) or "rebuild"
@@ -201,7 +199,7 @@ class ConversationProcessor:
         try:
             # one writer per conversation (an append may be committing it right now), from reading
             # its stored state to committing the next generation
-            async with async_write_lock(self.writer.root, cid):
+            async with async_write_lock(self.writer.layout, cid):
                 return await self._process_locked(item, conv, warnings, t0)
         except ConversationDeleting as e:
             return Outcome("failed", cid, "deleting", str(e), item.file, item.line, wall_s=time.perf_counter() - t0,
@@ -246,7 +244,7 @@ class ConversationProcessor:
         cid = conv.conversation_id
         stage = "increment"
         try:
-            stored = await asyncio.to_thread(load_stored, self.writer.root, marker)
+            stored = await asyncio.to_thread(load_stored, self.writer.layout, marker)
             try:
                 check_history(stored, conv)
             except IncrementError as e:
@@ -272,7 +270,7 @@ class ConversationProcessor:
     def _with_previous_usage(self, cid: str, new):
         import pyarrow as pa
 
-        old = read_part(self.writer.root, "usage", self.reader.markers[cid])
+        old = read_part(self.writer.layout, "usage", self.reader.markers[cid])
         return pa.concat_tables([old, new.cast(old.schema)]) if old.num_rows else new
 
 
@@ -400,8 +398,8 @@ def finish_run(
     writer.write_errors(summary.errors + summary.warnings, run_id=run_id)
     writer.release_claims(run_id)
     if conversations_per_file > 0:
-        compact(writer.root, conversations_per_file)
-    swept = collect_garbage(writer.root)
+        compact(writer.layout, conversations_per_file)
+    swept = collect_garbage(writer.layout)
     if swept.files_removed:
         log.info("removed %d unreferenced file(s) (%d bytes) left by crashed writers", swept.files_removed, swept.bytes_freed)
     writer.write_manifest(info)
@@ -440,7 +438,7 @@ def run_local_build_items(
     t0 = time.perf_counter()
     backend = resolve_backend(cfg.llm, backend)
     ctx = ctx or make_context(cfg, backend)
-    writer = MemoryStoreWriter(out)
+    writer = MemoryStoreWriter(out, cfg.store)
     run_id = f"local-{uuid.uuid4().hex[:8]}"
     processor = ConversationProcessor(ctx, writer, run_id, retry_failed, on_conflict)
     summary = BuildSummary()

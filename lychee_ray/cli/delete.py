@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print("not confirmed: nothing was deleted", file=sys.stderr)
             return EXIT_FAILED
     try:
-        report = erase_conversation(args.memory, ident) if scope == "conversation" else erase_user(args.memory, ident)
+        report = erase_conversation(layout, ident) if scope == "conversation" else erase_user(layout, ident)
     except NothingToErase as e:
         raise CliError("unknown_conversation", f"unknown {e.scope} {e.ident!r} in {args.memory}: nothing deleted",
                        EXIT_USAGE) from None

@@ -40,12 +40,9 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> LycheeConfig:
-    """Effective config for a parsed command line (its ``store`` settings apply to this process)."""
-    from lychee_ray.io.store.fs import configure as configure_store
-
-    cfg = load_config(files=getattr(args, "config", []), sets=getattr(args, "set", []))
-    configure_store(cfg.store)
-    return cfg
+    """Effective config for a parsed command line (commands pass its ``store`` section to the store
+    they open: :class:`~lychee_ray.io.store.StoreLayout`)."""
+    return load_config(files=getattr(args, "config", []), sets=getattr(args, "set", []))
 
 
 def _add_global_flags(p: argparse.ArgumentParser, default: object) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lychee_ray.core.quality import QualityCounts
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import MemoryStoreReader, StoreLayout
 from lychee_ray.io.store.reader import read_segstate
 
 
@@ -85,7 +85,7 @@ def _quality_problems(segments: list[dict[str, Any]], records: int) -> list[str]
     return out
 
 
-def verify_store(root: str | Path) -> dict[str, Any]:
+def verify_store(root: str | Path | StoreLayout) -> dict[str, Any]:
     """Check every committed conversation; returns a JSON-able report."""
     reader = MemoryStoreReader(root)
     report: dict[str, Any] = {"conversations": 0, "records": 0, "nodes": 0, "turns": 0, "failed_segments": 0, "problems": {}}

@@ -95,10 +95,10 @@ class MemoryStore:
         reranker: CrossEncoderReranker | None = None,
         cache_max_bytes: int = 0,
     ) -> None:
-        self.root = store_root(root)
         self.config = config or load_config()
+        self.root = store_root(root, self.config.store)  # a remote root carries this config's store settings
         self.qcfg: QueryConfig = self.config.query
-        self.reader = MemoryStoreReader(self.root)
+        self.reader = MemoryStoreReader(self.root, self.config.store)
         self.cache = ConversationCache(self.reader, self.qcfg.max_conversations, self.qcfg.recall.bm25_k1, self.qcfg.recall.bm25_b,
                                        max_bytes=cache_max_bytes)
         self._embedder = embedder

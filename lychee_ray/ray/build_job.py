@@ -113,7 +113,7 @@ class ConversationBuilder:
         configure_logging()
         cfg = LycheeConfig.model_validate_json(cfg_json)
         ctx = make_context(cfg, backend, limiter=RayRateLimiter(limiter) if limiter is not None else None)
-        self.processor = ConversationProcessor(ctx, MemoryStoreWriter(out), run_id, retry_failed, on_conflict)
+        self.processor = ConversationProcessor(ctx, MemoryStoreWriter(out, cfg.store), run_id, retry_failed, on_conflict)
         self.in_flight = cfg.build.conversations_in_flight
         self._sem: asyncio.Semaphore | None = None
 
@@ -196,7 +196,7 @@ def run_ray_build(
     backend = resolve_backend(cfg.llm, backend)
     init_ray(cfg)
     out = root_string(out)  # an absolute path or a URI: workers may run on other nodes
-    writer = MemoryStoreWriter(out)
+    writer = MemoryStoreWriter(out, cfg.store)
     run_id = f"ray-{uuid.uuid4().hex[:8]}"
     files = input_files(fmt, input_path) if items is None else []
     limiter = None

@@ -227,8 +227,8 @@ class Appender:
     """
 
     def __init__(self, root: str | Path, config: LycheeConfig, store: Any, embedder: Any = None) -> None:
-        self.root = store_root(root)
-        self.layout = StoreLayout(self.root)
+        self.root = store_root(root, config.store)  # a remote root carries the config's store settings
+        self.layout = StoreLayout(self.root, config.store)
         self.config = config
         self.store = store
         self._embedder = embedder

@@ -27,7 +27,7 @@ import numpy as np
 from lychee_ray import __version__
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
-from lychee_ray.io.store.fs import configure as configure_store, store_root
+from lychee_ray.io.store.fs import store_root
 from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, erase_conversation, erase_user
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
@@ -76,9 +76,8 @@ class MemoryService:
     def __init__(self, memory: str | Path, config: LycheeConfig | None = None, *, embedder: Any = None,
                  llm: str | None = None, llm_client: Any = None) -> None:
         cfg = config or load_config()
-        configure_store(cfg.store)  # index cache and lease locks when the store is remote
-        self.root = store_root(memory)
-        self.layout = StoreLayout(self.root)
+        self.root = store_root(memory, cfg.store)  # a remote root carries its index cache and lease settings
+        self.layout = StoreLayout(self.root, cfg.store)
         if not self.layout.is_store():
             raise NotAStoreError(self.root)
         self.scfg = cfg.serve

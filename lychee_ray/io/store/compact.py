@@ -10,14 +10,14 @@ from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
 
-from lychee_ray.io.store.fs import StorePath, parquet_writer, read_parquet, replace, settings, temp_sibling
-from lychee_ray.io.store.layout import TABLES, StoreLayout, atomic_write_text
+from lychee_ray.io.store.fs import StorePath, parquet_writer, read_parquet, replace, temp_sibling
+from lychee_ray.io.store.layout import TABLES, StoreLayout, as_layout, atomic_write_text
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
 
 T = TypeVar("T")
 
 
-def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[str, int]:
+def compact(root: str | Path | StorePath | StoreLayout, conversations_per_file: int) -> dict[str, int]:
     """Merge per-conversation Parquet parts into few files per table (one row group each).
 
     Each marker is repointed (atomically) under its conversation's write lock, and only when the
@@ -27,7 +27,7 @@ def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[s
     are removed at the end. Holds the store lock (erasure rewrites compacted files too).
     Returns the number of parts merged per table.
     """
-    layout = StoreLayout(root)
+    layout = as_layout(root)
     with store_lock(layout):
         markers = list(layout.iter_markers())
         merged: dict[str, int] = {}
@@ -78,7 +78,7 @@ def _map(layout: StoreLayout, fn: Callable[[Any], T], items: list[Any]) -> list[
     where each read, lease and marker write is a round trip of tens of milliseconds."""
     if not layout.remote or len(items) < 2:
         return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(settings().io_threads, len(items))) as pool:
+    with ThreadPoolExecutor(max_workers=min(layout.settings.io_threads, len(items))) as pool:
         return list(pool.map(fn, items))
 
 

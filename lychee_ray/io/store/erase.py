@@ -56,6 +56,7 @@ from lychee_ray.io.store.layout import (
     TABLES,
     NotAStoreError,
     StoreLayout,
+    as_layout,
     atomic_write_text,
     conversation_key,
 )
@@ -100,7 +101,7 @@ class NothingToErase(KeyError):
         self.ident = ident
 
 
-def erase_conversation(root: str | Path | StorePath, conversation_id: str) -> EraseReport:
+def erase_conversation(root: str | Path | StorePath | StoreLayout, conversation_id: str) -> EraseReport:
     """Remove every trace of ``conversation_id`` from the store at ``root`` (see the module doc).
 
     Raises :class:`NothingToErase` when the store holds nothing of it, :class:`NotAStoreError`
@@ -115,7 +116,7 @@ def erase_conversation(root: str | Path | StorePath, conversation_id: str) -> Er
         return _erase(layout, "conversation", conversation_id, [target] if target else [], {conversation_id})
 
 
-def erase_user(root: str | Path | StorePath, user_id: str) -> EraseReport:
+def erase_user(root: str | Path | StorePath | StoreLayout, user_id: str) -> EraseReport:
     """Remove every conversation whose owner is ``user_id`` (a conversation without a user id is
     owned by its own id, as everywhere). :class:`NothingToErase` when the user has none."""
     layout = _open(root)
@@ -127,8 +128,8 @@ def erase_user(root: str | Path | StorePath, user_id: str) -> EraseReport:
         return _erase(layout, "user", user_id, list(targets.values()), set(targets))
 
 
-def _open(root: str | Path | StorePath) -> StoreLayout:
-    layout = StoreLayout(root)
+def _open(root: str | Path | StorePath | StoreLayout) -> StoreLayout:
+    layout = as_layout(root)
     if not layout.is_store():
         raise NotAStoreError(root)
     return layout
@@ -322,7 +323,7 @@ def _update_manifest(layout: StoreLayout, scope: EraseScope, ident: str, convers
                 "id_sha256": hashlib.sha256(ident.encode("utf-8")).hexdigest()[:_ID_HASH_CHARS]})
     info = {k: v for k, v in old.items() if k not in _COMPUTED}
     info["erasures"] = log
-    MemoryStoreWriter(layout.root).write_manifest(info)
+    MemoryStoreWriter(layout).write_manifest(info)
 
 
 __all__ = ["EraseReport", "EraseScope", "NothingToErase", "erase_conversation", "erase_user"]

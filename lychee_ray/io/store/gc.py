@@ -21,11 +21,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree, settings, tree_size
+from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree, tree_size
 from lychee_ray.io.store.layout import (
     SEGSTATE_DIR,
     TABLES,
     StoreLayout,
+    as_layout,
     is_generation,
     marker_generation,
     split_generation_name,
@@ -89,11 +90,11 @@ def _index_dirs(index_root: AnyPath) -> list[tuple[AnyPath, list[AnyPath]]]:
     return [(dirs.get(k, index_root / k), sorted(children[k])) for k in sorted(children)]
 
 
-def garbage_paths(root: str | Path | StorePath, min_age_s: float | None = None) -> list[AnyPath]:
+def garbage_paths(root: str | Path | StorePath | StoreLayout, min_age_s: float | None = None) -> list[AnyPath]:
     """Files and directories of the store at ``root`` that no marker names and that are older than
-    ``min_age_s`` (default ``store.garbage_min_age_s``)."""
-    layout = StoreLayout(root)
-    age = settings().garbage_min_age_s if min_age_s is None else min_age_s
+    ``min_age_s`` (default: the layout's ``store.garbage_min_age_s``)."""
+    layout = as_layout(root)
+    age = layout.settings.garbage_min_age_s if min_age_s is None else min_age_s
     cutoff = time.time() - age
     markers = {m["key"]: m for m in layout.iter_markers()}
     live = {k: marker_generation(m) for k, m in markers.items()}
@@ -129,7 +130,7 @@ def garbage_paths(root: str | Path | StorePath, min_age_s: float | None = None) 
     return [p for p in found if _newest_mtime(p) < cutoff]
 
 
-def collect_garbage(root: str | Path | StorePath, min_age_s: float | None = None) -> GarbageReport:
+def collect_garbage(root: str | Path | StorePath | StoreLayout, min_age_s: float | None = None) -> GarbageReport:
     """Remove :func:`garbage_paths`; returns what went."""
     report = GarbageReport()
     for p in garbage_paths(root, min_age_s):

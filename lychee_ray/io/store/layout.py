@@ -44,7 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
-from lychee_ray.io.store.fs import AnyPath, StorePath, display_uri, listing_state, settings, store_root
+from lychee_ray.config.store import StoreConfig
+from lychee_ray.io.store.fs import AnyPath, StorePath, default_settings, display_uri, listing_state, store_root
 
 STORE_VERSION = 1
 TABLES = ("records", "nodes", "turns", "segments", "usage")
@@ -107,8 +108,13 @@ def atomic_write_text(path: AnyPath, text: str) -> None:
 class StoreLayout:
     """Paths of one store directory. Every module asks this class; none spells a path itself."""
 
-    def __init__(self, root: str | Path | StorePath) -> None:
-        self.root: AnyPath = store_root(root)
+    def __init__(self, root: str | Path | StorePath, settings: StoreConfig | None = None) -> None:
+        """``settings``: the ``store`` config section this store is used with (garbage age,
+        parallel reads, and for a remote root its index cache and leases). None: the settings a
+        remote root already carries, else the packaged defaults — never a process-wide value."""
+        self.root: AnyPath = store_root(root, settings)
+        self.settings: StoreConfig = (settings if settings is not None else
+                                      self.root.settings if isinstance(self.root, StorePath) else default_settings())
         # remote stores: markers read so far, by path -> (size, mtime, marker); see _remote_markers
         self._marker_memo: dict[StorePath, tuple[int, float, dict[str, Any] | None]] = {}
 
@@ -324,7 +330,7 @@ class StoreLayout:
                 return None  # a marker being replaced or removed right now: not visible
 
         if todo:
-            with ThreadPoolExecutor(max_workers=max(1, min(settings().io_threads, len(todo)))) as pool:
+            with ThreadPoolExecutor(max_workers=max(1, min(self.settings.io_threads, len(todo)))) as pool:
                 for (p, size, mtime), m in zip(todo, pool.map(read, [t[0] for t in todo])):
                     self._marker_memo[p] = (size, mtime, m)
         keep = {p for p, _, _ in listed}
@@ -357,6 +363,11 @@ def split_generation_name(name: str, suffix: str) -> tuple[str, str | None] | No
 def is_generation(name: str) -> bool:
     """True for a generation name (``g<seq>-<random>``)."""
     return _GENERATION.fullmatch(name) is not None
+
+
+def as_layout(root: str | Path | StorePath | StoreLayout, settings: StoreConfig | None = None) -> StoreLayout:
+    """``root`` as a :class:`StoreLayout` (a layout is used as it is: it carries its settings)."""
+    return root if isinstance(root, StoreLayout) else StoreLayout(root, settings)
 
 
 def iter_markers(root: str | Path | StorePath) -> Iterator[dict[str, Any]]:

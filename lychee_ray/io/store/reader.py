@@ -13,23 +13,24 @@ from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.core.records import ERROR_SCHEMA, NODE_SCHEMA, RECORD_SCHEMA, SEGMENT_SCHEMA
 from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet
 from lychee_ray.io.store.index import read_index
-from lychee_ray.io.store.layout import INDEXES, NotAStoreError, StoreLayout, conversation_key
+from lychee_ray.config.store import StoreConfig
+from lychee_ray.io.store.layout import INDEXES, NotAStoreError, StoreLayout, as_layout, conversation_key
 
 
 def read_part(root: str | Path | StorePath | StoreLayout, table: str, marker: dict[str, Any],
               columns: list[str] | None = None) -> pa.Table:
     """One conversation's rows of ``table``: its own part, or its row group in a compacted file."""
-    layout = root if isinstance(root, StoreLayout) else StoreLayout(root)
+    layout = as_layout(root)
     loc = (marker.get("location") or {}).get(table)
     if loc is None:
         return read_parquet(layout.marker_part_path(table, marker), columns=columns)
     return parquet_file(layout.table_dir(table) / loc["file"]).read_row_group(loc["row_group"], columns=columns)
 
 
-def read_segstate(root: str | Path | StorePath, marker: dict[str, Any]) -> dict[str, Any] | None:
+def read_segstate(root: str | Path | StorePath | StoreLayout, marker: dict[str, Any]) -> dict[str, Any] | None:
     """The segmenter resume point saved with the marker's generation (None when it has none:
     stores written before incremental builds, or a generation committed without one)."""
-    path = StoreLayout(root).marker_segstate_path(marker)
+    path = as_layout(root).marker_segstate_path(marker)
     if path is None:
         return None
     try:
@@ -66,8 +67,9 @@ class ConversationData:
 class MemoryStoreReader:
     """Read side of a store: the manifest, the visible conversations, one conversation at a time."""
 
-    def __init__(self, root: str | Path | StorePath) -> None:
-        self.layout = StoreLayout(root)
+    def __init__(self, root: str | Path | StorePath | StoreLayout, settings: StoreConfig | None = None) -> None:
+        """``settings``: the ``store`` config section (see :class:`StoreLayout`)."""
+        self.layout = as_layout(root, settings)
         self.root = self.layout.root
         if not self.layout.is_store():
             raise NotAStoreError(self.root)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lychee_ray.config.store import StoreConfig
 from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import (
@@ -30,6 +31,7 @@ from lychee_ray.io.store.layout import (
     INDEXES,
     STORE_VERSION,
     StoreLayout,
+    as_layout,
     atomic_write_text,
     conversation_key,
     new_generation,
@@ -95,8 +97,9 @@ class ConversationArtifacts:
 class MemoryStoreWriter:
     """Writes conversations into a store directory, one atomic commit each."""
 
-    def __init__(self, root: str | Path | StorePath) -> None:
-        self.layout = StoreLayout(root)
+    def __init__(self, root: str | Path | StorePath | StoreLayout, settings: StoreConfig | None = None) -> None:
+        """``settings``: the ``store`` config section (see :class:`StoreLayout`)."""
+        self.layout = as_layout(root, settings)
         self.root = self.layout.root
         self.layout.create()
 
