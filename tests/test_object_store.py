@@ -74,7 +74,7 @@ def build(ctx, out, convs, **kw):
 
 
 def tables(root, cid: str) -> dict:
-    m = next(x for x in iter_markers(root) if x["conversation_id"] == cid)
+    m = next(x for x in iter_markers(root) if x.conversation_id == cid)
     return {t: read_part(root, t, m).drop_columns([c for c in ("created_at",) if c in read_part(root, t, m).column_names])
             for t in TABLES}
 
@@ -194,8 +194,8 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
     assert verify_store(uri)["ok"]
     assert garbage_paths(uri) == [], "young files may be a writer committing right now: kept"
     swept = collect_garbage(uri, min_age_s=0)  # the sweep at the end of the next build run
-    assert swept.files_removed >= 4 and all(marker["generation"] not in p for p in swept.paths)
-    assert list(layout.generation_paths(key)) == [marker["generation"]]
+    assert swept.files_removed >= 4 and all(marker.generation not in p for p in swept.paths)
+    assert list(layout.generation_paths(key)) == [marker.generation]
     for t in TABLES:
         assert before[t].equals(tables(uri, c.conversation_id)[t])
     assert verify_store(uri)["ok"]
@@ -206,7 +206,7 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
         writer.commit(_artifacts_from(stored, c))
     monkeypatch.undo()
     new = writer.commit(_artifacts_from(stored, c))
-    assert list(layout.generation_paths(key)) == [new["generation"]]
+    assert list(layout.generation_paths(key)) == [new.generation]
 
 
 def test_per_conversation_work_lists_no_shared_directory(s3_server, ctx, convs):
@@ -240,7 +240,7 @@ def test_per_conversation_work_lists_no_shared_directory(s3_server, ctx, convs):
     lists = [r.prefix for r in s3_server.requests() if r.bucket == bucket and r.kind == "LIST"]
     assert f"store/index/{key}/" in lists
     assert all(key in p for p in lists if "/_locks/" not in p), lists
-    assert list(StoreLayout(uri).generation_paths(key)) == [new["generation"]]
+    assert list(StoreLayout(uri).generation_paths(key)) == [new.generation]
 
 
 def _artifacts_from(stored, conv):

@@ -45,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if scope == "conversation":
         found = [args.conversation] if layout.read_marker(conversation_key(args.conversation)) else []
     else:
-        found = sorted(m["conversation_id"] for m in layout.iter_markers()
-                       if (m.get("user_id") or m["conversation_id"]) == args.user)
+        found = sorted(m.conversation_id for m in layout.iter_markers() if m.owner == args.user)
     if not args.yes and sys.stdin.isatty():
         what = (f"conversation {ident!r}" if scope == "conversation"
                 else f"user {ident!r} ({len(found)} conversation{'s' if len(found) != 1 else ''}: {', '.join(found[:5])}"

@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "lychee_ray.cli.verify",
     "lychee_ray.cli.stats",
     "lychee_ray.cli.delete",
+    "lychee_ray.cli.migrate",
     "lychee_ray.cli.eval_seg",
     "lychee_ray.cli.query",
     "lychee_ray.cli.serve",

@@ -213,7 +213,7 @@ class MemoryStore:
         m = self.reader.markers.get(conversation_id)
         if m is None:
             raise UnknownConversation(conversation_id)
-        return m.get("user_id") or conversation_id
+        return m.owner
 
     def scope(self, conversation_id: str | None, user_id: str | None) -> list[str]:
         """The conversations a query may read: one conversation, or all of a user's."""

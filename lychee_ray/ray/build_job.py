@@ -35,6 +35,7 @@ from lychee_ray.build.runner import (
     row_to_item,
 )
 from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store.migrate import migrate_if_needed
 from lychee_ray.io.store.fs import root_string
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,7 @@ def run_ray_build(
     init_ray(cfg)
     out = root_string(out)  # an absolute path or a URI: workers may run on other nodes
     writer = MemoryStoreWriter(out, cfg.store)
+    migrate_if_needed(writer.layout)  # a store written by an older version: to the current layout first
     run_id = f"ray-{uuid.uuid4().hex[:8]}"
     files = input_files(fmt, input_path) if items is None else []
     limiter = None

@@ -9,7 +9,7 @@ at the end of every build run does (:func:`collect_garbage`), and so does
 * per-conversation parts, index generations and segmenter states of a generation its conversation's
   marker does not name (or of a conversation with no marker at all);
 * ``compact-*.parquet`` files no marker locates (a compaction or erasure that died half-way);
-* ``_staging/`` directories of older stores' writers and ``_claims/`` of runs that never finished.
+* ``_claims/`` of runs that never finished (``_staging/`` of version-1 stores goes with :mod:`.migrate`).
 
 Only files older than ``store.garbage_min_age_s`` go: a writer that is committing right now has
 files without a marker too, and it finishes (or renews its lease) well within that age.
@@ -22,13 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree, tree_size
+from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.layout import (
     SEGSTATE_DIR,
-    TABLES,
     StoreLayout,
     as_layout,
     is_generation,
-    marker_generation,
     split_generation_name,
 )
 
@@ -96,16 +95,15 @@ def garbage_paths(root: str | Path | StorePath | StoreLayout, min_age_s: float |
     layout = as_layout(root)
     age = layout.settings.garbage_min_age_s if min_age_s is None else min_age_s
     cutoff = time.time() - age
-    markers = {m["key"]: m for m in layout.iter_markers()}
-    live = {k: marker_generation(m) for k, m in markers.items()}
-    located = {(t, loc["file"]) for m in markers.values() for t, loc in (m.get("location") or {}).items()
-               if isinstance(loc, dict)}
+    markers = {m.key: m for m in layout.iter_markers()}
+    live = {k: m.generation for k, m in markers.items()}
+    located = {(t, loc.file) for m in markers.values() for t, loc in m.location.items()}
     found: list[AnyPath] = []
 
     def dead(key: str, gen: str | None) -> bool:
         return key not in live or gen != live[key]
 
-    for table in TABLES:
+    for table in table_names():
         for f in layout.table_dir(table).iterdir() if layout.table_dir(table).is_dir() else []:
             if f.name.startswith("compact-"):
                 if (table, f.name) not in located:
@@ -125,8 +123,8 @@ def garbage_paths(root: str | Path | StorePath | StoreLayout, min_age_s: float |
         parsed = split_generation_name(f.name, ".json")
         if parsed is not None and parsed[1] is not None and dead(*parsed):
             found.append(f)
-    for d in (layout.staging_dir, layout.root / "_claims"):
-        found += list(d.iterdir()) if d.is_dir() else []
+    claims = layout.root / "_claims"
+    found += list(claims.iterdir()) if claims.is_dir() else []
     return [p for p in found if _newest_mtime(p) < cutoff]
 
 
