@@ -2,7 +2,7 @@
 
 Removes every trace of the conversation (or of all of the user's conversations) from the store
 directory — Parquet rows of every table (also inside compacted files), FAISS indexes, commit
-markers, claims, staging and writer state, ``errors/`` rows — and updates the manifest
+markers, claims and writer state, ``errors/`` rows — and updates the manifest
 (:mod:`lychee_ray.io.store.erase`; docs/erasure.md). Running services drop it on their next request.
 
 Asks for confirmation when stdin is a terminal, unless ``--yes``. Exit codes: 0 erased; 1 not
