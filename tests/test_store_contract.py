@@ -21,6 +21,7 @@ from lychee_ray.io.store import (
     TableSpec,
     VectorIndex,
     compact,
+    conversation_key,
     erase_conversation,
     iter_markers,
     register_table,
@@ -281,7 +282,7 @@ def _build(ctx, root, convs, **kw):
     return run_local_build_items(CFG, items, root, backend="rules", ctx=ctx, **kw)
 
 
-def write_v1_store(ctx, root: Path, convs, *, pre_generation: bool) -> None:
+def write_v1_store(ctx, root: Path, convs, *, pre_generation: bool, own_parts: bool = False) -> None:
     """A store as the version-1 code (main before issue 30) left it, built by the real pipeline and
     written back in the v1 format:
 
@@ -295,10 +296,20 @@ def write_v1_store(ctx, root: Path, convs, *, pre_generation: bool) -> None:
     Checked once against a store built by main at a667fbc (the commit before issue 30): the same
     directories (``_staging/`` included), the same marker keys, manifest ``version`` 1; that store
     migrated as these do. The build compacts at its end, so the tables live in ``compact-*`` row
-    groups (``location``) unless a test moves them back out.
+    groups (``location``); ``own_parts`` moves them back out into each conversation's own parts
+    (a store whose last run did not compact).
     """
     assert _build(ctx, root, convs).built == len(convs)
     layout = StoreLayout(root)
+    if own_parts:
+        for m in list(layout.iter_markers()):
+            for t, loc in m.location.items():
+                rows = parquet_file(layout.table_dir(t) / loc.file).read_row_group(loc.row_group)
+                pq.write_table(rows, layout.part_path(t, m.key, m.generation))
+            layout.write_marker(m.model_copy(update={"location": {}}))
+        for t in table_names():
+            for f in layout.table_dir(t).glob("compact-*.parquet"):
+                f.unlink()
     for m in list(layout.iter_markers()):
         d = json.loads(m.to_json())
         del d["version"]
@@ -342,25 +353,15 @@ def test_a_v1_store_opens_as_it_is_and_migrates(tmp_path, ctx):
     assert (again.markers_rewritten, again.conversations_moved, again.staging_removed) == (0, 0, False)
 
 
-@pytest.mark.parametrize("compacted", [False, True])
-def test_a_pre_generation_v1_store_migrates_into_generations(tmp_path, ctx, compacted):
+@pytest.mark.parametrize("own_parts", [True, False])
+def test_a_pre_generation_v1_store_migrates_into_generations(tmp_path, ctx, own_parts):
     convs = _convs()
     reference = tmp_path / "reference"
     _build(ctx, reference, convs)
     store = tmp_path / "v1"
-    write_v1_store(ctx, store, convs, pre_generation=True)
-    if not compacted:  # own parts at the fixed paths (the build compacted them: move them back out)
-        layout = StoreLayout(store)
-        for m in list(layout.iter_markers()):
-            for t, loc in m.location.items():
-                rows = parquet_file(layout.table_dir(t) / loc.file).read_row_group(loc.row_group)
-                pq.write_table(rows, layout.v1_part_path(t, m.key))
-            d = json.loads(layout.marker_path(m.key).read_text(encoding="utf-8"))
-            d.pop("location", None)
-            layout.marker_path(m.key).write_text(json.dumps(d, indent=1, sort_keys=True), encoding="utf-8")
-        for t in table_names():
-            for f in layout.table_dir(t).glob("compact-*.parquet"):
-                f.unlink()
+    write_v1_store(ctx, store, convs, pre_generation=True, own_parts=own_parts)
+    if own_parts:
+        assert any(MemoryStoreReader(store).layout.v1_part_path("turns", m.key).exists() for m in iter_markers(store))
     reader = MemoryStoreReader(store)  # the store opens; a conversation says it needs migrating
     with pytest.raises(MarkerError) as e:
         reader.load(convs[0].conversation_id)
@@ -392,3 +393,18 @@ def test_a_build_migrates_a_v1_store_when_it_opens_it(tmp_path, ctx):
     s = _build(ctx, tmp_path, convs)
     assert s.skipped == 2 and store_version(tmp_path) == STORE_VERSION
     assert all(m.version == MARKER_VERSION for m in iter_markers(tmp_path)) and verify_store(tmp_path)["ok"]
+
+
+def test_an_erasure_in_an_unmigrated_v1_store_removes_everything_and_leaves_the_version(tmp_path, ctx):
+    convs = _convs()
+    write_v1_store(ctx, tmp_path, convs, pre_generation=True, own_parts=True)
+    layout = StoreLayout(tmp_path)
+    gone = convs[0].conversation_id
+    key = layout.read_marker(conversation_key(gone)).key
+    report = erase_conversation(tmp_path, gone)
+    assert report.conversations == 1 and report.rows_removed["turns"] > 0
+    assert not any(key in str(p) for p in tmp_path.rglob("*"))  # fixed-path parts and index files too
+    assert store_version(tmp_path) == 1  # the manifest rewritten by the erasure still says so: migrate next
+    assert migrate_store(tmp_path).conversations_moved == 2
+    assert verify_store(tmp_path)["ok"] and MemoryStoreReader(tmp_path).conversation_ids() == sorted(
+        c.conversation_id for c in convs[1:])

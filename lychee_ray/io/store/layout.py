@@ -55,6 +55,8 @@ from lychee_ray.io.store.fs import AnyPath, StorePath, default_settings, display
 
 # 2: one path scheme (every marker names a generation), typed markers with a version (issue 30)
 STORE_VERSION = 2
+# stores written before the version was raised (manifest "version" 1, or none)
+LEGACY_STORE_VERSION = 1
 SEGSTATE_DIR = "segstate"
 # A generation name: g<sequence>-<random hex>; unique without coordination, ordered by sequence.
 _GENERATION = re.compile(r"g(\d{6,})-[0-9a-f]{8}")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree
-from lychee_ray.io.store.layout import STORE_VERSION, StoreLayout, as_layout, atomic_write_text, new_generation
+from lychee_ray.io.store.layout import LEGACY_STORE_VERSION, STORE_VERSION, StoreLayout, as_layout, atomic_write_text, new_generation
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
 from lychee_ray.io.store.marker import MARKER_VERSION, CommitMarker
 from lychee_ray.io.store.tables import table_names
@@ -50,9 +50,9 @@ def store_version(root: str | Path | StorePath | StoreLayout) -> int:
     layout = as_layout(root)
     manifest = layout.read_manifest()
     if manifest:
-        return int(manifest.get("version", 1))
+        return int(manifest.get("version", LEGACY_STORE_VERSION))
     old = layout.v1_staging_dir.is_dir() or any(m.version < MARKER_VERSION for m in layout.iter_markers())
-    return 1 if old else STORE_VERSION
+    return LEGACY_STORE_VERSION if old else STORE_VERSION
 
 
 def migrate_if_needed(root: str | Path | StorePath | StoreLayout) -> MigrationReport | None:
@@ -121,7 +121,7 @@ def migrate_store(root: str | Path | StorePath | StoreLayout) -> MigrationReport
             remove_tree(layout.v1_staging_dir)
             report.staging_removed = True
         manifest = layout.read_manifest()
-        if manifest and int(manifest.get("version", 1)) < STORE_VERSION:
+        if manifest and int(manifest.get("version", LEGACY_STORE_VERSION)) < STORE_VERSION:
             atomic_write_text(layout.manifest_path, json.dumps({**manifest, "version": STORE_VERSION}, indent=1,
                                                                sort_keys=True))
     return report

@@ -24,6 +24,7 @@ from lychee_ray.core.records import (
 from lychee_ray.io.store.fs import AnyPath, StorePath, create_exclusive, remove_tree, write_parquet
 from lychee_ray.io.store.index import build_flat_index, write_index
 from lychee_ray.io.store.layout import (
+    LEGACY_STORE_VERSION,
     STORE_VERSION,
     StoreLayout,
     as_layout,
@@ -238,7 +239,13 @@ class MemoryStoreWriter:
         return path
 
     def write_manifest(self, info: dict[str, Any]) -> dict[str, Any]:
-        """Summarise every committed conversation into ``manifest.json`` (plus ``info``)."""
+        """Summarise every committed conversation into ``manifest.json`` (plus ``info``).
+
+        The store version is kept as it was when the store is older: only the migration
+        (:mod:`.migrate`) may raise it, so an erasure in a version-1 store leaves it to be migrated."""
+        old = self.layout.read_manifest()
+        # (a manifest without "version" counts as version 1)
+        version = min(int(old.get("version", LEGACY_STORE_VERSION)), STORE_VERSION) if old else STORE_VERSION
         markers = list(self.layout.iter_markers())
         totals: dict[str, int] = {}
         tokens: dict[str, dict[str, int]] = {}
@@ -257,14 +264,14 @@ class MemoryStoreWriter:
             return vals[0] if len(vals) == 1 else (vals or None)
 
         manifest = {
-            "version": STORE_VERSION,
+            "version": version,
             "written_at": datetime.now(timezone.utc).isoformat(),
             # what the committed conversations were built with (a list when they differ)
             "backend": one_or_all([m.backend for m in markers]),
             "models": {"llm": one_or_all([m.model for m in markers]), "embedding": one_or_all([m.embedder for m in markers])},
             "embedding_dim": one_or_all([m.embedding_dim for m in markers]),
             "fingerprint": one_or_all([m.fingerprint for m in markers]),
-            "erasures": self.layout.read_manifest().get("erasures") or [],  # the log of io/store/erase.py outlives builds
+            "erasures": old.get("erasures") or [],  # the log of io/store/erase.py outlives builds
             **info,
             "counts": {"conversations": len(markers), **totals},
             "tokens": tokens,
