@@ -33,7 +33,7 @@ from lychee_ray.cli.main import main
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store.fs import parquet_file, read_parquet
-from lychee_ray.io.store.gc import garbage_paths
+from lychee_ray.io.store.gc import collect_garbage, garbage_paths
 from lychee_ray.io.store.layout import STORE_VERSION, split_generation_name
 from lychee_ray.io.store.migrate import migrate_store, store_version
 from lychee_ray.io.store.marker import (
@@ -408,3 +408,19 @@ def test_an_erasure_in_an_unmigrated_v1_store_removes_everything_and_leaves_the_
     assert migrate_store(tmp_path).conversations_moved == 2
     assert verify_store(tmp_path)["ok"] and MemoryStoreReader(tmp_path).conversation_ids() == sorted(
         c.conversation_id for c in convs[1:])
+
+
+def test_fixed_path_files_a_dead_migration_left_are_swept(tmp_path, ctx):
+    """A migration killed after writing a conversation's new marker leaves its version-1 files:
+    unreferenced, so the garbage sweep removes them (and nothing the marker names)."""
+    convs = _convs(2)
+    write_v1_store(ctx, tmp_path, convs, pre_generation=True, own_parts=True)
+    layout = StoreLayout(tmp_path)
+    key = next(iter(layout.iter_markers())).key
+    saved = {p: p.read_bytes() for p in [*layout.index_dir(key).iterdir(), layout.v1_part_path("turns", key)]}
+    migrate_store(tmp_path)
+    for p, data in saved.items():  # as if the removal after the marker write had not happened
+        p.write_bytes(data)
+    assert sorted(garbage_paths(tmp_path, min_age_s=0)) == sorted(saved)
+    assert collect_garbage(tmp_path, min_age_s=0).files_removed == len(saved)
+    assert verify_store(tmp_path)["ok"] and garbage_paths(tmp_path, min_age_s=0) == []

@@ -7,7 +7,8 @@ at the end of every build run does (:func:`collect_garbage`), and so does
 ``lychee-ray verify --collect-garbage``. What it removes:
 
 * per-conversation parts, index generations and segmenter states of a generation its conversation's
-  marker does not name (or of a conversation with no marker at all);
+  marker does not name (or of a conversation with no marker at all), and version-1 fixed-path files
+  of a conversation whose marker names a generation (a migration that died before removing them);
 * ``compact-*.parquet`` files no marker locates (a compaction or erasure that died half-way);
 * ``_claims/`` of runs that never finished (``_staging/`` of version-1 stores goes with :mod:`.migrate`).
 
@@ -113,11 +114,15 @@ def garbage_paths(root: str | Path | StorePath | StoreLayout, min_age_s: float |
             if parsed is not None and dead(*parsed):
                 found.append(f)
     for kdir, children in _index_dirs(layout.root / "index"):
-        gens = [g for g in children if g.is_dir() and is_generation(g.name)]
         if kdir.name not in live:
             found.append(kdir)
-        else:
-            found += [g for g in gens if g.name != live[kdir.name]]
+            continue
+        for g in children:
+            if g.is_dir() and is_generation(g.name):
+                if g.name != live[kdir.name]:
+                    found.append(g)
+            elif live[kdir.name] is not None:  # a version-1 fixed-path index file a migration died before removing
+                found.append(g)
     sdir = layout.root / SEGSTATE_DIR
     for f in sdir.iterdir() if sdir.is_dir() else []:
         parsed = split_generation_name(f.name, ".json")
