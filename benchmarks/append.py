@@ -85,7 +85,7 @@ def run(ctx: Any, counter: CountingEncoder, convs: list[Any], out: Path) -> dict
 
 
 def tables(root: Path) -> dict[str, Any]:
-    return {m["conversation_id"]: [read_part(root, t, m) for t in ("records", "segments", "nodes")] for m in iter_markers(root)}
+    return {m.conversation_id: [read_part(root, t, m) for t in ("records", "segments", "nodes")] for m in iter_markers(root)}
 
 
 def main() -> None:

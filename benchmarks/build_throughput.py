@@ -218,7 +218,7 @@ def main() -> int:
         compaction_s = time.perf_counter() - t0
         compaction_requests = {k: v - before.get(k, 0) for k, v in s3.request_counts().items()} if s3 else None
         objects_after, size_after = tree_size(root)
-    non_llm = sum(m["timings_s"]["segment"] + m["timings_s"]["index"] + max(0.0, m["timings_s"]["encode"] - m["timings_s"]["llm_latency"])
+    non_llm = sum(m.timings_s["segment"] + m.timings_s["index"] + max(0.0, m.timings_s["encode"] - m.timings_s["llm_latency"])
                   for m in markers)
     calls_per_min = len(chats) / span * 60 if span > 0 else 0.0
     result = {

@@ -10,7 +10,7 @@ import pytest
 from lychee_ray.config import load_config
 from lychee_ray.build.dryrun import dry_run
 from lychee_ray.build.runner import make_context, run_local_build
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import MemoryStoreReader, conversation_key
 from lychee_ray.io.verify import verify_conversation, verify_store
 from lychee_ray.testing.fake_llm import encoder_reply, is_encode_request
 from lychee_ray.testing import OpenAIServer, malformed_content, ok, schema_violation, truncated
@@ -114,8 +114,9 @@ def test_interrupted_build_rerun_gives_same_store(tmp_path, embedder):
     part = tmp_path / "part.jsonl"
     part.write_text(src.read_text().splitlines()[0] + "\n")
     run_local_build(cfg, "jsonl", part, tmp_path / "st", backend="rules", ctx=make_context(cfg, "rules", embedder))
-    # a crashed commit leaves staging debris and no marker: invisible, then rebuilt
-    (tmp_path / "st" / "_staging" / "x.deadbeef").mkdir(parents=True)
+    # a crashed commit leaves a generation no marker names: invisible, then rebuilt
+    key = conversation_key(json.loads(src.read_text().splitlines()[1])["conversation_id"])
+    (tmp_path / "st" / "index" / key / "g000001-deadbeef").mkdir(parents=True)
     s = run_local_build(cfg, "jsonl", src, tmp_path / "st", backend="rules", ctx=make_context(cfg, "rules", embedder))
     assert (s.built, s.skipped) == (2, 1)
     assert snapshot(tmp_path / "st") == snapshot(tmp_path / "clean")

@@ -136,7 +136,7 @@ def test_two_node_job_equals_local_build(cluster, s3_env, tmp_path, embedder):
     assert verify_store(out)["ok"]
 
 
-def _markers(out: str) -> list[dict]:
+def _markers(out: str) -> list:
     try:
         return list(StoreLayout(out).iter_markers())
     except (OSError, ValueError):
@@ -183,7 +183,7 @@ def test_killed_worker_node_then_rerun_builds_each_conversation_once(cluster, s3
     assert summary["skipped"] >= before  # what was committed before the node died is not built again
 
     markers = _markers(out)
-    assert sorted(m["conversation_id"] for m in markers) == [f"conv-{i:06d}" for i in range(n)]  # one marker each
+    assert sorted(m.conversation_id for m in markers) == [f"conv-{i:06d}" for i in range(n)]  # one marker each
     layout = StoreLayout(out)
     r = MemoryStoreReader(out)
     for cid in r.conversation_ids():

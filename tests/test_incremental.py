@@ -76,7 +76,7 @@ def build(ctx, out: Path, *convs: Conversation, **kw):
 
 
 def tables(root: Path, cid: str) -> dict:
-    m = next(x for x in iter_markers(root) if x["conversation_id"] == cid)
+    m = next(x for x in iter_markers(root) if x.conversation_id == cid)
     return {t: read_part(root, t, m) for t in TABLES}
 
 
@@ -108,8 +108,8 @@ def test_k_increments_equal_one_build_and_verify_after_each(tmp_path, ctx, conv,
         assert got[t].equals(ref[t]), t
     assert build(ctx, tmp_path, conv).skipped == 1  # unchanged now: skipped as before
     # only what is new is encoded: the last increment's encode calls are a few, not all segments
-    last = next(iter_markers(tmp_path))["last_increment"]
-    assert 0 < last["segments_encoded"] < ref["segments"].num_rows
+    last = next(iter_markers(tmp_path)).last_increment
+    assert last is not None and 0 < last.segments_encoded < ref["segments"].num_rows
 
 
 def test_appends_in_chunks_then_flush_equal_one_build(tmp_path, ctx, conv, reference):
@@ -244,11 +244,11 @@ def test_concurrent_appenders_lose_nothing_and_readers_see_whole_generations(tmp
                 errors.append(repr(e))
                 continue
             m = r.markers["c-shared"]
-            ok = (d.turns.num_rows == d.turn_index.ntotal == m["counts"]["turns"] and d.ids["turns"] ==
-                  d.turns.column("turn_id").to_pylist() and d.records.num_rows == m["counts"]["records"])
+            ok = (d.turns.num_rows == d.turn_index.ntotal == m.counts.turns and d.ids["turns"] ==
+                  d.turns.column("turn_id").to_pylist() and d.records.num_rows == m.counts.records)
             if not ok:
-                errors.append(m.get("generation"))
-            seen.add(m.get("generation"))
+                errors.append(m.generation)
+            seen.add(m.generation)
 
     mp = multiprocessing.get_context("spawn")  # a separate process: the lock must hold across processes
     ready, go = mp.Event(), mp.Event()
@@ -273,7 +273,7 @@ def test_concurrent_appenders_lose_nothing_and_readers_see_whole_generations(tmp
     # only the current generation's files remain
     layout = StoreLayout(tmp_path)
     marker = next(iter_markers(tmp_path))
-    assert list(layout.generation_paths(marker["key"])) == [marker["generation"]]
+    assert list(layout.generation_paths(marker.key)) == [marker.generation]
 
 
 def test_busy_or_deleting_conversation_refuses_appends_with_typed_errors(tmp_path):
@@ -298,22 +298,24 @@ def test_compacted_conversations_of_older_stores_are_appendable(tmp_path, ctx, c
     ref, _ = reference
     build(ctx, tmp_path, prefix(conv, 30))  # the run compacts its parts
     marker = next(iter_markers(tmp_path))
-    assert set(marker.get("location") or {}) == {"records", "nodes", "turns", "segments", "usage"}
+    assert set(marker.location) == {"records", "nodes", "turns", "segments", "usage"}
     # ... and make it look like a store written before generations: fixed index paths, no state
     layout = StoreLayout(tmp_path)
     for f in layout.marker_index_dir(marker).iterdir():
-        f.rename(layout.index_dir(marker["key"]) / f.name)
+        f.rename(layout.index_dir(marker.key) / f.name)
     layout.marker_index_dir(marker).rmdir()
     layout.marker_segstate_path(marker).unlink()
-    marker.pop("generation")
-    layout.marker_path(marker["key"]).write_text(json.dumps(marker))
-    assert verify_store(tmp_path)["ok"]
+    v1 = json.loads(marker.to_json())  # a version-1 marker: no version field, no generation
+    del v1["version"], v1["generation"]
+    layout.marker_path(marker.key).write_text(json.dumps(v1))
+    # version 2 reads no fixed paths: the store opens and says what to do; the append migrates it
+    assert verify_store(tmp_path)["problems"][conv.conversation_id][0].startswith("needs_migration")
     store = MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules")
     r = store.append(conv.conversation_id, turn_dicts(conv)[30:50])
     assert r.stored_turn_ids and r.rebuilt == "no_segmenter_state" and verify_store(tmp_path)["ok"]
-    assert list(layout.generation_paths(marker["key"])) == [r.generation]  # the old fixed paths are gone
+    assert list(layout.generation_paths(marker.key)) == [r.generation]  # the old fixed paths are gone
     s = build(ctx, tmp_path, conv)
-    assert s.appended == 1 and next(iter_markers(tmp_path))["last_increment"]["rebuilt"] is None
+    assert s.appended == 1 and next(iter_markers(tmp_path)).last_increment.rebuilt is None
     got = tables(tmp_path, conv.conversation_id)
     for t in ("records", "segments", "nodes"):
         assert got[t].equals(ref[t]), t

@@ -74,7 +74,7 @@ def build(ctx, out, convs, **kw):
 
 
 def tables(root, cid: str) -> dict:
-    m = next(x for x in iter_markers(root) if x["conversation_id"] == cid)
+    m = next(x for x in iter_markers(root) if x.conversation_id == cid)
     return {t: read_part(root, t, m).drop_columns([c for c in ("created_at",) if c in read_part(root, t, m).column_names])
             for t in TABLES}
 
@@ -194,8 +194,8 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
     assert verify_store(uri)["ok"]
     assert garbage_paths(uri) == [], "young files may be a writer committing right now: kept"
     swept = collect_garbage(uri, min_age_s=0)  # the sweep at the end of the next build run
-    assert swept.files_removed >= 4 and all(marker["generation"] not in p for p in swept.paths)
-    assert list(layout.generation_paths(key)) == [marker["generation"]]
+    assert swept.files_removed >= 4 and all(marker.generation not in p for p in swept.paths)
+    assert list(layout.generation_paths(key)) == [marker.generation]
     for t in TABLES:
         assert before[t].equals(tables(uri, c.conversation_id)[t])
     assert verify_store(uri)["ok"]
@@ -206,7 +206,7 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
         writer.commit(_artifacts_from(stored, c))
     monkeypatch.undo()
     new = writer.commit(_artifacts_from(stored, c))
-    assert list(layout.generation_paths(key)) == [new["generation"]]
+    assert list(layout.generation_paths(key)) == [new.generation]
 
 
 def test_per_conversation_work_lists_no_shared_directory(s3_server, ctx, convs):
@@ -240,7 +240,7 @@ def test_per_conversation_work_lists_no_shared_directory(s3_server, ctx, convs):
     lists = [r.prefix for r in s3_server.requests() if r.bucket == bucket and r.kind == "LIST"]
     assert f"store/index/{key}/" in lists
     assert all(key in p for p in lists if "/_locks/" not in p), lists
-    assert list(StoreLayout(uri).generation_paths(key)) == [new["generation"]]
+    assert list(StoreLayout(uri).generation_paths(key)) == [new.generation]
 
 
 def _artifacts_from(stored, conv):
@@ -288,15 +288,14 @@ def test_commit_state_changes_when_a_conversation_commits(s3_server, ctx, convs)
     assert layout.commit_state() != s0
 
 
-def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server, monkeypatch):
-    monkeypatch.setattr(store_fs, "_settings", StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0,
-                                                          lock_poll_s=0.02, lock_settle_s=0.05))
+def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server):
+    settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
     uri = s3_server.bucket("lychee-lease") + "/store"
-    MemoryStoreWriter(uri)
+    layout = MemoryStoreWriter(uri, settings).layout
     inside, overlaps, order = [0], [0], []
 
     def worker(i: int) -> None:
-        with conversation_write_lock(uri, "c-1"):
+        with conversation_write_lock(layout, "c-1"):
             inside[0] += 1
             overlaps[0] = max(overlaps[0], inside[0])
             order.append(i)
@@ -309,8 +308,8 @@ def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server, mon
     for t in threads:
         t.join(30)
     assert sorted(order) == [0, 1, 2] and overlaps[0] == 1
-    layout = StoreLayout(uri)
     path = layout.write_lock_path("c-2")
+    assert path.settings is settings  # the lock path carries the store's settings, not a process-wide value
     held = flock_path(path)
     assert flock_path(path, blocking=False) is None  # held: refused at once
     release(held, path)
@@ -325,15 +324,12 @@ def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server, mon
 
 def test_index_cache_is_bounded_and_reused(local_and_s3, tmp_path, monkeypatch):
     _, uri = local_and_s3
-    monkeypatch.setattr(store_fs, "_settings", StoreConfig(cache_dir=str(tmp_path / "cache"), cache_max_bytes=1,
-                                                          lock_lease_s=60, lock_poll_s=0.1, lock_settle_s=0.0))
-    reader = MemoryStoreReader(uri)
+    reader = MemoryStoreReader(uri, StoreConfig(cache_dir=str(tmp_path / "cache"), cache_max_bytes=1))
     for cid in reader.conversation_ids():
         reader.load(cid)
     cached = list((tmp_path / "cache").iterdir())
     assert len(cached) == 1, "beyond the bound only the file just read stays"
-    monkeypatch.setattr(store_fs, "_settings", StoreConfig(cache_dir=str(tmp_path / "cache2"), cache_max_bytes=1 << 30,
-                                                          lock_lease_s=60, lock_poll_s=0.1, lock_settle_s=0.0))
+    reader = MemoryStoreReader(uri, StoreConfig(cache_dir=str(tmp_path / "cache2"), cache_max_bytes=1 << 30))
     cid = reader.conversation_ids()[0]
     reader.load(cid)
     files = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache2").iterdir()}
@@ -349,6 +345,31 @@ def test_index_cache_is_bounded_and_reused(local_and_s3, tmp_path, monkeypatch):
     reader.load(cid)
     assert {p.name for p in (tmp_path / "cache2").iterdir()} == {p.name for p in files}
     assert len(calls) == 3
+
+
+def test_memory_store_open_uses_the_given_config_store_settings(local_and_s3, tmp_path, monkeypatch):
+    """Issue 30: ``MemoryStore.open(path, cfg)`` from library code (no CLI, no configure call) uses
+    ``cfg.store`` — its index cache here — and two stores opened in one process with different
+    settings keep their own."""
+    _, uri = local_and_s3
+    monkeypatch.setenv("LYCHEE_CACHE_DIR", str(tmp_path / "default"))  # where the packaged default would cache
+    cfg_a = load_config(env={}, sets=[f"store.cache_dir={tmp_path / 'a'}"])
+    cfg_b = load_config(env={}, sets=[f"store.cache_dir={tmp_path / 'b'}"])
+    a = MemoryStore.open(uri, cfg_a, embedder=HashEmbedder(), llm="rules")
+    b = MemoryStore.open(uri, cfg_b, embedder=HashEmbedder(), llm="rules")
+    try:
+        cid = a.reader.conversation_ids()[0]
+        a.reader.load(cid)
+        assert len(list((tmp_path / "a").iterdir())) == 3  # records, nodes, turns indexes
+        assert not (tmp_path / "b").exists() and not (tmp_path / "default").exists()
+        b.reader.load(cid)
+        assert len(list((tmp_path / "b").iterdir())) == 3
+        assert not (tmp_path / "default").exists()
+        assert a.reader.layout.settings.cache_dir == str(tmp_path / "a")
+        assert StoreLayout(uri).settings == StoreConfig()  # a root opened without settings: packaged defaults
+    finally:
+        a.close()
+        b.close()
 
 
 def test_no_secret_from_the_uri_is_written_or_shown(s3_server, ctx, convs, caplog):

@@ -182,7 +182,7 @@ def test_append_during_delete_is_refused_and_busy_is_503(store, embedder):
         assert c.post(url, json={"turns": [turn]}, headers=AUTH).json()["stored_turn_ids"] == ["x1"]  # the retry
 
         # an erasure's first step: the conversation's "deleting" flag, holding its marker as the journal
-        layout.deleting_path(key).write_text(json.dumps(layout.read_marker(key)), encoding="utf-8")
+        layout.deleting_path(key).write_text(layout.read_marker(key).to_json(), encoding="utf-8")
         r = c.post(url, json={"turns": [{**turn, "turn_id": "x2"}]}, headers=AUTH)
         assert (r.status_code, r.json()["error"]) == (409, "conversation_deleting")  # refused, and told so
         assert c.post(f"/v1/conversations/{CID}/flush", headers=AUTH).status_code == 409
@@ -234,9 +234,9 @@ def test_idle_flush_encodes_the_open_tail(store, embedder):
         a = c.post("/v1/conversations/c-idle/turns", json={"turns": turns, "user_id": "u-1"}, headers=AUTH).json()
         assert a["open_turn_ids"] == ["i0", "i1", "i2"] and a["records_written"] == 0
         deadline = time.monotonic() + 30
-        while layout.read_marker(key)["open_turns"] and time.monotonic() < deadline:
+        while layout.read_marker(key).open_turns and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert layout.read_marker(key)["open_turns"] == 0 and layout.read_marker(key)["counts"]["records"] > 0
+        assert layout.read_marker(key).open_turns == 0 and layout.read_marker(key).counts.records > 0
         stats = c.get("/v1/admin/stats", headers=AUTH).json()["appends"]
         assert (stats["idle_flushes"], stats["idle_flush_errors"], stats["idle_flush_pending"]) == (1, 0, 0)
         assert with_turn(search(c, "c-idle", "Where is the cabin?"), "i0", records=True)

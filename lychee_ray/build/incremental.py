@@ -58,6 +58,8 @@ from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import Conversation, Session, Turn
 from lychee_ray.core.records import SegmentRow, segment_id
 from lychee_ray.io.store import MemoryStoreWriter, StoreLayout, conversation_key
+from lychee_ray.io.store.layout import as_layout
+from lychee_ray.io.store.marker import LastIncrement
 from lychee_ray.io.store.locks import ConversationDeleting, flock_path, is_deleting, release
 from lychee_ray.llm.usage import UsageLedger
 
@@ -71,13 +73,13 @@ DEFAULT_SESSION_ID = "s1"
 
 
 @contextmanager
-def write_lock(root: str | Path, conversation_id: str, timeout_s: float | None = None,
+def write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
                poll_s: float = 0.0) -> Iterator[None]:
     """Hold the conversation's one-writer lock (:mod:`lychee_ray.io.store.locks`, ``flock``: between
     processes and threads, released if the holder dies). ``timeout_s`` None waits as long as it
     takes; else :class:`ConversationBusy` after that long (trying every ``poll_s``).
     :class:`~lychee_ray.io.store.locks.ConversationDeleting` while the conversation is being erased."""
-    layout = StoreLayout(root)
+    layout = as_layout(root)
     if is_deleting(layout, conversation_id):
         raise ConversationDeleting(conversation_id)
     path = layout.write_lock_path(conversation_key(conversation_id))
@@ -110,7 +112,7 @@ class _AsyncLock:
         self._cm.__exit__(*exc)
 
 
-def async_write_lock(root: str | Path, conversation_id: str, timeout_s: float | None = None,
+def async_write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
                      poll_s: float = 0.0) -> _AsyncLock:
     """``async with async_write_lock(...)``: :func:`write_lock` without blocking the event loop."""
     return _AsyncLock(root, conversation_id, timeout_s, poll_s)
@@ -143,7 +145,7 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
     of the whole conversation (docs/incremental.md)."""
     if stored is None:
         return None, False
-    if stored.marker.get("fingerprint") != ctx.fingerprint:
+    if stored.marker.fingerprint != ctx.fingerprint:
         return "config_changed", False  # other segmenter/encoder settings or models: nothing carries over
     st = stored.segstate
     speakers = st["speakers"] if st else speakers_of(stored.conversation())
@@ -232,7 +234,7 @@ async def extend_conversation(
         timings={"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4),
                  "llm_latency": round(sum(u.latency_s for u in mine), 4)},
         known=None if fresh else stored.known,
-        extra={"last_increment": {"turns_added": len(new_turns), "segments_encoded": len(encoded), "rebuilt": reason}},
+        last_increment=LastIncrement(turns_added=len(new_turns), segments_encoded=len(encoded), rebuilt=reason),
     )
     before = {r.record_id for r in stored.records} if stored is not None else set()
     after = {r.record_id for r in records}
@@ -367,11 +369,11 @@ async def append_turns_async(
     bc = ctx.cfg.build
     create = bc.append_create if create is None else create
     cid = request.conversation_id
-    writer = MemoryStoreWriter(root)
-    async with async_write_lock(root, cid, bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
+    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    async with async_write_lock(writer.layout, cid, bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
                                 bc.append_lock_poll_s):
         t_lock = time.perf_counter()
-        marker = writer.commit_marker(cid)
+        marker = writer.current_marker(cid)  # under the lock (a version-1 marker is migrated)
         stored = None
         if marker is None:
             if not create:
@@ -380,12 +382,12 @@ async def append_turns_async(
                 raise UserIdRequired(cid)
             user = request.user_id
         else:
-            user = marker.get("user_id") or cid
+            user = marker.owner
             if request.user_id is not None and request.user_id != user:
                 raise OwnerMismatch(cid, user, request.user_id)
-            if marker.get("fingerprint") != ctx.fingerprint:
-                raise ConfigMismatch(cid, str(marker.get("fingerprint")), ctx.fingerprint)
-            stored = await asyncio.to_thread(load_stored, root, marker)
+            if marker.fingerprint != ctx.fingerprint:
+                raise ConfigMismatch(cid, str(marker.fingerprint), ctx.fingerprint)
+            stored = await asyncio.to_thread(load_stored, writer.layout, marker)
         conv, new, dups = merge_turns(stored, request, user)
         timings = {"lock": (t_lock - t0) * 1e3}
         inc = Increment(None, open_turn_ids=_open_turns(stored.segstate, stored.rows) if stored else [])
@@ -400,7 +402,7 @@ async def append_turns_async(
         conversation_id=cid, user_id=user, created=marker is None and committed is not None, stored_turn_ids=new,
         duplicate_turn_ids=dups, segments_encoded=inc.encoded, segments_failed=inc.failed,
         records_written=inc.records_written, records_removed=inc.records_removed, open_turn_ids=inc.open_turn_ids,
-        generation=committed["generation"] if committed else None, committed_at=committed["committed_at"] if committed else None,
+        generation=committed.generation if committed else None, committed_at=committed.committed_at if committed else None,
         rebuilt=inc.rebuilt, timings_ms={k: round(v, 3) for k, v in timings.items()},
     )
 

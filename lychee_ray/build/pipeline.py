@@ -33,6 +33,7 @@ from lychee_ray.build.segment import (
     turn_embedding_text,
 )
 from lychee_ray.io.store import ConversationArtifacts, ConversationData
+from lychee_ray.io.store.marker import BuildInfo, LastIncrement
 from lychee_ray.io.store.writer import turns_digest
 from lychee_ray.text.time.normalise import make_resolver
 
@@ -223,7 +224,7 @@ async def assemble_artifacts(
     tokens: dict[str, dict[str, int]],
     timings: dict[str, float],
     known: KnownVectors | None = None,
-    extra: dict[str, Any] | None = None,
+    last_increment: LastIncrement | None = None,
 ) -> ConversationArtifacts:
     """Nodes (rebuilt from all records), vectors (embedding only what ``known`` lacks, in one call)
     and the commit marker's fields around a conversation's segment rows and records."""
@@ -253,18 +254,18 @@ async def assemble_artifacts(
         turn_vectors=np.asarray(turn_vectors, dtype=np.float32),
         fingerprint=ctx.fingerprint,
         segstate=segstate,
-        extra={
-            "backend": ctx.encoder.backend,
-            "model": ctx.encoder.model,
-            "embedder": ctx.embedder_name,
-            "embedding_dim": ctx.embed_dim,
-            "tokens": tokens,
-            "timings_s": {**timings, "index": round(time.perf_counter() - t0, 4)},
-            "mean_turns_per_segment": round(conv.num_turns / max(1, len(rows)), 3),
-            "quality": segments_quality(rows).report(),
-            "turns_digest": turns_digest(turns),
-            **(extra or {}),
-        },
+        info=BuildInfo(
+            backend=ctx.encoder.backend,
+            model=ctx.encoder.model,
+            embedder=ctx.embedder_name,
+            embedding_dim=ctx.embed_dim,
+            tokens=tokens,
+            timings_s={**timings, "index": round(time.perf_counter() - t0, 4)},
+            mean_turns_per_segment=round(conv.num_turns / max(1, len(rows)), 3),
+            quality=segments_quality(rows).report(),
+            turns_digest=turns_digest(turns),
+            last_increment=last_increment,
+        ),
     )
 
 

@@ -32,8 +32,9 @@ from lychee_ray.build.incremental import async_write_lock, extend_conversation
 from lychee_ray.build.stored import check_history, load_stored
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.io.store.locks import ConversationDeleting
-from lychee_ray.io.store.fs import configure as configure_store
 from lychee_ray.io.store.gc import collect_garbage
+from lychee_ray.io.store.marker import CommitMarker
+from lychee_ray.io.store.migrate import migrate_if_needed
 from lychee_ray.io.store.writer import turns_digest
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, compact, read_part
@@ -66,7 +67,6 @@ def make_context(
     cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, limiter: RateLimiter | None = None
 ) -> BuildContext:
     """Embedder (batched across conversations in flight) + encoder + usage ledger for one process."""
-    configure_store(cfg.store)  # this process's index cache and lease locks (remote stores)
     embedder = embedder or get_embedder(cfg.embedding, cfg.llm)
     batcher = AsyncBatchEmbedder(embedder, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
     encoder = make_encoder(cfg, backend, limiter)
@@ -162,10 +162,10 @@ def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
     return out
 
 
-def _unchanged(conv: Conversation, marker: dict[str, Any]) -> bool:
+def _unchanged(conv: Conversation, marker: CommitMarker) -> bool:
     """The stored conversation has exactly these turns and no open tail (``turns_digest`` of the marker)."""
-    digest = marker.get("turns_digest")
-    if digest is None or marker.get("open_turns"):
+    digest = marker.turns_digest
+    if digest is None or marker.open_turns:
         return False
     return digest == turns_digest(pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA))
 
@@ -178,7 +178,7 @@ class ConversationProcessor:
                  on_conflict: str | None = None) -> None:
         self.ctx = ctx
         self.writer = writer
-        self.reader = MemoryStoreReader(writer.root)
+        self.reader = MemoryStoreReader(writer.layout)
         self.run_id = run_id
         self.retry_failed = retry_failed
         # a stored conversation whose input rewrote its history: "error" (quarantine) or "rebuild"
@@ -201,7 +201,7 @@ class ConversationProcessor:
         try:
             # one writer per conversation (an append may be committing it right now), from reading
             # its stored state to committing the next generation
-            async with async_write_lock(self.writer.root, cid):
+            async with async_write_lock(self.writer.layout, cid):
                 return await self._process_locked(item, conv, warnings, t0)
         except ConversationDeleting as e:
             return Outcome("failed", cid, "deleting", str(e), item.file, item.line, wall_s=time.perf_counter() - t0,
@@ -209,12 +209,12 @@ class ConversationProcessor:
 
     async def _process_locked(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float) -> Outcome:
         cid = conv.conversation_id
-        marker = self.writer.commit_marker(cid)
+        marker = self.writer.current_marker(cid)  # we hold its write lock (a version-1 marker is migrated)
         previous = None
-        if marker is not None and marker.get("fingerprint") == self.fingerprint:
-            if not (self.retry_failed and marker.get("counts", {}).get("failed_segments", 0) > 0):
+        if marker is not None and marker.fingerprint == self.fingerprint:
+            if not (self.retry_failed and marker.counts.failed_segments > 0):
                 if _unchanged(conv, marker):
-                    return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+                    return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
                 return await self._increment(item, conv, marker, warnings, t0)
             self.reader.refresh()
             previous = self.reader.load(cid)
@@ -235,18 +235,18 @@ class ConversationProcessor:
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
                            wall_s=time.perf_counter() - t0, warnings=warnings)
-        return Outcome("built", cid, counts=marker["counts"], tokens=marker.get("tokens", {}),
-                       quality=marker.get("quality") or {}, file=item.file,
+        return Outcome("built", cid, counts=marker.counts.as_dict(), tokens=marker.tokens,
+                       quality=marker.quality or {}, file=item.file,
                        line=item.line, wall_s=time.perf_counter() - t0, warnings=warnings)
 
-    async def _increment(self, item: AdapterItem, conv: Conversation, marker: dict[str, Any], warnings: list[str],
+    async def _increment(self, item: AdapterItem, conv: Conversation, marker: CommitMarker, warnings: list[str],
                          t0: float) -> Outcome:
         """A stored conversation met again: append its new turns (docs/incremental.md), skip it when
         nothing is new, or stop at a rewritten history (stage ``conflict``) unless ``on_conflict`` rebuilds."""
         cid = conv.conversation_id
         stage = "increment"
         try:
-            stored = await asyncio.to_thread(load_stored, self.writer.root, marker)
+            stored = await asyncio.to_thread(load_stored, self.writer.layout, marker)
             try:
                 check_history(stored, conv)
             except IncrementError as e:
@@ -255,24 +255,24 @@ class ConversationProcessor:
                     return await self._build(item, conv, warnings, t0)
                 return Outcome("failed", cid, "conflict", str(e), item.file, item.line,
                                wall_s=time.perf_counter() - t0, warnings=warnings)
-            if conv.num_turns == stored.num_turns and not marker.get("open_turns"):
-                return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+            if conv.num_turns == stored.num_turns and not marker.open_turns:
+                return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
             inc = await extend_conversation(stored, conv, self.ctx, finish=True, ledger_start=len(self.ctx.ledger))
             if inc.artifacts is None:
-                return Outcome("skipped", cid, counts=marker.get("counts", {}), file=item.file, line=item.line)
+                return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
             stage = "commit"
             marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True)
         except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
                            wall_s=time.perf_counter() - t0, warnings=warnings)
-        return Outcome("built", cid, counts=marker["counts"], tokens=inc.tokens, quality=inc.quality, file=item.file,
+        return Outcome("built", cid, counts=marker.counts.as_dict(), tokens=inc.tokens, quality=inc.quality, file=item.file,
                        line=item.line, wall_s=time.perf_counter() - t0, warnings=warnings, appended=bool(inc.new_turn_ids))
 
     def _with_previous_usage(self, cid: str, new):
         import pyarrow as pa
 
-        old = read_part(self.writer.root, "usage", self.reader.markers[cid])
+        old = read_part(self.writer.layout, "usage", self.reader.markers[cid])
         return pa.concat_tables([old, new.cast(old.schema)]) if old.num_rows else new
 
 
@@ -400,8 +400,8 @@ def finish_run(
     writer.write_errors(summary.errors + summary.warnings, run_id=run_id)
     writer.release_claims(run_id)
     if conversations_per_file > 0:
-        compact(writer.root, conversations_per_file)
-    swept = collect_garbage(writer.root)
+        compact(writer.layout, conversations_per_file)
+    swept = collect_garbage(writer.layout)
     if swept.files_removed:
         log.info("removed %d unreferenced file(s) (%d bytes) left by crashed writers", swept.files_removed, swept.bytes_freed)
     writer.write_manifest(info)
@@ -440,7 +440,8 @@ def run_local_build_items(
     t0 = time.perf_counter()
     backend = resolve_backend(cfg.llm, backend)
     ctx = ctx or make_context(cfg, backend)
-    writer = MemoryStoreWriter(out)
+    writer = MemoryStoreWriter(out, cfg.store)
+    migrate_if_needed(writer.layout)  # a store written by an older version: to the current layout first
     run_id = f"local-{uuid.uuid4().hex[:8]}"
     processor = ConversationProcessor(ctx, writer, run_id, retry_failed, on_conflict)
     summary = BuildSummary()

@@ -19,9 +19,10 @@ from lychee_ray.build.append_types import HistoryConflict, OwnerMismatch
 from lychee_ray.build.pipeline import KnownVectors
 from lychee_ray.core.conversation import Conversation, Session, Turn
 from lychee_ray.core.records import MemoryRecord, SegmentRow
-from lychee_ray.io.store import StoreLayout, read_part
-from lychee_ray.io.store.index import read_index
-from lychee_ray.io.store.reader import read_segstate
+from lychee_ray.io.store import StoreLayout
+from lychee_ray.io.store.layout import as_layout
+from lychee_ray.io.store.marker import CommitMarker
+from lychee_ray.io.store.reader import load_generation, read_segstate
 from lychee_ray.io.store.writer import TURN_IDENTITY, turn_identity
 
 # Where a turn sits (checked as order) vs what it says (checked as content).
@@ -45,7 +46,7 @@ def index_vectors(index: Any, n_rows: int) -> dict[int, np.ndarray]:
 class StoredConversation:
     """One committed generation of a conversation, as an incremental build needs it."""
 
-    marker: dict[str, Any]
+    marker: CommitMarker
     turns: pa.Table
     rows: list[SegmentRow]
     records: list[MemoryRecord]
@@ -56,11 +57,11 @@ class StoredConversation:
 
     @property
     def conversation_id(self) -> str:
-        return self.marker["conversation_id"]
+        return self.marker.conversation_id
 
     @property
     def user_id(self) -> str:
-        return self.marker.get("user_id") or self.conversation_id
+        return self.marker.owner
 
     @property
     def num_turns(self) -> int:
@@ -87,12 +88,11 @@ class StoredConversation:
         return Conversation(conversation_id=self.conversation_id, user_id=self.user_id, sessions=ordered)
 
 
-def load_stored(root: str | Path | StoreLayout, marker: dict[str, Any]) -> StoredConversation:
+def load_stored(root: str | Path | StoreLayout, marker: CommitMarker) -> StoredConversation:
     """Read the generation ``marker`` names (own parts or compacted row groups, indexes, segmenter state)."""
-    layout = root if isinstance(root, StoreLayout) else StoreLayout(root)
-    tables = {t: read_part(layout, t, marker) for t in ("records", "nodes", "turns", "segments", "usage")}
-    idx_dir = layout.marker_index_dir(marker)
-    idx = {name: read_index(idx_dir / f"{name}.faiss") for name in ("records", "nodes", "turns")}
+    layout = as_layout(root)
+    data = load_generation(layout, marker)  # every table of the generation, its indexes (io/store/reader.py)
+    tables, idx = data.tables, data.indexes
     records = [MemoryRecord.from_row(r) for r in tables["records"].to_pylist()]
     rows = sorted((SegmentRow.model_validate(r) for r in tables["segments"].to_pylist()), key=lambda r: r.index)
     n_turns = tables["turns"].num_rows
@@ -105,7 +105,7 @@ def load_stored(root: str | Path | StoreLayout, marker: dict[str, Any]) -> Store
         nodes={node_keys[i]: v for i, v in index_vectors(idx["nodes"], len(node_keys)).items()},
     )
     return StoredConversation(marker=marker, turns=tables["turns"], rows=rows, records=records, usage=tables["usage"],
-                              turn_vectors=turn_vectors, known=known, segstate=read_segstate(root, marker))
+                              turn_vectors=turn_vectors, known=known, segstate=read_segstate(layout, marker))
 
 
 def check_history(stored: StoredConversation, conv: Conversation) -> int:

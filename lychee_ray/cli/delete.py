@@ -2,7 +2,7 @@
 
 Removes every trace of the conversation (or of all of the user's conversations) from the store
 directory — Parquet rows of every table (also inside compacted files), FAISS indexes, commit
-markers, claims, staging and writer state, ``errors/`` rows — and updates the manifest
+markers, claims and writer state, ``errors/`` rows — and updates the manifest
 (:mod:`lychee_ray.io.store.erase`; docs/erasure.md). Running services drop it on their next request.
 
 Asks for confirmation when stdin is a terminal, unless ``--yes``. Exit codes: 0 erased; 1 not
@@ -45,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if scope == "conversation":
         found = [args.conversation] if layout.read_marker(conversation_key(args.conversation)) else []
     else:
-        found = sorted(m["conversation_id"] for m in layout.iter_markers()
-                       if (m.get("user_id") or m["conversation_id"]) == args.user)
+        found = sorted(m.conversation_id for m in layout.iter_markers() if m.owner == args.user)
     if not args.yes and sys.stdin.isatty():
         what = (f"conversation {ident!r}" if scope == "conversation"
                 else f"user {ident!r} ({len(found)} conversation{'s' if len(found) != 1 else ''}: {', '.join(found[:5])}"
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             print("not confirmed: nothing was deleted", file=sys.stderr)
             return EXIT_FAILED
     try:
-        report = erase_conversation(args.memory, ident) if scope == "conversation" else erase_user(args.memory, ident)
+        report = erase_conversation(layout, ident) if scope == "conversation" else erase_user(layout, ident)
     except NothingToErase as e:
         raise CliError("unknown_conversation", f"unknown {e.scope} {e.ident!r} in {args.memory}: nothing deleted",
                        EXIT_USAGE) from None

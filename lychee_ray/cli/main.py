@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "lychee_ray.cli.verify",
     "lychee_ray.cli.stats",
     "lychee_ray.cli.delete",
+    "lychee_ray.cli.migrate",
     "lychee_ray.cli.eval_seg",
     "lychee_ray.cli.query",
     "lychee_ray.cli.serve",
@@ -40,12 +41,9 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> LycheeConfig:
-    """Effective config for a parsed command line (its ``store`` settings apply to this process)."""
-    from lychee_ray.io.store.fs import configure as configure_store
-
-    cfg = load_config(files=getattr(args, "config", []), sets=getattr(args, "set", []))
-    configure_store(cfg.store)
-    return cfg
+    """Effective config for a parsed command line (commands pass its ``store`` section to the store
+    they open: :class:`~lychee_ray.io.store.StoreLayout`)."""
+    return load_config(files=getattr(args, "config", []), sets=getattr(args, "set", []))
 
 
 def _add_global_flags(p: argparse.ArgumentParser, default: object) -> None:

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         cfg.serve.replicas = args.replicas
     s = cfg.serve
     root = store_root(args.memory)  # a directory or a pyarrow.fs URI (s3://bucket/prefix)
-    layout = StoreLayout(root)
+    layout = StoreLayout(root, cfg.store)
     if not layout.is_store():
         print(f"lychee-ray serve: {NotAStoreError(root)}", file=sys.stderr)
         return 2

@@ -35,10 +35,10 @@ def store_quality(memory: str, conversation: str | None = None) -> dict[str, Any
     total = QualityCounts()
     per: dict[str, Any] = {}
     for m in layout.iter_markers():
-        cid = m["conversation_id"]
+        cid = m.conversation_id
         if conversation is not None and cid != conversation:
             continue
-        q = QualityCounts.from_report(m.get("quality"))
+        q = QualityCounts.from_report(m.quality)
         per[cid] = q.report()
         total.add(q)
     if conversation is not None and not per:

@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
+from lychee_ray.config.store import StoreConfig
+from lychee_ray.io.store import CommitMarker, NotAStoreError, StoreLayout, read_part
 from lychee_ray.io.store.fs import read_parquet
 
 
@@ -32,15 +33,16 @@ class ConversationRow:
         return asdict(self)
 
 
-def open_layout(root: str | Path) -> StoreLayout:
-    """The store's layout; :class:`NotAStoreError` when ``root`` is not a store."""
-    layout = StoreLayout(root)
+def open_layout(root: str | Path, settings: StoreConfig | None = None) -> StoreLayout:
+    """The store's layout (with the ``store`` settings of the command's config, when it has one);
+    :class:`NotAStoreError` when ``root`` is not a store."""
+    layout = StoreLayout(root, settings)
     if not layout.is_store():
         raise NotAStoreError(root)
     return layout
 
 
-def _sessions(layout: StoreLayout, marker: dict[str, Any]) -> int | None:
+def _sessions(layout: StoreLayout, marker: CommitMarker) -> int | None:
     """Distinct sessions among the conversation's turns (None when its turns part is unreadable)."""
     try:
         col = read_part(layout, "turns", marker, columns=["session_id"]).column(0)
@@ -62,9 +64,9 @@ def conversation_rows(layout: StoreLayout) -> list[ConversationRow]:
     """Built conversations (by id), then the ones that failed and were never built."""
     out: list[ConversationRow] = []
     for m in layout.iter_markers():
-        c = m.get("counts", {})
-        out.append(ConversationRow(m["conversation_id"], "built", m.get("user_id"), _sessions(layout, m), c.get("turns"),
-                                   c.get("records"), c.get("failed_segments"), m.get("committed_at"), m.get("key")))
+        c = m.counts
+        out.append(ConversationRow(m.conversation_id, "built", m.user_id, _sessions(layout, m), c.turns,
+                                   c.records, c.failed_segments, m.committed_at, m.key))
     out.sort(key=lambda r: r.conversation_id)
     built = {r.conversation_id for r in out}
     failed: dict[str, str | None] = {}

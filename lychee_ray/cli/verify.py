@@ -6,6 +6,7 @@ import argparse
 import json
 
 from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.io.store import StoreLayout
 from lychee_ray.io.store.gc import collect_garbage, garbage_paths
 from lychee_ray.io.verify import verify_store
 
@@ -21,12 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config_from_args(args)  # applies the store settings to this process
-    report = verify_store(args.memory)
+    layout = StoreLayout(args.memory, config_from_args(args).store)  # garbage age, cache: this run's settings
+    report = verify_store(layout)
     if args.collect_garbage:
-        swept = collect_garbage(args.memory)
+        swept = collect_garbage(layout)
         report["garbage_removed"] = {"files": swept.files_removed, "bytes": swept.bytes_freed}
     else:
-        report["garbage"] = len(garbage_paths(args.memory))  # unreferenced paths old enough to sweep
+        report["garbage"] = len(garbage_paths(layout))  # unreferenced paths old enough to sweep
     print(json.dumps(report, indent=1))
     return 0 if report["ok"] else 1

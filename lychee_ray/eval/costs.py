@@ -28,8 +28,8 @@ from lychee_ray.core.conversation import Conversation
 from lychee_ray.eval.datasets import Dataset
 from lychee_ray.eval.layout import RunLayout
 from lychee_ray.eval.stores import StoreInfo, markers_for
-from lychee_ray.io.store import StoreLayout, read_part
-from lychee_ray.io.store.fs import parquet_file
+from lychee_ray.io.store import CommitMarker, StoreLayout, read_part
+from lychee_ray.io.store.reader import conversation_bytes as store_conversation_bytes
 from lychee_ray.llm.schema import schema_for
 from lychee_ray.text.tokens import count_tokens
 
@@ -37,12 +37,11 @@ log = logging.getLogger(__name__)
 
 # Marker timings that make up a conversation's build time.
 BUILD_STAGES = ("segment", "encode", "index")
-STORE_TABLES = ("records", "nodes", "turns", "segments", "usage")
 # Cached estimates of another version are redone (2: split and truncated turns count their pieces).
 ESTIMATE_VERSION = 2
 
 
-def usage_totals(path: Path, marker: dict[str, Any]) -> dict[str, Any]:
+def usage_totals(path: Path, marker: CommitMarker) -> dict[str, Any]:
     """Encode-stage tokens of one conversation from the store's usage table (marker tokens as fallback)."""
     out = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "calls": 0, "estimated": False}
     try:
@@ -56,7 +55,7 @@ def usage_totals(path: Path, marker: dict[str, Any]) -> dict[str, Any]:
         out["calls"] = len(rows)
         return out
     except (FileNotFoundError, OSError, KeyError, pa.ArrowInvalid):
-        tok = (marker.get("tokens") or {}).get("encode") or {}
+        tok = marker.tokens.get("encode") or {}
         for k in ("prompt_tokens", "completion_tokens", "cached_tokens", "calls"):
             out[k] = int(tok.get(k, 0))
         return out
@@ -159,29 +158,11 @@ def estimate_encode_tokens(conv: Conversation, records: pa.Table, segments: pa.T
     return {"prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": 0, "calls": calls, "estimated": True}
 
 
-def conversation_bytes(root: Path, marker: dict[str, Any], tables: Iterable[str] = STORE_TABLES,
+def conversation_bytes(root: Path, marker: CommitMarker, tables: Iterable[str] | None = None,
                        indexes: Iterable[str] | None = None) -> int:
-    """On-disk bytes of one conversation: its Parquet parts (compressed row groups when compacted) + index files."""
-    layout = StoreLayout(root)
-    total = 0
-    loc = marker.get("location") or {}
-    for t in tables:
-        if t in loc:
-            try:
-                rg = parquet_file(layout.table_dir(t) / loc[t]["file"]).metadata.row_group(loc[t]["row_group"])
-                total += sum(rg.column(i).total_compressed_size for i in range(rg.num_columns))
-            except (OSError, IndexError):
-                pass
-        else:
-            p = layout.marker_part_path(t, marker)
-            total += p.stat().st_size if p.exists() else 0
-    idx = layout.marker_index_dir(marker)
-    if idx.is_dir():
-        wanted = None if indexes is None else set(indexes)
-        for f in idx.iterdir():
-            if wanted is None or f.stem in wanted:
-                total += f.stat().st_size
-    return total
+    """On-disk bytes of one conversation (every table of the store's registry unless ``tables``):
+    :func:`lychee_ray.io.store.reader.conversation_bytes`."""
+    return store_conversation_bytes(StoreLayout(root), marker, tables, indexes)
 
 
 def _cached_estimates(path: Path) -> dict[str, Any]:
@@ -205,23 +186,22 @@ def construction_costs(info: StoreInfo, ds: Dataset, run_dir: Path) -> dict[str,
     for cid, m in markers.items():
         if info.backend == "rules":
             c = cache.get(cid)
-            if c is None or c.get("committed_at") != m.get("committed_at") or c.get("estimate_version") != ESTIMATE_VERSION:
+            if c is None or c.get("committed_at") != m.committed_at or c.get("estimate_version") != ESTIMATE_VERSION:
                 tok = estimate_encode_tokens(convs[cid], read_part(info.path, "records", m), read_part(info.path, "segments", m),
                                              info.cfg)
-                c = cache[cid] = {**tok, "committed_at": m.get("committed_at"), "estimate_version": ESTIMATE_VERSION}
+                c = cache[cid] = {**tok, "committed_at": m.committed_at, "estimate_version": ESTIMATE_VERSION}
                 dirty = True
             tok = {k: v for k, v in c.items() if k not in ("committed_at", "estimate_version")}
             tok["real_calls"] = 0
         else:
             tok = usage_totals(info.path, m)
             tok["real_calls"] = tok["calls"]
-        timings = m.get("timings_s") or {}
-        counts = m.get("counts", {})
+        timings = m.timings_s
         out[cid] = {
             **tok,
-            "segments": int(counts.get("segments", 0)),
-            "records": int(counts.get("records", 0)),
-            "turns": int(counts.get("turns", 0)),
+            "segments": m.counts.segments,
+            "records": m.counts.records,
+            "turns": m.counts.turns,
             "build_s": round(sum(float(timings.get(k, 0.0)) for k in BUILD_STAGES), 4),
             "timings_s": {k: timings.get(k) for k in BUILD_STAGES},
             "store_bytes": conversation_bytes(info.path, m),

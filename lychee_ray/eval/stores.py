@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from lychee_ray.build.segment import resolve_exchange_mode
 from lychee_ray.config import LycheeConfig
@@ -21,7 +21,7 @@ from lychee_ray.eval.datasets import Dataset
 from lychee_ray.eval.layout import RunLayout
 from lychee_ray.eval.resume import RunState
 from lychee_ray.eval.variants import Variant, build_config, build_key, expected_fingerprint, fixed_window_for
-from lychee_ray.io.store import StoreLayout, conversation_key, iter_markers
+from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key, iter_markers
 
 if TYPE_CHECKING:  # the build runner is heavy; only its summary type is named here
     from lychee_ray.build.runner import BuildSummary
@@ -59,15 +59,15 @@ def store_has(path: Path, conversation_ids: Iterable[str], fingerprint: str) -> 
         return False
     for cid in conversation_ids:
         m = layout.read_marker(conversation_key(cid))
-        if m is None or m.get("fingerprint") != fingerprint:
+        if m is None or m.fingerprint != fingerprint:
             return False
     return True
 
 
-def markers_for(path: Path, conversation_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+def markers_for(path: Path, conversation_ids: Iterable[str]) -> dict[str, CommitMarker]:
     """Commit markers of the given conversations that ``path`` holds, by conversation id."""
     wanted = set(conversation_ids)
-    return {m["conversation_id"]: m for m in iter_markers(path) if m["conversation_id"] in wanted}
+    return {m.conversation_id: m for m in iter_markers(path) if m.conversation_id in wanted}
 
 
 def ensure_store(info: StoreInfo, ds: Dataset, input_path: Path, run_dir: Path, state: RunState,
@@ -121,8 +121,8 @@ def turns_per_exchange(ds: Dataset, cfg: LycheeConfig) -> float:
 def mean_turns_per_segment(path: Path, conversation_ids: Iterable[str]) -> float | None:
     """Mean turns per segment over the given conversations' commit markers (None without segments)."""
     ms = markers_for(path, conversation_ids).values()
-    turns = sum(m.get("counts", {}).get("turns", 0) for m in ms)
-    segs = sum(m.get("counts", {}).get("segments", 0) for m in ms)
+    turns = sum(m.counts.turns for m in ms)
+    segs = sum(m.counts.segments for m in ms)
     return turns / segs if segs else None
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from lychee_ray.core.quality import QualityCounts
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import MarkerError, MemoryStoreReader, StoreLayout
 from lychee_ray.io.store.reader import read_segstate
+from lychee_ray.io.store.tables import indexed_tables
 
 
 def verify_conversation(reader: MemoryStoreReader, conversation_id: str) -> list[str]:
@@ -36,9 +37,14 @@ def verify_conversation(reader: MemoryStoreReader, conversation_id: str) -> list
     for nid, members in zip(node_ids, d.nodes.column("record_ids").to_pylist()):
         if not members or not set(members) <= recs:
             problems.append(f"node {nid}: records missing")
-    if d.ids["records"] != rec_ids or d.ids["nodes"] != node_ids or d.ids["turns"] != turn_ids:
-        problems.append("ids.json does not match the Parquet row order")
-    if d.record_index.ntotal != len(rec_ids) or d.turn_index.ntotal != len(turn_ids) or d.node_index.ntotal > len(node_ids):
+    for spec in indexed_tables():  # every table with a vector index (io/store/tables.py)
+        assert spec.index is not None
+        ids = d.tables[spec.name].column(spec.index.id_column).to_pylist() if spec.name in d.tables else None
+        if ids is None or d.ids.get(spec.name) != ids:
+            problems.append(f"ids.json does not match the Parquet row order of {spec.name}")
+        elif d.indexes[spec.name].ntotal > len(ids):
+            problems.append(f"the {spec.name} index has more vectors than rows")
+    if d.record_index.ntotal != len(rec_ids) or d.turn_index.ntotal != len(turn_ids):  # every record and turn has one
         problems.append("FAISS index sizes do not match the tables")
     problems += _coverage_problems(reader, conversation_id, d.segments, turn_ids)
     problems += _quality_problems(d.segments.to_pylist(), len(rec_ids))
@@ -55,7 +61,7 @@ def _coverage_problems(reader: MemoryStoreReader, conversation_id: str, segments
     seg_turns = [t for ts in segments.column("turn_ids").to_pylist() for t in ts]
     if not set(seg_turns) <= turns:
         out.append(f"segments name unknown turns {sorted(set(seg_turns) - turns)[:5]}")
-    state = read_segstate(reader.root, reader.markers[conversation_id])
+    state = read_segstate(reader.layout, reader.markers[conversation_id])
     open_tail = set((state or {}).get("open_turn_ids", []))
     uncovered = turns - set(seg_turns)
     if not uncovered <= open_tail:
@@ -85,16 +91,21 @@ def _quality_problems(segments: list[dict[str, Any]], records: int) -> list[str]
     return out
 
 
-def verify_store(root: str | Path) -> dict[str, Any]:
+def verify_store(root: str | Path | StoreLayout) -> dict[str, Any]:
     """Check every committed conversation; returns a JSON-able report."""
     reader = MemoryStoreReader(root)
     report: dict[str, Any] = {"conversations": 0, "records": 0, "nodes": 0, "turns": 0, "failed_segments": 0, "problems": {}}
     for cid in reader.conversation_ids():
         report["conversations"] += 1
-        counts = reader.markers[cid].get("counts", {})
-        for k in ("records", "nodes", "turns", "failed_segments"):
-            report[k] += int(counts.get(k, 0))
-        found = verify_conversation(reader, cid)
+        counts = reader.markers[cid].counts
+        report["records"] += counts.records
+        report["nodes"] += counts.nodes
+        report["turns"] += counts.turns
+        report["failed_segments"] += counts.failed_segments
+        try:
+            found = verify_conversation(reader, cid)
+        except MarkerError as e:  # e.g. a version-1 fixed-path marker: `lychee-ray migrate` first
+            found = [f"{e.kind}: {e}"]
         if found:
             report["problems"][cid] = found[:20]
     report["ok"] = not report["problems"]

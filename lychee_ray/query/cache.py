@@ -39,7 +39,7 @@ class ConversationCache:
         marker = self.reader.markers.get(conversation_id)
         if marker is None:
             raise UnknownConversation(conversation_id)
-        stamp = marker.get("committed_at")
+        stamp = marker.committed_at
         with self._lock:
             v = self._items.get(conversation_id)
             if v is not None and v.committed_at == stamp:

@@ -95,10 +95,10 @@ class MemoryStore:
         reranker: CrossEncoderReranker | None = None,
         cache_max_bytes: int = 0,
     ) -> None:
-        self.root = store_root(root)
         self.config = config or load_config()
+        self.root = store_root(root, self.config.store)  # a remote root carries this config's store settings
         self.qcfg: QueryConfig = self.config.query
-        self.reader = MemoryStoreReader(self.root)
+        self.reader = MemoryStoreReader(self.root, self.config.store)
         self.cache = ConversationCache(self.reader, self.qcfg.max_conversations, self.qcfg.recall.bm25_k1, self.qcfg.recall.bm25_b,
                                        max_bytes=cache_max_bytes)
         self._embedder = embedder
@@ -213,7 +213,7 @@ class MemoryStore:
         m = self.reader.markers.get(conversation_id)
         if m is None:
             raise UnknownConversation(conversation_id)
-        return m.get("user_id") or conversation_id
+        return m.owner
 
     def scope(self, conversation_id: str | None, user_id: str | None) -> list[str]:
         """The conversations a query may read: one conversation, or all of a user's."""

@@ -35,6 +35,7 @@ from lychee_ray.build.runner import (
     row_to_item,
 )
 from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store.migrate import migrate_if_needed
 from lychee_ray.io.store.fs import root_string
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class ConversationBuilder:
         configure_logging()
         cfg = LycheeConfig.model_validate_json(cfg_json)
         ctx = make_context(cfg, backend, limiter=RayRateLimiter(limiter) if limiter is not None else None)
-        self.processor = ConversationProcessor(ctx, MemoryStoreWriter(out), run_id, retry_failed, on_conflict)
+        self.processor = ConversationProcessor(ctx, MemoryStoreWriter(out, cfg.store), run_id, retry_failed, on_conflict)
         self.in_flight = cfg.build.conversations_in_flight
         self._sem: asyncio.Semaphore | None = None
 
@@ -196,7 +197,8 @@ def run_ray_build(
     backend = resolve_backend(cfg.llm, backend)
     init_ray(cfg)
     out = root_string(out)  # an absolute path or a URI: workers may run on other nodes
-    writer = MemoryStoreWriter(out)
+    writer = MemoryStoreWriter(out, cfg.store)
+    migrate_if_needed(writer.layout)  # a store written by an older version: to the current layout first
     run_id = f"ray-{uuid.uuid4().hex[:8]}"
     files = input_files(fmt, input_path) if items is None else []
     limiter = None

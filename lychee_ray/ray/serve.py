@@ -34,7 +34,7 @@ from ray import serve
 
 from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.io.store import NotAStoreError, StoreLayout
-from lychee_ray.io.store.fs import configure as configure_store, root_string
+from lychee_ray.io.store.fs import root_string
 from lychee_ray.ray.runtime import quiet_environment, ray_init_kwargs, console_muted
 from lychee_ray.serve import MemoryService, create_app
 
@@ -140,9 +140,8 @@ def store_location(memory: str | Path) -> str:
 def build_application(memory: str | Path, cfg: LycheeConfig, *, env_vars: dict[str, str] | None = None) -> Any:
     """The bound Serve application for ``memory`` (a local path or a store URI; not yet running);
     raises :class:`NotAStoreError` when nothing there is a store."""
-    configure_store(cfg.store)  # object-store settings for the check below (replicas configure their own)
     root = store_location(memory)
-    if not StoreLayout(root).is_store():
+    if not StoreLayout(root, cfg.store).is_store():
         raise NotAStoreError(root)
     return MemoryDeployment.options(**deployment_options(cfg, env_vars=env_vars)).bind(root, cfg.model_dump(mode="json"))
 

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, IncrementError
 from lychee_ray.config import LycheeConfig
-from lychee_ray.io.store import StoreLayout, conversation_key
+from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key
 from lychee_ray.io.store.fs import StorePath, store_root
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.serve.errors import ErrorCode, ServiceError
@@ -103,7 +103,7 @@ class MarkerWatch:
         for cid in cids:
             m = markers.get(cid)
             try:
-                sig = self._signature(self.layout.marker_path(m["key"] if m is not None else conversation_key(cid)))
+                sig = self._signature(self.layout.marker_path(m.key if m is not None else conversation_key(cid)))
             except FileNotFoundError:
                 gone = gone or m is not None
                 self._seen.pop(cid, None)
@@ -133,7 +133,7 @@ class IdleFlusher:
     it is gone).
     """
 
-    def __init__(self, idle_s: float, flush: Callable[[str], Any], marker: Callable[[str], dict[str, Any] | None]) -> None:
+    def __init__(self, idle_s: float, flush: Callable[[str], Any], marker: Callable[[str], CommitMarker | None]) -> None:
         self.idle_s = idle_s
         self._flush, self._marker = flush, marker
         self._due: dict[str, float] = {}  # conversation id -> wall-clock time its flush is due
@@ -190,9 +190,9 @@ class IdleFlusher:
 
     def _flush_if_idle(self, conversation_id: str) -> None:
         m = self._marker(conversation_id)
-        if m is None or m.get("open_turns") == 0:  # erased, or flushed/closed meanwhile (by any replica)
+        if m is None or m.open_turns == 0:  # erased, or flushed/closed meanwhile (by any replica)
             return
-        last = _epoch(m.get("committed_at"))
+        last = _epoch(m.committed_at)
         if last is not None and time.time() - last < self.idle_s:  # another replica appended since
             with self._cond:
                 self._due.setdefault(conversation_id, last + self.idle_s)
@@ -227,8 +227,8 @@ class Appender:
     """
 
     def __init__(self, root: str | Path, config: LycheeConfig, store: Any, embedder: Any = None) -> None:
-        self.root = store_root(root)
-        self.layout = StoreLayout(self.root)
+        self.root = store_root(root, config.store)  # a remote root carries the config's store settings
+        self.layout = StoreLayout(self.root, config.store)
         self.config = config
         self.store = store
         self._embedder = embedder
@@ -250,7 +250,7 @@ class Appender:
                                                 self.store.llm_client() if backend == "openai" else None)
             return self._ctx
 
-    def _read_marker(self, conversation_id: str) -> dict[str, Any] | None:
+    def _read_marker(self, conversation_id: str) -> CommitMarker | None:
         return self.layout.read_marker(conversation_key(conversation_id))
 
     # -- blocking: worker threads ----------------------------------------------------------------

@@ -1,9 +1,9 @@
 """``GET /v1/conversations``: a page of the conversations a request may read, from commit markers.
 
 The counts come from each conversation's commit marker (held by the store reader: no file is read
-per request). Markers written before they counted sessions lack that one number; it is then read
-once per conversation build (one column of one row group) and remembered, so a listing reads at
-most a page's worth of small column chunks, and only the first time it shows a conversation.
+per request). Markers do not count sessions; that one number is read once per conversation build
+(one column of one row group) and remembered, so a listing reads at most a page's worth of small
+column chunks, and only the first time it shows a conversation.
 """
 
 from __future__ import annotations
@@ -12,14 +12,10 @@ import logging
 import threading
 from typing import Any
 
-from lychee_ray.io.store import StoreLayout, read_part
+from lychee_ray.io.store import CommitMarker, StoreLayout, read_part
 from lychee_ray.serve.schemas import ConversationPage, ConversationSummary
 
 log = logging.getLogger(__name__)
-
-
-def _count(counts: dict[str, Any], name: str) -> int:
-    return int(counts.get(name) or 0)
 
 
 class ConversationLister:
@@ -43,16 +39,15 @@ class ConversationLister:
         return ConversationPage(conversations=rows, total=len(ids), offset=offset, limit=limit,
                                 next_offset=end if end < len(ids) else None)
 
-    def summary(self, conversation_id: str, marker: dict[str, Any]) -> ConversationSummary:
+    def summary(self, conversation_id: str, marker: CommitMarker) -> ConversationSummary:
         """One conversation's summary from its commit marker."""
-        c = marker.get("counts") or {}
-        sessions = c.get("sessions")
+        c = marker.counts
         return ConversationSummary(
-            conversation_id=conversation_id, user_id=marker.get("user_id") or conversation_id,
-            sessions=int(sessions) if sessions is not None else self._sessions_of(conversation_id, marker),
-            turns=_count(c, "turns"), records=_count(c, "records"), segments=_count(c, "segments"),
-            failed_segments=_count(c, "failed_segments"), committed_at=marker.get("committed_at"),
-            key=marker.get("key"),
+            conversation_id=conversation_id, user_id=marker.owner,
+            sessions=self._sessions_of(conversation_id, marker),
+            turns=c.turns, records=c.records, segments=c.segments,
+            failed_segments=c.failed_segments, committed_at=marker.committed_at,
+            key=marker.key,
         )
 
     def forget(self, conversation_ids: list[str]) -> None:
@@ -61,8 +56,8 @@ class ConversationLister:
         with self._lock:
             self._sessions = {k: v for k, v in self._sessions.items() if k[0] not in gone}
 
-    def _sessions_of(self, conversation_id: str, marker: dict[str, Any]) -> int | None:
-        memo = (conversation_id, str(marker.get("key")), str(marker.get("committed_at")))
+    def _sessions_of(self, conversation_id: str, marker: CommitMarker) -> int | None:
+        memo = (conversation_id, marker.key, marker.committed_at)
         with self._lock:
             if memo in self._sessions:
                 return self._sessions[memo]
@@ -72,12 +67,12 @@ class ConversationLister:
                 self._sessions[memo] = n
         return n
 
-    def _read_sessions(self, marker: dict[str, Any]) -> int | None:
+    def _read_sessions(self, marker: CommitMarker) -> int | None:
         """Distinct session ids among the conversation's turns: one column of its Parquet part."""
         try:
             col = read_part(self.layout, "turns", marker, columns=["session_id"]).column(0)
         except (OSError, KeyError, ValueError) as e:  # compacted away meanwhile, or unreadable: say so, don't fail
-            log.warning("sessions of %s unknown: %s", marker.get("conversation_id"), e)
+            log.warning("sessions of %s unknown: %s", marker.conversation_id, e)
             return None
         return len(set(col.to_pylist()))
 

@@ -27,7 +27,7 @@ import numpy as np
 from lychee_ray import __version__
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
-from lychee_ray.io.store.fs import configure as configure_store, store_root
+from lychee_ray.io.store.fs import store_root
 from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, erase_conversation, erase_user
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
@@ -76,9 +76,8 @@ class MemoryService:
     def __init__(self, memory: str | Path, config: LycheeConfig | None = None, *, embedder: Any = None,
                  llm: str | None = None, llm_client: Any = None) -> None:
         cfg = config or load_config()
-        configure_store(cfg.store)  # index cache and lease locks when the store is remote
-        self.root = store_root(memory)
-        self.layout = StoreLayout(self.root)
+        self.root = store_root(memory, cfg.store)  # a remote root carries its index cache and lease settings
+        self.layout = StoreLayout(self.root, cfg.store)
         if not self.layout.is_store():
             raise NotAStoreError(self.root)
         self.scfg = cfg.serve
@@ -277,7 +276,7 @@ class MemoryService:
         reader = self.store.reader
         if conversation_id is not None:
             m = reader.markers.get(conversation_id)
-            if user_id is not None and (m is None or (m.get("user_id") or conversation_id) != user_id):
+            if user_id is not None and (m is None or m.owner != user_id):
                 raise ServiceError(404, "not_found", f"conversation {conversation_id!r} not found for user {user_id!r}")
             if m is None:
                 raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
@@ -399,22 +398,21 @@ class MemoryService:
         m = self.store.reader.markers.get(conversation_id)
         if m is None:
             raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
-        turns = read_part(self.root, "turns", m).select(["session_id", "session_started_at", "speaker"]).to_pydict()
-        segs = read_part(self.root, "segments", m).select(["segment_id", "status"]).to_pydict()
+        turns = read_part(self.layout, "turns", m).select(["session_id", "session_started_at", "speaker"]).to_pydict()
+        segs = read_part(self.layout, "segments", m).select(["segment_id", "status"]).to_pydict()
         started: dict[str, str | None] = {}
         for sid, at in zip(turns["session_id"], turns["session_started_at"]):
             started.setdefault(sid, at)
         dates = sorted(d for d in started.values() if d)
-        counts = m.get("counts") or {}
         failed = [s for s, st in zip(segs["segment_id"], segs["status"]) if st == "failed"]
         return ConversationInfo(
-            conversation_id=conversation_id, user_id=m.get("user_id") or conversation_id,
-            committed_at=m.get("committed_at"), sessions=len(started), turns=len(turns["session_id"]),
-            records=int(counts.get("records", 0)), segments=len(segs["segment_id"]), failed_segments=len(failed),
-            failed_segment_ids=failed, nodes=int(counts.get("nodes", 0)),
+            conversation_id=conversation_id, user_id=m.owner,
+            committed_at=m.committed_at, sessions=len(started), turns=len(turns["session_id"]),
+            records=m.counts.records, segments=len(segs["segment_id"]), failed_segments=len(failed),
+            failed_segment_ids=failed, nodes=m.counts.nodes,
             speakers=list(dict.fromkeys(turns["speaker"])), date_from=dates[0] if dates else None,
-            date_to=dates[-1] if dates else None, backend=m.get("backend"), model=m.get("model"),
-            embedder=m.get("embedder"), cached=conversation_id in self.store.cache, quality=m.get("quality"),
+            date_to=dates[-1] if dates else None, backend=m.backend, model=m.model,
+            embedder=m.embedder, cached=conversation_id in self.store.cache, quality=m.quality,
         )
 
     def health(self) -> Health:

@@ -136,7 +136,7 @@ def check_file(b: Built, built: set[str], failed: dict[int, str], warned: dict[s
         segs = b.reader.load(cid).segments.to_pylist()
         assert sorted(t for sg in segs for t in sg["turn_ids"]) == sorted(r["turn_id"] for r in rows)
         if "-good-" in cid:
-            assert not b.warnings(cid) and b.reader.markers[cid]["counts"]["records"] > 0
+            assert not b.warnings(cid) and b.reader.markers[cid].counts.records > 0
     # every repair is reported, and only repaired conversations carry warnings
     assert {w["conversation_id"] for w in s.warnings} == set(warned)
     for cid, needles in warned.items():
@@ -190,7 +190,7 @@ def test_empty_sessions(tmp_path, embedder):
                {"empty-mixed": ["null turns read as an empty session"]})
     assert by_turn(b, "empty-mixed", "session_id") == ["s1"] * 4 + ["s4"]
     assert by_turn(b, "empty-blank-turns", "content")[1:3] == ["", "   \n\t  "]
-    assert b.reader.markers["empty-only-blank-turns"]["counts"]["records"] == 0
+    assert b.reader.markers["empty-only-blank-turns"].counts.records == 0
 
 
 def test_missing_speakers(tmp_path, embedder):
@@ -236,7 +236,7 @@ def test_bad_dates(tmp_path, embedder):
     })
     assert set(by_turn(b, "date-future", "session_started_at")) == {"2099-12-31T23:59:59"}
     assert by_turn(b, "date-extremes", "timestamp")[:2] == ["0001-01-01T00:00:00", "9999-12-31"]
-    assert b.reader.markers["date-extremes"]["counts"]["records"] > 0  # no overflow at the end of time
+    assert b.reader.markers["date-extremes"].counts.records > 0  # no overflow at the end of time
     assert set(by_turn(b, "date-unparseable", "session_started_at")) == {None}
     assert set(by_turn(b, "date-unparseable", "timestamp")) == {None}
     assert by_turn(b, "date-formats", "session_started_at")[0] == "2023-05-08T13:56:00"
@@ -295,7 +295,7 @@ def test_prompt_injection_is_stored_as_data(tmp_path, embedder):
     item = next(i for i in b.items if i.conversation.conversation_id == "inj-turns")
     raw = [t["content"] for t in raw_turns(raw_object(lines[item.line]))]
     assert by_turn(b, "inj-turns", "content") == raw  # verbatim, byte for byte
-    assert b.reader.markers["inj-turns"]["counts"]["records"] > 0
+    assert b.reader.markers["inj-turns"].counts.records > 0
     assert by_turn(b, "inj-system-role", "role")[0] == "system"
     # in the encoder's prompt, turn text only ever appears inside the user message's turn list
     from lychee_ray.build.encode.openai import instructions_for
@@ -449,7 +449,7 @@ def test_10mb_turn_is_stored_in_full_and_encoded_bounded(tmp_path):
     # only the bounded prefix was segmented and encoded: a handful of segments, not ~1,200
     segs = b.reader.load("huge-turn").segments.to_pylist()
     assert 1 <= sum("t1" in sg["turn_ids"] for sg in segs) <= 10
-    assert all(sg["status"] == "ok" for sg in segs) and b.reader.markers["huge-turn"]["counts"]["records"] > 0
+    assert all(sg["status"] == "ok" for sg in segs) and b.reader.markers["huge-turn"].counts.records > 0
     assert embedder.longest <= SegmenterConfig().max_turn_chars  # the model never sees the whole turn
     # and the store answers within its budget
     from lychee_ray.query.engine import MemoryStore

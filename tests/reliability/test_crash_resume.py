@@ -67,11 +67,11 @@ def visible_state(root: Path) -> dict[str, tuple[str, tuple[str, ...], tuple[str
         assert verify_conversation(r, cid) == [], cid
         d = r.load(cid)
         m = r.markers[cid]
-        counts = m["counts"]
+        counts = m.counts
         assert (d.records.num_rows, d.turns.num_rows, d.segments.num_rows) == (
-            counts["records"], counts["turns"], counts["segments"]), cid
+            counts.records, counts.turns, counts.segments), cid
         assert d.record_index.ntotal == d.records.num_rows and d.turn_index.ntotal == d.turns.num_rows
-        out[cid] = (m["committed_at"], tuple(sorted(d.records.column("record_id").to_pylist())),
+        out[cid] = (m.committed_at, tuple(sorted(d.records.column("record_id").to_pylist())),
                     tuple(d.turns.column("turn_id").to_pylist()))
     return out
 
@@ -418,14 +418,14 @@ def test_rate_limiter_killed_quarantines_segments_then_retry_failed(ray_session,
         assert killer.killed, "the limiter was not killed mid-run"
         assert (first.inputs, first.built + first.skipped + first.failed) == (n, n)
         after = visible_state(out)
-        markers = {m["conversation_id"]: m for m in iter_markers(out)}
-        broken = {cid for cid, m in markers.items() if m["counts"]["failed_segments"] > 0}
-        assert first.failed_segments == sum(markers[c]["counts"]["failed_segments"] for c in broken) > 0
+        markers = {m.conversation_id: m for m in iter_markers(out)}
+        broken = {cid for cid, m in markers.items() if m.counts.failed_segments > 0}
+        assert first.failed_segments == sum(markers[c].counts.failed_segments for c in broken) > 0
         summary = run_ray_build(_cfg(srv), "jsonl", src, out, backend="openai", progress=False, retry_failed=True)
     assert (summary.inputs, summary.failed, summary.failed_segments) == (n, 0, 0)
     assert summary.built == len(broken) + (n - len(after)) and summary.skipped == len(after) - len(broken)
     final = visible_state(out)
     assert sorted(final) == sorted(ids)
-    assert all(m["counts"]["failed_segments"] == 0 for m in iter_markers(out))
+    assert all(m.counts.failed_segments == 0 for m in iter_markers(out))
     assert_exactly_once([{c: st for c, st in killer.snapshot.items() if c not in broken},
                          {c: st for c, st in after.items() if c not in broken}], final, ids)

@@ -191,7 +191,7 @@ def store_tables(root: Path) -> dict[str, dict[str, Any]]:
             "node_index": _index_dump(d.node_index),
             "turn_index": _index_dump(d.turn_index),
             "ids": d.ids,
-            "marker": {"counts": m["counts"], "fingerprint": m["fingerprint"], "user_id": m.get("user_id")},
+            "marker": {"counts": m.counts.as_dict(), "fingerprint": m.fingerprint, "user_id": m.user_id},
         }
     return out
 

@@ -2,30 +2,32 @@
 
 :mod:`.layout` spells every path and the commit rules; :mod:`.writer` commits conversations;
 :mod:`.reader` reads them; :mod:`.compact` merges parts; :mod:`.index` builds the FAISS indexes;
-:mod:`.erase` removes a conversation or a user everywhere; :mod:`.locks` serialises writers.
+:mod:`.erase` removes a conversation or a user everywhere; :mod:`.locks` serialises writers;
+:mod:`.marker` is the typed commit marker and :mod:`.tables` the registry of tables they all loop over.
 """
 
 from lychee_ray.io.store.compact import compact
 from lychee_ray.io.store.erase import EraseReport, NothingToErase, erase_conversation, erase_user
 from lychee_ray.io.store.index import build_flat_index
 from lychee_ray.io.store.layout import (
-    INDEXES,
     STORE_VERSION,
-    TABLES,
     NotAStoreError,
     StoreLayout,
     atomic_write_text,
     conversation_key,
     iter_markers,
 )
+from lychee_ray.io.store.marker import CommitMarker, MarkerError
+from lychee_ray.io.store.tables import TableSpec, VectorIndex, register_table, table_names, table_specs, unregister_table
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, is_deleting
 from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, read_part
 from lychee_ray.io.store.writer import ConversationArtifacts, MemoryStoreWriter
 
 __all__ = [
-    "INDEXES", "STORE_VERSION", "TABLES", "ConversationArtifacts", "ConversationData", "MemoryStoreReader",
-    "MemoryStoreWriter", "NotAStoreError", "StoreLayout", "atomic_write_text", "build_flat_index", "compact",
-    "conversation_key", "iter_markers", "read_part",
+    "STORE_VERSION", "CommitMarker", "ConversationArtifacts", "ConversationData", "MarkerError", "MemoryStoreReader",
+    "MemoryStoreWriter", "NotAStoreError", "StoreLayout", "TableSpec", "VectorIndex", "atomic_write_text",
+    "build_flat_index", "compact", "conversation_key", "iter_markers", "read_part", "register_table", "table_names",
+    "table_specs", "unregister_table",
     "ConversationDeleting", "EraseReport", "NothingToErase", "conversation_write_lock", "erase_conversation",
     "erase_user", "is_deleting",
 ]

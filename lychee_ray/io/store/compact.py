@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -10,14 +9,16 @@ from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
 
-from lychee_ray.io.store.fs import StorePath, parquet_writer, read_parquet, replace, settings, temp_sibling
-from lychee_ray.io.store.layout import TABLES, StoreLayout, atomic_write_text
+from lychee_ray.io.store.fs import StorePath, parquet_writer, read_parquet, replace, temp_sibling
+from lychee_ray.io.store.layout import StoreLayout, as_layout
+from lychee_ray.io.store.tables import table_names
+from lychee_ray.io.store.marker import CommitMarker, TableLocation
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
 
 T = TypeVar("T")
 
 
-def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[str, int]:
+def compact(root: str | Path | StorePath | StoreLayout, conversations_per_file: int) -> dict[str, int]:
     """Merge per-conversation Parquet parts into few files per table (one row group each).
 
     Each marker is repointed (atomically) under its conversation's write lock, and only when the
@@ -27,13 +28,13 @@ def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[s
     are removed at the end. Holds the store lock (erasure rewrites compacted files too).
     Returns the number of parts merged per table.
     """
-    layout = StoreLayout(root)
+    layout = as_layout(root)
     with store_lock(layout):
         markers = list(layout.iter_markers())
         merged: dict[str, int] = {}
-        moved: dict[str, dict[str, dict[str, object]]] = {}  # key -> table -> location
-        for table in TABLES:
-            todo = [m for m in markers if table not in (m.get("location") or {})]
+        moved: dict[str, dict[str, TableLocation]] = {}  # key -> table -> location
+        for table in table_names():
+            todo = [m for m in markers if table not in m.location]
             merged[table] = len(todo)
             for start in range(0, len(todo), conversations_per_file):
                 chunk, parts = [], []
@@ -54,18 +55,18 @@ def compact(root: str | Path | StorePath, conversations_per_file: int) -> dict[s
                         w.write_table(part.cast(parts[0].schema), row_group_size=max(1, part.num_rows))
                 replace(tmp, final)
                 for i, m in enumerate(chunk):
-                    moved.setdefault(m["key"], {})[table] = {"file": name, "row_group": i}
-        todo_markers = [m for m in markers if m["key"] in moved]
-        _map(layout, lambda m: _repoint(layout, m, moved[m["key"]]), todo_markers)
-        referenced = {(t, loc["file"]) for m in layout.iter_markers() for t, loc in (m.get("location") or {}).items()}
-        for table in TABLES:
+                    moved.setdefault(m.key, {})[table] = TableLocation(file=name, row_group=i)
+        todo_markers = [m for m in markers if m.key in moved]
+        _map(layout, lambda m: _repoint(layout, m, moved[m.key]), todo_markers)
+        referenced = {(t, loc.file) for m in layout.iter_markers() for t, loc in m.location.items()}
+        for table in table_names():
             for f in layout.table_dir(table).glob("compact-*.parquet"):
                 if (table, f.name) not in referenced:
                     f.unlink(missing_ok=True)
     return merged
 
 
-def _read(layout: StoreLayout, table: str, marker: dict[str, Any]) -> pa.Table | None:
+def _read(layout: StoreLayout, table: str, marker: CommitMarker) -> pa.Table | None:
     """A conversation's own part of ``table`` (None: gone, a newer generation replaced it)."""
     try:
         return read_parquet(layout.marker_part_path(table, marker))
@@ -78,20 +79,19 @@ def _map(layout: StoreLayout, fn: Callable[[Any], T], items: list[Any]) -> list[
     where each read, lease and marker write is a round trip of tens of milliseconds."""
     if not layout.remote or len(items) < 2:
         return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(settings().io_threads, len(items))) as pool:
+    with ThreadPoolExecutor(max_workers=min(layout.settings.io_threads, len(items))) as pool:
         return list(pool.map(fn, items))
 
 
-def _repoint(layout: StoreLayout, seen: dict[str, Any], locations: dict[str, dict[str, Any]]) -> bool:
+def _repoint(layout: StoreLayout, seen: CommitMarker, locations: dict[str, TableLocation]) -> bool:
     """Point one conversation's marker at its compacted row groups, then delete its own parts;
     False (nothing changed) when it was committed again or is being erased since ``seen`` was read."""
     try:
-        with conversation_write_lock(layout, seen["conversation_id"]):
-            current = layout.read_marker(seen["key"])
-            if current is None or current.get("committed_at") != seen.get("committed_at"):
+        with conversation_write_lock(layout, seen.conversation_id):
+            current = layout.read_marker(seen.key)
+            if current is None or not seen.same_commit(current):
                 return False
-            current["location"] = {**(current.get("location") or {}), **locations}
-            atomic_write_text(layout.marker_path(seen["key"]), json.dumps(current, indent=1, sort_keys=True))
+            layout.write_marker(current.with_location(locations))
     except ConversationDeleting:
         return False
     for table in locations:

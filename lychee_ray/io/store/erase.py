@@ -53,9 +53,9 @@ from lychee_ray.io.store.fs import (
     write_parquet,
 )
 from lychee_ray.io.store.layout import (
-    TABLES,
     NotAStoreError,
     StoreLayout,
+    as_layout,
     atomic_write_text,
     conversation_key,
 )
@@ -67,6 +67,8 @@ from lychee_ray.io.store.locks import (
     release,
     store_lock,
 )
+from lychee_ray.io.store.marker import CommitMarker, TableLocation
+from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.writer import MemoryStoreWriter
 
 EraseScope = Literal["conversation", "user"]
@@ -100,7 +102,7 @@ class NothingToErase(KeyError):
         self.ident = ident
 
 
-def erase_conversation(root: str | Path | StorePath, conversation_id: str) -> EraseReport:
+def erase_conversation(root: str | Path | StorePath | StoreLayout, conversation_id: str) -> EraseReport:
     """Remove every trace of ``conversation_id`` from the store at ``root`` (see the module doc).
 
     Raises :class:`NothingToErase` when the store holds nothing of it, :class:`NotAStoreError`
@@ -109,40 +111,49 @@ def erase_conversation(root: str | Path | StorePath, conversation_id: str) -> Er
     layout = _open(root)
     with store_lock(layout):
         key = conversation_key(conversation_id)
-        target = layout.read_marker(key) or read_journal(layout.deleting_path(key))
+        marker = layout.read_marker(key)
+        target = _journal(marker) if marker is not None else read_journal(layout.deleting_path(key))
         if target is None and any(p.exists() for p in layout.conversation_paths(key)):
             target = {"conversation_id": conversation_id, "key": key}  # files of an unfinished build
         return _erase(layout, "conversation", conversation_id, [target] if target else [], {conversation_id})
 
 
-def erase_user(root: str | Path | StorePath, user_id: str) -> EraseReport:
+def erase_user(root: str | Path | StorePath | StoreLayout, user_id: str) -> EraseReport:
     """Remove every conversation whose owner is ``user_id`` (a conversation without a user id is
     owned by its own id, as everywhere). :class:`NothingToErase` when the user has none."""
     layout = _open(root)
     with store_lock(layout):
-        targets = {m["conversation_id"]: m for m in layout.iter_markers() if _owner(m) == user_id}
+        targets = {m.conversation_id: _journal(m) for m in layout.iter_markers() if m.owner == user_id}
         for j in pending_erasures(layout):  # conversations of a crashed erasure of this user
             if _owner(j) == user_id:
                 targets.setdefault(j["conversation_id"], j)
         return _erase(layout, "user", user_id, list(targets.values()), set(targets))
 
 
-def _open(root: str | Path | StorePath) -> StoreLayout:
-    layout = StoreLayout(root)
+def _open(root: str | Path | StorePath | StoreLayout) -> StoreLayout:
+    layout = as_layout(root)
     if not layout.is_store():
         raise NotAStoreError(root)
     return layout
 
 
-def _owner(marker: dict[str, Any]) -> str:
-    return marker.get("user_id") or marker["conversation_id"]
+def _journal(marker: CommitMarker) -> dict[str, Any]:
+    """The erasure journal entry of a committed conversation (what a re-run needs to find its rows:
+    ids, key and compacted locations; kept in its ``deleting`` flag file, :mod:`.locks`)."""
+    return {"conversation_id": marker.conversation_id, "user_id": marker.user_id, "key": marker.key,
+            "location": {t: loc.model_dump() for t, loc in marker.location.items()}}
+
+
+def _owner(journal: dict[str, Any]) -> str:
+    """The owner of a journal entry (its own id when it has no user id, as for markers)."""
+    return journal.get("user_id") or journal["conversation_id"]
 
 
 class _Tally:
     """Running counts of one erasure."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, int] = {t: 0 for t in (*TABLES, "errors")}
+        self.rows: dict[str, int] = {t: 0 for t in (*table_names(), "errors")}
         self.files_removed = self.files_rewritten = self.bytes_freed = 0
 
     def remove(self, path: AnyPath, table: str | None = None) -> None:
@@ -185,9 +196,9 @@ def _erase(layout: StoreLayout, scope: EraseScope, ident: str, targets: list[dic
             held.append((handle, path))  # waits for an append that is committing right now
             m = layout.read_marker(j["key"])  # ... which may have committed a new generation
             if m is not None:
-                j["location"] = m.get("location") or {}
+                j["location"] = _journal(m)["location"]
                 atomic_write_text(layout.deleting_path(j["key"]), json.dumps(j))
-        table_of = {layout.table_dir(t): t for t in TABLES}  # a conversation's own parts (any generation)
+        table_of = {layout.table_dir(t): t for t in table_names()}  # a conversation's own parts (any generation)
         for j in journals:
             for p in layout.conversation_paths(j["key"]):  # the marker first: invisible from here on
                 tally.remove(p, table_of.get(p.parent) if p.suffix == ".parquet" else None)
@@ -210,9 +221,9 @@ def _rewrite_compacted(layout: StoreLayout, journals: list[dict[str, Any]], ids:
     """Write every shared compacted file that holds erased rows anew without them, re-point the
     other conversations' markers, then delete the old files."""
     id_set = pa.array(sorted(ids), pa.string())
-    remap: dict[str, dict[tuple[str, int], tuple[str, int]]] = {t: {} for t in TABLES}
+    remap: dict[str, dict[tuple[str, int], tuple[str, int]]] = {t: {} for t in table_names()}
     old_files: list[AnyPath] = []
-    for table in TABLES:
+    for table in table_names():
         drop = {(loc["file"], int(loc["row_group"])) for j in journals
                 for t, loc in j["location"].items() if t == table and isinstance(loc, dict)}
         for f in sorted(layout.table_dir(table).glob("compact-*.parquet")):
@@ -257,14 +268,14 @@ def _rewrite_compacted(layout: StoreLayout, journals: list[dict[str, Any]], ids:
         tally.remove(f)
 
 
-def _moved(marker: dict[str, Any], remap: dict[str, dict[tuple[str, int], tuple[str, int]]]) -> dict[str, dict[str, Any]]:
+def _moved(marker: CommitMarker, remap: dict[str, dict[tuple[str, int], tuple[str, int]]]) -> dict[str, TableLocation]:
     """The marker's locations that moved to a rewritten file (table -> new location)."""
     out = {}
-    for table, loc in (marker.get("location") or {}).items():
-        if isinstance(loc, dict) and table in remap:
-            to = remap[table].get((loc.get("file"), int(loc.get("row_group", -1))))
+    for table, loc in marker.location.items():
+        if table in remap:
+            to = remap[table].get((loc.file, loc.row_group))
             if to is not None:
-                out[table] = {"file": to[0], "row_group": to[1]}
+                out[table] = TableLocation(file=to[0], row_group=to[1])
     return out
 
 
@@ -274,15 +285,14 @@ def _repoint_markers(layout: StoreLayout, remap: dict[str, dict[tuple[str, int],
     for m in list(layout.iter_markers()):
         if not _moved(m, remap):
             continue
-        path = layout.write_lock_path(m["key"])
+        path = layout.write_lock_path(m.key)
         fd = flock_path(path)
         assert fd is not None  # a blocking wait returns a lock
         try:
-            cur = layout.read_marker(m["key"])
+            cur = layout.read_marker(m.key)
             moved = _moved(cur, remap) if cur is not None else {}
-            if moved:
-                cur["location"] = {**cur["location"], **moved}
-                atomic_write_text(layout.marker_path(m["key"]), json.dumps(cur, indent=1, sort_keys=True))
+            if cur is not None and moved:
+                layout.write_marker(cur.with_location(moved))
         finally:
             release(fd, path)
 
@@ -322,7 +332,7 @@ def _update_manifest(layout: StoreLayout, scope: EraseScope, ident: str, convers
                 "id_sha256": hashlib.sha256(ident.encode("utf-8")).hexdigest()[:_ID_HASH_CHARS]})
     info = {k: v for k, v in old.items() if k not in _COMPUTED}
     info["erasures"] = log
-    MemoryStoreWriter(layout.root).write_manifest(info)
+    MemoryStoreWriter(layout).write_manifest(info)
 
 
 __all__ = ["EraseReport", "EraseScope", "NothingToErase", "erase_conversation", "erase_user"]

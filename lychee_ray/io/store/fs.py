@@ -27,7 +27,7 @@ import fnmatch
 import hashlib
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace as dc_replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Union
@@ -43,23 +43,11 @@ from lychee_ray.config.store import StoreConfig
 _SECRET_PARAMS = re.compile(r"(secret|token|password|key|credential|sas)", re.IGNORECASE)
 
 
-_settings: StoreConfig | None = None
-
-
-def configure(settings: StoreConfig) -> None:
-    """Use ``settings`` (the ``store`` config section) for remote stores in this process: the index
-    cache and the lease locks. Entry points (CLI, build workers, Serve replicas) call it with the
-    loaded config; without a call the packaged defaults apply."""
-    global _settings
-    _settings = settings
-
-
-def settings() -> StoreConfig:
-    """The ``store`` settings in effect (:func:`configure`, else the packaged defaults)."""
-    global _settings
-    if _settings is None:
-        _settings = StoreConfig()
-    return _settings
+def default_settings() -> StoreConfig:
+    """The packaged ``store`` defaults (``configs/default.yaml``): what a root opened without
+    explicit settings uses. There is no process-wide setting: whoever has a config passes its
+    ``store`` section to :func:`store_root` / ``StoreLayout`` and it travels with the paths."""
+    return StoreConfig()
 
 
 def is_remote(root: str | Path) -> bool:
@@ -97,6 +85,9 @@ class _Anchor:
     uri: str  # the root URI without its query
     base: str  # the root's path inside the filesystem
     query: str  # the root URI's query (pyarrow.fs options such as endpoint_override)
+    # the ``store`` settings every path below this root uses (index cache, leases, parallel reads);
+    # not part of a path's identity
+    settings: StoreConfig = field(default_factory=default_settings, compare=False, hash=False)
 
     def uri_of(self, path: str) -> str:
         rel = path[len(self.base):] if path.startswith(self.base) else "/" + path
@@ -130,11 +121,22 @@ class StorePath:
         self._type = known_type
 
     @classmethod
-    def from_uri(cls, uri: str) -> "StorePath":
-        """The root of a remote store (``s3://bucket/prefix`` ...)."""
+    def from_uri(cls, uri: str, settings: StoreConfig | None = None) -> "StorePath":
+        """The root of a remote store (``s3://bucket/prefix`` ...); ``settings`` (the ``store``
+        config section, packaged defaults when None) go with every path below it."""
         fs, base = _filesystem(uri)
         parts = urlsplit(uri)
-        return cls(fs, base, _Anchor(urlunsplit((*parts[:3], "", "")), base, parts.query))
+        return cls(fs, base, _Anchor(urlunsplit((*parts[:3], "", "")), base, parts.query,
+                                     settings if settings is not None else default_settings()))
+
+    @property
+    def settings(self) -> StoreConfig:
+        """The ``store`` settings this path's root was opened with."""
+        return self._anchor.settings
+
+    def with_settings(self, settings: StoreConfig) -> "StorePath":
+        """The same path under a root opened with ``settings``."""
+        return StorePath(self.fs, self.path, dc_replace(self._anchor, settings=settings), self._type)
 
     # -- pure path operations -------------------------------------------------------------------
     def _with(self, path: str) -> "StorePath":
@@ -293,14 +295,17 @@ class StorePath:
 AnyPath = Union[Path, StorePath]
 
 
-def store_root(root: str | Path | StorePath) -> AnyPath:
-    """The path object of a store root: :class:`StorePath` for a remote URI, ``Path`` otherwise."""
-    if isinstance(root, (Path, StorePath)):
+def store_root(root: str | Path | StorePath, settings: StoreConfig | None = None) -> AnyPath:
+    """The path object of a store root: :class:`StorePath` for a remote URI (carrying ``settings``,
+    or the ones it already has, or the packaged defaults), ``Path`` otherwise."""
+    if isinstance(root, StorePath):
+        return root if settings is None else root.with_settings(settings)
+    if isinstance(root, Path):
         return root
     s = str(root)
     if s.startswith("file://"):
         return Path(urlsplit(s).path)
-    return StorePath.from_uri(s) if is_remote(s) else Path(s)
+    return StorePath.from_uri(s, settings) if is_remote(s) else Path(s)
 
 
 def root_string(root: str | Path | StorePath) -> str:
@@ -432,6 +437,6 @@ def listing_state(path: AnyPath) -> float:
         return 0.0
 
 
-__all__ = ["AnyPath", "StorePath", "StoreStat", "configure", "create_exclusive", "display_uri", "is_remote", "listing_state",
-           "parquet_file", "parquet_writer", "read_parquet", "remove_tree", "replace", "root_string", "store_root",
-           "settings", "temp_sibling", "tree_size", "write_parquet"]
+__all__ = ["AnyPath", "StorePath", "StoreStat", "create_exclusive", "default_settings", "display_uri", "is_remote",
+           "listing_state", "parquet_file", "parquet_writer", "read_parquet", "remove_tree", "replace", "root_string",
+           "store_root", "temp_sibling", "tree_size", "write_parquet"]

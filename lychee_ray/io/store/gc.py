@@ -7,9 +7,10 @@ at the end of every build run does (:func:`collect_garbage`), and so does
 ``lychee-ray verify --collect-garbage``. What it removes:
 
 * per-conversation parts, index generations and segmenter states of a generation its conversation's
-  marker does not name (or of a conversation with no marker at all);
+  marker does not name (or of a conversation with no marker at all), and version-1 fixed-path files
+  of a conversation whose marker names a generation (a migration that died before removing them);
 * ``compact-*.parquet`` files no marker locates (a compaction or erasure that died half-way);
-* ``_staging/`` directories of older stores' writers and ``_claims/`` of runs that never finished.
+* ``_claims/`` of runs that never finished (``_staging/`` of version-1 stores goes with :mod:`.migrate`).
 
 Only files older than ``store.garbage_min_age_s`` go: a writer that is committing right now has
 files without a marker too, and it finishes (or renews its lease) well within that age.
@@ -21,13 +22,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree, settings, tree_size
+from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree, tree_size
+from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.layout import (
     SEGSTATE_DIR,
-    TABLES,
     StoreLayout,
+    as_layout,
     is_generation,
-    marker_generation,
     split_generation_name,
 )
 
@@ -89,22 +90,21 @@ def _index_dirs(index_root: AnyPath) -> list[tuple[AnyPath, list[AnyPath]]]:
     return [(dirs.get(k, index_root / k), sorted(children[k])) for k in sorted(children)]
 
 
-def garbage_paths(root: str | Path | StorePath, min_age_s: float | None = None) -> list[AnyPath]:
+def garbage_paths(root: str | Path | StorePath | StoreLayout, min_age_s: float | None = None) -> list[AnyPath]:
     """Files and directories of the store at ``root`` that no marker names and that are older than
-    ``min_age_s`` (default ``store.garbage_min_age_s``)."""
-    layout = StoreLayout(root)
-    age = settings().garbage_min_age_s if min_age_s is None else min_age_s
+    ``min_age_s`` (default: the layout's ``store.garbage_min_age_s``)."""
+    layout = as_layout(root)
+    age = layout.settings.garbage_min_age_s if min_age_s is None else min_age_s
     cutoff = time.time() - age
-    markers = {m["key"]: m for m in layout.iter_markers()}
-    live = {k: marker_generation(m) for k, m in markers.items()}
-    located = {(t, loc["file"]) for m in markers.values() for t, loc in (m.get("location") or {}).items()
-               if isinstance(loc, dict)}
+    markers = {m.key: m for m in layout.iter_markers()}
+    live = {k: m.generation for k, m in markers.items()}
+    located = {(t, loc.file) for m in markers.values() for t, loc in m.location.items()}
     found: list[AnyPath] = []
 
     def dead(key: str, gen: str | None) -> bool:
         return key not in live or gen != live[key]
 
-    for table in TABLES:
+    for table in table_names():
         for f in layout.table_dir(table).iterdir() if layout.table_dir(table).is_dir() else []:
             if f.name.startswith("compact-"):
                 if (table, f.name) not in located:
@@ -114,22 +114,26 @@ def garbage_paths(root: str | Path | StorePath, min_age_s: float | None = None) 
             if parsed is not None and dead(*parsed):
                 found.append(f)
     for kdir, children in _index_dirs(layout.root / "index"):
-        gens = [g for g in children if g.is_dir() and is_generation(g.name)]
         if kdir.name not in live:
             found.append(kdir)
-        else:
-            found += [g for g in gens if g.name != live[kdir.name]]
+            continue
+        for g in children:
+            if g.is_dir() and is_generation(g.name):
+                if g.name != live[kdir.name]:
+                    found.append(g)
+            elif live[kdir.name] is not None:  # a version-1 fixed-path index file a migration died before removing
+                found.append(g)
     sdir = layout.root / SEGSTATE_DIR
     for f in sdir.iterdir() if sdir.is_dir() else []:
         parsed = split_generation_name(f.name, ".json")
         if parsed is not None and parsed[1] is not None and dead(*parsed):
             found.append(f)
-    for d in (layout.staging_dir, layout.root / "_claims"):
-        found += list(d.iterdir()) if d.is_dir() else []
+    claims = layout.root / "_claims"
+    found += list(claims.iterdir()) if claims.is_dir() else []
     return [p for p in found if _newest_mtime(p) < cutoff]
 
 
-def collect_garbage(root: str | Path | StorePath, min_age_s: float | None = None) -> GarbageReport:
+def collect_garbage(root: str | Path | StorePath | StoreLayout, min_age_s: float | None = None) -> GarbageReport:
     """Remove :func:`garbage_paths`; returns what went."""
     report = GarbageReport()
     for p in garbage_paths(root, min_age_s):

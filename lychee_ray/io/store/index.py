@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from lychee_ray.io.store.fs import AnyPath, StorePath, settings
+from lychee_ray.config.store import StoreConfig
+from lychee_ray.io.store.fs import AnyPath, StorePath
 
 
 def build_flat_index(vectors: np.ndarray, dim: int, ids: list[int] | None = None):
@@ -56,9 +57,9 @@ def read_index(path: AnyPath) -> Any:
     return faiss.read_index(str(local))
 
 
-def cache_dir() -> Path:
-    """The local directory of cached index files (``store.cache_dir``)."""
-    configured = settings().cache_dir
+def cache_dir(settings: StoreConfig) -> Path:
+    """The local directory of cached index files (``store.cache_dir`` of ``settings``)."""
+    configured = settings.cache_dir
     if configured:
         return Path(configured)
     base = os.environ.get("LYCHEE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lychee_ray")
@@ -66,8 +67,9 @@ def cache_dir() -> Path:
 
 
 def cached_copy(path: StorePath) -> Path:
-    """A local copy of a remote file, downloaded once and kept under the cache bound (LRU by access)."""
-    d = cache_dir()
+    """A local copy of a remote file, downloaded once and kept under the cache bound (LRU by access);
+    the cache is the one of the ``store`` settings the path's root was opened with."""
+    d = cache_dir(path.settings)
     d.mkdir(parents=True, exist_ok=True)
     name = hashlib.sha256(f"{path.fs.type_name}:{path.path}".encode("utf-8")).hexdigest()[:32] + path.suffix
     local = d / name
@@ -85,14 +87,13 @@ def cached_copy(path: StorePath) -> Path:
             raise FileNotFoundError(str(path)) from e
         raise
     os.replace(tmp, local)  # concurrent readers of one file both download; either copy is the same bytes
-    _evict(d, keep=local)
+    _evict(d, keep=local, limit=path.settings.cache_max_bytes)
     return local
 
 
-def _evict(d: Path, keep: Path) -> None:
-    """Remove least recently used cached files until the cache is within ``store.cache_max_bytes``
-    (the file just fetched stays: it is about to be read)."""
-    limit = settings().cache_max_bytes
+def _evict(d: Path, keep: Path, limit: int) -> None:
+    """Remove least recently used cached files until the cache is within ``limit`` bytes
+    (``store.cache_max_bytes``; the file just fetched stays: it is about to be read)."""
     files = []
     for p in d.iterdir():
         if p.name.startswith(".") or p == keep:

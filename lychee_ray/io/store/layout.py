@@ -9,7 +9,6 @@ Layout (DESIGN §2)::
     ROOT/index/<key>/<gen>/{records,nodes,turns}.faiss + ids.json     IndexIDMap2(IndexFlatIP)
     ROOT/segstate/<key>.<gen>.json                                    segmenter resume point (incremental builds)
     ROOT/commits/<key>.json                                           commit marker (last write), names <gen>
-    ROOT/_staging/<key>.<uuid>/                                       (older stores: a commit being assembled)
     ROOT/_claims/<run>/<key>.json                                     which run builds which conversation
     ROOT/_locks/<hash>.lock  <hash>.deleting  store.lock              write/erase locks (io/store/locks.py)
 
@@ -23,9 +22,14 @@ indexes first, so the conversation's own ``index/<key>/`` lists every generation
 no commit lists the shared table directories, whose size grows with the store). Old generations are
 removed after the new marker is written (by the writer holding the conversation's write lock); a
 reader that still held the old marker finds a file missing, re-reads the marker and loads again
-(:meth:`MemoryStoreReader.load`). Markers without ``generation`` (stores written before
-generations) name the older fixed paths (``<key>.parquet``, ``index/<key>/``) and stay readable.
-This module is the only place that spells these paths.
+(:meth:`MemoryStoreReader.load`). This module is the only place that spells these paths.
+
+Store version 2 (:data:`STORE_VERSION`) has one path scheme: every marker names a generation.
+Version-1 stores may hold markers of the pre-generation scheme (fixed paths ``<table>/<key>.parquet``
+and ``index/<key>/*.faiss``) and a ``_staging/`` directory; :mod:`.migrate` moves them to
+generations (``lychee-ray migrate``, or a build opening the store), and is the only reader of the
+version-1 paths spelled at the end of :class:`StoreLayout`. Reading such a marker otherwise raises
+:class:`~lychee_ray.io.store.marker.MarkerError` with ``kind="needs_migration"``.
 
 ROOT is a local directory or a ``pyarrow.fs`` URI (``s3://bucket/prefix`` ...; :mod:`.fs`). The
 protocol above needs no rename, so it holds on object stores as it is: each file is one object
@@ -44,14 +48,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
-from lychee_ray.io.store.fs import AnyPath, StorePath, display_uri, listing_state, settings, store_root
+from lychee_ray.config.store import StoreConfig
+from lychee_ray.io.store.marker import CommitMarker, MarkerError
+from lychee_ray.io.store.tables import table_names
+from lychee_ray.io.store.fs import AnyPath, StorePath, default_settings, display_uri, listing_state, store_root
 
-STORE_VERSION = 1
-TABLES = ("records", "nodes", "turns", "segments", "usage")
+# 2: one path scheme (every marker names a generation), typed markers with a version (issue 30)
+STORE_VERSION = 2
+# stores written before the version was raised (manifest "version" 1, or none)
+LEGACY_STORE_VERSION = 1
 SEGSTATE_DIR = "segstate"
 # A generation name: g<sequence>-<random hex>; unique without coordination, ordered by sequence.
 _GENERATION = re.compile(r"g(\d{6,})-[0-9a-f]{8}")
-INDEXES = ("records", "nodes", "turns")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # the key is the readable id plus a short hash that keeps two ids apart after unsafe characters are replaced
 _KEY_PREFIX_CHARS = 80
@@ -72,7 +80,7 @@ def conversation_key(conversation_id: str) -> str:
     return f"{_UNSAFE.sub('_', conversation_id)[:_KEY_PREFIX_CHARS]}-{digest}"
 
 
-def new_generation(previous: dict[str, Any] | None) -> str:
+def new_generation(previous: CommitMarker | None) -> str:
     """A fresh generation name after the one ``previous`` (a commit marker, or None) names.
 
     The sequence orders generations; the random part makes the name unique even when two writers
@@ -81,9 +89,9 @@ def new_generation(previous: dict[str, Any] | None) -> str:
     return f"g{generation_seq(marker_generation(previous)) + 1:06d}-{uuid.uuid4().hex[:8]}"
 
 
-def marker_generation(marker: dict[str, Any] | None) -> str | None:
-    """The generation a commit marker names (None: a store written before generations)."""
-    return None if marker is None else marker.get("generation")
+def marker_generation(marker: CommitMarker | None) -> str | None:
+    """The generation a commit marker names (None: no marker, or a store written before generations)."""
+    return None if marker is None else marker.generation
 
 
 def generation_seq(generation: str | None) -> int:
@@ -107,10 +115,15 @@ def atomic_write_text(path: AnyPath, text: str) -> None:
 class StoreLayout:
     """Paths of one store directory. Every module asks this class; none spells a path itself."""
 
-    def __init__(self, root: str | Path | StorePath) -> None:
-        self.root: AnyPath = store_root(root)
+    def __init__(self, root: str | Path | StorePath, settings: StoreConfig | None = None) -> None:
+        """``settings``: the ``store`` config section this store is used with (garbage age,
+        parallel reads, and for a remote root its index cache and leases). None: the settings a
+        remote root already carries, else the packaged defaults — never a process-wide value."""
+        self.root: AnyPath = store_root(root, settings)
+        self.settings: StoreConfig = (settings if settings is not None else
+                                      self.root.settings if isinstance(self.root, StorePath) else default_settings())
         # remote stores: markers read so far, by path -> (size, mtime, marker); see _remote_markers
-        self._marker_memo: dict[StorePath, tuple[int, float, dict[str, Any] | None]] = {}
+        self._marker_memo: dict[StorePath, tuple[int, float, CommitMarker | None]] = {}
 
     @property
     def remote(self) -> bool:
@@ -130,10 +143,6 @@ class StoreLayout:
     def errors_dir(self) -> AnyPath:
         return self.root / "errors"
 
-    @property
-    def staging_dir(self) -> AnyPath:
-        return self.root / "_staging"
-
     def claims_dir(self, run_id: str) -> AnyPath:
         return self.root / "_claims" / run_id
 
@@ -143,37 +152,47 @@ class StoreLayout:
     def table_dir(self, table: str) -> AnyPath:
         return self.root / table
 
-    def part_path(self, table: str, key: str, generation: str | None = None) -> AnyPath:
-        """One conversation's own (not yet compacted) Parquet part of ``table`` in ``generation``
-        (None: the fixed path of stores written before generations)."""
-        return self.table_dir(table) / (f"{key}.parquet" if generation is None else f"{key}.{generation}.parquet")
+    def part_path(self, table: str, key: str, generation: str) -> AnyPath:
+        """One conversation's own (not yet compacted) Parquet part of ``table`` in ``generation``."""
+        return self.table_dir(table) / f"{key}.{generation}.parquet"
 
     def index_dir(self, key: str, generation: str | None = None) -> AnyPath:
         """The FAISS indexes of one conversation's ``generation``; without it, the conversation's
-        index directory (which holds every generation, and the files of older stores)."""
+        index directory (which holds every generation)."""
         return self.root / "index" / key if generation is None else self.root / "index" / key / generation
+
+    @staticmethod
+    def index_file(index_dir: AnyPath, table: str) -> AnyPath:
+        """The FAISS index of ``table`` in a generation's index directory."""
+        return index_dir / f"{table}.faiss"
+
+    @staticmethod
+    def ids_file(index_dir: AnyPath) -> AnyPath:
+        """``ids.json`` of a generation's index directory: each indexed table's ids in row order, and ``dim``."""
+        return index_dir / "ids.json"
 
     def segstate_path(self, key: str, generation: str) -> AnyPath:
         """The segmenter's resume point saved with a generation (docs/incremental.md)."""
         return self.root / SEGSTATE_DIR / f"{key}.{generation}.json"
 
-    def marker_part_path(self, table: str, marker: dict[str, Any]) -> AnyPath:
+    def marker_part_path(self, table: str, marker: CommitMarker) -> AnyPath:
         """The own Parquet part of ``table`` that a commit marker names (not for compacted tables:
-        those live in the row group ``marker["location"][table]``, see ``reader.read_part``)."""
-        return self.part_path(table, marker["key"], marker_generation(marker))
+        those live in the row group ``marker.location[table]``, see ``reader.read_part``)."""
+        return self.part_path(table, marker.key, _generation_of(marker))
 
-    def marker_index_dir(self, marker: dict[str, Any]) -> AnyPath:
+    def marker_index_dir(self, marker: CommitMarker) -> AnyPath:
         """The directory of the FAISS indexes and ``ids.json`` that a commit marker names."""
-        return self.index_dir(marker["key"], marker_generation(marker))
+        return self.index_dir(marker.key, _generation_of(marker))
 
-    def marker_segstate_path(self, marker: dict[str, Any]) -> AnyPath | None:
-        """The segmenter resume point a commit marker names (None for markers without a generation)."""
-        gen = marker_generation(marker)
-        return None if gen is None else self.segstate_path(marker["key"], gen)
+    def marker_segstate_path(self, marker: CommitMarker) -> AnyPath:
+        """The segmenter resume point a commit marker names (the file may be absent: a generation
+        committed without one)."""
+        return self.segstate_path(marker.key, _generation_of(marker))
 
     def generation_paths(self, key: str, complete: bool = True) -> dict[str | None, list[AnyPath]]:
-        """Existing files and directories of conversation ``key`` by generation (None: older fixed
-        paths): its Parquet parts, segmenter states and index directories, the index directory last
+        """Existing files and directories of conversation ``key`` by generation (None, only with
+        ``complete``: files of the version-1 fixed paths that no migration removed): its Parquet
+        parts, segmenter states and index directories, the index directory last
         in each list (removal takes it last, see below). Names are parsed exactly, so another key
         that starts with this one never matches.
 
@@ -182,26 +201,20 @@ class StoreLayout:
         object store each one is a LIST of every conversation's objects — so a commit removing its
         old generations asks with ``complete=False``: a commit writes its generation's indexes
         first (writer.py), so listing the conversation's own ``index/<key>/`` finds every generation
-        that left any file, and its parts and state are then looked up by name. Fixed paths of older
-        stores are looked up when ``index/<key>/`` still holds fixed-path index files. What this
-        misses (a generation whose index files are gone, e.g. after a removal that died half-way)
+        that left any file, and its parts and state are then looked up by name. What this misses (a generation whose index files are gone, e.g. after a removal that died half-way)
         no marker names, and the garbage sweep (gc.py) removes it."""
         if complete:
             return self._scanned_generation_paths(key)
         out: dict[str | None, list[AnyPath]] = {}
         idx = self.index_dir(key)
-        gens: list[AnyPath] = []
-        fixed: list[AnyPath] = []
-        for f in (idx.iterdir() if self.remote or idx.is_dir() else []):
-            (gens if f.is_dir() and _GENERATION.fullmatch(f.name) else fixed).append(f)
+        gens = [f for f in (idx.iterdir() if self.remote or idx.is_dir() else [])
+                if f.is_dir() and _GENERATION.fullmatch(f.name)]
 
         def existing(paths: list[AnyPath]) -> list[AnyPath]:
             return [p for p in paths if p.exists()]
         for g in sorted(gens):
-            out[g.name] = existing([*(self.part_path(t, key, g.name) for t in TABLES),
+            out[g.name] = existing([*(self.part_path(t, key, g.name) for t in table_names()),
                                     self.segstate_path(key, g.name)]) + [g]
-        if fixed:
-            out[None] = existing([self.part_path(t, key) for t in TABLES]) + sorted(fixed)
         return out
 
     def _scanned_generation_paths(self, key: str) -> dict[str | None, list[AnyPath]]:
@@ -215,7 +228,7 @@ class StoreLayout:
             """(belongs to ``key``, its generation) for ``<key>[.<gen>]<suffix>``."""
             parsed = split_generation_name(name, suffix)
             return (parsed is not None and parsed[0] == key), (parsed[1] if parsed else None)
-        for table in TABLES:
+        for table in table_names():
             d = self.table_dir(table)
             if d.is_dir():
                 for f in d.iterdir():
@@ -236,16 +249,14 @@ class StoreLayout:
 
     def conversation_paths(self, key: str) -> list[AnyPath]:
         """Every file or directory that belongs to conversation ``key`` alone (existing or not):
-        the commit marker first, then its own Parquet parts, FAISS indexes, staging directories and
-        build claims. Erasure (:mod:`.erase`) removes exactly these; a new per-conversation file
+        the commit marker first, then its own Parquet parts, FAISS indexes and build claims. Erasure (:mod:`.erase`) removes exactly these; a new per-conversation file
         must be listed here. Rows in shared ``compact-*.parquet`` files and ``errors/`` are not paths
         of one conversation (see :mod:`.compact`, :mod:`.erase`)."""
-        paths = [self.marker_path(key), *(self.part_path(t, key) for t in TABLES), self.index_dir(key)]
-        # parts and segmenter states of every generation (the index directory above holds all of its generations)
+        paths = [self.marker_path(key), self.index_dir(key)]
+        # parts and segmenter states of every generation, and any version-1 fixed-path part (the
+        # index directory above holds all of its generations)
         paths += [p for ps in self.generation_paths(key).values() for p in ps
                   if p.parent != self.index_dir(key) and p not in paths]
-        if self.staging_dir.is_dir():  # writer stages into <key>.<uuid hex>; a longer key is another conversation
-            paths += sorted(p for p in self.staging_dir.iterdir() if re.fullmatch(re.escape(key) + r"\.[0-9a-f]{32}", p.name))
         paths += sorted((self.root / "_claims").glob(f"*/{key}.json"))  # keys contain no glob characters
         return paths
 
@@ -275,8 +286,8 @@ class StoreLayout:
 
     def create(self) -> None:
         """Make the directories a writer needs."""
-        for d in (*(self.table_dir(t) for t in TABLES), self.errors_dir, self.root / "index", self.commits_dir,
-                  self.staging_dir, self.root / SEGSTATE_DIR):
+        for d in (*(self.table_dir(t) for t in table_names()), self.errors_dir, self.root / "index", self.commits_dir,
+                  self.root / SEGSTATE_DIR):
             d.mkdir(parents=True, exist_ok=True)
 
     # -- reading the commit state ---------------------------------------------------------------
@@ -292,40 +303,42 @@ class StoreLayout:
         p = self.manifest_path
         return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
 
-    def read_marker(self, key: str) -> dict[str, Any] | None:
-        """The commit marker of one conversation key, or None when it is not (fully) committed."""
-        try:
-            return json.loads(self.marker_path(key).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
+    def read_marker(self, key: str) -> CommitMarker | None:
+        """The commit marker of one conversation key, or None when it is not (fully) committed.
+        :class:`~lychee_ray.io.store.marker.MarkerError` for a file that is no usable marker."""
+        return self._read_marker_file(self.marker_path(key))
 
-    def iter_markers(self) -> Iterator[dict[str, Any]]:
+    @staticmethod
+    def _read_marker_file(path: AnyPath) -> CommitMarker | None:
+        try:
+            return CommitMarker.from_json(path.read_text(encoding="utf-8"), str(path))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None  # absent, or being replaced or removed right now: not visible
+
+    def write_marker(self, marker: CommitMarker) -> None:
+        """Publish ``marker`` (one atomic write; the caller holds the conversation's write lock)."""
+        atomic_write_text(self.marker_path(marker.key), marker.to_json())
+
+    def iter_markers(self) -> Iterator[CommitMarker]:
         """Commit markers of all visible conversations, in key order."""
         if isinstance(self.commits_dir, StorePath):
             yield from self._remote_markers(self.commits_dir)
             return
         for p in sorted(self.commits_dir.glob("*.json")):
-            try:
-                yield json.loads(p.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, FileNotFoundError):
-                continue  # a marker being replaced right now; it is not visible yet
+            m = self._read_marker_file(p)
+            if m is not None:
+                yield m
 
-    def _remote_markers(self, commits: StorePath) -> list[dict[str, Any]]:
+    def _remote_markers(self, commits: StorePath) -> list[CommitMarker]:
         """Markers of a remote store: one listing, then only the markers new or rewritten since this
         layout last read them (same size and mtime = same object), fetched ``store.io_threads`` at a
         time — one GET costs tens of milliseconds on an object store, and Serve re-scans on reload."""
         listed = sorted((p, size, mtime) for p, size, mtime in commits.list_stats() if p.name.endswith(".json"))
         todo = [(p, size, mtime) for p, size, mtime in listed if self._marker_memo.get(p, (None, None))[:2] != (size, mtime)]
 
-        def read(p: StorePath) -> dict[str, Any] | None:
-            try:
-                return json.loads(p.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, FileNotFoundError):
-                return None  # a marker being replaced or removed right now: not visible
-
         if todo:
-            with ThreadPoolExecutor(max_workers=max(1, min(settings().io_threads, len(todo)))) as pool:
-                for (p, size, mtime), m in zip(todo, pool.map(read, [t[0] for t in todo])):
+            with ThreadPoolExecutor(max_workers=max(1, min(self.settings.io_threads, len(todo)))) as pool:
+                for (p, size, mtime), m in zip(todo, pool.map(self._read_marker_file, [t[0] for t in todo])):
                     self._marker_memo[p] = (size, mtime, m)
         keep = {p for p, _, _ in listed}
         self._marker_memo = {p: v for p, v in self._marker_memo.items() if p in keep}
@@ -340,6 +353,26 @@ class StoreLayout:
                 return 0.0
 
         return mtime(self.manifest_path), listing_state(self.commits_dir)
+
+    # -- version 1 (read by migrate.py alone) ----------------------------------------------------
+    def v1_part_path(self, table: str, key: str) -> AnyPath:
+        """A pre-generation store's fixed Parquet part of ``table`` (its indexes lay directly in
+        ``index_dir(key)``)."""
+        return self.table_dir(table) / f"{key}.parquet"
+
+    @property
+    def v1_staging_dir(self) -> AnyPath:
+        """Where version-1 writers of the oldest stores assembled a commit before renaming it."""
+        return self.root / "_staging"
+
+
+def _generation_of(marker: CommitMarker) -> str:
+    """The generation a marker names; a version-1 marker of the fixed-path scheme names none."""
+    if marker.generation is None:
+        raise MarkerError("needs_migration", f"conversation {marker.conversation_id!r} is stored in the version-1 "
+                                             "fixed-path layout; run `lychee-ray migrate --memory STORE`",
+                          marker.key)
+    return marker.generation
 
 
 def split_generation_name(name: str, suffix: str) -> tuple[str, str | None] | None:
@@ -359,6 +392,11 @@ def is_generation(name: str) -> bool:
     return _GENERATION.fullmatch(name) is not None
 
 
-def iter_markers(root: str | Path | StorePath) -> Iterator[dict[str, Any]]:
+def as_layout(root: str | Path | StorePath | StoreLayout, settings: StoreConfig | None = None) -> StoreLayout:
+    """``root`` as a :class:`StoreLayout` (a layout is used as it is: it carries its settings)."""
+    return root if isinstance(root, StoreLayout) else StoreLayout(root, settings)
+
+
+def iter_markers(root: str | Path | StorePath) -> Iterator[CommitMarker]:
     """Commit markers of all visible conversations of the store at ``root``, in key order."""
     return StoreLayout(root).iter_markers()

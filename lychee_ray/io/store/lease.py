@@ -26,7 +26,7 @@ import time
 import uuid
 from typing import Any
 
-from lychee_ray.io.store.fs import StorePath, settings
+from lychee_ray.io.store.fs import StorePath
 
 
 class Lease:
@@ -40,7 +40,7 @@ class Lease:
         self._thread.start()
 
     def _renew(self) -> None:
-        lease_s = settings().lock_lease_s
+        lease_s = self.path.settings.lock_lease_s
         while not self._stop.wait(lease_s / 3):
             held = read_lease(self.path)
             if held is None or held.get("owner") != self.owner:
@@ -71,7 +71,7 @@ def read_lease(path: StorePath) -> dict[str, Any] | None:
         except OSError:
             if attempt == _READ_TRIES - 1:
                 raise
-            time.sleep(settings().lock_poll_s)
+            time.sleep(path.settings.lock_poll_s)
     return d if isinstance(d, dict) else None
 
 
@@ -81,7 +81,7 @@ def _write(path: StorePath, owner: str, lease_s: float) -> None:
 
 def acquire_lease(path: StorePath, *, blocking: bool = True) -> Lease | None:
     """Take the lease at ``path``; None when ``blocking`` is False and another writer holds it."""
-    s = settings()
+    s = path.settings  # the store settings of the root this lock belongs to
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     while True:
         held = read_lease(path)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator, Literal, Union
 
 from lychee_ray.io.store.fs import AnyPath, StorePath
-from lychee_ray.io.store.layout import StoreLayout, conversation_key
+from lychee_ray.io.store.layout import StoreLayout, as_layout, conversation_key
 from lychee_ray.io.store.lease import Lease, acquire_lease
 
 # what flock_path returns: a file descriptor (local flock) or a lease (object store)
@@ -66,7 +66,7 @@ class ConversationDeleting(RuntimeError):
 
 
 def _layout(root: str | Path | StorePath | StoreLayout) -> StoreLayout:
-    return root if isinstance(root, StoreLayout) else StoreLayout(root)
+    return as_layout(root)
 
 
 def flock_path(path: AnyPath, *, blocking: bool = True) -> LockHandle | None:

@@ -5,31 +5,33 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 
-from lychee_ray.core.conversation import TURN_SCHEMA
-from lychee_ray.core.records import ERROR_SCHEMA, NODE_SCHEMA, RECORD_SCHEMA, SEGMENT_SCHEMA
+from lychee_ray.core.records import ERROR_SCHEMA
 from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet
 from lychee_ray.io.store.index import read_index
-from lychee_ray.io.store.layout import INDEXES, NotAStoreError, StoreLayout, conversation_key
+from lychee_ray.config.store import StoreConfig
+from lychee_ray.io.store.marker import CommitMarker
+from lychee_ray.io.store.layout import NotAStoreError, StoreLayout, as_layout, conversation_key
+from lychee_ray.io.store.tables import indexed_tables, table_names, table_spec, table_specs
 
 
-def read_part(root: str | Path | StorePath | StoreLayout, table: str, marker: dict[str, Any],
+def read_part(root: str | Path | StorePath | StoreLayout, table: str, marker: CommitMarker,
               columns: list[str] | None = None) -> pa.Table:
     """One conversation's rows of ``table``: its own part, or its row group in a compacted file."""
-    layout = root if isinstance(root, StoreLayout) else StoreLayout(root)
-    loc = (marker.get("location") or {}).get(table)
+    layout = as_layout(root)
+    loc = marker.location.get(table)
     if loc is None:
         return read_parquet(layout.marker_part_path(table, marker), columns=columns)
-    return parquet_file(layout.table_dir(table) / loc["file"]).read_row_group(loc["row_group"], columns=columns)
+    return parquet_file(layout.table_dir(table) / loc.file).read_row_group(loc.row_group, columns=columns)
 
 
-def read_segstate(root: str | Path | StorePath, marker: dict[str, Any]) -> dict[str, Any] | None:
+def read_segstate(root: str | Path | StorePath | StoreLayout, marker: CommitMarker) -> dict[str, Any] | None:
     """The segmenter resume point saved with the marker's generation (None when it has none:
     stores written before incremental builds, or a generation committed without one)."""
-    path = StoreLayout(root).marker_segstate_path(marker)
+    path = as_layout(root).marker_segstate_path(marker)
     if path is None:
         return None
     try:
@@ -38,20 +40,72 @@ def read_segstate(root: str | Path | StorePath, marker: dict[str, Any]) -> dict[
         return None
 
 
+def conversation_bytes(layout: StoreLayout, marker: CommitMarker, tables: Iterable[str] | None = None,
+                       indexes: Iterable[str] | None = None) -> int:
+    """On-disk bytes of one conversation (cost accounting): its Parquet parts of ``tables`` (all
+    tables by default; compressed row groups when compacted) + its index files (``indexes`` by
+    stem, all by default)."""
+    total = 0
+    for t in table_names() if tables is None else tables:
+        loc = marker.location.get(t)
+        if loc is not None:
+            try:
+                rg = parquet_file(layout.table_dir(t) / loc.file).metadata.row_group(loc.row_group)
+                total += sum(rg.column(i).total_compressed_size for i in range(rg.num_columns))
+            except (OSError, IndexError):
+                pass
+        else:
+            p = layout.marker_part_path(t, marker)
+            total += p.stat().st_size if p.exists() else 0
+    idx = layout.marker_index_dir(marker)
+    if idx.is_dir():
+        wanted = None if indexes is None else set(indexes)
+        for f in idx.iterdir():
+            if wanted is None or f.stem in wanted:
+                total += f.stat().st_size
+    return total
+
+
 @dataclass
 class ConversationData:
-    """One committed conversation: its tables and FAISS indexes, loaded on demand."""
+    """One committed generation of a conversation: its tables and vector indexes by table name
+    (io/store/tables.py), with the core ones also as attributes for the query path."""
 
     conversation_id: str
     user_id: str
-    records: pa.Table
-    nodes: pa.Table
-    turns: pa.Table
-    segments: pa.Table
-    record_index: Any
-    node_index: Any
-    turn_index: Any
+    tables: dict[str, pa.Table]
+    indexes: dict[str, Any]
+    # ids.json: each indexed table's ids in row order, and the shared "dim"
     ids: dict[str, Any]
+    marker: CommitMarker | None = None
+
+    @property
+    def records(self) -> pa.Table:
+        return self.tables["records"]
+
+    @property
+    def nodes(self) -> pa.Table:
+        return self.tables["nodes"]
+
+    @property
+    def turns(self) -> pa.Table:
+        return self.tables["turns"]
+
+    @property
+    def segments(self) -> pa.Table:
+        return self.tables["segments"]
+
+    @property
+    def record_index(self) -> Any:
+        return self.indexes["records"]
+
+    @property
+    def node_index(self) -> Any:
+        return self.indexes["nodes"]
+
+    @property
+    def turn_index(self) -> Any:
+        return self.indexes["turns"]
 
     @property
     def dim(self) -> int:
@@ -59,15 +113,36 @@ class ConversationData:
 
     def nbytes(self) -> int:
         """Approximate resident size (tables + flat index vectors)."""
-        vec = 4 * self.dim * (self.records.num_rows + self.nodes.num_rows + self.turns.num_rows)
-        return self.records.nbytes + self.nodes.nbytes + self.turns.nbytes + self.segments.nbytes + vec
+        vec = 4 * self.dim * sum(self.tables[name].num_rows for name in self.indexes if name in self.tables)
+        return sum(t.nbytes for t in self.tables.values()) + vec
+
+
+def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMarker,
+                    tables: Iterable[str] | None = None) -> ConversationData:
+    """Read the generation ``marker`` names: ``tables`` (default: every registered table), every
+    vector index and ``ids.json``. The one place that opens a generation's files; the serving
+    reader (:meth:`MemoryStoreReader.load`) and incremental builds (build/stored.py) both use it.
+    OSError (or faiss's RuntimeError) when a file is gone, e.g. replaced by a newer commit."""
+    layout = as_layout(root)
+    names = table_names() if tables is None else tuple(tables)
+    idx_dir = layout.marker_index_dir(marker)
+    ids = json.loads(layout.ids_file(idx_dir).read_text(encoding="utf-8"))
+    return ConversationData(
+        conversation_id=marker.conversation_id,
+        user_id=marker.owner,
+        tables={name: read_part(layout, name, marker) for name in names},
+        indexes={s.name: read_index(layout.index_file(idx_dir, s.name)) for s in indexed_tables()},
+        ids=ids,
+        marker=marker,
+    )
 
 
 class MemoryStoreReader:
     """Read side of a store: the manifest, the visible conversations, one conversation at a time."""
 
-    def __init__(self, root: str | Path | StorePath) -> None:
-        self.layout = StoreLayout(root)
+    def __init__(self, root: str | Path | StorePath | StoreLayout, settings: StoreConfig | None = None) -> None:
+        """``settings``: the ``store`` config section (see :class:`StoreLayout`)."""
+        self.layout = as_layout(root, settings)
         self.root = self.layout.root
         if not self.layout.is_store():
             raise NotAStoreError(self.root)
@@ -76,23 +151,24 @@ class MemoryStoreReader:
     def refresh(self) -> None:
         """Re-scan commit markers (picks up conversations added by a later build)."""
         # Built aside and swapped in whole: threads querying meanwhile never see a half-built map.
-        markers = {m["conversation_id"]: m for m in self.layout.iter_markers()}
+        markers = {m.conversation_id: m for m in self.layout.iter_markers()}
         by_user: dict[str, list[str]] = {}
         for cid, m in markers.items():
-            by_user.setdefault(m.get("user_id") or cid, []).append(cid)
-        self.markers, self.by_user = markers, by_user
+            by_user.setdefault(m.owner, []).append(cid)
+        self.markers: dict[str, CommitMarker] = markers
+        self.by_user: dict[str, list[str]] = by_user
 
-    def refresh_conversation(self, conversation_id: str) -> dict[str, Any] | None:
+    def refresh_conversation(self, conversation_id: str) -> CommitMarker | None:
         """Re-read one conversation's commit marker (after this process committed it: cheaper than
         :meth:`refresh`); returns it, or None when the conversation is not committed."""
         m = self.layout.read_marker(conversation_key(conversation_id))
         markers, by_user = dict(self.markers), {u: list(c) for u, c in self.by_user.items()}
         old = markers.pop(conversation_id, None)
         if old is not None:
-            by_user[old.get("user_id") or conversation_id].remove(conversation_id)
+            by_user[old.owner].remove(conversation_id)
         if m is not None:
             markers[conversation_id] = m
-            by_user.setdefault(m.get("user_id") or conversation_id, []).append(conversation_id)
+            by_user.setdefault(m.owner, []).append(conversation_id)
         self.markers, self.by_user = markers, {u: c for u, c in by_user.items() if c}
         return m
 
@@ -118,31 +194,23 @@ class MemoryStoreReader:
             try:
                 return self._load(conversation_id, m)
             except (OSError, RuntimeError):  # RuntimeError: faiss cannot open a missing index file
-                fresh = self.layout.read_marker(m["key"])
-                if fresh is None or fresh.get("committed_at") == m.get("committed_at"):
+                fresh = self.layout.read_marker(m.key)
+                if fresh is None or m.same_commit(fresh):
                     raise
                 self.markers = {**self.markers, conversation_id: fresh}
                 m = fresh
 
-    def _load(self, conversation_id: str, m: dict[str, Any]) -> ConversationData:
-        tables = {name: read_part(self.layout, name, m) for name in ("records", "nodes", "turns", "segments")}
-        idx_dir = self.layout.marker_index_dir(m)
-        ids = json.loads((idx_dir / "ids.json").read_text(encoding="utf-8"))
-        idx = {name: read_index(idx_dir / f"{name}.faiss") for name in INDEXES}
-        return ConversationData(
-            conversation_id=conversation_id,
-            user_id=m.get("user_id") or conversation_id,
-            record_index=idx["records"],
-            node_index=idx["nodes"],
-            turn_index=idx["turns"],
-            ids=ids,
-            **tables,
-        )
+    def _load(self, conversation_id: str, m: CommitMarker) -> ConversationData:
+        return self.load_generation(m, [s.name for s in table_specs() if s.serving])
+
+    def load_generation(self, marker: CommitMarker, tables: Iterable[str] | None = None) -> ConversationData:
+        """The generation ``marker`` names (:func:`load_generation`), without the retry of :meth:`load`."""
+        return load_generation(self.layout, marker, tables)
 
     def read_table(self, name: str) -> pa.Table:
         """A whole table across visible conversations (for reports and checks, not for serving)."""
         parts = [read_part(self.layout, name, m) for m in self.markers.values()]
-        schema = {"records": RECORD_SCHEMA, "nodes": NODE_SCHEMA, "turns": TURN_SCHEMA, "segments": SEGMENT_SCHEMA}.get(name)
+        schema = table_spec(name).schema
         if not parts:
             return schema.empty_table() if schema is not None else pa.table({})
         return pa.concat_tables(parts)

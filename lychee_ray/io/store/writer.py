@@ -13,28 +13,29 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lychee_ray.core.conversation import TURN_SCHEMA
+from lychee_ray.config.store import StoreConfig
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import (
     ERROR_SCHEMA,
     EvidenceNode,
     MemoryRecord,
     SegmentRow,
-    nodes_table,
-    records_table,
-    segments_table,
 )
 from lychee_ray.io.store.fs import AnyPath, StorePath, create_exclusive, remove_tree, write_parquet
 from lychee_ray.io.store.index import build_flat_index, write_index
 from lychee_ray.io.store.layout import (
-    INDEXES,
+    LEGACY_STORE_VERSION,
     STORE_VERSION,
     StoreLayout,
+    as_layout,
     atomic_write_text,
     conversation_key,
     new_generation,
 )
 from lychee_ray.io.store.locks import conversation_write_lock
+from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, MarkerCounts
+from lychee_ray.io.store.migrate import migrate_conversation
+from lychee_ray.io.store.tables import indexed_tables, table_specs
 
 
 # Columns of the turns table that make a turn what it is: a stored turn whose values differ is a
@@ -74,18 +75,22 @@ class ConversationArtifacts:
     fingerprint: str
     # Rows of ``nodes`` that have a vector (in node_vectors order); None = every node.
     node_vector_rows: list[int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # how the generation was built: copied into the commit marker
+    info: BuildInfo = field(default_factory=BuildInfo)
+    # rows and vectors of tables registered beyond the core five (io/store/tables.py), by table name
+    extra_tables: dict[str, pa.Table] = field(default_factory=dict)
+    extra_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     # The segmenter's resume point (docs/incremental.md), saved beside the generation; None = none.
     segstate: dict[str, Any] | None = None
 
-    def counts(self) -> dict[str, int]:
-        return {
-            "turns": self.turns.num_rows,
-            "segments": len(self.segments),
-            "failed_segments": sum(s.status == "failed" for s in self.segments),
-            "records": len(self.records),
-            "nodes": len(self.nodes),
-        }
+    def counts(self) -> MarkerCounts:
+        return MarkerCounts(
+            turns=self.turns.num_rows,
+            segments=len(self.segments),
+            failed_segments=sum(s.status == "failed" for s in self.segments),
+            records=len(self.records),
+            nodes=len(self.nodes),
+        )
 
     def open_turns(self) -> int:
         """Turns no segment covers yet: the open tail an append left (docs/incremental.md)."""
@@ -95,18 +100,26 @@ class ConversationArtifacts:
 class MemoryStoreWriter:
     """Writes conversations into a store directory, one atomic commit each."""
 
-    def __init__(self, root: str | Path | StorePath) -> None:
-        self.layout = StoreLayout(root)
+    def __init__(self, root: str | Path | StorePath | StoreLayout, settings: StoreConfig | None = None) -> None:
+        """``settings``: the ``store`` config section (see :class:`StoreLayout`)."""
+        self.layout = as_layout(root, settings)
         self.root = self.layout.root
         self.layout.create()
 
-    def commit_marker(self, conversation_id: str) -> dict[str, Any] | None:
+    def commit_marker(self, conversation_id: str) -> CommitMarker | None:
         """The committed marker of a conversation, or None when it is not (fully) committed."""
         return self.layout.read_marker(conversation_key(conversation_id))
 
+    def current_marker(self, conversation_id: str) -> CommitMarker | None:
+        """:meth:`commit_marker` for a writer that holds the conversation's write lock and is about
+        to build on it: a version-1 marker is migrated first (:mod:`.migrate`), so what follows
+        reads and replaces a generation like any other."""
+        m = self.commit_marker(conversation_id)
+        return migrate_conversation(self.layout, m) if m is not None and m.version < MARKER_VERSION else m
+
     def is_committed(self, conversation_id: str, fingerprint: str | None = None) -> bool:
         m = self.commit_marker(conversation_id)
-        return m is not None and (fingerprint is None or m.get("fingerprint") == fingerprint)
+        return m is not None and (fingerprint is None or m.fingerprint == fingerprint)
 
     def claim(self, conversation_id: str, run_id: str, where: str) -> str | None:
         """Claim a conversation id for this run; returns the earlier claimant's location when the
@@ -132,7 +145,7 @@ class MemoryStoreWriter:
         """Forget a finished run's claims."""
         remove_tree(self.layout.claims_dir(run_id))
 
-    def commit(self, art: ConversationArtifacts, *, locked: bool = False) -> dict[str, Any]:
+    def commit(self, art: ConversationArtifacts, *, locked: bool = False) -> CommitMarker:
         """Publish one conversation as a new generation; returns the commit marker.
 
         The generation's files get names no earlier commit used, the marker naming them is written
@@ -147,20 +160,14 @@ class MemoryStoreWriter:
         key = conversation_key(art.conversation_id)
         previous = self.layout.read_marker(key)
         gen = new_generation(previous)
-        tables = {
-            "records": records_table(art.records),
-            "nodes": nodes_table(art.nodes),
-            "turns": art.turns.cast(TURN_SCHEMA),
-            "segments": segments_table(art.segments),
-            "usage": art.usage,
-        }
+        tables = {spec.name: spec.fill(art) for spec in table_specs()}  # every registered table
         try:
             # the indexes first: index/<key>/<gen>/ is how the next commit finds this generation's
             # files without listing the shared table directories (layout.generation_paths)
             index_dir = self.layout.index_dir(key, gen)
             if not self.layout.remote:  # object stores have no directories to make
                 index_dir.mkdir(parents=True, exist_ok=True)
-            self._write_indexes(index_dir, art)
+            self._write_indexes(index_dir, art, tables)
             for name, table in tables.items():
                 write_parquet(table, self.layout.part_path(name, key, gen))
             if art.segstate is not None:
@@ -172,18 +179,18 @@ class MemoryStoreWriter:
             for path in self.layout.generation_paths(key, complete=False).get(gen, []):  # invisible anyway; don't leave it behind
                 remove_tree(path)
             raise
-        marker = {
-            "conversation_id": art.conversation_id,
-            "user_id": art.user_id,
-            "key": key,
-            "generation": gen,
-            "fingerprint": art.fingerprint,
-            "committed_at": datetime.now(timezone.utc).isoformat(),
-            "counts": art.counts(),
-            "open_turns": art.open_turns(),
-            **art.extra,
-        }
-        atomic_write_text(self.layout.marker_path(key), json.dumps(marker, indent=1, sort_keys=True))
+        marker = CommitMarker(
+            conversation_id=art.conversation_id,
+            user_id=art.user_id,
+            key=key,
+            generation=gen,
+            fingerprint=art.fingerprint,
+            committed_at=datetime.now(timezone.utc).isoformat(),
+            counts=art.counts(),
+            open_turns=art.open_turns(),
+            **art.info.model_dump(),
+        )
+        self.layout.write_marker(marker)
         self.remove_old_generations(key, keep=gen)
         return marker
 
@@ -201,23 +208,25 @@ class MemoryStoreWriter:
                 n += 1
         return n
 
-    def _write_indexes(self, dest: AnyPath, art: ConversationArtifacts) -> None:
-        dim = int(art.turn_vectors.shape[1]) if art.turn_vectors.ndim == 2 else 0
-        ids = {
-            "records": [r.record_id for r in art.records],
-            "nodes": [n.node_id for n in art.nodes],
-            "turns": art.turns.column("turn_id").to_pylist(),
-        }
-        vecs = {"records": art.record_vectors, "nodes": art.node_vectors, "turns": art.turn_vectors}
-        rows = {"records": None, "nodes": art.node_vector_rows, "turns": None}
-        for name in INDEXES:
-            expected = len(ids[name]) if rows[name] is None else len(rows[name])
+    def _write_indexes(self, dest: AnyPath, art: ConversationArtifacts, tables: dict[str, pa.Table]) -> None:
+        """One FAISS index per indexed table (ids = row positions) and ``ids.json`` with each
+        indexed table's id column in row order (io/store/tables.py says which tables and columns)."""
+        specs = indexed_tables()
+        vecs = {s.name: s.index.vectors(art) for s in specs if s.index is not None}
+        # the embedding dimension every index shares (0: a conversation without any vector)
+        dim = max((int(v.shape[1]) for v in vecs.values() if v.ndim == 2), default=0)
+        ids: dict[str, list[Any]] = {}
+        for spec in specs:
+            assert spec.index is not None
+            name, rows = spec.name, spec.index.rows(art)
+            ids[name] = tables[name].column(spec.index.id_column).to_pylist()
+            expected = len(ids[name]) if rows is None else len(rows)
             if len(vecs[name]) != expected:
                 raise ValueError(f"{name}: {len(vecs[name])} vectors for {expected} rows")
-            if rows[name] is not None and any(not 0 <= r < len(ids[name]) for r in rows[name]):
+            if rows is not None and any(not 0 <= r < len(ids[name]) for r in rows):
                 raise ValueError(f"{name}: vector row ids out of range")
-            write_index(build_flat_index(vecs[name], dim, rows[name]), dest / f"{name}.faiss")
-        (dest / "ids.json").write_text(json.dumps({"dim": dim, **ids}), encoding="utf-8")
+            write_index(build_flat_index(vecs[name], dim, rows), StoreLayout.index_file(dest, name))
+        StoreLayout.ids_file(dest).write_text(json.dumps({"dim": dim, **ids}), encoding="utf-8")
 
     def write_errors(self, rows: list[dict[str, Any]], run_id: str | None = None) -> AnyPath | None:
         """Append error rows (conversation_id, stage, message, file, line) as one Parquet part."""
@@ -230,32 +239,39 @@ class MemoryStoreWriter:
         return path
 
     def write_manifest(self, info: dict[str, Any]) -> dict[str, Any]:
-        """Summarise every committed conversation into ``manifest.json`` (plus ``info``)."""
+        """Summarise every committed conversation into ``manifest.json`` (plus ``info``).
+
+        The store version is kept as it was when the store is older: only the migration
+        (:mod:`.migrate`) may raise it, so an erasure in a version-1 store leaves it to be migrated."""
+        old = self.layout.read_manifest()
+        # (a manifest without "version" counts as version 1)
+        version = min(int(old.get("version", LEGACY_STORE_VERSION)), STORE_VERSION) if old else STORE_VERSION
         markers = list(self.layout.iter_markers())
         totals: dict[str, int] = {}
         tokens: dict[str, dict[str, int]] = {}
         quality = QualityCounts()
         for m in markers:
-            quality.add(QualityCounts.from_report(m.get("quality")))
-            for k, v in m.get("counts", {}).items():
+            quality.add(QualityCounts.from_report(m.quality))
+            for k, v in m.counts.as_dict().items():
                 totals[k] = totals.get(k, 0) + int(v)
-            for stage, t in (m.get("tokens") or {}).items():
+            for stage, t in m.tokens.items():
                 agg = tokens.setdefault(stage, {})
                 for k, v in t.items():
                     agg[k] = agg.get(k, 0) + int(v)
-        def one_or_all(key: str) -> Any:
-            vals = sorted({str(m[key]) for m in markers if m.get(key) is not None})
+
+        def one_or_all(values: list[Any]) -> Any:
+            vals = sorted({str(v) for v in values if v is not None})
             return vals[0] if len(vals) == 1 else (vals or None)
 
         manifest = {
-            "version": STORE_VERSION,
+            "version": version,
             "written_at": datetime.now(timezone.utc).isoformat(),
             # what the committed conversations were built with (a list when they differ)
-            "backend": one_or_all("backend"),
-            "models": {"llm": one_or_all("model"), "embedding": one_or_all("embedder")},
-            "embedding_dim": one_or_all("embedding_dim"),
-            "fingerprint": one_or_all("fingerprint"),
-            "erasures": self.layout.read_manifest().get("erasures") or [],  # the log of io/store/erase.py outlives builds
+            "backend": one_or_all([m.backend for m in markers]),
+            "models": {"llm": one_or_all([m.model for m in markers]), "embedding": one_or_all([m.embedder for m in markers])},
+            "embedding_dim": one_or_all([m.embedding_dim for m in markers]),
+            "fingerprint": one_or_all([m.fingerprint for m in markers]),
+            "erasures": old.get("erasures") or [],  # the log of io/store/erase.py outlives builds
             **info,
             "counts": {"conversations": len(markers), **totals},
             "tokens": tokens,

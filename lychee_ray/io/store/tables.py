@@ -1,0 +1,124 @@
+"""The store's tables: one registry every store module loops over.
+
+Each :class:`TableSpec` says what a table is called (its directory under the store root and its key
+in ``ids.json`` / ``location``), its Arrow schema, which part of a conversation's build artifacts
+fills it, and whether it has a vector index (a FAISS file per generation, ids = row positions).
+The writer, reader, compaction, erasure, the garbage sweep, verification, incremental builds and
+cost accounting all ask :func:`table_specs` / :func:`table_names`; none lists tables itself. So a
+new table is one :func:`register_table` call plus the build step that puts its rows into
+:class:`~lychee_ray.io.store.writer.ConversationArtifacts` (``extra_tables`` / ``extra_vectors``
+for tables beyond the core five; ``tests/test_store_contract.py`` adds one that way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import pyarrow as pa
+
+from lychee_ray.core.conversation import TURN_SCHEMA
+from lychee_ray.core.records import NODE_SCHEMA, RECORD_SCHEMA, SEGMENT_SCHEMA, nodes_table, records_table, segments_table
+
+if TYPE_CHECKING:  # the writer imports this module
+    from lychee_ray.io.store.writer import ConversationArtifacts
+
+
+def _every_row(art: "ConversationArtifacts") -> list[int] | None:
+    return None
+
+
+@dataclass(frozen=True)
+class VectorIndex:
+    """A table's FAISS index: ``vectors(art)`` are the vectors of rows ``rows(art)`` (None: every
+    row, in order); ``ids.json`` lists the table's ``id_column`` in row order next to it."""
+
+    id_column: str
+    vectors: Callable[["ConversationArtifacts"], np.ndarray]
+    rows: Callable[["ConversationArtifacts"], list[int] | None] = _every_row
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table of the store."""
+
+    name: str
+    # the table's columns (an empty table of a store without conversations has exactly these);
+    # None: whatever the artifact brings (usage: llm/usage.py's USAGE_SCHEMA, a layer above io/)
+    schema: pa.Schema | None
+    # the rows one conversation's build artifacts put in it
+    fill: Callable[["ConversationArtifacts"], pa.Table]
+    index: VectorIndex | None = None
+    # loaded by MemoryStoreReader.load for serving (usage accounting is not: it only grows the cache)
+    serving: bool = True
+
+
+_CORE = (
+    TableSpec("records", RECORD_SCHEMA, lambda a: records_table(a.records),
+              VectorIndex("record_id", lambda a: a.record_vectors)),
+    TableSpec("nodes", NODE_SCHEMA, lambda a: nodes_table(a.nodes),
+              VectorIndex("node_id", lambda a: a.node_vectors, lambda a: a.node_vector_rows)),
+    TableSpec("turns", TURN_SCHEMA, lambda a: a.turns.cast(TURN_SCHEMA),
+              VectorIndex("turn_id", lambda a: a.turn_vectors)),
+    TableSpec("segments", SEGMENT_SCHEMA, lambda a: segments_table(a.segments)),
+    # kept as the ledger wrote it (older stores' usage parts may lack newer columns)
+    TableSpec("usage", None, lambda a: a.usage, serving=False),
+)
+CORE_TABLES = tuple(t.name for t in _CORE)
+
+_registry: dict[str, TableSpec] = {t.name: t for t in _CORE}
+
+
+class TableRegistryError(ValueError):
+    """A registration that would break the store: ``kind`` is ``"duplicate"``, ``"core"`` (the
+    core tables cannot be removed) or ``"reserved"`` (a name the layout uses for something else)."""
+
+    def __init__(self, kind: str, name: str, message: str) -> None:
+        super().__init__(f"table {name!r}: {message}")
+        self.kind = kind
+        self.name = name
+
+
+# directories of the store root that are not tables (layout.py), and ids.json's own key
+_RESERVED = frozenset({"index", "commits", "errors", "segstate", "manifest", "dim", "_claims", "_locks", "_staging"})
+
+
+def register_table(spec: TableSpec) -> TableSpec:
+    """Add a table to the store; every store module picks it up from then on."""
+    if spec.name in _registry:
+        raise TableRegistryError("duplicate", spec.name, "already registered")
+    if spec.name in _RESERVED or not spec.name.isidentifier():
+        raise TableRegistryError("reserved", spec.name, "not a usable table name")
+    _registry[spec.name] = spec
+    return spec
+
+
+def unregister_table(name: str) -> None:
+    """Remove a table added by :func:`register_table` (tests; stores written with it keep its files)."""
+    if name in CORE_TABLES:
+        raise TableRegistryError("core", name, "a core table cannot be removed")
+    _registry.pop(name, None)
+
+
+def table_specs() -> tuple[TableSpec, ...]:
+    """Every table, in registration order (the core five first)."""
+    return tuple(_registry.values())
+
+
+def table_names() -> tuple[str, ...]:
+    return tuple(_registry)
+
+
+def table_spec(name: str) -> TableSpec:
+    """One table's spec; KeyError for a name no one registered."""
+    return _registry[name]
+
+
+def indexed_tables() -> tuple[TableSpec, ...]:
+    """The tables with a vector index (their FAISS files and ``ids.json`` keys)."""
+    return tuple(t for t in _registry.values() if t.index is not None)
+
+
+__all__ = ["CORE_TABLES", "TableRegistryError", "TableSpec", "VectorIndex", "indexed_tables", "register_table",
+           "table_names", "table_spec", "table_specs", "unregister_table"]
