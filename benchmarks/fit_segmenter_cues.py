@@ -15,10 +15,17 @@ Procedure (TIAGE test is never read; SuperDialseg validation is a fitting corpus
    Refit once on the trace of the fitted configuration (the open segment, hence D, N and X, follows the
    segmenter's own cuts).
 3. The logistic intercept gives calibrated probabilities, not the WindowDiff-optimal cut rate: one offset
-   of b (grid ``BIAS_OFFSETS``) is chosen on the mean WindowDiff of the two fitting corpora among the
-   offsets that keep LoCoMo within 5-7 turns per segment (every conversation within 4-9).
+   of b (grid ``BIAS_OFFSETS``) and one pressure setting (``PRESSURES``, each with its own fit) are chosen
+   on the mean WindowDiff of the two fitting corpora among those that keep LoCoMo within 5-7 turns per
+   segment (every conversation within 4-9), by the one-SE rule of :func:`choose`.
 Writes the weights, the fit trace and the fitting-corpus figures as JSON; copy the weights into
-configs/default.yaml (segmenter: bias, role_bias, w_*, cues.w_*).
+configs/default.yaml (segmenter: bias, role_bias, w_*, cues.w_*, the chosen pressure setting).
+
+``--report`` skips the fit and evaluates the configuration as it stands (configs/default.yaml plus any
+``--config``) on TIAGE test and SuperDialseg validation (the eval-seg report: every reference with paired
+95 % intervals) and on LoCoMo (turns per segment), and checks the issue's gate:
+
+    python benchmarks/fit_segmenter_cues.py --report --out benchmarks/results/segmenter_report.json --cache-dir /tmp/segcache29
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibrate_segmenter import (  # noqa: E402
     DATA,
+    LOCOMO_GOAL,
     embed_cached,
     feasible,
     load_locomo,
@@ -74,15 +82,24 @@ FEATURES: dict[str, str] = {
 FIXED = ("length_pressure", "count_pressure")
 L2 = 1e-3  # ridge on the coefficients (not the intercept): keeps IRLS stable when a cue is constant in a corpus
 BIAS_OFFSETS = [round(x, 2) for x in np.arange(-0.7, 0.51, 0.1)]
-# The count pressure is the cost model's lever on long conversations (LoCoMo, 300+ turns), where the
-# surface cues make cuts rarer than in the short fitting dialogues; a few settings are tried, each with
-# its own fit and bias sweep. The first is the base configuration's.
+# The pressures are the cost model's lever on long conversations (LoCoMo, 300+ turns of ~25 tokens), where
+# the surface cues make cuts rarer than in the short fitting dialogues: at the bias the fitting corpora
+# prefer, LoCoMo segments run to 8-9 turns. A segment's size in tokens is what an encoder call costs, so the
+# length pressure (not a per-corpus constant) is what may tighten there; a few settings are tried, each with
+# its own fit and bias sweep. The first is issue 20's.
 PRESSURES: list[dict[str, float]] = [
-    {},
-    {"w_count": 0.6},
-    {"w_count": 1.0},
-    {"count_pressure.start": 6.0, "w_count": 1.0},
+    {"length_pressure.scale": 1024.0},
+    {"length_pressure.scale": 256.0},
+    {"length_pressure.scale": 128.0},
+    {"length_pressure.scale": 128.0, "count_pressure.start": 6.0, "w_count": 1.0},
 ]
+# The first trace is taken with issue 20's decision (embedding signals only), whatever configs/default.yaml
+# says now, so that the fit does not depend on its own earlier output.
+START: dict[str, Any] = {
+    "bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_cohesion": 0.45, "w_length": 0.9, "w_count": 0.3,
+    "length_pressure.scale": 1024.0, "count_pressure.start": 2.0,
+    "cues.w_question": 0.0, "cues.w_answer": 0.0, "cues.w_lexical": 0.0,
+}
 REFITS = 2  # fit on the base trace, then once more on the fitted configuration's own trace
 
 
@@ -207,6 +224,54 @@ def fit_and_sweep(cfg0: SegmenterConfig, pressure: dict[str, float], fit: dict[s
     return {"pressure": pressure, "rounds": rounds, "bias_sweep": sweep}
 
 
+def choose(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], float]:
+    """The project's one-standard-error rule (as in calibrate_segmenter.pick): among LoCoMo-feasible rows,
+    those whose mean WindowDiff is within one SE of the best (SE of the two-corpus mean), then the one
+    closest to the paper's 5.8 LoCoMo turns per segment. Adjacent biases differ by less than the noise, so
+    the minimum alone would pick noise; the cost model breaks the tie."""
+    ok = [r for r in rows if r["feasible"]] or rows
+    top = min(ok, key=lambda r: r["mean_windowdiff"])
+    se = float(np.hypot(top["tiage_train"]["windowdiff_se"], top["superdialseg"]["windowdiff_se"]) / 2)
+    band = round(top["mean_windowdiff"] + se, 4)
+    near = [r for r in ok if r["mean_windowdiff"] <= band]
+    return min(near, key=lambda r: abs(r["locomo"]["mean_turns_per_segment"] - LOCOMO_GOAL)), band
+
+
+GATE_NO_BOUNDARY_TIAGE = 0.03  # the issue: on TIAGE test at least this much below no-boundary
+
+
+def gate(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The issue's gate: on both corpora lychee's WindowDiff is below the matched fixed window, no boundary and
+    standard TextTiling with the whole paired 95 % interval below 0; on TIAGE test >= 0.03 below no boundary."""
+    checks: dict[str, bool] = {}
+    for corpus, rep in reports.items():
+        for ref in ("fixed_window", "no_boundary", "texttiling"):
+            checks[f"{corpus}: below {ref} (paired 95% CI < 0)"] = rep["paired"][ref]["windowdiff"]["ci95_high"] < 0
+    d = reports["tiage_test"]["paired"]["no_boundary"]["windowdiff"]["mean"]
+    checks[f"tiage_test: >= {GATE_NO_BOUNDARY_TIAGE} below no_boundary"] = d <= -GATE_NO_BOUNDARY_TIAGE
+    return {"checks": checks, "met": all(checks.values())}
+
+
+def report(cfg: SegmenterConfig, enc: str, tiage: list[SegDialogue], tv: np.ndarray, sds: list[SegDialogue], sv: np.ndarray,
+           convs: list[Any], lv: list[np.ndarray], out: Path) -> int:
+    """Evaluate ``cfg`` on the reported corpora and LoCoMo; write JSON and print the summaries."""
+    from lychee_ray.eval.segmentation import format_report
+
+    corpora = {"tiage_test": subset(tiage, tv, [i for i, d in enumerate(tiage) if d.subset == "test"]), "superdialseg": (sds, sv)}
+    reports = {name: evaluate_dialogues(d, v, cfg, encoding=enc) for name, (d, v) in corpora.items()}
+    loc = locomo_lengths(convs, lv, cfg, enc)
+    result = {"config": cfg.model_dump(mode="json"), **reports, "locomo": {**loc, "feasible": feasible(loc)}, "gate": gate(reports)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    for name, rep in reports.items():
+        print(f"== {name}\n{format_report(rep)}")
+    print(f"== LoCoMo: {loc['mean_turns_per_segment']:.2f} turns/segment (per conversation "
+          f"{min(loc['per_conversation'].values()):.2f}-{max(loc['per_conversation'].values()):.2f})")
+    for k, ok in result["gate"]["checks"].items():
+        print(f"{'PASS' if ok else 'FAIL'}  {k}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
@@ -215,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--cache-dir", help="keep embeddings here between runs")
     ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
+    ap.add_argument("--report", action="store_true", help="no fit: report the configuration on TIAGE test, SuperDialseg and LoCoMo")
     args = ap.parse_args(argv)
 
     cfg_all = load_config(files=args.config)
@@ -233,23 +299,25 @@ def main(argv: list[str] | None = None) -> int:
     bounds = np.cumsum([0] + [c.num_turns for c in convs])
     lv = [lv_all[bounds[i] : bounds[i + 1]] for i in range(len(convs))]
     print(f"embedded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    # Fitting corpora only: TIAGE train and SuperDialseg validation (TIAGE test is not loaded here).
+    if args.report:
+        return report(base, enc, tiage, tv, sds, sv, convs, lv, Path(args.out))
+    # Fitting corpora only: TIAGE train and SuperDialseg validation (TIAGE test is not used for the fit).
     fit = {
         "tiage_train": subset(tiage, tv, [i for i, d in enumerate(tiage) if d.subset == "train"]),
         "superdialseg": (sds, sv),
     }
 
-    settings = [fit_and_sweep(with_overrides(base, p), p, fit, convs, lv, enc) for p in PRESSURES]
-    ok = [r for st in settings for r in st["bias_sweep"] if r["feasible"]]
-    best = min(ok, key=lambda r: r["mean_windowdiff"])
+    start = with_overrides(base, START)
+    settings = [fit_and_sweep(with_overrides(start, p), p, fit, convs, lv, enc) for p in PRESSURES]
+    best, band = choose([r for st in settings for r in st["bias_sweep"]])
     weights = best["overrides"]
     result = {
         "embedding_model": getattr(embedder, "name", "?"),
         "features": FEATURES, "fixed": FIXED,
         "l2": L2,
         "settings": settings,
-        "chosen": {"weights": weights, "rule": "min mean WindowDiff of TIAGE train and SuperDialseg among LoCoMo-feasible "
-                   "(pressure setting, bias offset) pairs", "row": best},
+        "chosen": {"weights": weights, "rule": "LoCoMo-feasible; mean WindowDiff of TIAGE train and SuperDialseg within one "
+                   "SE of the best; closest to 5.8 LoCoMo turns per segment", "band": band, "row": best},
         "base_config": base.model_dump(mode="json"),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
