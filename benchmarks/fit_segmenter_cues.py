@@ -180,6 +180,7 @@ def overrides_from(intercept: float, coef: np.ndarray) -> dict[str, float]:
 
 
 FITTED = tuple(f for f in FEATURES if f not in FIXED)
+FEATURES_INDEX = {f: j for j, f in enumerate(FEATURES)}
 
 
 def fit_and_sweep(cfg0: SegmenterConfig, pressure: dict[str, float], fit: dict[str, tuple[list[SegDialogue], np.ndarray]],
@@ -200,7 +201,10 @@ def fit_and_sweep(cfg0: SegmenterConfig, pressure: dict[str, float], fit: dict[s
         b, coef = logistic_irls(x[:, fi], y, w, x[:, xi_fixed] @ fixed_w)
         over = {**pressure, **overrides_from(b, coef)}
         aucs = {name: round(auc(xi[:, fi] @ coef + xi[:, xi_fixed] @ fixed_w, yi), 4) for name, xi, yi in zip(fit, xs, ys)}
-        rounds.append({"decisions": {n: len(yi) for n, yi in zip(fit, ys)}, "boundary_rate": {n: round(float(yi.mean()), 4) for n, yi in zip(fit, ys)},
+        # Each input alone (the sign-free AUC, max(a, 1 - a)): what a cue is worth before the combination.
+        single = {name: {f: round(max(a, 1 - a), 4) for f, a in ((f, auc(xi[:, j], yi)) for j, f in enumerate(FEATURES))
+                         if np.ptp(xi[:, FEATURES_INDEX[f]]) > 0} for name, xi, yi in zip(fit, xs, ys)}
+        rounds.append({"single_auc": single, "decisions": {n: len(yi) for n, yi in zip(fit, ys)}, "boundary_rate": {n: round(float(yi.mean()), 4) for n, yi in zip(fit, ys)},
                        "intercept": round(b, 4), "coefficients": {k: round(float(c), 4) for k, c in zip(FITTED, coef)},
                        "fixed": {k: float(v) for k, v in zip(FIXED, fixed_w)}, "auc": aucs})
         print(f"{pressure} round {r}: {over} AUC {aucs}", file=sys.stderr)
