@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -198,3 +199,29 @@ def test_role_aware_eval_cuts_only_at_user_turns_and_reports_reference_points():
     assert {"lychee", "fixed_window", "no_boundary", "texttiling", "texttiling_oracle"} <= set(report)
     assert report["texttiling_oracle"]["windowdiff"] == 0.0  # planted shifts, true count
     assert report["no_boundary"]["mean_segment_len"] == 12.0
+    # a paired comparison against every reference, consistent with the corpus means
+    assert set(report["paired"]) == {"fixed_window", "no_boundary", "texttiling", "texttiling_oracle"}
+    for name, pair in report["paired"].items():
+        wd = pair["windowdiff"]
+        assert wd["mean"] == pytest.approx(report["lychee"]["windowdiff"] - report[name]["windowdiff"], abs=2e-4)
+        assert wd["ci95_low"] <= wd["mean"] <= wd["ci95_high"]
+    from lychee_ray.eval.segmentation import format_report
+
+    text = format_report(report)
+    assert "texttiling_oracle" in text and "[95% CI]" in text
+
+
+def test_paired_difference_hand_case():
+    from lychee_ray.eval.seg_metrics import Z_95, paired_difference, per_dialogue_scores
+
+    d = paired_difference([0.5, 0.4, 0.3], [0.6, 0.6, 0.6])  # differences -0.1, -0.2, -0.3
+    assert d["mean"] == pytest.approx(-0.2)
+    assert d["se"] == pytest.approx(0.1 / math.sqrt(3))
+    assert d["ci95_high"] == pytest.approx(-0.2 + Z_95 * 0.1 / math.sqrt(3)) and d["ci95_high"] < 0
+    # identical systems: zero difference, zero width (the shared dialogue variance cancels)
+    same = paired_difference([0.1, 0.9, 0.5], [0.1, 0.9, 0.5])
+    assert same["mean"] == 0.0 and same["ci95_low"] == same["ci95_high"] == 0.0
+    with pytest.raises(ValueError):
+        paired_difference([0.1], [0.1, 0.2])
+    scores = per_dialogue_scores([[2, 2], [4]], [[4], [4]])
+    assert scores["windowdiff"] == [pytest.approx(windowdiff("0100", "0000", 2)), 0.0]

@@ -19,6 +19,9 @@ from lychee_ray.build.segment import (
     TurnRef,
     build_exchanges,
     calibrated_surprise,
+    content_words,
+    is_question,
+    lexical_novelty,
     make_segmenter,
     ramp,
     segment_conversation,
@@ -45,8 +48,10 @@ def make_turns(
     roles: list[str] | None = None,
     tokens: list[int] | None = None,
     seed: int = 0,
+    texts: list[str] | None = None,
 ) -> list[TurnInput]:
-    """Synthetic turns: turn i talks about topics[i] (a basis direction plus noise)."""
+    """Synthetic turns: turn i talks about topics[i] (a basis direction plus noise); ``texts`` replaces
+    the neutral default texts (for the surface cues)."""
     rng = np.random.default_rng(seed)
     sessions = sessions or [0] * len(topics)
     out, per_session = [], {}
@@ -56,7 +61,13 @@ def make_turns(
         per_session[si] = ti + 1
         ref = TurnRef(session_index=si, turn_index=ti, turn_id=f"D{si}:{ti}", session_id=f"s{si}")
         out.append(
-            TurnInput(ref, roles[i] if roles else "user", f"turn {i} about {topic}", tokens[i] if tokens else 10, _topic_vec(rng, topic))
+            TurnInput(
+                ref,
+                roles[i] if roles else "user",
+                texts[i] if texts else f"turn {i} about {topic}",
+                tokens[i] if tokens else 10,
+                _topic_vec(rng, topic),
+            )
         )
     return out
 
@@ -266,6 +277,86 @@ def test_new_stream_restarts_numbering_but_keeps_background():
     assert first[0].segment_index == 0 and second[0].segment_index == 0
     assert second[0].first_exchange == 0
     assert history and seg.state_dict()["bg_n"] == 34
+
+
+def test_surface_cue_helpers():
+    assert is_question("what do you do for a living?") and is_question("你喜欢猫吗？")
+    assert not is_question("i am a receptionist.")
+    assert content_words(["I LOVE cats, cats and dogs!", "don't stop"], 4) == ("love", "cats", "dogs", "don't", "stop")
+    assert content_words(["a an the of"], 4) == ()
+    assert lexical_novelty(("cats", "dogs"), [["cats"], ["hats"]]) == 0.5
+    assert lexical_novelty(("cats",), []) == 1.0
+    assert lexical_novelty((), [["cats"]]) is None  # no content word: no lexical evidence
+
+
+def test_units_carry_question_and_word_cues():
+    turns = make_turns([0, 0, 0], roles=["user", "assistant", "assistant"],
+                       texts=["Do you like jazz?", "Some of it.", "Which records do you own?"])
+    (unit,) = build_exchanges(turns, "role")
+    assert unit.opener_question and unit.closer_question
+    assert unit.words == ("like", "jazz", "some", "which", "records")  # "own" is under min_word_chars
+    (a, b) = build_exchanges(turns[:2], "turn")
+    assert a.opener_question and not b.opener_question and not b.closer_question
+
+
+def test_question_cue_cuts_and_answer_cue_holds_on_a_flat_embedding_stream():
+    """With identical-topic vectors only the cues differ: a question opens a segment, its answer does not."""
+    texts = ["i like walking my dogs.", "they are lovely animals.", "my dogs sleep a lot.",
+             "what is your favourite season?", "winter, because of skiing.", "skiing sounds great."]
+    turns = make_turns([0] * 6, texts=texts)
+    cues = {"w_question": 4.0, "w_answer": -4.0, "w_lexical": 0.0, "lexical_window": 2, "min_word_chars": 4}
+    cfg = SegmenterConfig(bias=-2.0, w_surprise=0.0, w_cohesion=0.0, w_length=0.0, w_count=0.0, cues=cues)
+    segs, decisions = segment_turn_inputs(turns, cfg, mode="turn")
+    assert cut_points(segs) == [3]
+    traced = {d.exchange_index: d for d in decisions if d.p is not None}
+    assert traced[3].question == 1.0 and traced[3].answer == 0.0
+    assert traced[4].answer == 1.0 and traced[4].question == 0.0 and not traced[4].cut
+    # without the answer cue the (question-free) reply is not cut either: the cue only holds, never cuts
+    segs, _ = segment_turn_inputs(turns, cfg.model_copy(update={"cues": cfg.cues.model_copy(update={"w_answer": 0.0})}), mode="turn")
+    assert cut_points(segs) == [3]
+    # the question is cut only because of its cue
+    segs, _ = segment_turn_inputs(turns, cfg.model_copy(update={"cues": cfg.cues.model_copy(update={"w_question": 0.0})}), mode="turn")
+    assert cut_points(segs) == []
+
+
+def test_lexical_novelty_is_against_the_open_segments_recent_units():
+    texts = ["jazz records vinyl", "jazz vinyl players", "vinyl records jazz", "football stadium tickets", "stadium football match"]
+    turns = make_turns([0] * 5, texts=texts)
+    cues = {"w_question": 0.0, "w_answer": 0.0, "w_lexical": 4.0, "lexical_window": 2, "min_word_chars": 4}
+    cfg = SegmenterConfig(bias=-3.0, w_surprise=0.0, w_cohesion=0.0, w_length=0.0, w_count=0.0, cues=cues)
+    segs, decisions = segment_turn_inputs(turns, cfg, mode="turn")
+    x = {d.exchange_index: d.lexical_novelty for d in decisions if d.p is not None}
+    assert x[1] == pytest.approx(1 / 3) and x[2] == 0.0 and x[3] == 1.0
+    assert x[4] == pytest.approx(1 / 3)  # compared with the new segment only ("match" is new)
+    assert cut_points(segs) == [3]
+
+
+def test_save_restore_keeps_the_cue_state():
+    rng = np.random.default_rng(3)
+    n = 60
+    pool = ["do you like jazz?", "yes, jazz records.", "what about football?", "football stadium tickets", "i cook pasta."]
+    texts = [pool[int(i)] for i in rng.integers(0, len(pool), size=n)]
+    turns = make_turns([int(t) for t in np.repeat(rng.integers(0, 4, size=n // 4), 4)], texts=texts, seed=2)
+    cues = {"w_question": 1.5, "w_answer": -1.5, "w_lexical": 1.0, "lexical_window": 2, "min_word_chars": 4}
+    cfg = SegmenterConfig(cues=cues)
+    whole = make_segmenter(cfg, mode="pair")
+    ref = whole.push_turns(turns) + whole.finish()
+    for splits in ([1], [7], [3, 4, 30, 31, 59]):
+        segs, decs = _run(make_segmenter(cfg, mode="pair"), turns, splits)
+        assert [s.model_dump() for s in segs] == [s.model_dump() for s in ref]
+        assert [d.model_dump() for d in decs] == [d.model_dump() for d in whole.decisions]
+    assert any(d.answer == 1.0 for d in whole.decisions) and any(d.question == 1.0 for d in whole.decisions)
+
+
+def test_state_of_the_previous_version_is_still_read():
+    seg = make_segmenter(SegmenterConfig(), mode="turn")
+    seg.push_turns(make_turns([0, 0, 0]))
+    state = seg.state_dict()
+    state["version"] = 2
+    del state["last_question"]
+    del state["open"]["recent_words"]
+    restored = BaseSegmenter.from_state(state)
+    assert restored.push_turns(make_turns([1] * 3)) is not None  # continues without the new fields
 
 
 # ---- degenerate input ----------------------------------------------------------------------

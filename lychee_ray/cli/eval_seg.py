@@ -15,6 +15,7 @@ from pathlib import Path
 from lychee_ray.eval.segmentation import (
     SegCorpusError,
     evaluate_dialogues,
+    format_report,
     load_seg_corpus,
 )
 
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     )
     text = json.dumps(report, indent=2)
     print(text)
+    print(format_report(report), file=sys.stderr)  # the summary a reader looks for, after the full JSON
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text + "\n", encoding="utf-8")

@@ -40,6 +40,19 @@ class PressureConfig(Section):
     scale: float = Field(gt=0)
     max: float = Field(ge=0)
 
+class CueConfig(Section):
+    """Surface cues of a unit's text next to the embedding signals (docs/segmenter.md §3).
+
+    Their weights add to the logit of p_t; they were fitted by benchmarks/fit_segmenter_cues.py.
+    """
+
+    w_question: float  # on Q_t = 1 when the unit's opening turn asks a question (a new topic is often asked for)
+    w_answer: float  # on A_t = 1 when the previous unit ended with a question (this one answers it)
+    w_lexical: float  # on X_t = share of the unit's content words absent from the open segment's recent units
+    lexical_window: int = Field(ge=1)  # X_t compares against the open segment's last this-many units
+    min_word_chars: int = Field(ge=1)  # content words: at least this many characters (a stop-word list without a language)
+
+
 class SegmenterConfig(Section):
     """Online semantic segmenter (DESIGN §1 step 1); calibrated in docs/segmenter.md."""
 
@@ -80,6 +93,7 @@ class SegmenterConfig(Section):
     length_pressure: PressureConfig
     count_pressure: PressureConfig
     fixed_window: int = Field(ge=1)  # exchanges per segment when method = fixed
+    cues: CueConfig
 
 class GuardConfig(Section):
     """Memory checks on every encode reply (issue 16; docs/llm-quality.md): grounding, echo, entities, time."""

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 DEFAULT_MIN_K = 2  # smallest window: k = 1 would make Pk a plain boundary-disagreement rate
+Z_95 = 1.959964  # two-sided 95 % normal quantile: the paired intervals are mean ± Z_95 · paired SE
 
 
 def lengths_to_boundaries(lengths: Sequence[int]) -> list[int]:
@@ -133,6 +134,37 @@ def _std_error(xs: Sequence[float]) -> float:
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1) / n)
 
 
+def per_dialogue_scores(
+    gold: Sequence[Sequence[int]], hyp: Sequence[Sequence[int]], min_k: int = DEFAULT_MIN_K
+) -> dict[str, list[float]]:
+    """Pk and WindowDiff of every dialogue (``{"pk": [...], "windowdiff": [...]}``), as averaged by
+    :func:`evaluate_corpus`; the input of the paired comparisons."""
+    if len(gold) != len(hyp):
+        raise ValueError(f"{len(gold)} gold dialogues vs {len(hyp)} hypotheses")
+    pks, wds = [], []
+    for g, h in zip(gold, hyp):
+        if sum(g) != sum(h):
+            raise ValueError(f"gold covers {sum(g)} units, hypothesis {sum(h)}")
+        rs, hs, k = boundary_string(g), boundary_string(h), window_k(g, min_k)
+        pks.append(pk(rs, hs, k))
+        wds.append(windowdiff(rs, hs, k))
+    return {"pk": pks, "windowdiff": wds}
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], z: float = Z_95) -> dict[str, float]:
+    """Mean of the per-dialogue differences ``a - b`` with its paired standard error and the interval
+    ``mean ± z · SE`` (95 % by default; normal approximation, the corpora have 100+ dialogues).
+
+    Pairing removes the between-dialogue variance both systems share (a hard dialogue is hard for
+    both), so the interval is much narrower than the two corpus standard errors together.
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired difference needs equal, non-empty samples ({len(a)} vs {len(b)})")
+    d = [x - y for x, y in zip(a, b)]
+    mean, se = sum(d) / len(d), _std_error(d)
+    return {"mean": mean, "se": se, "ci95_low": mean - z * se, "ci95_high": mean + z * se}
+
+
 def evaluate_corpus(
     gold: Sequence[Sequence[int]], hyp: Sequence[Sequence[int]], min_k: int = DEFAULT_MIN_K
 ) -> dict[str, float]:
@@ -146,16 +178,11 @@ def evaluate_corpus(
         raise ValueError(f"{len(gold)} gold dialogues vs {len(hyp)} hypotheses")
     if not gold:
         raise ValueError("empty corpus")
-    pks, wds = [], []
+    scores = per_dialogue_scores(gold, hyp, min_k)
+    pks, wds = scores["pk"], scores["windowdiff"]
     exact, tol1 = BoundaryCounts(), BoundaryCounts()
     units = segments = 0
     for g, h in zip(gold, hyp):
-        if sum(g) != sum(h):
-            raise ValueError(f"gold covers {sum(g)} units, hypothesis {sum(h)}")
-        rs, hs = boundary_string(g), boundary_string(h)
-        k = window_k(g, min_k)
-        pks.append(pk(rs, hs, k))
-        wds.append(windowdiff(rs, hs, k))
         rb, hb = lengths_to_boundaries(g), lengths_to_boundaries(h)
         exact += match_boundaries(rb, hb, 0)
         tol1 += match_boundaries(rb, hb, 1)

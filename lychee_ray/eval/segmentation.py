@@ -18,6 +18,10 @@ Every report places lychee among reference points computed under the same protoc
 * ``texttiling``: standard embedding TextTiling (Hearst's cut-off; offline, two-sided, not told the count);
 * ``texttiling_oracle``: embedding TextTiling told the TRUE number of boundaries of every dialogue
   (an oracle ceiling for unsupervised methods; see :func:`lychee_ray.eval.texttiling.texttiling_oracle`).
+
+``paired`` gives, against each reference, the mean per-dialogue difference (lychee minus reference) of
+WindowDiff and Pk with its paired standard error and 95 % interval: lychee is ahead of a reference by
+more than noise when the whole interval lies below 0.
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ from lychee_ray.build.segment import (
     make_segmenter,
 )
 from lychee_ray.config import SegmenterConfig
-from lychee_ray.eval.seg_metrics import evaluate_corpus
+from lychee_ray.eval.seg_metrics import evaluate_corpus, paired_difference, per_dialogue_scores
 from lychee_ray.eval.texttiling import texttiling_hearst, texttiling_oracle
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens
 
 METRIC_KEYS = ("pk", "windowdiff", "f1", "f1_tol1", "mean_segment_len")
+REFERENCES = ("fixed_window", "no_boundary", "texttiling", "texttiling_oracle")
 EXTRA_KEYS = ("precision", "recall", "pk_se", "windowdiff_se")
 
 
@@ -145,6 +150,39 @@ def _rounded(m: dict[str, float]) -> dict[str, float]:
     return {k: round(m[k], 4) for k in (*METRIC_KEYS, *EXTRA_KEYS)}
 
 
+def paired_report(
+    gold: Sequence[Sequence[int]], hyp: Sequence[Sequence[int]], refs: dict[str, list[list[int]]]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per reference: lychee minus reference, per dialogue, for WindowDiff and Pk (mean, paired SE, 95 % CI)."""
+    own = per_dialogue_scores(gold, hyp)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name, ref_hyp in refs.items():
+        theirs = per_dialogue_scores(gold, ref_hyp)
+        out[name] = {
+            m: {k: round(v, 4) for k, v in paired_difference(own[m], theirs[m]).items()} for m in ("windowdiff", "pk")
+        }
+    return out
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A short text table of an eval-seg report: WindowDiff per system and lychee's paired margins."""
+    lines = [
+        f"{report['dialogues']} dialogues, {report['utterances']} utterances, units: {report['exchange_mode']}",
+        f"{'system':<20} {'WD':>6} {'Pk':>6} {'len':>6}   lychee - system: WD [95% CI]",
+    ]
+    for name in ("lychee", *REFERENCES):
+        if name not in report:
+            continue
+        r = report[name]
+        label = f"fixed_window ({r['window']})" if name == "fixed_window" else name
+        row = f"{label:<20} {r['windowdiff']:6.3f} {r['pk']:6.3f} {r['mean_segment_len']:6.2f}"
+        if name in report.get("paired", {}):
+            d = report["paired"][name]["windowdiff"]
+            row += f"   {d['mean']:+.3f} [{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}]"
+        lines.append(row)
+    return "\n".join(lines)
+
+
 def evaluate_dialogues(
     dialogues: Sequence[SegDialogue],
     vectors: np.ndarray,
@@ -178,14 +216,16 @@ def evaluate_dialogues(
         "lychee": _rounded(lychee),
         "fixed_window": {"window": window, **_rounded(evaluate_corpus(gold, fixed_hyp))},
     }
+    refs: dict[str, list[list[int]]] = {"fixed_window": fixed_hyp}
     if baselines:
-        report["no_boundary"] = _rounded(evaluate_corpus(gold, [[sum(g)] for g in gold]))
         starts = np.cumsum([0] + [len(d.utterances) for d in dialogues])
-        report["texttiling"] = _rounded(
-            evaluate_corpus(gold, [texttiling_hearst(vectors[starts[i] : starts[i + 1]]) for i in range(len(gold))])
-        )
-        tiled = [texttiling_oracle(vectors[starts[i] : starts[i + 1]], len(g) - 1) for i, g in enumerate(gold)]
-        report["texttiling_oracle"] = _rounded(evaluate_corpus(gold, tiled))
+        vs = [vectors[starts[i] : starts[i + 1]] for i in range(len(gold))]
+        refs["no_boundary"] = [[sum(g)] for g in gold]
+        refs["texttiling"] = [texttiling_hearst(v) for v in vs]
+        refs["texttiling_oracle"] = [texttiling_oracle(v, len(g) - 1) for v, g in zip(vs, gold)]
+        for name in REFERENCES[1:]:
+            report[name] = _rounded(evaluate_corpus(gold, refs[name]))
+    report["paired"] = paired_report(gold, hyp, refs)
     report.update(
         gold_mean_segment_len=round(units / sum(len(g) for g in gold), 4),
         protocol="cold start per dialogue" if reset_background else "one stream, new_stream() per dialogue",

@@ -8,6 +8,7 @@ its figures are in docs/segmenter.md.
 Modules, in pipeline order::
 
     types         TurnInput / TurnRef / Exchange / Segment / Decision
+    cues          surface cues of a unit's text: question, content words, lexical novelty
     exchanges     exchange building (role | pair | turn) and the token cap (oversized turns -> pieces)
     signals       sigmoid, pressure ramps, the calibrated surprise phi(s)
     state         the open segment's running sums (JSON-able)
@@ -17,12 +18,14 @@ Modules, in pipeline order::
 
 Decision for a unit with centred unit vector ``e_t`` against the open segment ``S_k``::
 
-    p_t = sigmoid(b + r_t + w_s*phi(s_t) + w_c*min(cmax, d_t/cscale) + w_l*L_t + w_n*N_t)
+    p_t = sigmoid(b + r_t + w_s*phi(s_t) + w_c*min(cmax, d_t/cscale) + w_l*L_t + w_n*N_t
+                  + w_q*Q_t + w_a*A_t + w_x*X_t)
 
 with the surprise ``s_t`` against the segment's recent trajectory, the cohesion drop ``d_t``, the
 length/count pressures (tokens / turns in ``S_k``), ``phi`` = max(absolute part, robust z-score of
 ``s_t`` in the stream) and ``r_t`` the structural prior (``role_bias`` at a user's new request in
-``role`` mode). Cut before ``x_t`` when ``p_t > threshold`` or when appending would pass the token cap.
+``role`` mode); ``Q_t`` (the unit opens with a question), ``A_t`` (the previous unit ended with one) and
+``X_t`` (share of content words new to the open segment's recent units) are the surface cues. Cut before ``x_t`` when ``p_t > threshold`` or when appending would pass the token cap.
 
 Invariants (tested): a segment never spans two sessions nor exceeds ``max_segment_tokens`` (a longer
 turn is split into character-range pieces that share the turn's vector); every turn appears in exactly
@@ -47,6 +50,7 @@ from lychee_ray.build.segment.conversation import (
     segment_turns,
     turn_embedding_text,
 )
+from lychee_ray.build.segment.cues import content_words, is_question, lexical_novelty
 from lychee_ray.build.segment.exchanges import (
     ANSWER_ROLES,
     build_exchanges,
@@ -91,9 +95,12 @@ __all__ = [
     "TurnRef",
     "build_exchanges",
     "calibrated_surprise",
+    "content_words",
     "conversation_turn_inputs",
     "embed_turns",
     "fit_to_cap",
+    "is_question",
+    "lexical_novelty",
     "make_segmenter",
     "open_turn_refs",
     "ramp",

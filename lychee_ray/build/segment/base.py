@@ -15,7 +15,7 @@ from lychee_ray.build.segment.exchanges import (
     fit_to_cap,
     resolve_exchange_mode,
 )
-from lychee_ray.build.segment.state import STATE_VERSION, _OpenSegment
+from lychee_ray.build.segment.state import READABLE_STATE_VERSIONS, STATE_VERSION, _OpenSegment
 from lychee_ray.build.segment.types import (
     CloseReason,
     Decision,
@@ -65,6 +65,8 @@ class BaseSegmenter:
         # Background mean of the exchange vectors seen so far (for centering); survives new_stream().
         self._bg_sum: np.ndarray | None = None
         self._bg_n = 0
+        # The last unit of the stream ended with a question (the answer cue of the next unit).
+        self._last_question = False
         self.decisions: list[Decision] = []  # trace since construction / restore (not in the state)
 
     # ---- public API ------------------------------------------------------------------------
@@ -150,6 +152,7 @@ class BaseSegmenter:
         if raw_signal:
             self._bg_sum = raw.copy() if self._bg_sum is None else self._bg_sum + raw
             self._bg_n += 1
+        self._last_question = ex.closer_question
         self.decisions.append(
             Decision(
                 exchange_index=idx,
@@ -181,6 +184,7 @@ class BaseSegmenter:
             "surprises": list(self._surprises),
             "bg_sum": None if self._bg_sum is None else self._bg_sum.tolist(),
             "bg_n": self._bg_n,
+            "last_question": self._last_question,
         }
 
     @classmethod
@@ -192,7 +196,7 @@ class BaseSegmenter:
         """
         if isinstance(state, str):
             state = json.loads(state)
-        if state.get("version") != STATE_VERSION:
+        if state.get("version") not in READABLE_STATE_VERSIONS:
             raise ValueError(f"unsupported segmenter state version {state.get('version')!r}")
         saved = SegmenterConfig.model_validate(state["config"])
         if cfg is not None and cfg != saved:
@@ -209,6 +213,7 @@ class BaseSegmenter:
         seg._surprises.extend(float(s) for s in state["surprises"])
         seg._bg_sum = None if state["bg_sum"] is None else np.asarray(state["bg_sum"], dtype=np.float64)
         seg._bg_n = int(state["bg_n"])
+        seg._last_question = bool(state.get("last_question", False))
         return seg
 
     def new_stream(self) -> list[Segment]:
@@ -222,6 +227,7 @@ class BaseSegmenter:
         self._open = None
         self._next_exchange = self._next_segment = 0
         self._last_session = -1
+        self._last_question = False  # a new dialogue answers nothing of the previous one
         return closed
 
     # ---- internals -------------------------------------------------------------------------
@@ -242,7 +248,8 @@ class BaseSegmenter:
 
     def _push_group(self, group: list[TurnInput]) -> list[Segment]:
         out: list[Segment] = []
-        for unit in fit_to_cap(group, self.cfg.max_segment_tokens, self.cfg.exchange_weighting, self.encoding):
+        cfg = self.cfg
+        for unit in fit_to_cap(group, cfg.max_segment_tokens, cfg.exchange_weighting, self.encoding, cfg.cues.min_word_chars):
             out.extend(self.push_exchange(unit))
         return out
 
@@ -268,6 +275,9 @@ class BaseSegmenter:
             o.vec_sum = ex.vector.copy() if o.vec_sum is None else o.vec_sum + ex.vector
             o.recent.append(ex.vector)
             del o.recent[: -self.cfg.trajectory_window]
+        if ex.words:  # units without content words (greetings, "ok") neither add nor displace vocabulary
+            o.recent_words.append(list(ex.words))
+            del o.recent_words[: -self.cfg.cues.lexical_window]
 
     def _close(self, reason: CloseReason) -> Segment:
         o = self._open

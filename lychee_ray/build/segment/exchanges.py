@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from lychee_ray.build.segment.cues import content_words, is_question
 from lychee_ray.build.segment.types import Exchange, ExchangeMode, TurnInput, TurnRef
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens, get_encoding
 
@@ -79,12 +80,17 @@ def _exchange_vector(turns: Sequence[tuple[TurnInput, int]], weighting: str) -> 
 
 
 def fit_to_cap(
-    turns: Sequence[TurnInput], max_tokens: int, weighting: str = "mean", encoding: str = DEFAULT_ENCODING
+    turns: Sequence[TurnInput],
+    max_tokens: int,
+    weighting: str = "mean",
+    encoding: str = DEFAULT_ENCODING,
+    min_word_chars: int = 4,
 ) -> list[Exchange]:
     """Turn one exchange into decision units of at most ``max_tokens`` tokens each.
 
     Usually this is the exchange itself. An oversized exchange is packed greedily by turns; a turn
-    over the cap is split into character-range pieces that all reuse the turn's vector.
+    over the cap is split into character-range pieces that all reuse the turn's vector. Each unit
+    also carries its surface cues (question at the start / end, content words of ``min_word_chars``+).
     """
     items: list[tuple[TurnInput, TurnRef, int]] = []  # (turn, ref or piece ref, tokens)
     for t in turns:
@@ -103,17 +109,24 @@ def fit_to_cap(
         groups[-1].append(it)
         total += it[2]
     first = turns[0].ref
-    return [
-        Exchange(
-            session_index=first.session_index,
-            session_id=first.session_id,
-            turns=[r for _, r, _ in g],
-            tokens=sum(n for _, _, n in g),
-            vector=_exchange_vector([(t, n) for t, _, n in g], weighting),
-            opener_role=turns[0].role if i == 0 else "",
+    out = []
+    for i, g in enumerate(groups):
+        texts = [r.slice(t.text) for t, r, _ in g]
+        out.append(
+            Exchange(
+                session_index=first.session_index,
+                session_id=first.session_id,
+                turns=[r for _, r, _ in g],
+                tokens=sum(n for _, _, n in g),
+                vector=_exchange_vector([(t, n) for t, _, n in g], weighting),
+                opener_role=turns[0].role if i == 0 else "",
+                # Only a unit that opens the exchange opens with a turn (later cap-sized parts continue one).
+                opener_question=i == 0 and is_question(texts[0]),
+                closer_question=is_question(texts[-1]),
+                words=content_words(texts, min_word_chars),
+            )
         )
-        for i, g in enumerate(groups)
-    ]
+    return out
 
 
 class _ExchangeBuilder:
@@ -154,9 +167,10 @@ def build_exchanges(
     max_tokens: int = 2048,
     weighting: str = "mean",
     encoding: str = DEFAULT_ENCODING,
+    min_word_chars: int = 4,
 ) -> list[Exchange]:
     """All decision units of a finished turn sequence (batch form of what the segmenter streams)."""
     b = _ExchangeBuilder(resolve_exchange_mode(mode, (t.role for t in turns)))
     groups = [g for t in turns for g in b.add(t)] + b.flush()
-    return [u for g in groups for u in fit_to_cap(g, max_tokens, weighting, encoding)]
+    return [u for g in groups for u in fit_to_cap(g, max_tokens, weighting, encoding, min_word_chars)]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lychee_ray.build.segment.base import BaseSegmenter
+from lychee_ray.build.segment.cues import lexical_novelty
 from lychee_ray.build.segment.exchanges import _unit
 from lychee_ray.build.segment.signals import calibrated_surprise, ramp, sigmoid
 from lychee_ray.build.segment.types import Exchange, ExchangeMode
@@ -18,9 +19,11 @@ _REPEAT_SURPRISE = 1e-6
 class OnlineSegmenter(BaseSegmenter):
     """The semantic segmenter: cut when the boundary probability p_t exceeds the threshold.
 
-    ``p_t = sigmoid(b + r_t + w_s*phi(s_t) + w_c*D_t + w_l*L_t + w_n*N_t)`` where ``r_t`` is the
-    structural prior of the decision point: ``role_bias`` when, in ``role`` mode, the unit opens with a
-    user turn (a new request: support dialogues shift topic there), else 0.
+    ``p_t = sigmoid(b + r_t + w_s*phi(s_t) + w_c*D_t + w_l*L_t + w_n*N_t + w_q*Q_t + w_a*A_t + w_x*X_t)``
+    where ``r_t`` is the structural prior of the decision point: ``role_bias`` when, in ``role`` mode,
+    the unit opens with a user turn (a new request: support dialogues shift topic there), else 0; and
+    ``Q_t, A_t, X_t`` are the surface cues of :mod:`lychee_ray.build.segment.cues` (question, answer,
+    lexical novelty; X_t counts as 0 for a unit without content words).
     """
 
     method = "semantic"
@@ -44,6 +47,10 @@ class OnlineSegmenter(BaseSegmenter):
         d = max(0.0, coh_before - coh_after)
         phi = calibrated_surprise(s, self._surprises, cfg.surprise)
         prior = self._prior(ex, s)
+        cues = cfg.cues
+        q = 1.0 if ex.opener_question else 0.0
+        a = 1.0 if self._last_question else 0.0
+        x = lexical_novelty(ex.words, o.recent_words)
         z = (
             cfg.bias
             + prior
@@ -51,8 +58,11 @@ class OnlineSegmenter(BaseSegmenter):
             + cfg.w_cohesion * min(cfg.cohesion_max, d / cfg.cohesion_scale)
             + cfg.w_length * lp
             + cfg.w_count * npr
+            + cues.w_question * q
+            + cues.w_answer * a
+            + cues.w_lexical * (x or 0.0)
         )
-        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, p=sigmoid(z))
+        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, answer=a, lexical_novelty=x, p=sigmoid(z))
         return out
 
     def _prior(self, ex: Exchange, s: float) -> float:

@@ -9,7 +9,9 @@ import numpy as np
 
 from lychee_ray.build.segment.types import TurnRef
 
-STATE_VERSION = 2  # 2: n_turns in the open segment (count pressure over turns)
+STATE_VERSION = 3  # 2: n_turns in the open segment (count pressure over turns); 3: recent_words, last_question
+# Older states this code still reads (the fields added since get their empty values).
+READABLE_STATE_VERSIONS = (2, 3)
 
 
 @dataclass
@@ -27,6 +29,7 @@ class _OpenSegment:
     n_vec: int = 0  # exchanges with signal (the cohesion denominator)
     vec_sum: np.ndarray | None = None  # running sum of their unit vectors
     recent: list[np.ndarray] = field(default_factory=list)  # last trajectory_window vectors
+    recent_words: list[list[str]] = field(default_factory=list)  # content words of the last lexical_window units
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +44,7 @@ class _OpenSegment:
             "n_vec": self.n_vec,
             "vec_sum": None if self.vec_sum is None else self.vec_sum.tolist(),
             "recent": [v.tolist() for v in self.recent],
+            "recent_words": [list(w) for w in self.recent_words],
         }
 
     @classmethod
@@ -57,5 +61,6 @@ class _OpenSegment:
             n_vec=d["n_vec"],
             vec_sum=None if d["vec_sum"] is None else np.asarray(d["vec_sum"], dtype=np.float64),
             recent=[np.asarray(v, dtype=np.float64) for v in d["recent"]],
+            recent_words=[list(w) for w in d.get("recent_words", [])],
         )
 

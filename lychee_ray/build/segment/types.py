@@ -90,6 +90,9 @@ class Decision(BaseModel):
     length_pressure: float | None = None  # L_t
     count_pressure: float | None = None  # N_t
     prior: float | None = None  # r_t, the structural prior (role_bias at a user's new request)
+    question: float | None = None  # Q_t: 1 when the unit's opening turn asks a question
+    answer: float | None = None  # A_t: 1 when the previous unit ended with a question
+    lexical_novelty: float | None = None  # X_t: share of content words new to the open segment's recent units
     p: float | None = None  # p_t
 
 
@@ -132,6 +135,11 @@ class Exchange:
     vector: np.ndarray  # unit float64, or zeros when the exchange carries no semantic signal
     # Role of the turn that opens the unit ("" for the second and later cap-sized parts of an exchange).
     opener_role: str = ""
+    # Surface cues (lychee_ray.build.segment.cues): the opening turn asks a question; the last turn
+    # does; the distinct content words of the unit's text.
+    opener_question: bool = False
+    closer_question: bool = False
+    words: tuple[str, ...] = ()
 
     @property
     def has_signal(self) -> bool:

@@ -151,7 +151,7 @@ class RulesEncoder:
                     records.append(caption_record(cap, speaker, known, seen_caps, turn.index, max_entities=self.max_entities,
                                                   max_topics=self.max_topics, bigrams=self.topic_bigrams))
         state = resolution_state(seg_names, last_entities, last_topics, request.prev_resolution_state)
-        return EncodeOutput(records=records, resolution_state=state)
+        return EncodeOutput(records=_first_of_each(records), resolution_state=state)
 
     def _fold(self, records: list[RecordDraft], question: OpenQuestion, answer: RecordDraft, speaker: str) -> None:
         fold_answer(records, question, answer, speaker, max_entities=self.max_entities, max_topics=self.max_topics)
@@ -191,3 +191,21 @@ class RulesEncoder:
             time=time,
             source_turns=[turn.index],
         )
+
+
+def _first_of_each(records: list[RecordDraft]) -> list[RecordDraft]:
+    """The drafts without repeats of an earlier (type, text) of the same reply, in order.
+
+    A segment that says the same sentence twice would yield the same record twice; the reply's structural
+    check drops the copy anyway (``duplicate_in_reply``), so an extractive backend does not emit it: the
+    store is the same and the rules backend never shows up as rejected. Done once at the end, because
+    answer folding refers to earlier drafts by position.
+    """
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for d in records:
+        key = (d.type, " ".join(d.text.split()))
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
