@@ -215,7 +215,10 @@ def test_append_idempotent_conflict_owner_create_and_search(tmp_path, ctx):
                                {"turn_id": "a6", "content": "later", "session_id": "s1"}])
     f = store.flush("c-new", user_id="u1")
     assert f.segments_encoded and f.records_written > 0 and not f.open_turn_ids
-    assert any(e.kind == "record" for e in store.search("c-new", "What is the name of the cat?").evidence)
+    # the flushed records are searchable: a record is shown, or it lifted its source turn (issue 27's turn units
+    # carry the record channels that found them; before the flush only the raw-turn channels could)
+    assert any(e.kind == "record" or {"records", "nodes"} & set(e.channels)
+               for e in store.search("c-new", "What is the name of the cat?").evidence)
     assert verify_store(tmp_path)["ok"]
 
 

@@ -82,8 +82,10 @@ def search(client: TestClient, cid: str, question: str = QUESTION) -> dict[str, 
 
 
 def with_turn(res: dict[str, Any], turn_id: str, records: bool = False) -> list[dict[str, Any]]:
-    """Evidence items citing ``turn_id`` (only records — not raw-turn windows — with ``records``)."""
-    return [e for e in res["evidence"] if turn_id in e["source_turn_ids"] and (not records or e["type"] != "turns")]
+    """Evidence items citing ``turn_id``; with ``records`` only those reached through a stored record: a record
+    shown itself, or a turn a record lifted (issue 27's turn units carry the record channels that found them)."""
+    return [e for e in res["evidence"] if turn_id in e["source_turn_ids"]
+            and (not records or e["type"] != "turns" or {"records", "nodes"} & set(e["channels"]))]
 
 
 def test_appended_session_is_searchable_at_once_on_both_replicas(store, embedder, locomo):

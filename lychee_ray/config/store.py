@@ -28,3 +28,9 @@ class StoreConfig(Section):
     # After writing its lease, a writer waits this long and reads it back before trusting it, so two
     # writers racing for a free lock see who won (last write wins on object stores).
     lock_settle_s: float = Field(ge=0)
+    # ... or this many times its own read-then-write time, if longer: a rival that saw the lease free
+    # writes within about one such round trip, and under load round trips stretch (fixed waits lose).
+    lock_settle_rtt_factor: float = Field(ge=0)
+    # Read-backs (each after the settle wait) that must all show the writer's own lease before it
+    # trusts it; a rival's late write lands in one of them and the writer backs off.
+    lock_confirm_reads: int = Field(ge=1)

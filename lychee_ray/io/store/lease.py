@@ -1,9 +1,11 @@
 """Write locks on object stores, which have no ``flock``: a lease object its holder keeps renewing.
 
 A lease is a small JSON object ``{"owner", "expires_at"}`` at the lock's path. A writer takes a
-free (absent or expired) lease by writing its own, waits ``store.lock_settle_s`` and reads it back:
-on an object store the last write wins, so of two writers racing for a free lease the one that
-reads back its own owner holds it and the other waits. A background thread renews the lease every
+free (absent or expired) lease by writing its own, waits ``store.lock_settle_s`` (or
+``store.lock_settle_rtt_factor`` times its own read+write time, when longer: waits must stretch
+with the load) and reads it back ``store.lock_confirm_reads`` times: on an object store the last
+write wins, so of writers racing for a free lease the one that keeps reading back its own owner
+holds it and the others wait. A background thread renews the lease every
 third of ``store.lock_lease_s``; a writer that dies stops renewing, and its lease may be taken over
 once expired (so a crashed writer never blocks a conversation for longer than one lease).
 
@@ -79,17 +81,29 @@ def _write(path: StorePath, owner: str, lease_s: float) -> None:
     path.write_text(json.dumps({"owner": owner, "expires_at": time.time() + lease_s}), encoding="utf-8")
 
 
+def _confirmed(path: StorePath, owner: str, settle_s: float, reads: int) -> bool:
+    """Whether ``reads`` read-backs, each after ``settle_s``, all show ``owner``'s lease."""
+    for _ in range(reads):
+        time.sleep(settle_s)
+        back = read_lease(path)
+        if back is None or back.get("owner") != owner:
+            return False
+    return True
+
+
 def acquire_lease(path: StorePath, *, blocking: bool = True) -> Lease | None:
     """Take the lease at ``path``; None when ``blocking`` is False and another writer holds it."""
     s = path.settings  # the store settings of the root this lock belongs to
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     while True:
+        t0 = time.monotonic()
         held = read_lease(path)
         if held is None or float(held.get("expires_at", 0)) < time.time():
             _write(path, owner, s.lock_lease_s)
-            time.sleep(s.lock_settle_s)
-            back = read_lease(path)
-            if back is not None and back.get("owner") == owner:
+            # a rival that read the lease as free writes within about one read+write of its own: wait
+            # several of ours (measured now, under the current load) and look more than once
+            settle = max(s.lock_settle_s, s.lock_settle_rtt_factor * (time.monotonic() - t0))
+            if _confirmed(path, owner, settle, s.lock_confirm_reads):
                 return Lease(path, owner)
         if not blocking:
             return None
