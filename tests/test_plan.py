@@ -9,7 +9,7 @@ import pytest
 from lychee_ray.config import LLMConfig, PlannerConfig
 from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.plan import OpenAIPlanner, PlanContext, RulesPlanner, match_keys
-from lychee_ray.testing import OpenAIServer, malformed_content, ok, schema_violation
+from lychee_ray.testing import OpenAIServer, malformed_content, ok, schema_violation, status, truncated
 
 CTX = PlanContext(
     entities={"caroline": ("Caroline", 40), "melanie": ("Melanie", 38), "sweden": ("Sweden", 2), "new york": ("New York", 1),
@@ -72,7 +72,8 @@ def test_match_keys_longest_first_and_possessives():
 
 
 def client(srv: OpenAIServer, **kw) -> LLMClient:
-    cfg = LLMConfig(base_url=srv.base_url, api_key="test", max_attempts=2, backoff_initial_s=0, backoff_max_s=0, **kw)
+    kw.setdefault("max_attempts", 2)
+    cfg = LLMConfig(base_url=srv.base_url, api_key="test", backoff_initial_s=0, backoff_max_s=0, **kw)
     return LLMClient(cfg)
 
 
@@ -103,17 +104,34 @@ def test_openai_planner_parses_and_resolves_time():
     assert "Question date: 2023-06-09" in user and "Known names: Caroline, Melanie" in user
 
 
-@pytest.mark.parametrize("broken", [malformed_content(), schema_violation({"routes": "nope"})])
-def test_openai_planner_falls_back_on_broken_reply(broken):
+@pytest.mark.parametrize("broken", [malformed_content(), schema_violation({"routes": "nope"}), truncated()])
+@pytest.mark.parametrize("invalid_attempts", [1, 2])
+def test_openai_planner_falls_back_on_broken_reply(broken, invalid_attempts):
     with OpenAIServer([broken, broken]) as srv:
-        out = OpenAIPlanner(client(srv), PlannerConfig()).plan("What did Melanie do in May 2023?", QDATE, CTX, question_id="q2")
-        assert len(srv.chat_requests()) == 2  # max_attempts
+        cfg = PlannerConfig(max_invalid_attempts=invalid_attempts)
+        out = OpenAIPlanner(client(srv), cfg).plan("What did Melanie do in May 2023?", QDATE, CTX, question_id="q2")
+        # an unusable reply is tried planner.max_invalid_attempts times (default 1), within llm.max_attempts (2 here)
+        assert len(srv.chat_requests()) == invalid_attempts
+    assert PlannerConfig().max_invalid_attempts == 1
     plan = out.plan
     assert plan.fallback and "llm call failed" in plan.fallback_reason
     assert len(plan.routes) == 1 and plan.routes[0].origin == "fallback"
     assert plan.routes[0].search_texts == ["What did Melanie do in May 2023?"]
     assert plan.routes[0].time.start == "2023-05-01"
     assert out.calls == 1 and out.prompt_tokens > 0  # the failed attempts were billed
+
+
+def test_openai_planner_retries_transport_errors_but_not_bad_replies():
+    good = {"routes": [{"search_texts": ["Melanie in May"], "entities": [], "topics": [], "record_types": [], "time": None}]}
+    with OpenAIServer([status(503), ok(good)]) as srv:  # a 5xx is retried even with one try for bad replies
+        out = OpenAIPlanner(client(srv), PlannerConfig(max_invalid_attempts=1)).plan("What did Melanie do?", QDATE, CTX)
+        assert len(srv.chat_requests()) == 2
+    assert not out.plan.fallback and out.plan.routes[0].search_texts == ["Melanie in May"]
+    with OpenAIServer([status(503), truncated()]) as srv:  # ... and the bad reply after it ends the call
+        out = OpenAIPlanner(client(srv, max_attempts=4), PlannerConfig(max_invalid_attempts=1)).plan("What did Melanie do?",
+                                                                                                     QDATE, CTX)
+        assert len(srv.chat_requests()) == 2
+    assert out.plan.fallback and out.plan.fallback_kind == "truncated"
 
 
 def test_openai_planner_falls_back_on_unusable_plan():

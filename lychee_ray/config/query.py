@@ -23,6 +23,12 @@ class PlannerConfig(Section):
     # the store's spelling; 0 shows none.
     context_entities: int = Field(ge=0)
     max_completion_tokens: int = Field(ge=64)
+    # openai: tries for a plan call whose replies are unusable (invalid JSON, schema violation, cut off
+    # at max_completion_tokens); then the question becomes the only route. A weak model's run-away
+    # plan repeats at temperature 0, and each try costs a prompt plus up to max_completion_tokens.
+    # Transport errors (429, 5xx, timeouts) still get llm.max_attempts.
+    max_invalid_attempts: int = Field(ge=1)
+
 
 class RecallConfig(Section):
     """Recall channels (DESIGN §1 step 5); depths are per route and channel."""

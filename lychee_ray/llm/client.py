@@ -29,10 +29,10 @@ from typing import Any, Callable, Generic, Literal, Mapping, Sequence, TypeVar
 
 import openai
 from pydantic import BaseModel
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from lychee_ray.config import ConfigError, LLMConfig
-from lychee_ray.llm.errors import MAX_ERROR_TEXT, AttemptError, ErrorKind, LLMCallFailed
+from lychee_ray.llm.errors import INVALID_REPLY_KINDS, MAX_ERROR_TEXT, AttemptError, ErrorKind, LLMCallFailed
 from lychee_ray.llm.provider_errors import mentions, parse_retry_after, status_text
 from lychee_ray.llm.prompts import schema_tokens
 from lychee_ray.llm.ratelimit import RateLimiter, Sleep, make_rate_limiter
@@ -138,6 +138,7 @@ class LLMClient:
         max_completion_tokens: int | None = None,
         keys: Mapping[str, Any] | None = None,
         validate: Callable[[T], None] | None = None,
+        max_invalid_attempts: int | None = None,
     ) -> ChatResult[T]:
         """Send ``messages`` and return the reply validated as ``schema``.
 
@@ -145,7 +146,10 @@ class LLMClient:
         conversation_id, segment_id, question_id. ``validate`` is the caller's own check of the parsed
         reply: an :class:`AttemptError` it raises rejects the reply (retried when its kind is retryable,
         counted against ``llm.max_attempts``). Raises :class:`LLMCallFailed` when no valid reply came
-        within ``llm.max_attempts`` tries (the failure is in the ledger too).
+        within ``llm.max_attempts`` tries (the failure is in the ledger too). ``max_invalid_attempts``
+        caps the tries that end in an unusable reply (invalid JSON, schema violation, truncated...) for a
+        caller with a cheap fallback: at temperature 0 the same prompt tends to fail the same way, and
+        each try costs a whole prompt; transport errors (429, 5xx, timeouts) still get every attempt.
         """
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
@@ -161,8 +165,18 @@ class LLMClient:
             keys={k: str(v) for k, v in (keys or {}).items() if v is not None},
         )
 
+        invalid: set[int] = set()  # numbers of the attempts that ended in an unusable reply
+
+        def stop(rs: RetryCallState) -> bool:
+            exc = rs.outcome.exception() if rs.outcome is not None else None
+            if isinstance(exc, AttemptError) and exc.kind in INVALID_REPLY_KINDS:
+                invalid.add(rs.attempt_number)
+                if max_invalid_attempts is not None and len(invalid) >= max_invalid_attempts:
+                    return True
+            return rs.attempt_number >= cfg.max_attempts
+
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(cfg.max_attempts),
+            stop=stop,
             retry=retry_if_exception(lambda e: isinstance(e, AttemptError) and e.retryable),
             wait=self._retry_wait,
             sleep=self._sleep,

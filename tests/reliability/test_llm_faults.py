@@ -41,6 +41,7 @@ from lychee_ray.eval.answerer import QuestionAnswerer
 from lychee_ray.eval.resume import done_ok, load_answers, write_part
 from lychee_ray.eval.judge import LLMJudge, judge_config
 from lychee_ray.llm.backend import make_llm_client
+from lychee_ray.llm.errors import INVALID_REPLY_KINDS
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.build.runner import make_context, run_local_build
 from lychee_ray.serve import MemoryService, create_app
@@ -361,7 +362,8 @@ def test_query_planner_fault_falls_back_to_question_route(fault, query_store):
     if kind == "wrong_language":  # not language-checked on the query path: the plan is used as given
         assert not res.plan.fallback and res.plan.backend == "openai"
         return
-    assert handler.hits == MAX_ATTEMPTS
+    # transport faults get every attempt; an unusable plan reply gets query.planner.max_invalid_attempts (1)
+    assert handler.hits == (1 if kind in INVALID_REPLY_KINDS else MAX_ATTEMPTS)
     p = res.plan
     assert p.fallback and p.fallback_kind == kind and p.fallback_reason.startswith(f"llm call failed: {kind}")
     assert [r.search_texts for r in p.routes] == [[Q]] and p.routes[0].origin == "fallback"
@@ -386,8 +388,12 @@ def test_query_transient_faults_are_retried(fault, query_store):
     both = FaultInjector(plan_fault, fault, match=is_answer_request, text_keys=ANSWER_TEXT, times=1)
     res = _query(query_store, both, fault)
     assert plan_fault.hits == 1 and both.hits == 1  # the first plan and the first answer attempt both failed
-    assert not res.plan.fallback and res.answer == ANSWER and res.answer_error is None
+    assert res.answer == ANSWER and res.answer_error is None  # the answer call is retried for every kind
     assert res.usage.llm_calls == 2
+    if FAULTS[fault][1] in INVALID_REPLY_KINDS:  # an unusable plan reply is not retried (max_invalid_attempts 1)
+        assert res.plan.fallback and res.plan.fallback_kind == FAULTS[fault][1]
+    else:  # transport faults are
+        assert not res.plan.fallback
 
 
 @pytest.mark.parametrize("fault", KINDS)

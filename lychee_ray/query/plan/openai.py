@@ -49,6 +49,7 @@ class OpenAIPlanner:
             res = self.client.chat_json_sync(
                 "plan", msgs, PlanReply, schema_name="query_plan",
                 max_completion_tokens=self.cfg.max_completion_tokens, keys=keys,
+                max_invalid_attempts=self.cfg.max_invalid_attempts,
             )
         except LLMCallFailed as e:
             log.warning("planner call failed, using the question as the only route: %s", e)
