@@ -6,8 +6,8 @@ import numpy as np
 
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.query.bm25 import recall_bm25, recall_turn_bm25
-from lychee_ray.query.lexical import lexical_terms, stem
 from lychee_ray.query.recall import recall_nodes, recall_records, recall_time, recall_turns
+from lychee_ray.text.lexical import lexical_terms, stem
 
 # ``view`` (the synthetic conversation c-1, loaded; one per module) comes from tests/conftest.py.
 
