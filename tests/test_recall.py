@@ -84,7 +84,7 @@ def test_bm25_records_and_turns(view):
 
 def test_turn_bm25_ranks_turns_alone_as_the_hybrid_baseline_does(view):
     """Channel (f): BM25 over the raw turns only — the hybrid turn RAG's lexical half inside the method."""
-    from lychee_ray.eval.baselines import HybridRAG, TurnUnits
+    from lychee_ray.eval.baselines.retrieval import HybridRAG, TurnUnits
 
     hits = recall_turn_bm25(view, "Sweden friends", depth=10)
     assert hits and all(h.kind == "turn" for h in hits) and hits[0].id == "D2:3"

@@ -48,7 +48,7 @@ class EvalConfig(Section):
     # are reported beside it.
     content_coverage_thresholds: list[float] = Field(min_length=1)
     # benchmarks/llm_quality.py: a record whose content words overlap an earlier record's at least this
-    # much (Jaccard) counts as a near-duplicate (eval/record_quality.py).
+    # much (Jaccard) counts as a near-duplicate (eval/metrics/record_quality.py).
     near_duplicate_jaccard: float = Field(gt=0, le=1)
     # Baselines eval-retrieval measures next to lychee at the same budget (plain serialisation):
     # turn_rag, sentence_rag, hybrid_rag, full_context (the ceiling; not budgeted).
@@ -69,7 +69,7 @@ class EvalConfig(Section):
     @field_validator("retrieval_baselines")
     @classmethod
     def _known_baselines(cls, v: list[str]) -> list[str]:
-        known = ("turn_rag", "sentence_rag", "hybrid_rag", "full_context")  # lychee_ray.eval.baselines.BASELINES
+        known = ("turn_rag", "sentence_rag", "hybrid_rag", "full_context")  # eval/baselines/retrieval.py: BASELINES
         bad = [b for b in v if b not in known]
         if bad:
             raise ValueError(f"unknown baseline(s) {bad}; known: {list(known)}")

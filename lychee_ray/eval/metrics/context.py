@@ -1,6 +1,6 @@
 """What the context text actually contains, not which ids it cites (issue: content coverage).
 
-Id coverage (:func:`lychee_ray.eval.metrics.coverage`) credits a gold turn as soon as any record
+Id coverage (:func:`lychee_ray.eval.metrics.evidence.coverage`) credits a gold turn as soon as any record
 citing it is in the context, so a one-sentence fragment earns the whole turn. These metrics read
 the **plain text** the answer model would see:
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from lychee_ray.eval.locomo_scoring import locomo_gold, locomo_normalize
+from lychee_ray.eval.metrics.locomo import locomo_gold, locomo_normalize
 from lychee_ray.text.lexical import lexical_terms
 
 
