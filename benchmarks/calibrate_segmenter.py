@@ -45,8 +45,9 @@ sys.path.insert(0, str(ROOT))
 from lychee_ray.build.segment import segment_conversation, turn_embedding_text
 from lychee_ray.config import SegmenterConfig, load_config
 from lychee_ray.core.conversation import Conversation
-from lychee_ray.eval.seg_metrics import boundary_string, evaluate_corpus, window_k, windowdiff
-from lychee_ray.eval.segmentation import (
+from lychee_ray.eval.baselines.texttiling import depth_scores, gap_coherence, texttiling_hearst, texttiling_oracle
+from lychee_ray.eval.metrics.segmentation import boundary_string, evaluate_corpus, window_k, windowdiff
+from lychee_ray.eval.runners.segmentation import (
     SegDialogue,
     dialogue_turn_inputs,
     eval_exchange_mode,
@@ -54,7 +55,6 @@ from lychee_ray.eval.segmentation import (
     load_seg_corpus,
     segment_dialogues,
 )
-from lychee_ray.eval.texttiling import depth_scores, gap_coherence, texttiling_hearst, texttiling_oracle
 
 DATA = ROOT.parent / "shared" / "data"
 GRID: dict[str, list[Any]] = {"bias": [-1.5, -1.4, -1.3, -1.2, -1.1], "role_bias": [0.0, 1.0, 1.4, 1.8, 2.0]}

@@ -56,7 +56,7 @@ from calibrate_segmenter import (  # noqa: E402
 
 from lychee_ray.build.segment import make_segmenter, turn_embedding_text  # noqa: E402
 from lychee_ray.config import SegmenterConfig, load_config  # noqa: E402
-from lychee_ray.eval.segmentation import (  # noqa: E402
+from lychee_ray.eval.runners.segmentation import (  # noqa: E402
     SegDialogue,
     dialogue_turn_inputs,
     eval_exchange_mode,
@@ -259,7 +259,7 @@ def gate(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def report(cfg: SegmenterConfig, enc: str, tiage: list[SegDialogue], tv: np.ndarray, sds: list[SegDialogue], sv: np.ndarray,
            convs: list[Any], lv: list[np.ndarray], out: Path) -> int:
     """Evaluate ``cfg`` on the reported corpora and LoCoMo; write JSON and print the summaries."""
-    from lychee_ray.eval.segmentation import format_report
+    from lychee_ray.eval.runners.segmentation import format_report
 
     corpora = {"tiage_test": subset(tiage, tv, [i for i, d in enumerate(tiage) if d.subset == "test"]), "superdialseg": (sds, sv)}
     reports = {name: evaluate_dialogues(d, v, cfg, encoding=enc) for name, (d, v) in corpora.items()}

@@ -10,7 +10,7 @@ and writes, for both stores:
 - calls, prompt / completion tokens (total and per turn) from the build summary;
 - the build's own quality figures (records rejected by reason, repairs, degenerate segments) from
   ``manifest.json``;
-- the figures measured from the outside by :mod:`lychee_ray.eval.record_quality` (duplicates of an
+- the figures measured from the outside by :mod:`lychee_ray.eval.metrics.record_quality` (duplicates of an
   earlier record, records sharing no content word with their source turns, empty entities);
 - evidence recall (``lychee-ray eval-retrieval``'s id recall, rules planner) on the LoCoMo questions
   whose gold evidence lies inside the built sessions.
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 from lychee_ray.build.runner import run_local_build_items  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.core.conversation import Conversation, QAItem  # noqa: E402
-from lychee_ray.eval.record_quality import measure_store  # noqa: E402
-from lychee_ray.eval.retrieval import evaluate_retrieval  # noqa: E402
+from lychee_ray.eval.metrics.record_quality import measure_store  # noqa: E402
+from lychee_ray.eval.runners.retrieval import evaluate_retrieval  # noqa: E402
 from lychee_ray.io.adapters import AdapterItem, read_input  # noqa: E402
 from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
 from lychee_ray.query.engine import MemoryStore  # noqa: E402

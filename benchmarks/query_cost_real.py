@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lychee_ray.config import load_config  # noqa: E402
-from lychee_ray.eval.context_metrics import answer_in_context  # noqa: E402
-from lychee_ray.eval.datasets import conversation_split  # noqa: E402
-from lychee_ray.eval.retrieval import LOCOMO_CATEGORIES, last_session_date, load_questions  # noqa: E402
+from lychee_ray.eval.metrics.context import answer_in_context  # noqa: E402
+from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, last_session_date, load_questions  # noqa: E402
+from lychee_ray.eval.setup.datasets import conversation_split  # noqa: E402
 from lychee_ray.query.engine import MemoryStore  # noqa: E402
 from lychee_ray.text.dates import as_datetime  # noqa: E402
 

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lychee_ray.config import load_config
-from lychee_ray.eval.datasets import conversation_split
-from lychee_ray.eval.retrieval import LOCOMO_CATEGORIES, evaluate_retrieval, load_questions
+from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, evaluate_retrieval, load_questions
+from lychee_ray.eval.setup.datasets import conversation_split
 from lychee_ray.query.engine import MemoryStore
 
 DATA = ROOT.parent / "shared" / "data" / "locomo"

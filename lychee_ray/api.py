@@ -16,7 +16,7 @@ from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters import AdapterItem, read_input, read_objects
 
 if TYPE_CHECKING:
-    from lychee_ray.eval.run import EvalOptions
+    from lychee_ray.eval.runners.run import EvalOptions
 
 Runner = Literal["local", "ray"]
 Conversations = Iterable[Conversation | dict[str, Any]]
@@ -73,7 +73,7 @@ def build_memory(
 def evaluate(config: LycheeConfig | None, options: "EvalOptions") -> dict[str, Any]:
     """Run a benchmark evaluation (``lychee-ray eval``) on the executor ``options.local`` asks for:
     in this process, or on Ray (builds with the Ray Data job, questions on Ray actors)."""
-    from lychee_ray.eval.run import run_eval
+    from lychee_ray.eval.runners.run import run_eval
 
     cfg = config or load_config()
     if options.local:

@@ -25,6 +25,9 @@ LAYERS: dict[str, int] = {
     "cli": 10,
 }
 RAY_ALLOWED = {"ray", "cli"}
+# Inside eval/, the same rule by subpackage (docs/architecture.md, "The eval package"): setup, metrics
+# and baselines import no other eval subpackage, reports may import metrics and setup, runners all.
+EVAL_LAYERS: dict[str, int] = {"setup": 0, "metrics": 0, "baselines": 0, "reports": 1, "runners": 2}
 MAX_LINES = 500
 
 
@@ -90,6 +93,28 @@ def test_imports_point_down_the_layers():
             if LAYERS[parts[1]] >= LAYERS[mine]:
                 bad.append(f"{p.relative_to(PKG)}:{line} ({mine}, layer {LAYERS[mine]}) imports {name} "
                            f"(layer {LAYERS[parts[1]]})")
+    assert not bad, "\n".join(bad)
+
+
+def test_eval_subpackages_import_one_way():
+    eval_dir = PKG / "eval"
+    assert [p.name for p in eval_dir.glob("*.py")] == ["__init__.py"], "eval/ modules live in its subpackages"
+    assert {p.name for p in eval_dir.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(EVAL_LAYERS)
+    bad = []
+    for p in _modules():
+        rel = p.relative_to(PKG).parts
+        if rel[0] != "eval":
+            continue
+        mine = rel[1] if len(rel) > 2 else None  # None: eval/__init__.py, which imports nothing of eval
+        for line, name in _imports(p):
+            parts = name.split(".")
+            if parts[:2] != ["lychee_ray", "eval"]:
+                continue
+            theirs = parts[2] if len(parts) > 2 else None
+            if theirs == mine and mine is not None:
+                continue
+            if mine is None or theirs not in EVAL_LAYERS or EVAL_LAYERS[theirs] >= EVAL_LAYERS[mine]:
+                bad.append(f"{p.relative_to(PKG)}:{line} ({mine}) imports {name}")
     assert not bad, "\n".join(bad)
 
 

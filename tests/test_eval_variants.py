@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lychee_ray.config import LycheeConfig
-from lychee_ray.eval.variants import (
+from lychee_ray.eval.setup.variants import (
     VARIANTS,
     build_config,
     build_key,

@@ -15,18 +15,18 @@ import pytest
 
 from lychee_ray.api import evaluate
 from lychee_ray.config import LycheeConfig, load_config
-from lychee_ray.eval.aggregate import aggregate, score_row
-from lychee_ray.eval.answerer import QuestionAnswerer
-from lychee_ray.eval.datasets import (
+from lychee_ray.eval.runners.aggregate import aggregate, score_row
+from lychee_ray.eval.runners.answerer import QuestionAnswerer
+from lychee_ray.eval.runners.resume import done_ok, load_answers, write_part
+from lychee_ray.eval.runners.run import EvalOptions, run_eval
+from lychee_ray.eval.runners.stores import StoreInfo
+from lychee_ray.eval.setup.datasets import (
     load_dataset,
     question_payload,
     select_conversations,
 )
-from lychee_ray.eval.errors import EvalError
-from lychee_ray.eval.resume import done_ok, load_answers, write_part
-from lychee_ray.eval.run import EvalOptions, run_eval
-from lychee_ray.eval.stores import StoreInfo
-from lychee_ray.eval.variants import (
+from lychee_ray.eval.setup.errors import EvalError
+from lychee_ray.eval.setup.variants import (
     VARIANTS,
     UnknownVariant,
     build_config,
@@ -249,8 +249,8 @@ def test_question_answerer_kinds(small_store):
 
 
 def test_aggregate_scores_and_report(small_store, tmp_path):
-    from lychee_ray.eval.costs import construction_costs
-    from lychee_ray.eval.report import write_report
+    from lychee_ray.eval.reports.report import write_report
+    from lychee_ray.eval.runners.costs import construction_costs
 
     srv, cfg, d, store = small_store
     ds = load_dataset("locomo", d, cfg, conversations="1")
@@ -299,8 +299,8 @@ def test_segmentation_evaluator_delegates_to_the_segmentation_protocol(tmp_path)
     import numpy as np
 
     from lychee_ray.config import SegmenterConfig
-    from lychee_ray.eval.evaluators import SegmentationEvaluator
-    from lychee_ray.eval.segmentation import evaluate_dialogues
+    from lychee_ray.eval.runners.evaluators import SegmentationEvaluator
+    from lychee_ray.eval.runners.segmentation import evaluate_dialogues
 
     corpus = [{"dial_id": "a", "utterances": ["hi", "how are you", "rain is coming", "take an umbrella"], "segments": [2, 2]},
               {"dial_id": "b", "utterances": ["new job", "congrats", "pizza tonight?"], "segments": [2, 1]}]
@@ -323,7 +323,7 @@ def test_cost_estimate_counts_the_pieces_the_encoder_reads(tmp_path):
     from lychee_ray.build.encode.base import EncodeOutput
     from lychee_ray.build.pipeline import speakers_of
     from lychee_ray.build.runner import make_context, run_local_build
-    from lychee_ray.eval.costs import estimate_encode_tokens, stored_segments
+    from lychee_ray.eval.runners.costs import estimate_encode_tokens, stored_segments
     from lychee_ray.io.store import iter_markers, read_part
     from lychee_ray.llm.schema import schema_for
     from lychee_ray.text.tokens import count_tokens

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lychee_ray.config import load_config
-from lychee_ray.eval.judge import (
+from lychee_ray.eval.runners.judge import (
     ABSTENTION_NOTE,
     JudgeReply,
     LLMJudge,

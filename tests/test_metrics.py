@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from lychee_ray.eval.locomo_scoring import (
+from lychee_ray.eval.metrics.evidence import evidence_recall, is_abstention, mean, session_recall
+from lychee_ray.eval.metrics.locomo import (
     bleu1,
     locomo_f1,
     locomo_f1_multi,
@@ -19,7 +20,6 @@ from lychee_ray.eval.locomo_scoring import (
     locomo_normalize,
     word_tokens,
 )
-from lychee_ray.eval.metrics import evidence_recall, is_abstention, mean, session_recall
 
 
 def test_locomo_normalisation():

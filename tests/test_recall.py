@@ -6,8 +6,8 @@ import numpy as np
 
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.query.bm25 import recall_bm25, recall_turn_bm25
-from lychee_ray.query.lexical import lexical_terms, stem
 from lychee_ray.query.recall import recall_nodes, recall_records, recall_time, recall_turns
+from lychee_ray.text.lexical import lexical_terms, stem
 
 # ``view`` (the synthetic conversation c-1, loaded; one per module) comes from tests/conftest.py.
 
@@ -84,7 +84,7 @@ def test_bm25_records_and_turns(view):
 
 def test_turn_bm25_ranks_turns_alone_as_the_hybrid_baseline_does(view):
     """Channel (f): BM25 over the raw turns only — the hybrid turn RAG's lexical half inside the method."""
-    from lychee_ray.eval.baselines import HybridRAG, TurnUnits
+    from lychee_ray.eval.baselines.retrieval import HybridRAG, TurnUnits
 
     hits = recall_turn_bm25(view, "Sweden friends", depth=10)
     assert hits and all(h.kind == "turn" for h in hits) and hits[0].id == "D2:3"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lychee_ray.core.conversation import QAItem
-from lychee_ray.eval.baselines import (
+from lychee_ray.eval.baselines.retrieval import (
     FullContext,
     HybridRAG,
     SentenceRAG,
@@ -15,15 +15,15 @@ from lychee_ray.eval.baselines import (
     TurnUnits,
     lychee_plain_context,
 )
-from lychee_ray.eval.context_metrics import (
+from lychee_ray.eval.metrics.context import (
     answer_in_context,
     citing_texts,
     content_recall,
     gold_word_coverage,
 )
-from lychee_ray.eval.metrics import coverage
-from lychee_ray.eval.retrieval import TOKEN_DIGITS, evaluate_retrieval, last_session_date
-from lychee_ray.eval.retrieval_table import retrieval_markdown
+from lychee_ray.eval.metrics.evidence import coverage
+from lychee_ray.eval.reports.retrieval_table import retrieval_markdown
+from lychee_ray.eval.runners.retrieval import TOKEN_DIGITS, evaluate_retrieval, last_session_date
 from lychee_ray.text.tokens import count_tokens
 from tests.stores import conversation_spec, make_store
 
@@ -128,7 +128,7 @@ def test_evaluate_report_shape(store):
 
 def test_split_reported_per_half(store):
     from lychee_ray.config import LycheeConfig
-    from lychee_ray.eval.variants import apply_sets
+    from lychee_ray.eval.setup.variants import apply_sets
 
     cfg = apply_sets(store.config, ("eval.locomo_split.dev=[c-1]",))
     assert isinstance(cfg, LycheeConfig)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from lychee_ray.eval.seg_metrics import (
+from lychee_ray.eval.metrics.segmentation import (
     BoundaryCounts,
     boundary_string,
     evaluate_corpus,
@@ -136,7 +136,7 @@ def _topic_vectors(topics, dim=16, seed=0):
 
 
 def test_texttiling_oracle_finds_planted_boundaries():
-    from lychee_ray.eval.texttiling import depth_scores, texttiling_oracle
+    from lychee_ray.eval.baselines.texttiling import depth_scores, texttiling_oracle
 
     vecs = _topic_vectors([0] * 5 + [3] * 4 + [7] * 6)
     assert texttiling_oracle(vecs, 2) == [5, 4, 6]
@@ -147,7 +147,7 @@ def test_texttiling_oracle_finds_planted_boundaries():
 
 
 def test_standard_texttiling_finds_planted_boundaries_without_the_count():
-    from lychee_ray.eval.texttiling import texttiling_hearst
+    from lychee_ray.eval.baselines.texttiling import texttiling_hearst
 
     for seed in range(3):
         assert texttiling_hearst(_topic_vectors([0] * 5 + [3] * 4 + [7] * 6, seed=seed)) == [5, 4, 6]
@@ -157,7 +157,7 @@ def test_standard_texttiling_finds_planted_boundaries_without_the_count():
 
 
 def test_load_seg_corpus_reads_roles_and_reports_bad_records(tmp_path):
-    from lychee_ray.eval.segmentation import (
+    from lychee_ray.eval.runners.segmentation import (
         SegCorpusError,
         eval_exchange_mode,
         load_seg_corpus,
@@ -178,7 +178,7 @@ def test_load_seg_corpus_reads_roles_and_reports_bad_records(tmp_path):
 
 def test_role_aware_eval_cuts_only_at_user_turns_and_reports_reference_points():
     from lychee_ray.config import SegmenterConfig
-    from lychee_ray.eval.segmentation import (
+    from lychee_ray.eval.runners.segmentation import (
         SegDialogue,
         dialogue_turn_inputs,
         evaluate_dialogues,
@@ -205,14 +205,14 @@ def test_role_aware_eval_cuts_only_at_user_turns_and_reports_reference_points():
         wd = pair["windowdiff"]
         assert wd["mean"] == pytest.approx(report["lychee"]["windowdiff"] - report[name]["windowdiff"], abs=2e-4)
         assert wd["ci95_low"] <= wd["mean"] <= wd["ci95_high"]
-    from lychee_ray.eval.segmentation import format_report
+    from lychee_ray.eval.runners.segmentation import format_report
 
     text = format_report(report)
     assert "texttiling_oracle" in text and "[95% CI]" in text
 
 
 def test_paired_difference_hand_case():
-    from lychee_ray.eval.seg_metrics import Z_95, paired_difference, per_dialogue_scores
+    from lychee_ray.eval.metrics.segmentation import Z_95, paired_difference, per_dialogue_scores
 
     d = paired_difference([0.5, 0.4, 0.3], [0.6, 0.6, 0.6])  # differences -0.1, -0.2, -0.3
     assert d["mean"] == pytest.approx(-0.2)

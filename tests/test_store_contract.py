@@ -121,8 +121,8 @@ _GENERIC_KEYS = {"conversation_id", "user_id", "key", "model", "backend", "token
 _MARKER_RECEIVER = re.compile(r"(^|\.)\w*marker$|markers(\[.*\]|\.get\(.*\))$", re.IGNORECASE)
 # Other dicts that happen to have a key of the same name (module, receiver, key), each checked by hand:
 _NOT_MARKERS = {
-    ("eval/costs.py", "c", "committed_at"),  # the cached token estimates of one conversation (costs.json)
-    ("eval/report.py", "s", "fingerprint"),  # a store's entry in an eval run's results
+    ("eval/runners/costs.py", "c", "committed_at"),  # the cached token estimates of one conversation (costs.json)
+    ("eval/reports/report.py", "s", "fingerprint"),  # a store's entry in an eval run's results
     ("serve/service.py", "self.manifest", "embedding_dim"),  # manifest.json
 }
 

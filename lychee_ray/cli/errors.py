@@ -42,9 +42,9 @@ EXPECTED_ERRORS: tuple[tuple[str, str], ...] = (
     ("lychee_ray.io.adapters.detect", "InputError"),
     ("lychee_ray.query.errors", "UnknownConversation"),
     ("lychee_ray.query.errors", "ScopeError"),
-    ("lychee_ray.eval.errors", "EvalError"),
-    ("lychee_ray.eval.variants", "UnknownVariant"),
-    ("lychee_ray.eval.segmentation", "SegCorpusError"),
+    ("lychee_ray.eval.setup.errors", "EvalError"),
+    ("lychee_ray.eval.setup.variants", "UnknownVariant"),
+    ("lychee_ray.eval.runners.segmentation", "SegCorpusError"),
 )
 
 

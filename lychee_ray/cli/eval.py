@@ -10,7 +10,7 @@ from lychee_ray.cli.main import add_config_args, config_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from lychee_ray.eval.variants import DEFAULT_VARIANTS, VARIANTS
+    from lychee_ray.eval.setup.variants import DEFAULT_VARIANTS, VARIANTS
 
     p = sub.add_parser(
         "eval", help="benchmark evaluation: build (or reuse) memory, answer, judge, report",
@@ -42,9 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lychee_ray.api import evaluate
-    from lychee_ray.eval.errors import EvalError
-    from lychee_ray.eval.run import EvalOptions
-    from lychee_ray.eval.variants import UnknownVariant, select_variants
+    from lychee_ray.eval.runners.run import EvalOptions
+    from lychee_ray.eval.setup.errors import EvalError
+    from lychee_ray.eval.setup.variants import UnknownVariant, select_variants
 
     cfg = config_from_args(args)
     try:

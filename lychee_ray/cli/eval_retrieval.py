@@ -30,10 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lychee_ray.eval.baselines import BASELINES
-    from lychee_ray.eval.evaluators import RetrievalEvaluator
-    from lychee_ray.eval.retrieval import LOCOMO_CATEGORIES, question_rows
-    from lychee_ray.eval.retrieval_table import retrieval_markdown
+    from lychee_ray.eval.baselines.retrieval import BASELINES
+    from lychee_ray.eval.reports.retrieval_table import retrieval_markdown
+    from lychee_ray.eval.runners.evaluators import RetrievalEvaluator
+    from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, question_rows
     from lychee_ray.query.engine import MemoryStore
 
     cfg = config_from_args(args)

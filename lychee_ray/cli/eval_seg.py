@@ -1,7 +1,7 @@
 """``lychee-ray eval-seg``: boundary quality of the segmenter on a gold topic-segmentation corpus.
 
 Thin command: reading the corpus, the protocol, the metrics and the reference points (matched fixed
-window, no boundary, oracle-count TextTiling) live in :mod:`lychee_ray.eval.segmentation`.
+window, no boundary, oracle-count TextTiling) live in :mod:`lychee_ray.eval.runners.segmentation`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from lychee_ray.eval.segmentation import (
+from lychee_ray.eval.runners.segmentation import (
     SegCorpusError,
     evaluate_dialogues,
     format_report,

@@ -13,10 +13,10 @@ from lychee_ray.config.build import (
     GuardConfig,
     NodesConfig,
     PressureConfig,
-    RayConfig,
     SegmenterConfig,
     SurpriseConfig,
 )
+from lychee_ray.config.eval import EvalConfig
 from lychee_ray.config.loader import load_config, parse_set, ray_address
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, RateLimitConfig, TokenizerConfig
 from lychee_ray.config.query import (
@@ -29,8 +29,9 @@ from lychee_ray.config.query import (
     RerankConfig,
     SelectConfig,
 )
+from lychee_ray.config.ray import RayConfig
 from lychee_ray.config.root import FINGERPRINT_OMIT_AT_DEFAULT, LycheeConfig
-from lychee_ray.config.serve import EvalConfig, ServeAutoscalingConfig, ServeConfig
+from lychee_ray.config.serve import ServeAutoscalingConfig, ServeConfig
 from lychee_ray.config.store import StoreConfig
 
 __all__ = [

@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 from lychee_ray.config.base import Section, bind_default_paths, packaged_defaults
-from lychee_ray.config.build import BuildConfig, EncoderConfig, NodesConfig, RayConfig, SegmenterConfig
+from lychee_ray.config.build import BuildConfig, EncoderConfig, NodesConfig, SegmenterConfig
+from lychee_ray.config.eval import EvalConfig
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, TokenizerConfig
 from lychee_ray.config.query import QueryConfig
-from lychee_ray.config.serve import EvalConfig, ServeConfig
+from lychee_ray.config.ray import RayConfig
+from lychee_ray.config.serve import ServeConfig
 from lychee_ray.config.store import StoreConfig
 
 # Keys added after stores were built: left out of fingerprints while at their default value, so a

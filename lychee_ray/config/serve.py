@@ -1,4 +1,4 @@
-"""Sections for the query service and the benchmark evaluation."""
+"""Sections for the query service (``serve``)."""
 
 from __future__ import annotations
 
@@ -102,71 +102,3 @@ class ServeConfig(Section):
             raise ValueError(f"serve.list_page_size ({self.list_page_size}) exceeds serve.list_max_page_size "
                              f"({self.list_max_page_size})")
         return self
-
-class EvalSplitConfig(Section):
-    """A fixed held-out split of LoCoMo conversation ids (chosen once; see docs/evaluation.md).
-
-    Query and build defaults may be tuned on ``dev`` only; ``test`` is reported, never tuned on.
-    """
-
-    dev: list[str]
-    test: list[str]
-
-    @model_validator(mode="after")
-    def _disjoint(self) -> "EvalSplitConfig":
-        if set(self.dev) & set(self.test):
-            raise ValueError(f"eval.locomo_split: dev and test share {sorted(set(self.dev) & set(self.test))}")
-        return self
-
-
-class EvalConfig(Section):
-    """Benchmark evaluation (``lychee-ray eval``; DESIGN §5)."""
-
-    # full_context variant: the whole conversation goes into the answer prompt when it has at most
-    # this many tokens; a longer one keeps its most recent turns that fit (reported as truncated).
-    full_context_max_tokens: int = Field(ge=1)
-    # LLM judge model (None = llm.model); temperature 0, its tokens are counted separately.
-    judge_model: str | None
-    judge_max_completion_tokens: int = Field(ge=16)
-    # LoCoMo categories evaluated (the paper's 1,540 questions: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop).
-    locomo_categories: list[str]
-    # Ray Data question pipeline: actor pool size, fractional CPUs per actor, questions per batch,
-    # questions answered concurrently inside one actor (threads; LLM calls overlap).
-    min_actors: int = Field(ge=1)
-    max_actors: int = Field(ge=1)
-    actor_num_cpus: float = Field(gt=0)
-    batch_size: int = Field(ge=1)
-    questions_in_flight: int = Field(ge=1)
-    # Finished answers are appended to the run directory every this many questions (resume unit).
-    flush_every: int = Field(ge=1)
-    # Content coverage (eval-retrieval, eval): a gold turn counts as covered when at least this share
-    # of its content words is in the context text; the first threshold is the headline, the others
-    # are reported beside it.
-    content_coverage_thresholds: list[float] = Field(min_length=1)
-    # benchmarks/llm_quality.py: a record whose content words overlap an earlier record's at least this
-    # much (Jaccard) counts as a near-duplicate (eval/record_quality.py).
-    near_duplicate_jaccard: float = Field(gt=0, le=1)
-    # Baselines eval-retrieval measures next to lychee at the same budget (plain serialisation):
-    # turn_rag, sentence_rag, hybrid_rag, full_context (the ceiling; not budgeted).
-    retrieval_baselines: list[str]
-    # Query-time overrides reported both ways in an ablation run: when a selected variant has its own
-    # build (eager, fixed_window, summary), every selected memory variant also runs with each of these.
-    ablation_rule_twins: list[str]
-    # The held-out split of LoCoMo conversations; results are reported per half.
-    locomo_split: EvalSplitConfig
-
-    @field_validator("content_coverage_thresholds")
-    @classmethod
-    def _fractions(cls, v: list[float]) -> list[float]:
-        if any(not 0.0 < t <= 1.0 for t in v):
-            raise ValueError("content coverage thresholds are fractions in (0, 1]")
-        return v
-
-    @field_validator("retrieval_baselines")
-    @classmethod
-    def _known_baselines(cls, v: list[str]) -> list[str]:
-        known = ("turn_rag", "sentence_rag", "hybrid_rag", "full_context")  # lychee_ray.eval.baselines.BASELINES
-        bad = [b for b in v if b not in known]
-        if bad:
-            raise ValueError(f"unknown baseline(s) {bad}; known: {list(known)}")
-        return v

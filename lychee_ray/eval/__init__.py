@@ -1,16 +1,16 @@
-"""Evaluation, split like the build: what is evaluated apart from where it runs.
+"""Evaluation, split by concern into subpackages whose imports point one way.
 
-- questions and run directory: :mod:`.datasets`, :mod:`.layout`, :mod:`.resume`, :mod:`.rows`
-- stores and their costs: :mod:`.stores`, :mod:`.costs`, :mod:`.variants`
-- evaluators (plain classes called on a store or corpus): :mod:`.evaluators` (answers via
-  :mod:`.answerer` and :mod:`.judge`; retrieval via :mod:`.retrieval`; segmentation via
-  :mod:`.segmentation`); the retrieval baselines: :mod:`.baselines`
-- metrics and results: :mod:`.metrics` (by id), :mod:`.context_metrics` (by context text),
-  :mod:`.locomo_scoring` (LoCoMo F1, BLEU-1), :mod:`.seg_metrics`, :mod:`.aggregate`, :mod:`.report`,
-  :mod:`.plots`, :mod:`.retrieval_table`
-- executors: :mod:`.executors` (local, no Ray); the Ray executor is :mod:`lychee_ray.ray.eval_job`
-- the whole ``lychee-ray eval`` run: :func:`lychee_ray.eval.run.run_eval`
+- :mod:`.setup` — what a run is set up from and writes: datasets, variants, rows, run layout, errors;
+- :mod:`.metrics` — pure scoring: by evidence id, by context text, LoCoMo F1/BLEU-1, segmentation,
+  record quality;
+- :mod:`.baselines` — retrieval baselines and TextTiling;
+- :mod:`.reports` — the eval report, its plots, the eval-retrieval tables (import metrics and setup);
+- :mod:`.runners` — evaluators, answerer, judge, executors, stores, costs, resume, aggregation and
+  the whole ``lychee-ray eval`` run (:func:`lychee_ray.eval.runners.run.run_eval`); may import all
+  of the above.
 
-Submodules are imported explicitly (this package imports nothing, so light modules such as
-:mod:`.metrics` stay light).
+``setup``, ``metrics`` and ``baselines`` import no other ``eval`` subpackage; ``reports`` imports
+``metrics`` and ``setup``; nothing imports ``runners`` but the CLI, the API and the Ray executor
+(:mod:`lychee_ray.ray.eval_job`). Submodules are imported explicitly (no package here imports
+anything, so light modules such as :mod:`.metrics.evidence` stay light).
 """

@@ -27,8 +27,8 @@ from lychee_ray.llm.errors import LLMCallFailed
 from lychee_ray.llm.prompts import prompt_tokens_estimate
 from lychee_ray.llm.schema import lean_json_schema
 from lychee_ray.llm.usage import CallUsage
-from lychee_ray.query.lexical import lexical_terms
 from lychee_ray.query.evidence import Evidence
+from lychee_ray.text.lexical import lexical_terms
 from lychee_ray.text.sentences import rough_sentences
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from lychee_ray.query.hits import Hit, ItemKind
-from lychee_ray.query.lexical import lexical_terms
+from lychee_ray.text.lexical import lexical_terms
 
 if TYPE_CHECKING:
     from lychee_ray.query.recall import ConversationView

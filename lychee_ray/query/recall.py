@@ -13,7 +13,7 @@ takes a view and one route and returns a ranked list of :class:`Hit` — items a
 (d) :func:`recall_turns` — raw turn vectors (FAISS);
 (e) :func:`~lychee_ray.query.bm25.recall_bm25` — lexical BM25 over record and turn texts (names
     and numbers need it); its index and the shared word vocabulary live in :mod:`~lychee_ray.query.bm25`
-    and :mod:`~lychee_ray.query.lexical`;
+    and :mod:`~lychee_ray.text.lexical`;
 (f) :func:`~lychee_ray.query.bm25.recall_turn_bm25` — BM25 over the raw turns alone. With (d) it is
     the hybrid turn RAG baseline inside the method: a corpus of turns only keeps the turns' own term
     statistics (records would dilute them), so lychee's fusion always contains that ranking.
@@ -34,8 +34,8 @@ from lychee_ray.core.records import TimeSpan
 from lychee_ray.io.store import ConversationData
 from lychee_ray.query.bm25 import BM25Index
 from lychee_ray.query.hits import Hit, ItemKind
-from lychee_ray.query.lexical import ATTRIBUTION_TERMS, lexical_terms
 from lychee_ray.text.dates import iso_day
+from lychee_ray.text.lexical import ATTRIBUTION_TERMS, lexical_terms
 
 CHANNELS = ("records", "nodes", "time", "turns", "bm25", "turn_bm25")
 

@@ -2,7 +2,7 @@
 redundancy rules ("never both unless the later adds something").
 
 Content terms are the stemmed, stop-worded words and numbers of
-:func:`~lychee_ray.query.lexical.lexical_terms`:
+:func:`~lychee_ray.text.lexical.lexical_terms`:
 
 - a turn with shown records made from it is shown only if it has at least ``min_novel_terms``
   content terms those records lack;

@@ -2,7 +2,7 @@
 
 One pipeline per variant over its unanswered questions:
 ``map_batches(QuestionWorker, compute=ActorPoolStrategy, num_cpus=eval.actor_num_cpus)``. Each actor
-holds one :class:`~lychee_ray.eval.evaluators.AnswerEvaluator` (its store opened once) that answers
+holds one :class:`~lychee_ray.eval.runners.evaluators.AnswerEvaluator` (its store opened once) that answers
 ``eval.questions_in_flight`` questions at a time; with the ``openai`` backend every plan / answer /
 judge call goes through the one cluster-wide :class:`~lychee_ray.ray.ratelimit.RateLimiterActor`.
 Rows stream back and are appended to ``answers/<variant>/`` every ``eval.flush_every`` questions.
@@ -19,9 +19,9 @@ import ray
 
 from lychee_ray.build.runner import BuildSummary
 from lychee_ray.config import LycheeConfig
-from lychee_ray.eval.evaluators import AnswerEvaluator, ProgressFn
-from lychee_ray.eval.resume import write_rows_in_parts
-from lychee_ray.eval.rows import QuestionPayload
+from lychee_ray.eval.runners.evaluators import AnswerEvaluator, ProgressFn
+from lychee_ray.eval.runners.resume import write_rows_in_parts
+from lychee_ray.eval.setup.rows import QuestionPayload
 from lychee_ray.ray.build_job import run_ray_build
 from lychee_ray.ray.ratelimit import RateLimiterActor, RayRateLimiter
 from lychee_ray.ray.runtime import init_ray

@@ -37,9 +37,9 @@ from fastapi.testclient import TestClient
 
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, wrong_script_problem
-from lychee_ray.eval.answerer import QuestionAnswerer
-from lychee_ray.eval.resume import done_ok, load_answers, write_part
-from lychee_ray.eval.judge import LLMJudge, judge_config
+from lychee_ray.eval.runners.answerer import QuestionAnswerer
+from lychee_ray.eval.runners.judge import LLMJudge, judge_config
+from lychee_ray.eval.runners.resume import done_ok, load_answers, write_part
 from lychee_ray.llm.backend import make_llm_client
 from lychee_ray.llm.errors import INVALID_REPLY_KINDS
 from lychee_ray.query.engine import MemoryStore

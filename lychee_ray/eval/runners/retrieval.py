@@ -1,14 +1,14 @@
 """Retrieval quality of the selected context (DESIGN §5, issue 17), no LLM needed.
 
 For every question with gold evidence (LoCoMo: categories 1–4) and every system — lychee (rules
-planner) and the baselines of :mod:`lychee_ray.eval.baselines` at the same token budget — one
+planner) and the baselines of :mod:`lychee_ray.eval.baselines.retrieval` at the same token budget — one
 :class:`Coverage`:
 
 - **id coverage** (``recall``, ``any``, ``all``): share of the gold evidence turns cited by the
   selection (a record covers its source turns, a raw-turn window every turn in it);
 - **content coverage** (``content_recall_50``, ``content_recall_80`` …): share of gold turns with at
   least that share of their content words in the selection's plain text
-  (:mod:`lychee_ray.eval.context_metrics`);
+  (:mod:`lychee_ray.eval.metrics.context`);
 - **answer in context**: the normalised gold answer occurs in the plain text;
 - **tokens**: the context as the answer prompt shows it (lychee: its compact serialisation with
   session-date headers; the baselines: plain lines), its plain text and their ratio
@@ -35,21 +35,21 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from lychee_ray.core.conversation import QAItem
-from lychee_ray.eval.baselines import (
+from lychee_ray.eval.baselines.retrieval import (
     FullContext,
     TurnUnits,
     lychee_plain_context,
     make_baseline,
 )
-from lychee_ray.eval.context_metrics import (
+from lychee_ray.eval.metrics.context import (
     answer_in_context,
     citing_texts,
     content_scores,
     gold_word_coverage,
     normalized_context,
 )
-from lychee_ray.eval.datasets import conversation_split
-from lychee_ray.eval.metrics import coverage
+from lychee_ray.eval.metrics.evidence import coverage
+from lychee_ray.eval.setup.datasets import conversation_split
 from lychee_ray.io.adapters import read_input
 from lychee_ray.llm.prompts import prompt_tokens_estimate
 from lychee_ray.query.answer import AnswerReply, answer_messages

@@ -1,11 +1,11 @@
 """LLM-free retrieval metrics for ``lychee-ray eval`` (DESIGN §5).
 
 Answer metrics (LoCoMo's official F1, the Mem0/LoCoMo BLEU-1) live in
-:mod:`lychee_ray.eval.locomo_scoring`; what the context *text* contains (content coverage,
-answer-in-context) in :mod:`lychee_ray.eval.context_metrics`. Here, by id:
+:mod:`lychee_ray.eval.metrics.locomo`; what the context *text* contains (content coverage,
+answer-in-context) in :mod:`lychee_ray.eval.metrics.context`. Here, by id:
 
 - :func:`coverage` — (fraction of gold turns covered, any covered, all covered); what
-  ``lychee-ray eval-retrieval`` (:mod:`lychee_ray.eval.retrieval`) reports per question.
+  ``lychee-ray eval-retrieval`` (:mod:`lychee_ray.eval.runners.retrieval`) reports per question.
 - :func:`evidence_recall` — share of the gold evidence turns covered by the selected context (a
   record covers its source turns, a raw-turn window every turn in it): :func:`coverage`'s fraction.
 - :func:`session_recall` — LongMemEval: share of the gold answer sessions that at least one

@@ -17,7 +17,7 @@ Every report places lychee among reference points computed under the same protoc
 * ``no_boundary``: one segment per dialogue (WindowDiff rewards under-segmentation on short dialogues);
 * ``texttiling``: standard embedding TextTiling (Hearst's cut-off; offline, two-sided, not told the count);
 * ``texttiling_oracle``: embedding TextTiling told the TRUE number of boundaries of every dialogue
-  (an oracle ceiling for unsupervised methods; see :func:`lychee_ray.eval.texttiling.texttiling_oracle`).
+  (an oracle ceiling for unsupervised methods; see :func:`lychee_ray.eval.baselines.texttiling.texttiling_oracle`).
 
 ``paired`` gives, against each reference, the mean per-dialogue difference (lychee minus reference) of
 WindowDiff and Pk with its paired standard error and 95 % interval: lychee is ahead of a reference by
@@ -44,8 +44,8 @@ from lychee_ray.build.segment import (
     make_segmenter,
 )
 from lychee_ray.config import SegmenterConfig
-from lychee_ray.eval.seg_metrics import evaluate_corpus, paired_difference, per_dialogue_scores
-from lychee_ray.eval.texttiling import texttiling_hearst, texttiling_oracle
+from lychee_ray.eval.baselines.texttiling import texttiling_hearst, texttiling_oracle
+from lychee_ray.eval.metrics.segmentation import evaluate_corpus, paired_difference, per_dialogue_scores
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens
 
 METRIC_KEYS = ("pk", "windowdiff", "f1", "f1_tol1", "mean_segment_len")

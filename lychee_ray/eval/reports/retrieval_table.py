@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lychee_ray.eval.context_metrics import thresholds_key
+from lychee_ray.eval.metrics.context import thresholds_key
 
 
 def _f(x: float | None) -> str:

@@ -1,10 +1,10 @@
 """Answering one benchmark question for one variant on one store (plain Python, thread-safe).
 
 The ``memory`` kind asks the store (plan → recall → fuse → select → answer); the baseline kinds
-(:mod:`lychee_ray.eval.baselines`: ``turn_rag``, ``sentence_rag``, ``hybrid_rag`` at the query
+(:mod:`lychee_ray.eval.baselines.retrieval`: ``turn_rag``, ``sentence_rag``, ``hybrid_rag`` at the query
 budget, ``full_context`` up to ``eval.full_context_max_tokens``) answer from their plain lines.
 Every row also records what its context text contains: per gold turn the share of its content
-words (:mod:`lychee_ray.eval.context_metrics`) and whether the gold answer occurs in it. With a
+words (:mod:`lychee_ray.eval.metrics.context`) and whether the gold answer occurs in it. With a
 judge configured, every answer is judged (CORRECT/WRONG, ``stage="judge"``, tokens counted apart).
 Executors run many of these at once.
 """
@@ -20,21 +20,21 @@ from typing import Any, cast
 import numpy as np
 
 from lychee_ray.config import LycheeConfig
-from lychee_ray.eval.baselines import (
+from lychee_ray.eval.baselines.retrieval import (
     FullContext,
     TurnUnits,
     lychee_plain_context,
     make_baseline,
 )
-from lychee_ray.eval.context_metrics import (
+from lychee_ray.eval.metrics.context import (
     answer_in_context,
     citing_texts,
     gold_word_coverage,
     normalized_context,
 )
-from lychee_ray.eval.judge import LLMJudge
-from lychee_ray.eval.retrieval import last_session_date
-from lychee_ray.eval.rows import AnswerRow, QuestionPayload
+from lychee_ray.eval.runners.judge import LLMJudge
+from lychee_ray.eval.runners.retrieval import last_session_date
+from lychee_ray.eval.setup.rows import AnswerRow, QuestionPayload
 from lychee_ray.llm.backend import make_llm_client
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.query.answer import make_answerer

@@ -1,8 +1,8 @@
 """Where an eval's work runs: building stores and answering questions, apart from what is evaluated.
 
-An executor does two things for :func:`lychee_ray.eval.run.run_eval`: build (or resume) a store
+An executor does two things for :func:`lychee_ray.eval.runners.run.run_eval`: build (or resume) a store
 from the run's canonical JSONL input, and answer one variant's questions with an
-:class:`~lychee_ray.eval.evaluators.AnswerEvaluator`, appending rows to ``answers/<variant>/``.
+:class:`~lychee_ray.eval.runners.evaluators.AnswerEvaluator`, appending rows to ``answers/<variant>/``.
 
 - :class:`LocalExecutor` (``lychee-ray eval --local``): the in-process build runner and one
   evaluator with ``eval.questions_in_flight`` threads; never imports or starts Ray.
@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 from lychee_ray.build.runner import BuildSummary, run_local_build
 from lychee_ray.config import LycheeConfig
-from lychee_ray.eval.evaluators import AnswerEvaluator, ProgressFn
-from lychee_ray.eval.resume import write_rows_in_parts
-from lychee_ray.eval.rows import QuestionPayload
+from lychee_ray.eval.runners.evaluators import AnswerEvaluator, ProgressFn
+from lychee_ray.eval.runners.resume import write_rows_in_parts
+from lychee_ray.eval.setup.rows import QuestionPayload
 from lychee_ray.llm.ratelimit import make_rate_limiter
 
 

@@ -7,7 +7,7 @@
     RUN_DIR/state.json                  build and query wall times, store locations
     RUN_DIR/results.json                metrics and costs per variant and category
     RUN_DIR/answers.parquet             one row per (variant, question): answer, evidence, tokens, verdict
-    RUN_DIR/report.md + *.png           the report (lychee_ray.eval.report)
+    RUN_DIR/report.md + *.png           the report (lychee_ray.eval.reports.report)
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Scores and results of ``lychee-ray eval`` (DESIGN §5): per question, per variant, per category.
 
 Evidence (id) recall (LongMemEval: answer-session recall), content coverage of the context text
-and answer-in-context (:mod:`lychee_ray.eval.context_metrics`), LoCoMo's official F1 and the
-Mem0/LoCoMo BLEU-1 (:mod:`lychee_ray.eval.locomo_scoring`), judge accuracy; overall, per category
+and answer-in-context (:mod:`lychee_ray.eval.metrics.context`), LoCoMo's official F1 and the
+Mem0/LoCoMo BLEU-1 (:mod:`lychee_ray.eval.metrics.locomo`), judge accuracy; overall, per category
 and per split (``eval.locomo_split``). Costs: construction tokens per conversation (store usage
-tables, or the offline estimate for ``rules``: :mod:`lychee_ray.eval.costs`), query tokens per
+tables, or the offline estimate for ``rules``: :mod:`lychee_ray.eval.runners.costs`), query tokens per
 question (plan + answer, prompt + completion) with the query prompt (planner + answer prompt) next
 to the context tokens, LLM calls, wall time, store bytes, index build time.
 """
@@ -22,14 +22,14 @@ import pyarrow.parquet as pq
 
 from lychee_ray.config import LycheeConfig
 from lychee_ray.core.conversation import QAItem
-from lychee_ray.eval.context_metrics import content_scores, thresholds_key
-from lychee_ray.eval.datasets import Dataset, category_name, conversation_split
-from lychee_ray.eval.layout import RunLayout
-from lychee_ray.eval.locomo_scoring import bleu1, locomo_f1, locomo_f1_single
-from lychee_ray.eval.metrics import evidence_recall, is_abstention, mean, session_recall
-from lychee_ray.eval.rows import SCORED_SCHEMA, AnswerRow, RowScores
-from lychee_ray.eval.stores import StoreInfo
-from lychee_ray.eval.variants import Variant
+from lychee_ray.eval.metrics.context import content_scores, thresholds_key
+from lychee_ray.eval.metrics.evidence import evidence_recall, is_abstention, mean, session_recall
+from lychee_ray.eval.metrics.locomo import bleu1, locomo_f1, locomo_f1_single
+from lychee_ray.eval.runners.stores import StoreInfo
+from lychee_ray.eval.setup.datasets import Dataset, category_name, conversation_split
+from lychee_ray.eval.setup.layout import RunLayout
+from lychee_ray.eval.setup.rows import SCORED_SCHEMA, AnswerRow, RowScores
+from lychee_ray.eval.setup.variants import Variant
 
 # Decimal places of the reported metric fractions (recall, F1, BLEU-1, accuracies).
 METRIC_DIGITS = 4

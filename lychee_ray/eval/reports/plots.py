@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lychee_ray.eval.context_metrics import thresholds_key
+from lychee_ray.eval.metrics.context import thresholds_key
 
 
 def headline_metric(results: dict[str, Any]) -> tuple[str, str]:

@@ -24,7 +24,7 @@ query side, and a query *kind*:
                     backend answers extractively over all turns
 ==================  ==============================================================================
 
-The baselines (:mod:`lychee_ray.eval.baselines`) show plain ``Speaker: text`` lines — no ids, no
+The baselines (:mod:`lychee_ray.eval.baselines.retrieval`) show plain ``Speaker: text`` lines — no ids, no
 session headers — and are budgeted on those lines.
 
 **Ablation fairness.** A query-time rule that only makes sense for some builds is reported both

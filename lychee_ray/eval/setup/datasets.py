@@ -15,9 +15,9 @@ from pathlib import Path
 
 from lychee_ray.config import LycheeConfig
 from lychee_ray.core.conversation import Conversation, QAItem
-from lychee_ray.eval.errors import EvalError
-from lychee_ray.eval.layout import RunLayout
-from lychee_ray.eval.rows import QuestionPayload
+from lychee_ray.eval.setup.errors import EvalError
+from lychee_ray.eval.setup.layout import RunLayout
+from lychee_ray.eval.setup.rows import QuestionPayload
 from lychee_ray.io.adapters import read_input
 
 log = logging.getLogger(__name__)

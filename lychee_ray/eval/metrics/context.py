@@ -1,10 +1,10 @@
 """What the context text actually contains, not which ids it cites (issue: content coverage).
 
-Id coverage (:func:`lychee_ray.eval.metrics.coverage`) credits a gold turn as soon as any record
+Id coverage (:func:`lychee_ray.eval.metrics.evidence.coverage`) credits a gold turn as soon as any record
 citing it is in the context, so a one-sentence fragment earns the whole turn. These metrics read
 the **plain text** the answer model would see:
 
-- **content words** of a text: its lexical terms (:func:`lychee_ray.query.lexical.lexical_terms`:
+- **content words** of a text: its lexical terms (:func:`lychee_ray.text.lexical.lexical_terms`:
   lower-cased words and numbers, stop words dropped, light suffix stemming so that "adopted" and
   "adoption" meet), as a set;
 - :func:`gold_word_coverage` — per gold turn, the share of its content words present in the text
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from lychee_ray.eval.locomo_scoring import locomo_gold, locomo_normalize
-from lychee_ray.query.lexical import lexical_terms
+from lychee_ray.eval.metrics.locomo import locomo_gold, locomo_normalize
+from lychee_ray.text.lexical import lexical_terms
 
 
 def content_words(text: str) -> frozenset[str]:

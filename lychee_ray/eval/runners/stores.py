@@ -1,6 +1,6 @@
 """The memory stores an eval reads: reuse a matching store or build the missing conversations.
 
-For each distinct build (see :mod:`lychee_ray.eval.variants`) a store whose commit markers carry the
+For each distinct build (see :mod:`lychee_ray.eval.setup.variants`) a store whose commit markers carry the
 expected fingerprint for every selected conversation is reused — the run's own ``stores/<key>`` or
 any ``--reuse-store`` directory; otherwise the executor's builder (the in-process build or the Ray
 build job) builds the missing conversations into ``stores/<key>`` (finished ones are skipped, so an
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from lychee_ray.build.segment import resolve_exchange_mode
 from lychee_ray.config import LycheeConfig
-from lychee_ray.eval.datasets import Dataset
-from lychee_ray.eval.layout import RunLayout
-from lychee_ray.eval.resume import RunState
-from lychee_ray.eval.variants import Variant, build_config, build_key, expected_fingerprint, fixed_window_for
+from lychee_ray.eval.runners.resume import RunState
+from lychee_ray.eval.setup.datasets import Dataset
+from lychee_ray.eval.setup.layout import RunLayout
+from lychee_ray.eval.setup.variants import Variant, build_config, build_key, expected_fingerprint, fixed_window_for
 from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key, iter_markers
 
 if TYPE_CHECKING:  # the build runner is heavy; only its summary type is named here

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterable, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lychee_ray.eval.layout import ANSWER_PART_GLOB, RunLayout
-from lychee_ray.eval.rows import ANSWER_SCHEMA, AnswerRow
+from lychee_ray.eval.setup.layout import ANSWER_PART_GLOB, RunLayout
+from lychee_ray.eval.setup.rows import ANSWER_SCHEMA, AnswerRow
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ tokens per conversation, query tokens per question, LLM calls, wall time, store 
 time) with the paper's published LoCoMo figure beside it; what the context contains (id and content
 coverage, answer-in-context, context and query-prompt tokens); the same per split (dev / test);
 one table per metric × category; the paper's reference numbers (LoCoMo, GPT-4.1-mini). Plots:
-:mod:`lychee_ray.eval.plots`.
+:mod:`lychee_ray.eval.reports.plots`.
 
 Rewriting the report only needs the JSON: ``write_report(run_dir, json.load(open(run_dir/"results.json")))``.
 """
@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lychee_ray.eval.context_metrics import thresholds_key
-from lychee_ray.eval.plots import headline_metric, plot
-from lychee_ray.eval.variants import PAPER_LYCHEE_ACC, PAPER_OTHERS, VARIANTS
+from lychee_ray.eval.metrics.context import thresholds_key
+from lychee_ray.eval.reports.plots import headline_metric, plot
+from lychee_ray.eval.setup.variants import PAPER_LYCHEE_ACC, PAPER_OTHERS, VARIANTS
 
 
 def _pct(x: float | None) -> str:

@@ -1,14 +1,14 @@
 """Small evaluators, each a plain class built with its questions and called on what it evaluates.
 
 - :class:`AnswerEvaluator` — answers (and judges) one variant's questions on one store; yields
-  :class:`~lychee_ray.eval.rows.AnswerRow` rows. Executors run it in-process
-  (:class:`~lychee_ray.eval.executors.LocalExecutor`) or inside Ray Data actors
+  :class:`~lychee_ray.eval.setup.rows.AnswerRow` rows. Executors run it in-process
+  (:class:`~lychee_ray.eval.runners.executors.LocalExecutor`) or inside Ray Data actors
   (:class:`lychee_ray.ray.eval_job.RayExecutor`).
 - :class:`RetrievalEvaluator` — id and content coverage of the selected context vs the baselines
-  of :mod:`lychee_ray.eval.baselines` at the same budget, called on a
+  of :mod:`lychee_ray.eval.baselines.retrieval` at the same budget, called on a
   :class:`~lychee_ray.query.engine.MemoryStore` (no LLM).
 - :class:`SegmentationEvaluator` — Pk / WindowDiff / boundary F1 of the segmenter on a gold
-  topic-segmentation corpus (:mod:`lychee_ray.eval.segmentation`), called on the utterance vectors
+  topic-segmentation corpus (:mod:`lychee_ray.eval.runners.segmentation`), called on the utterance vectors
   and a segmenter configuration.
 """
 
@@ -22,14 +22,14 @@ import numpy as np
 
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import QAItem
-from lychee_ray.eval.answerer import QuestionAnswerer
-from lychee_ray.eval.retrieval import QuestionResult, evaluate_retrieval, load_questions
-from lychee_ray.eval.rows import AnswerRow, QuestionPayload
-from lychee_ray.eval.segmentation import (
+from lychee_ray.eval.runners.answerer import QuestionAnswerer
+from lychee_ray.eval.runners.retrieval import QuestionResult, evaluate_retrieval, load_questions
+from lychee_ray.eval.runners.segmentation import (
     SegDialogue,
     evaluate_dialogues,
     load_seg_corpus,
 )
+from lychee_ray.eval.setup.rows import AnswerRow, QuestionPayload
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.text.tokens import DEFAULT_ENCODING
@@ -40,7 +40,7 @@ ProgressFn = Callable[[int, int], None]
 class AnswerEvaluator:
     """Answers (and judges) questions of one variant on one store, ``spec["in_flight"]`` at a time.
 
-    ``spec`` and ``limiter`` are those of :class:`~lychee_ray.eval.answerer.QuestionAnswerer`.
+    ``spec`` and ``limiter`` are those of :class:`~lychee_ray.eval.runners.answerer.QuestionAnswerer`.
     A failed question comes back as a row with ``answer_error`` set; nothing is raised.
     """
 

@@ -18,16 +18,15 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-
 from lychee_ray.build.dryrun import encode_prompt_tokens, segment_request
 from lychee_ray.build.encode.base import EncodeOutput
 from lychee_ray.build.pipeline import speakers_of
 from lychee_ray.build.segment import Segment, TurnRef, conversation_turn_inputs, fit_to_cap
 from lychee_ray.config import LycheeConfig, SegmenterConfig
 from lychee_ray.core.conversation import Conversation
-from lychee_ray.eval.datasets import Dataset
-from lychee_ray.eval.layout import RunLayout
-from lychee_ray.eval.stores import StoreInfo, markers_for
+from lychee_ray.eval.runners.stores import StoreInfo, markers_for
+from lychee_ray.eval.setup.datasets import Dataset
+from lychee_ray.eval.setup.layout import RunLayout
 from lychee_ray.io.store import CommitMarker, StoreLayout, read_part
 from lychee_ray.io.store.reader import conversation_bytes as store_conversation_bytes
 from lychee_ray.llm.schema import schema_for

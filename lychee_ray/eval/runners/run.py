@@ -1,18 +1,18 @@
 """``lychee-ray eval``: build memory, answer every benchmark question, judge, report (DESIGN §5).
 
-Everything lives in one run directory (:mod:`lychee_ray.eval.layout`) and every step resumes:
+Everything lives in one run directory (:mod:`lychee_ray.eval.setup.layout`) and every step resumes:
 
-1. **Questions** (:mod:`~lychee_ray.eval.datasets`): the selected conversations and questions.
-2. **Stores** (:mod:`~lychee_ray.eval.stores`): one per distinct build, reused when a store's
+1. **Questions** (:mod:`~lychee_ray.eval.setup.datasets`): the selected conversations and questions.
+2. **Stores** (:mod:`~lychee_ray.eval.runners.stores`): one per distinct build, reused when a store's
    fingerprint matches, else built by the executor.
-3. **Answers** (:mod:`~lychee_ray.eval.evaluators`, :mod:`~lychee_ray.eval.resume`): each variant's
-   unanswered questions, appended in parts; a re-run skips question ids already answered with the
-   same variant key and redoes failed ones.
-4. **Judge** (``openai`` only, :mod:`~lychee_ray.eval.judge`): CORRECT/WRONG per answer. With
+3. **Answers** (:mod:`~lychee_ray.eval.runners.evaluators`, :mod:`~lychee_ray.eval.runners.resume`):
+   each variant's unanswered questions, appended in parts; a re-run skips question ids already
+   answered with the same variant key and redoes failed ones.
+4. **Judge** (``openai`` only, :mod:`~lychee_ray.eval.runners.judge`): CORRECT/WRONG per answer. With
    ``rules`` no judge runs and ``judge_accuracy`` is null.
-5. **Metrics and costs** (:mod:`~lychee_ray.eval.aggregate`, :mod:`~lychee_ray.eval.costs`).
+5. **Metrics and costs** (:mod:`~lychee_ray.eval.runners.aggregate`, :mod:`~lychee_ray.eval.runners.costs`).
 
-The executor runs steps 2-3: :class:`~lychee_ray.eval.executors.LocalExecutor` in this process
+The executor runs steps 2-3: :class:`~lychee_ray.eval.runners.executors.LocalExecutor` in this process
 (``local=True``, ``lychee-ray eval --local``; Ray is never imported) or
 :class:`lychee_ray.ray.eval_job.RayExecutor` (Ray build job + Ray Data answering).
 """
@@ -29,27 +29,27 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lychee_ray.config import LycheeConfig
-from lychee_ray.eval.aggregate import (
+from lychee_ray.eval.reports.report import write_report
+from lychee_ray.eval.runners.aggregate import (
     ANSWER_METRICS_NOTE,
     aggregate,
     score_row,
     write_answers_table,
 )
-from lychee_ray.eval.costs import construction_costs
-from lychee_ray.eval.datasets import (
+from lychee_ray.eval.runners.costs import construction_costs
+from lychee_ray.eval.runners.executors import Executor, LocalExecutor
+from lychee_ray.eval.runners.judge import judge_config
+from lychee_ray.eval.runners.resume import RunState, done_ok, load_answers
+from lychee_ray.eval.runners.stores import StoreInfo, VariantStores, markers_for
+from lychee_ray.eval.setup.datasets import (
     Dataset,
     load_dataset,
     question_payload,
     write_subset,
 )
-from lychee_ray.eval.errors import EvalError
-from lychee_ray.eval.executors import Executor, LocalExecutor
-from lychee_ray.eval.judge import judge_config
-from lychee_ray.eval.layout import RunLayout
-from lychee_ray.eval.report import write_report
-from lychee_ray.eval.resume import RunState, done_ok, load_answers
-from lychee_ray.eval.stores import StoreInfo, VariantStores, markers_for
-from lychee_ray.eval.variants import Variant, query_config, variant_key, with_rule_twins
+from lychee_ray.eval.setup.errors import EvalError
+from lychee_ray.eval.setup.layout import RunLayout
+from lychee_ray.eval.setup.variants import Variant, query_config, variant_key, with_rule_twins
 from lychee_ray.io.store.fs import is_remote, root_string, store_root
 from lychee_ray.llm.backend import resolve_backend
 
