@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -226,18 +226,21 @@ def pick(rows: list[dict[str, Any]], corpus: str) -> dict[str, Any]:
     return {"overrides": best["overrides"], "best_windowdiff": top[corpus]["windowdiff"], "band": round(band, 4), "candidates_in_band": len(near)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
-    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
-    ap.add_argument("--locomo", default=str(DATA / "locomo"))
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cache-dir", help="keep embeddings here between runs")
-    ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
-    args = ap.parse_args(argv)
+class Corpora(NamedTuple):
+    """The three corpora the segmenter is fitted and checked on, with their vectors."""
 
-    cfg_all = load_config(files=args.config)
-    base, enc = cfg_all.segmenter, cfg_all.tokenizer.encoding
+    embedding_model: str
+    tiage: list[SegDialogue]
+    tiage_vectors: np.ndarray
+    superdialseg: list[SegDialogue]
+    superdialseg_vectors: np.ndarray
+    locomo: list[Conversation]
+    locomo_vectors: list[np.ndarray]  # one array per conversation
+
+
+def embedded_corpora(args: argparse.Namespace, cfg_all: Any) -> Corpora:
+    """TIAGE, SuperDialseg and LoCoMo (``args.tiage`` / ``superdialseg`` / ``locomo``) with their
+    embeddings (cached under ``args.cache_dir``)."""
     from lychee_ray.embed import get_embedder
 
     embedder = get_embedder(cfg_all.embedding, cfg_all.llm)
@@ -252,6 +255,23 @@ def main(argv: list[str] | None = None) -> int:
     bounds = np.cumsum([0] + [c.num_turns for c in convs])
     lv = [lv_all[bounds[i] : bounds[i + 1]] for i in range(len(convs))]
     print(f"embedded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return Corpora(getattr(embedder, "name", "?"), tiage, tv, sds, sv, convs, lv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
+    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
+    ap.add_argument("--locomo", default=str(DATA / "locomo"))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cache-dir", help="keep embeddings here between runs")
+    ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
+    args = ap.parse_args(argv)
+
+    cfg_all = load_config(files=args.config)
+    base, enc = cfg_all.segmenter, cfg_all.tokenizer.encoding
+    corpora = embedded_corpora(args, cfg_all)
+    _, tiage, tv, sds, sv, convs, lv = corpora
     corpora = {
         "tiage_train": subset(tiage, tv, [i for i, d in enumerate(tiage) if d.subset == "train"]),
         "tiage_test": subset(tiage, tv, [i for i, d in enumerate(tiage) if d.subset == "test"]),
@@ -287,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     for sel in directions.values():
         sel["report"] = report(with_overrides(base, sel["overrides"]))
     result: dict[str, Any] = {
-        "embedding_model": getattr(embedder, "name", "?"),
+        "embedding_model": corpora.embedding_model,
         "python": platform.python_version(),
         "base_config": base.model_dump(mode="json"),
         "selection": {"grid": GRID, "locomo_mean_range": LOCOMO_MEAN_RANGE, "locomo_per_conversation_range": LOCOMO_PER_CONV,

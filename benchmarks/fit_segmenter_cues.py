@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +45,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibrate_segmenter import (  # noqa: E402
     DATA,
     LOCOMO_GOAL,
-    embed_cached,
+    embedded_corpora,
     feasible,
-    load_locomo,
     locomo_lengths,
     subset,
     with_overrides,
 )
 
-from lychee_ray.build.segment import make_segmenter, turn_embedding_text  # noqa: E402
+from lychee_ray.build.segment import make_segmenter  # noqa: E402
 from lychee_ray.config import SegmenterConfig, load_config  # noqa: E402
 from lychee_ray.eval.runners.segmentation import (  # noqa: E402
     SegDialogue,
     dialogue_turn_inputs,
     eval_exchange_mode,
     evaluate_dialogues,
-    load_seg_corpus,
 )
 
 # Logit inputs in trace order and the config key each coefficient is written to.
@@ -289,20 +286,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg_all = load_config(files=args.config)
     base, enc = cfg_all.segmenter, cfg_all.tokenizer.encoding
-    from lychee_ray.embed import get_embedder
-
-    embedder = get_embedder(cfg_all.embedding, cfg_all.llm)
-    cache = Path(args.cache_dir) if args.cache_dir else None
-    t0 = time.perf_counter()
-    tiage = load_seg_corpus(args.tiage)
-    tv = embed_cached(embedder, [u for d in tiage for u in d.utterances], cache, "tiage")
-    sds = load_seg_corpus(args.superdialseg)
-    sv = embed_cached(embedder, [u for d in sds for u in d.utterances], cache, "superdialseg")
-    convs = load_locomo(Path(args.locomo))
-    lv_all = embed_cached(embedder, [turn_embedding_text(t) for c in convs for *_, t in c.iter_turns()], cache, "locomo")
-    bounds = np.cumsum([0] + [c.num_turns for c in convs])
-    lv = [lv_all[bounds[i] : bounds[i + 1]] for i in range(len(convs))]
-    print(f"embedded in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    corpora = embedded_corpora(args, cfg_all)
+    _, tiage, tv, sds, sv, convs, lv = corpora
     if args.report:
         return report(base, enc, tiage, tv, sds, sv, convs, lv, Path(args.out))
     # Fitting corpora only: TIAGE train and SuperDialseg validation (TIAGE test is not used for the fit).
@@ -316,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     best, band = choose([r for st in settings for r in st["bias_sweep"]])
     weights = best["overrides"]
     result = {
-        "embedding_model": getattr(embedder, "name", "?"),
+        "embedding_model": corpora.embedding_model,
         "features": FEATURES, "fixed": FIXED,
         "l2": L2,
         "settings": settings,
