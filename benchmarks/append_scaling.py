@@ -1,0 +1,139 @@
+"""Does an online append's cost grow with the conversation? (issue 28, item 3)
+
+    python benchmarks/append_scaling.py --out benchmarks/results/append_scaling.json
+    python benchmarks/append_scaling.py --sizes 100,1000 --appends 5 --out /tmp/append_scaling.json
+
+For each size N in ``--sizes`` a fresh local store gets one conversation of N turns (LoCoMo turn
+texts cycled with fresh ids, ``--session-turns`` per session, dated one day apart; appended in
+sessions through ``MemoryStore.append``, then flushed: a normal stored conversation). Then
+``--appends`` single turns are appended one call each, the way an agent writes (rules backend,
+``--embedding hash`` by default so the figure is the store's cost, not the model's). Per append it
+records the wall time and the bytes written: the sizes of files that are new or changed under the
+store root after the call. The summary gives medians per size and the ratio of each size's medians
+to the smallest size's: issue 28 asks for <= 2x at 10,000 vs 100 turns. Run on one machine in one
+go; the ratios are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from append import LOCOMO, HashEmbedder  # noqa: E402
+from calibrate_segmenter import load_locomo  # noqa: E402
+
+from lychee_ray.config import load_config  # noqa: E402
+from lychee_ray.io.store import MemoryStoreWriter  # noqa: E402
+from lychee_ray.query.engine import MemoryStore  # noqa: E402
+
+CID, USER = "scaling", "u-scaling"
+START = date(2023, 1, 1)
+
+
+def source_turns(n: int) -> list[tuple[str, str, str]]:
+    """``n`` (role, speaker, text) taken in order from the LoCoMo conversations, cycled."""
+    pool = [(t.role, t.speaker, t.content) for c in load_locomo(LOCOMO) for *_, t in c.iter_turns() if t.content.strip()]
+    return [pool[i % len(pool)] for i in range(n)]
+
+
+def turn(i: int, src: tuple[str, str, str], session: int, first: bool) -> dict[str, Any]:
+    role, speaker, text = src
+    day = (START + timedelta(days=session)).isoformat()
+    out = {"turn_id": f"t{i}", "role": role, "speaker": speaker, "content": text, "session_id": f"s{session}"}
+    if first:
+        out["session_started_at"] = f"{day}T10:00:00"
+    return out
+
+
+def file_sizes(root: Path) -> dict[str, int]:
+    """Relative path -> size of every file under ``root``."""
+    out: dict[str, int] = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = Path(d) / f
+            out[str(p.relative_to(root))] = p.stat().st_size
+    return out
+
+
+def written(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
+    """Bytes and files new or changed between two :func:`file_sizes` snapshots."""
+    changed = [k for k, v in after.items() if before.get(k) != v]
+    return sum(after[k] for k in changed), len(changed)
+
+
+def one_size(n: int, appends: int, session_turns: int, embedder: Any, cfg: Any, work: Path) -> dict[str, Any]:
+    root = work / f"n{n}"
+    src = source_turns(n + appends)
+    MemoryStoreWriter(root, cfg.store)  # an empty store: the conversation is created by its first append
+    t0 = time.perf_counter()
+    with MemoryStore.open(root, cfg, embedder=embedder, llm="rules") as store:
+        for s0 in range(0, n, session_turns):
+            sess = s0 // session_turns
+            store.append(CID, [turn(i, src[i], sess, i == s0) for i in range(s0, min(n, s0 + session_turns))], user_id=USER)
+        store.flush(CID, user_id=USER)
+        base_s = time.perf_counter() - t0
+        last = (n - 1) // session_turns
+        rows = []
+        for k in range(appends):
+            i = n + k
+            before = file_sizes(root)
+            t1 = time.perf_counter()
+            r = store.append(CID, [turn(i, src[i], last, False)], user_id=USER)
+            wall = time.perf_counter() - t1
+            nbytes, nfiles = written(before, file_sizes(root))
+            rows.append({"wall_s": round(wall, 4), "bytes_written": nbytes, "files_written": nfiles,
+                         "segments_encoded": r.segments_encoded, "records_written": r.records_written})
+    store_bytes = sum(file_sizes(root).values())
+    return {
+        "turns": n, "base_build_s": round(base_s, 2), "store_bytes": store_bytes, "appends": rows,
+        "median_wall_s": statistics.median(r["wall_s"] for r in rows),
+        "median_bytes_written": statistics.median(r["bytes_written"] for r in rows),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="100,1000,10000", help="conversation sizes in turns (smallest first)")
+    ap.add_argument("--appends", type=int, default=10, help="single-turn appends measured per size")
+    ap.add_argument("--session-turns", type=int, default=40, help="turns per session of the base conversation")
+    ap.add_argument("--embedding", choices=("hash", "local"), default="hash")
+    ap.add_argument("--out", default="benchmarks/results/append_scaling.json")
+    args = ap.parse_args(argv)
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    cfg = load_config(env={})
+    embedder = HashEmbedder() if args.embedding == "hash" else None
+    results = []
+    with tempfile.TemporaryDirectory(prefix="lychee-append-scaling-") as tmp:
+        for n in sizes:
+            res = one_size(n, args.appends, args.session_turns, embedder, cfg, Path(tmp))
+            print(f"{n:>6} turns: append median {res['median_wall_s'] * 1000:.0f} ms, "
+                  f"{res['median_bytes_written'] / 1e3:.0f} kB written (base build {res['base_build_s']} s)", file=sys.stderr)
+            results.append(res)
+    small = results[0]
+    ratios = {str(r["turns"]): {
+        "wall": round(r["median_wall_s"] / small["median_wall_s"], 2) if small["median_wall_s"] else None,
+        "bytes": round(r["median_bytes_written"] / small["median_bytes_written"], 2) if small["median_bytes_written"] else None,
+    } for r in results}
+    out = {"sizes": sizes, "embedding": args.embedding, "backend": "rules", "results": results,
+           f"ratio_to_{small['turns']}_turns": ratios, "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps({"ratios": ratios}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
