@@ -226,6 +226,18 @@ def pick(rows: list[dict[str, Any]], corpus: str) -> dict[str, Any]:
     return {"overrides": best["overrides"], "best_windowdiff": top[corpus]["windowdiff"], "band": round(band, 4), "candidates_in_band": len(near)}
 
 
+def corpus_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments every segmenter fitting script takes: the three corpora, output, cache, config."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
+    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
+    ap.add_argument("--locomo", default=str(DATA / "locomo"))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cache-dir", help="keep embeddings here between runs")
+    ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
+    return ap
+
+
 class Corpora(NamedTuple):
     """The three corpora the segmenter is fitted and checked on, with their vectors."""
 
@@ -259,13 +271,7 @@ def embedded_corpora(args: argparse.Namespace, cfg_all: Any) -> Corpora:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
-    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
-    ap.add_argument("--locomo", default=str(DATA / "locomo"))
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cache-dir", help="keep embeddings here between runs")
-    ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
+    ap = corpus_arguments(__doc__)
     args = ap.parse_args(argv)
 
     cfg_all = load_config(files=args.config)

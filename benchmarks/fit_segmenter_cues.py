@@ -30,7 +30,6 @@ configs/default.yaml (segmenter: bias, role_bias, w_*, cues.w_*, the chosen pres
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -43,8 +42,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibrate_segmenter import (  # noqa: E402
-    DATA,
     LOCOMO_GOAL,
+    corpus_arguments,
     embedded_corpora,
     feasible,
     locomo_lengths,
@@ -274,13 +273,7 @@ def report(cfg: SegmenterConfig, enc: str, tiage: list[SegDialogue], tv: np.ndar
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
-    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
-    ap.add_argument("--locomo", default=str(DATA / "locomo"))
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cache-dir", help="keep embeddings here between runs")
-    ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
+    ap = corpus_arguments(__doc__)
     ap.add_argument("--report", action="store_true", help="no fit: report the configuration on TIAGE test, SuperDialseg and LoCoMo")
     args = ap.parse_args(argv)
 
