@@ -30,28 +30,25 @@ from typing import Sequence
 import numpy as np
 
 from lychee_ray.config import SelectConfig
-from lychee_ray.query.evidence import (
-    Evidence,
-    Selection,
-    fmt_day,
-    group_header,
-    header_line_tokens,
-    record_line_tokens,
-    turn_line_tokens,
-)
+from lychee_ray.query.evidence import Evidence, Selection, fmt_day, turn_line_tokens
 from lychee_ray.query.fuse import FusedItem
 from lychee_ray.query.recall import ConversationView
 from lychee_ray.query.select_turns import select_turn_units
 from lychee_ray.query.windows import (
     Shown,
+    added_tokens,
     build_unit,
+    cost_aware_gain,
     finish,
     full_window,
     mark_shown,
     norm_text,
     record_is_redundant,
+    record_tokens,
+    scaled,
     turn_is_redundant,
     turn_window,
+    window_tokens,
 )
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 
@@ -90,9 +87,7 @@ def select_items(
         p = v.record_pos[it.key.id] if it.key.kind == "record" else v.turn_pos[it.key.id]
         pos[i] = p
         vecs[i] = v.vector(it.key.kind, p)
-    rel = np.asarray(relevance, dtype=np.float64)
-    top = rel.max() if len(rel) else 0.0
-    rel = rel / top if top > 0 else np.ones(n)
+    rel = scaled(relevance)
     # what each item would cover and cost if picked now (windows untrimmed): for the cost-aware
     # gain and the source-overlap penalty
     item_turns: list[tuple[str, list[int]]] = []
@@ -105,16 +100,13 @@ def select_items(
         p = int(pos[i])
         if it.key.kind == "record":
             item_turns.append((it.key.conversation_id, v.record_turns[p]))
-            cost0[i] = min_cost[i] = record_line_tokens(v, p, cfg.show_source_ids, encoding, cfg.show_record_tags)
+            cost0[i] = min_cost[i] = record_tokens(v, p, cfg, encoding)
         else:
             win = full_window(v, p, cfg.turn_window, cfg.window_within_segment)
             item_turns.append((it.key.conversation_id, win))
-            cost0[i] = sum(turn_line_tokens(v, q, cfg.show_source_ids, encoding) for q in win)
+            cost0[i] = window_tokens(v, win, cfg, encoding)
             min_cost[i] = turn_line_tokens(v, p, cfg.show_source_ids, encoding)
-    gain = rel
-    if cfg.cost_exponent > 0:
-        gain = rel * (np.median(cost0) / np.maximum(cost0, 1.0)) ** cfg.cost_exponent
-        gain = gain / gain.max()
+    gain = cost_aware_gain(rel, cost0, cfg.cost_exponent)
     by_turn: dict[tuple[str, int], list[int]] = {}
     for i, (cid, tps) in enumerate(item_turns):
         for tp in tps:
@@ -151,10 +143,7 @@ def select_items(
             if cand is None:
                 continue
             positions, tokens, group = cand
-            # its lines (each with its newline), plus its session header when that group is new
-            cost = tokens
-            if group not in groups:
-                cost += header_line_tokens(group_header(group[0], group[1], show_conv), encoding)
+            cost = added_tokens(tokens, group, groups, show_conv, encoding)
             if cost > remaining:
                 skipped["budget"] += 1
                 continue
@@ -190,7 +179,7 @@ def _candidate(kind: str, p: int, view: ConversationView, shown: Shown, cfg: Sel
         if record_is_redundant(view, shown, p, cfg.min_novel_terms):
             skipped["redundant"] += 1
             return None
-        return [], record_line_tokens(view, p, cfg.show_source_ids, encoding, cfg.show_record_tags), (cid, fmt_day(view.record_session_date[p]))
+        return [], record_tokens(view, p, cfg, encoding), (cid, fmt_day(view.record_session_date[p]))
     if p in shown.turns:
         skipped["duplicate"] += 1
         return None
@@ -198,8 +187,7 @@ def _candidate(kind: str, p: int, view: ConversationView, shown: Shown, cfg: Sel
         skipped["redundant"] += 1
         return None
     window = turn_window(view, shown, p, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment)
-    tokens = sum(turn_line_tokens(view, q, cfg.show_source_ids, encoding) for q in window)
-    return window, tokens, (cid, fmt_day(view.turn_session_date[p]))
+    return window, window_tokens(view, window, cfg, encoding), (cid, fmt_day(view.turn_session_date[p]))
 
 
 __all__ = ["select_evidence", "select_items"]

@@ -27,26 +27,23 @@ from typing import Sequence
 import numpy as np
 
 from lychee_ray.config import SelectConfig
-from lychee_ray.query.evidence import (
-    Evidence,
-    Selection,
-    fmt_day,
-    group_header,
-    header_line_tokens,
-    record_line_tokens,
-    turn_line_tokens,
-)
+from lychee_ray.query.evidence import Evidence, Selection, fmt_day, turn_line_tokens
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.recall import ConversationView
 from lychee_ray.query.windows import (
     Shown,
+    added_tokens,
     build_unit,
+    cost_aware_gain,
     finish,
     full_window,
     mark_shown,
     norm_text,
     record_is_redundant,
+    record_tokens,
+    scaled,
     turn_window,
+    window_tokens,
 )
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 
@@ -125,27 +122,19 @@ def select_turn_units(
     if not pool or budget_tokens <= 0:
         return Selection([], "", 0, budget_tokens, len(pool), skipped)
     show_conv = len({it.key.conversation_id for it in pool}) > 1
-    rel = np.asarray(relevance, dtype=np.float64)
-    top = rel.max() if len(rel) else 0.0
-    rel = rel / top if top > 0 else np.ones(len(pool))
-    cands, pooled_records = _candidates(pool, rel, views, cfg, encoding)
+    cands, pooled_records = _candidates(pool, scaled(relevance), views, cfg, encoding)
     n = len(cands)
-    score = np.asarray([c.score for c in cands], dtype=np.float64)
-    score = score / score.max() if score.max() > 0 else np.ones(n)
+    score = scaled([c.score for c in cands])
     vecs = np.zeros((n, next(iter(views.values())).dim), dtype=np.float32)
     cost0 = np.empty(n, dtype=np.float64)
     for i, c in enumerate(cands):
         v = views[c.conversation_id]
         vecs[i] = v.vector(c.kind, c.pos)
         if c.kind == "record":
-            cost0[i] = record_line_tokens(v, c.pos, cfg.show_source_ids, encoding, cfg.show_record_tags)
+            cost0[i] = record_tokens(v, c.pos, cfg, encoding)
         else:
-            win = full_window(v, c.pos, cfg.turn_window, cfg.window_within_segment)
-            cost0[i] = sum(turn_line_tokens(v, q, cfg.show_source_ids, encoding) for q in win)
-    gain = score
-    if cfg.cost_exponent > 0:
-        gain = score * (np.median(cost0) / np.maximum(cost0, 1.0)) ** cfg.cost_exponent
-        gain = gain / gain.max()
+            cost0[i] = window_tokens(v, full_window(v, c.pos, cfg.turn_window, cfg.window_within_segment), cfg, encoding)
+    gain = cost_aware_gain(score, cost0, cfg.cost_exponent)
     turn_score = {(c.conversation_id, c.pos): float(score[i]) for i, c in enumerate(cands) if c.kind == "turn"}
     picker = _Picker(views, cfg, encoding, budget_tokens, show_conv, pooled_records, turn_score, skipped)
     lam = cfg.mmr_lambda
@@ -184,10 +173,7 @@ class _Picker:
         self.chosen: list[Evidence] = []
 
     def _cost(self, tokens: int, group: tuple[str, str | None]) -> int:
-        """Tokens a unit adds: its lines, plus its session header when that group is new."""
-        if group in self.groups:
-            return tokens
-        return tokens + header_line_tokens(group_header(group[0], group[1], self.show_conv), self.encoding)
+        return added_tokens(tokens, group, self.groups, self.show_conv, self.encoding)
 
     def _add(self, c: _Candidate, p: int, window: list[int], tokens: int, group: tuple[str, str | None],
              score: float, kind: str) -> Evidence:
@@ -204,16 +190,17 @@ class _Picker:
         mark_shown(unit, view, self.shown[c.conversation_id], p)
         return unit
 
-    def _record_fits(self, view: ConversationView, rp: int) -> tuple[int, tuple[str, str | None]] | None:
-        """(tokens, group) of record ``rp`` when it may be shown now and fits, else None."""
+    def _record_fit(self, view: ConversationView, rp: int) -> tuple[int, tuple[str, str | None]] | str:
+        """(tokens, group) of record ``rp`` when it may be shown now and fits, else why not
+        ("duplicate", "redundant" or "budget": the ``skipped`` counters)."""
         shown = self.shown[view.conversation_id]
         if rp in shown.records or norm_text(view, rp) in shown.texts:
-            return None
+            return "duplicate"
         if record_is_redundant(view, shown, rp, self.cfg.min_novel_terms):
-            return None
-        tokens = record_line_tokens(view, rp, self.cfg.show_source_ids, self.encoding, self.cfg.show_record_tags)
+            return "redundant"
+        tokens = record_tokens(view, rp, self.cfg, self.encoding)
         group = (view.conversation_id, fmt_day(view.record_session_date[rp]))
-        return (tokens, group) if self._cost(tokens, group) <= self.remaining else None
+        return (tokens, group) if self._cost(tokens, group) <= self.remaining else "budget"
 
     def _records_of(self, view: ConversationView, tps: Sequence[int]) -> list[int]:
         """Records of turns ``tps``: the pooled ones first (fused order), then the others."""
@@ -228,12 +215,9 @@ class _Picker:
         shown = self.shown[c.conversation_id]
         cfg = self.cfg
         if c.kind == "record":
-            if c.pos in shown.records or norm_text(view, c.pos) in shown.texts:
-                self.skipped["duplicate"] += 1
-                return False, False
-            fit = self._record_fits(view, c.pos)
-            if fit is None:
-                self.skipped["redundant" if record_is_redundant(view, shown, c.pos, cfg.min_novel_terms) else "budget"] += 1
+            fit = self._record_fit(view, c.pos)
+            if isinstance(fit, str):
+                self.skipped[fit] += 1
                 return False, False
             unit = self._add(c, c.pos, [], fit[0], fit[1], score, "record")
             unit.order = (unit.order[0], NOTE_ORDER)
@@ -245,7 +229,7 @@ class _Picker:
         if not _long(view, c.pos, cfg, self.encoding) or not view.turn_records[c.pos]:
             window = turn_window(view, shown, c.pos, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment)
             for win in (window, [c.pos]):  # the window, else the turn alone
-                tokens = sum(turn_line_tokens(view, q, cfg.show_source_ids, self.encoding) for q in win)
+                tokens = window_tokens(view, win, cfg, self.encoding)
                 if self._cost(tokens, group) <= self.remaining:
                     # a window is as relevant as the best candidate turn it shows
                     score = max([score, *(self.turn_score.get((c.conversation_id, q), 0.0) for q in win)])
@@ -255,8 +239,8 @@ class _Picker:
         # the turn cannot be shown whole: its best record that fits stands in for it (the turn may
         # be picked again for its next record)
         for rp in self._records_of(view, [c.pos]):
-            fit = self._record_fits(view, rp)
-            if fit is not None:
+            fit = self._record_fit(view, rp)
+            if not isinstance(fit, str):
                 unit = self._add(c, rp, [], fit[0], fit[1], score, "record")
                 unit.order = (unit.order[0], NOTE_ORDER)
                 return True, True
@@ -273,8 +257,8 @@ class _Picker:
             for rp in self._records_of(view, [tp]):
                 if added >= self.cfg.notes_per_turn:
                     break
-                fit = self._record_fits(view, rp)
-                if fit is None:
+                fit = self._record_fit(view, rp)
+                if isinstance(fit, str):
                     continue
                 note = _Candidate(view.conversation_id, "record", rp)
                 note.channels, note.routes = set(unit.channels), set(unit.routes)

@@ -16,8 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+
 from lychee_ray.config import SelectConfig
-from lychee_ray.query.evidence import Evidence, Selection, record_block, render, rendered_tokens, turns_block
+from lychee_ray.query.evidence import (
+    Evidence,
+    Selection,
+    group_header,
+    header_line_tokens,
+    record_block,
+    record_line_tokens,
+    render,
+    rendered_tokens,
+    turn_line_tokens,
+    turns_block,
+)
 from lychee_ray.query.fuse import FusedItem
 from lychee_ray.query.recall import ConversationView
 
@@ -142,6 +155,43 @@ def mark_shown(unit: Evidence, view: ConversationView, shown: Shown, p: int) -> 
     else:
         shown.turns.update(view.turn_pos[t] for t in unit.turn_ids)
 
+# ------------------------------------------------------------------------------------------------
+# gain and cost (both selections' greedy MMR)
+# ------------------------------------------------------------------------------------------------
+
+
+def scaled(x: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``x`` divided by its maximum (all ones when nothing is positive)."""
+    a = np.asarray(x, dtype=np.float64)
+    top = a.max() if len(a) else 0.0
+    return a / top if top > 0 else np.ones(len(a))
+
+
+def cost_aware_gain(rel: np.ndarray, cost: np.ndarray, exponent: float) -> np.ndarray:
+    """Relevance times ``(median cost / cost) ** exponent``, rescaled to [0, 1] (``exponent`` 0: ``rel``)."""
+    if exponent <= 0:
+        return rel
+    return scaled(rel * (np.median(cost) / np.maximum(cost, 1.0)) ** exponent)
+
+
+def record_tokens(view: ConversationView, rp: int, cfg: SelectConfig, encoding: str) -> int:
+    """Tokens of record ``rp``'s line as the context shows it."""
+    return record_line_tokens(view, rp, cfg.show_source_ids, encoding, cfg.show_record_tags)
+
+
+def window_tokens(view: ConversationView, window: Sequence[int], cfg: SelectConfig, encoding: str) -> int:
+    """Tokens of a window's turn lines as the context shows them."""
+    return sum(turn_line_tokens(view, q, cfg.show_source_ids, encoding) for q in window)
+
+
+def added_tokens(tokens: int, group: tuple[str, str | None], groups: set[tuple[str, str | None]], show_conv: bool,
+                 encoding: str) -> int:
+    """Tokens a unit adds to the context: its lines, plus its session header when ``group`` is new."""
+    if group in groups:
+        return tokens
+    return tokens + header_line_tokens(group_header(group[0], group[1], show_conv), encoding)
+
+
 def finish(chosen: list[Evidence], budget_tokens: int, show_conv: bool, encoding: str, pool: int,
            skipped: dict[str, int]) -> Selection:
     """The chosen units in conversation order, rendered and counted exactly; a header repeated by
@@ -155,5 +205,6 @@ def finish(chosen: list[Evidence], budget_tokens: int, show_conv: bool, encoding
     return Selection(chosen, render(chosen, show_conv), tokens, budget_tokens, pool, skipped)
 
 
-__all__ = ["Shown", "build_unit", "finish", "full_window", "mark_shown", "norm_text", "record_is_redundant",
-           "turn_is_redundant", "turn_unit_text", "turn_window"]
+__all__ = ["Shown", "added_tokens", "build_unit", "cost_aware_gain", "finish", "full_window", "mark_shown", "norm_text",
+           "record_is_redundant", "record_tokens", "scaled", "turn_is_redundant", "turn_unit_text", "turn_window",
+           "window_tokens"]
