@@ -145,6 +145,11 @@ async def run_load(url: str, token: str, writes: dict[str, list[list[dict[str, A
                     d = r.json()
                     out["append"].append(dt / len(turns))  # per turn
                     out["append_server"].append(d["timings_ms"]["total"] / len(turns))
+                    out.setdefault("append_pairs", []).append((round(t0 - out["t_start"], 3), round(dt, 1),
+                                                               round(d["timings_ms"]["total"], 1)))
+                    for k in ("lock", "build", "read", "embed", "commit"):  # server side: waiting for the write lock; the rest
+                        out.setdefault(f"append_server_{k}", []).append(d["timings_ms"].get(k, 0.0))
+                    out["append_queued"] = out.get("append_queued", 0) + bool(d.get("encode_queued"))
                     # appends that closed (encoded) a segment embed its records: the slow ones
                     out["append_closing" if d["segments_encoded"] else "append_open"].append(dt / len(turns))
                     out["segments_encoded"] += len(d["segments_encoded"])
@@ -173,7 +178,7 @@ async def run_load(url: str, token: str, writes: dict[str, list[list[dict[str, A
                 await asyncio.gather(*(writer(cid, b) for cid, b in writes.items()))
                 done.set()
 
-        t0 = time.perf_counter()
+        t0 = out["t_start"] = time.perf_counter()
         await asyncio.gather(writers(), *(reader() for _ in range(readers)))
         out["wall_s"] = round(time.perf_counter() - t0, 2)
     return out
@@ -211,6 +216,30 @@ def inproc_appends(store: Path, cfg: Any, writes: dict[str, list[list[dict[str, 
     return {"n": len(lat), "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95), "errors": len(errors),
             **{k: {"n": len(v), "p50_ms": pct(v, 0.5), "p95_ms": pct(v, 0.95)} for k, v in split.items()},
             "error_samples": errors[:5], "wall_s": round(wall, 2)}
+
+
+def markers(root: Path) -> dict[str, Any]:
+    from lychee_ray.io.store import iter_markers
+
+    return {m.conversation_id: m for m in iter_markers(root)}
+
+
+def same_as_inline(served: Path, local: Path, cfg: Any, cids: list[str]) -> dict[str, Any]:
+    """Flush each written conversation in both stores (the served one first catches up on turns
+    still queued), then compare their tables row for row: nothing lost, nothing different."""
+    from lychee_ray.io.store import read_part
+    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.serve.appends import build_embedder
+
+    emb = build_embedder(cfg)
+    for root in (served, local):
+        with MemoryStore.open(root, cfg, embedder=emb, llm="rules") as ms:
+            for cid in cids:
+                ms.flush(cid)
+    a, b = markers(served), markers(local)
+    diff = [f"{cid}:{t}" for cid in cids for t in ("turns", "segments", "records", "nodes")
+            if not read_part(served, t, a[cid]).equals(read_part(local, t, b[cid]))]
+    return {"equal": not diff, "different_tables": diff}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     from lychee_ray.io.verify import verify_store
 
     verified = verify_store(served)["ok"]
+    pending_at_stop = {cid: m.unsegmented_turns for cid, m in markers(served).items() if cid in writes}
+    same = same_as_inline(served, local, cfg, list(writes))
     shutil.rmtree(work, ignore_errors=True)
 
     append = summary(loaded["append"], loaded["append_codes"])
@@ -299,12 +330,21 @@ def main(argv: list[str] | None = None) -> int:
         "conversations": sorted(writes),
         "append_per_turn": {**append, "server_p50_ms": pct(loaded["append_server"], 0.5),
                             "server_p95_ms": pct(loaded["append_server"], 0.95), "turns_stored": loaded["turns_stored"],
+                            "server_lock_wait_p50_ms": pct(loaded.get("append_server_lock", []), 0.5),
+                            "server_lock_wait_p95_ms": pct(loaded.get("append_server_lock", []), 0.95),
+                            "server_after_lock_p50_ms": pct(loaded.get("append_server_build", []), 0.5),
+                            "server_after_lock_p95_ms": pct(loaded.get("append_server_build", []), 0.95),
+                            "encode_queued": loaded.get("append_queued", 0),
+                            **{f"server_{k}_p50_ms": pct(loaded.get(f"append_server_{k}", []), 0.5) for k in ("read", "embed", "commit")},
+                            **{f"server_{k}_p95_ms": pct(loaded.get(f"append_server_{k}", []), 0.95) for k in ("read", "embed", "commit")},
                             "closing_a_segment": {"n": len(loaded["append_closing"]),
                                                   "p50_ms": pct(loaded["append_closing"], 0.5),
                                                   "p95_ms": pct(loaded["append_closing"], 0.95)},
                             "closing_none": {"n": len(loaded["append_open"]), "p50_ms": pct(loaded["append_open"], 0.5),
                                              "p95_ms": pct(loaded["append_open"], 0.95)},
                             "segments_encoded": loaded["segments_encoded"], "records_written": loaded["records_written"],
+                            # (seconds into the run it was sent, client ms, server ms) of every append
+                            "samples_start_client_server": loaded.get("append_pairs", []),
                             "error_samples": loaded["samples"], "wall_s": loaded["wall_s"]},
         "search_with_writers": search_w,
         "search_alone": {**search_a, "wall_s": alone["wall_s"]},
@@ -314,6 +354,10 @@ def main(argv: list[str] | None = None) -> int:
                    "search_with_vs_without_writers_p50": ratio(search_w["p50_ms"], search_a["p50_ms"]),
                    "search_with_vs_without_writers_p95": ratio(search_w["p95_ms"], search_a["p95_ms"])},
         "store_verified": verified,
+        # turns Serve had stored but not yet segmented when it was stopped (durable: encoded by the
+        # next append or flush), and whether the store then equals the in-process inline appends'
+        "unsegmented_turns_at_stop": pending_at_stop,
+        "store_equals_inline_appends": same,
         "service": {"replicas": args.replicas, "replica_num_cpus": cfg.serve.replica_num_cpus,
                     "max_ongoing_requests": cfg.serve.max_ongoing_requests, "ready_s": round(ready_s, 1),
                     "ray_env": ray_env, "replica_stats_sample": {"appends": stats.get("appends"),
@@ -330,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                       "inproc_append_p50_ms": inproc["p50_ms"], "search_with_writers_p50_ms": search_w["p50_ms"],
                       "search_alone_p50_ms": search_a["p50_ms"], "ratios": report["ratios"],
                       "errors": append["errors"] + search_w["errors"] + inproc["errors"]}))
-    return 0 if append["errors"] == 0 and inproc["errors"] == 0 and verified else 1
+    return 0 if append["errors"] == 0 and inproc["errors"] == 0 and verified and same["equal"] else 1
 
 
 if __name__ == "__main__":

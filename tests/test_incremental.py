@@ -251,7 +251,7 @@ def test_concurrent_appenders_lose_nothing_and_readers_see_whole_generations(tmp
                   d.turns.column("turn_id").to_pylist() and d.records.num_rows == m.counts.records)
             if not ok:
                 errors.append(m.generation)
-            seen.add(m.generation)
+            seen.add(m.generations[-1])  # the newest generation: a base or a delta on it
 
     mp = multiprocessing.get_context("spawn")  # a separate process: the lock must hold across processes
     ready, go = mp.Event(), mp.Event()
@@ -273,10 +273,10 @@ def test_concurrent_appenders_lose_nothing_and_readers_see_whole_generations(tmp
     assert ids == {"seed0"} | {f"{p}{i}" for p in ("ta", "tb", "pa") for i in range(5)}
     assert not errors and len(seen) > 1
     assert verify_store(tmp_path)["ok"]
-    # only the current generation's files remain
+    # only the current commit's generations (its base and deltas) have files
     layout = StoreLayout(tmp_path)
     marker = next(iter_markers(tmp_path))
-    assert list(layout.generation_paths(marker.key)) == [marker.generation]
+    assert sorted(layout.generation_paths(marker.key)) == sorted(marker.generations)
 
 
 def test_busy_or_deleting_conversation_refuses_appends_with_typed_errors(tmp_path):

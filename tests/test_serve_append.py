@@ -89,7 +89,9 @@ def with_turn(res: dict[str, Any], turn_id: str, records: bool = False) -> list[
 
 
 def test_appended_session_is_searchable_at_once_on_both_replicas(store, embedder, locomo):
-    svc1, svc2 = service(store, embedder), service(store, embedder)
+    # inline encoding: the segment a POST closes is encoded before it returns (background: below)
+    inline = "serve.append_encode=inline"
+    svc1, svc2 = service(store, embedder, inline), service(store, embedder, inline)
     with TestClient(create_app(svc1)) as c1, TestClient(create_app(svc2)) as c2:
         for c in (c1, c2):  # both replicas have the conversation loaded: session 3 is not there
             res = search(c, CID)
@@ -114,6 +116,48 @@ def test_appended_session_is_searchable_at_once_on_both_replicas(store, embedder
         assert c1.post(f"/v1/conversations/{CID}/flush", json={}, headers=AUTH).json()["generation"] is None
     svc1.close()
     svc2.close()
+    assert verify_store(store)["ok"]
+
+
+def test_background_encoding_returns_at_once_and_equals_inline(store, embedder, locomo, tmp_path):
+    """serve.append_encode=background (the default): each POST of one turn stores it (searchable on
+    both replicas at once) and returns; the replica's queue segments and encodes after. The store
+    then equals the one inline appends make of the same turns."""
+    inline_root = Path(shutil.copytree(store, tmp_path / "inline"))
+    svc1, svc2 = service(store, embedder), service(store, embedder)
+    ref = service(inline_root, embedder, "serve.append_encode=inline")
+    turns = session_turns(locomo, 2)
+    with TestClient(create_app(svc1)) as c1, TestClient(create_app(svc2)) as c2, TestClient(create_app(ref)) as cr:
+        for i, t in enumerate(turns):
+            c = (c1, c2)[i % 2]  # the two replicas take turns, as Serve's router would
+            r = c.post(f"/v1/conversations/{CID}/turns", json={"turns": [t]}, headers=AUTH)
+            assert r.status_code == 200, r.text
+            a = r.json()
+            assert a["stored_turn_ids"] == [t["turn_id"]] and a["encode_queued"] and not a["segments_encoded"]
+            assert cr.post(f"/v1/conversations/{CID}/turns", json={"turns": [t]}, headers=AUTH).status_code == 200
+            if t["turn_id"] == "D3:16":
+                for cc in (c1, c2):  # searchable at once as a raw turn, on the replica that did not take it too
+                    assert with_turn(search(cc, CID), "D3:16")
+        assert svc1.appends.queue.drain(60) and svc2.appends.queue.drain(60)
+        info = c2.get(f"/v1/conversations/{CID}", headers=AUTH).json()
+        assert info["encode_pending_turns"] == 0 and info["turns"] == 58
+        stats = c1.get("/v1/admin/stats", headers=AUTH).json()["appends"]
+        assert stats["encode"] == "background" and stats["encode_queue"]["done"] >= 1
+        for c in (c1, cr):
+            assert c.post(f"/v1/conversations/{CID}/flush", json={}, headers=AUTH).status_code == 200
+        for c in (c1, c2):
+            assert with_turn(search(c, CID), "D3:16", records=True)
+    for s in (svc1, svc2, ref):
+        s.close()
+    from lychee_ray.io.store import iter_markers, read_part
+
+    def tables(root):
+        m = next(x for x in iter_markers(root) if x.conversation_id == CID)
+        return {t: read_part(root, t, m) for t in ("turns", "segments", "records", "nodes")}
+
+    got, want = tables(store), tables(inline_root)
+    for t in got:
+        assert got[t].equals(want[t]), t
     assert verify_store(store)["ok"]
 
 

@@ -166,6 +166,8 @@ class AppendResult(BaseModel):
     generation: str | None = Field(description="the committed generation (None: nothing changed)")
     committed_at: str | None = None
     rebuilt: str | None = Field(None, description="why the conversation was re-segmented from scratch, if it was")
+    encode_queued: bool = Field(False, description="turns of this conversation wait for segmentation and encoding "
+                                                   "in the background (searchable as raw turns meanwhile)")
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
 

@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +59,9 @@ from lychee_ray.core.conversation import Conversation, Session, Turn
 from lychee_ray.core.records import SegmentRow, segment_id
 from lychee_ray.io.store import MemoryStoreWriter, StoreLayout, conversation_key
 from lychee_ray.io.store.layout import as_layout
-from lychee_ray.io.store.marker import LastIncrement
+from lychee_ray.build.turn_log import StoredCache
+from lychee_ray.io.store.marker import CommitMarker, LastIncrement
+from lychee_ray.io.store.writer import artifacts_delta
 from lychee_ray.io.store.locks import ConversationDeleting, flock_path, is_deleting, release
 from lychee_ray.llm.usage import UsageLedger
 
@@ -74,15 +76,17 @@ DEFAULT_SESSION_ID = "s1"
 
 @contextmanager
 def write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
-               poll_s: float = 0.0) -> Iterator[None]:
+               poll_s: float = 0.0, which: Literal["write", "encode"] = "write") -> Iterator[None]:
     """Hold the conversation's one-writer lock (:mod:`lychee_ray.io.store.locks`, ``flock``: between
     processes and threads, released if the holder dies). ``timeout_s`` None waits as long as it
-    takes; else :class:`ConversationBusy` after that long (trying every ``poll_s``).
+    takes; else :class:`ConversationBusy` after that long (trying every ``poll_s``). ``which``:
+    ``"encode"`` holds the conversation's encode lock instead (one background encoding at a time).
     :class:`~lychee_ray.io.store.locks.ConversationDeleting` while the conversation is being erased."""
     layout = as_layout(root)
     if is_deleting(layout, conversation_id):
         raise ConversationDeleting(conversation_id)
-    path = layout.write_lock_path(conversation_key(conversation_id))
+    key = conversation_key(conversation_id)
+    path = layout.write_lock_path(key) if which == "write" else layout.encode_lock_path(key)
     t0 = time.monotonic()
     if timeout_s is None:
         fd = flock_path(path)
@@ -113,9 +117,9 @@ class _AsyncLock:
 
 
 def async_write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
-                     poll_s: float = 0.0) -> _AsyncLock:
+                     poll_s: float = 0.0, which: Literal["write", "encode"] = "write") -> _AsyncLock:
     """``async with async_write_lock(...)``: :func:`write_lock` without blocking the event loop."""
-    return _AsyncLock(root, conversation_id, timeout_s, poll_s)
+    return _AsyncLock(root, conversation_id, timeout_s, poll_s, which)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -151,7 +155,7 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
     speakers = st["speakers"] if st else speakers_of(stored.conversation())
     if speakers_of(conv) != speakers:
         return "new_speaker", False  # every encode request lists the conversation's speakers
-    if st is None or st.get("version") != SEGSTATE_VERSION or st.get("num_turns") != stored.num_turns:
+    if st is None or st.get("version") != SEGSTATE_VERSION or st.get("num_turns") != stored.segmented_turns:
         return "no_segmenter_state", True
     if SegmenterConfig.model_validate(st["segmenter"]["config"]) != ctx.cfg.segmenter:
         return "segmenter_config", True
@@ -175,9 +179,12 @@ async def extend_conversation(
     enc, max_chars = cfg.tokenizer.encoding, cfg.segmenter.max_turn_chars
     reason, reuse_ok = rebuild_reason(stored, conv, ctx)
     fresh = stored is None or reason == "config_changed"  # nothing stored may be reused, vectors included
-    n = stored.num_turns if stored is not None else 0
-    new_turns = [t for *_, t in itertools.islice(conv.iter_turns(), n, None)]
-    todo = list(conv.iter_turns()) if fresh else list(itertools.islice(conv.iter_turns(), n, None))
+    # n: turns the segmenter has consumed; n_stored: turns stored (the rest of them were appended
+    # with their segmentation queued: stored with their vectors, segmented now)
+    n = stored.segmented_turns if stored is not None else 0
+    n_stored = stored.num_turns if stored is not None else 0
+    new_turns = [t for *_, t in itertools.islice(conv.iter_turns(), n_stored, None)]
+    todo = list(conv.iter_turns()) if fresh else list(itertools.islice(conv.iter_turns(), n_stored, None))
     vecs = await ctx.embed([turn_embedding_text(t, max_chars) for *_, t in todo]) if todo else \
         np.zeros((0, ctx.embed_dim), dtype=np.float32)
     all_vecs = vecs if fresh else np.concatenate([stored.turn_vectors, np.asarray(vecs, dtype=np.float32)])
@@ -187,7 +194,7 @@ async def extend_conversation(
         provisional = set(st["provisional"])
         final = [r for r in rows if r.segment_id not in provisional]
         replaceable = [r for r in rows if r.segment_id in provisional]
-        inputs = conversation_turn_inputs(conv, vecs, enc, max_chars, start=n)
+        inputs = conversation_turn_inputs(conv, all_vecs[n:], enc, max_chars, start=n)
         stream = segment_stream(inputs, cfg.segmenter, state=st["segmenter"], encoding=enc, finish=finish)
     else:  # segment the whole conversation again (cheap: no LLM); encodings are reused where still valid
         final, replaceable = [], ([] if fresh else rows)
@@ -206,7 +213,7 @@ async def extend_conversation(
             break
         reuse[sid] = (r, sorted(stored.records_of({sid}), key=lambda x: x.ordinal))
     provisional_ids = [segment_id(cid, s.segment_index) for s in stream.tail] + [r.segment_id for r in survivors]
-    unchanged = (not new_turns and reason is None and len(reuse) == len(segs)
+    unchanged = (not new_turns and n == n_stored and reason is None and len(reuse) == len(segs)
                  and all(old[i].close_reason == s.reason for i, s in zip(ids, segs))
                  and set(provisional_ids) == set(stored.segstate["provisional"]))
     if unchanged:
@@ -354,17 +361,27 @@ def merge_turns(stored: StoredConversation | None, request: AppendRequest, user_
 
 async def append_turns_async(
     root: str | Path, request: AppendRequest, ctx: BuildContext, *, create: bool | None = None,
-    lock_timeout_s: float | None = None,
+    lock_timeout_s: float | None = None, cache: StoredCache | None = None, fold: bool = True,
 ) -> AppendResult:
-    """Append turns to a stored conversation (or create it), as one new generation.
+    """Append turns to a stored conversation (or create it), as one delta generation.
 
     The new turns are committed at once with their vectors (searchable as raw turns); the segmenter
-    continues over them and the segments they close are encoded (with ``request.flush`` also the
-    open tail). Idempotent by turn id; serialised per conversation by its write lock (waiting at
-    most ``lock_timeout_s``, default ``build.append_lock_timeout_s``). ``create`` defaults to
-    ``build.append_create``. Raises the typed errors of :mod:`lychee_ray.build.append_types` (and
+    continues over them — and over turns an earlier queued append stored unsegmented
+    (:func:`append_turns_queued`) — and the segments they close are encoded (with ``request.flush``
+    also the open tail). A stored conversation gets a delta generation holding only what changed
+    (io/store/deltas.py; a new conversation, or one re-segmented from scratch, a full generation);
+    ``fold``: fold the deltas into a new base right away when they passed the store's bound (else
+    the caller does, see :func:`fold_if_due`). ``cache``: this process's :class:`StoredCache`
+    (the stored conversation is then re-read by delta). Idempotent by turn id; serialised per
+    conversation by its write lock (waiting at most ``lock_timeout_s``, default
+    ``build.append_lock_timeout_s``). ``create`` defaults to ``build.append_create``. Raises the
+    typed errors of :mod:`lychee_ray.build.append_types` (and
     :class:`~lychee_ray.io.store.locks.ConversationDeleting`) without writing anything.
     """
+    if not request.turns and not request.flush:  # nothing new: encode what queued appends stored
+        from lychee_ray.build.queued import catch_up_async  # queued.py builds on this module
+
+        return await catch_up_async(root, request, ctx, cache=cache, fold=fold, lock_timeout_s=lock_timeout_s)
     t0 = time.perf_counter()
     bc = ctx.cfg.build
     create = bc.append_create if create is None else create
@@ -387,16 +404,19 @@ async def append_turns_async(
                 raise OwnerMismatch(cid, user, request.user_id)
             if marker.fingerprint != ctx.fingerprint:
                 raise ConfigMismatch(cid, str(marker.fingerprint), ctx.fingerprint)
-            stored = await asyncio.to_thread(load_stored, writer.layout, marker)
+            previous = cache.data(marker.key) if cache is not None else None
+            stored = await asyncio.to_thread(load_stored, writer.layout, marker, previous)
+            if cache is not None and stored.data is not None:
+                cache.put_data(marker.key, stored.data)
         conv, new, dups = merge_turns(stored, request, user)
         timings = {"lock": (t_lock - t0) * 1e3}
         inc = Increment(None, open_turn_ids=_open_turns(stored.segstate, stored.rows) if stored else [])
-        if new or request.flush:
+        if new or request.flush or (stored is not None and stored.segmented_turns < stored.num_turns):
             inc = await extend_conversation(stored, conv, ctx, finish=request.flush, ledger_start=len(ctx.ledger))
         timings["build"] = (time.perf_counter() - t_lock) * 1e3
         committed = None
         if inc.artifacts is not None:
-            committed = await asyncio.to_thread(writer.commit, inc.artifacts, locked=True)
+            committed = await asyncio.to_thread(_commit_increment, writer, stored, inc, fold)
     timings["total"] = (time.perf_counter() - t0) * 1e3
     return AppendResult(
         conversation_id=cid, user_id=user, created=marker is None and committed is not None, stored_turn_ids=new,
@@ -405,6 +425,18 @@ async def append_turns_async(
         generation=committed.generation if committed else None, committed_at=committed.committed_at if committed else None,
         rebuilt=inc.rebuilt, timings_ms={k: round(v, 3) for k, v in timings.items()},
     )
+
+
+def _commit_increment(writer: MemoryStoreWriter, stored: StoredConversation | None, inc: Increment,
+                      fold: bool) -> CommitMarker:
+    """Commit an increment: a delta on top of the stored commit, or a full generation for a new
+    conversation or one re-segmented from scratch (nothing of the old one carries over anyway)."""
+    if stored is None or stored.data is None or inc.rebuilt is not None:
+        return writer.commit(inc.artifacts, locked=True)
+    marker = writer.commit_delta(artifacts_delta(stored.data, inc.artifacts), locked=True)
+    if fold and writer.needs_fold(marker):
+        marker = writer.fold(marker.conversation_id, locked=True) or marker
+    return marker
 
 
 def append_turns(root: str | Path, request: AppendRequest, ctx: BuildContext, **kwargs: Any) -> AppendResult:

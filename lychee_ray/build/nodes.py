@@ -52,6 +52,8 @@ class _NodeAcc:
 
     def display(self) -> str:
         # most frequent surface form; ties broken alphabetically for determinism
+        if len(self.surface) == 1:  # the common case, without the sort key
+            return next(iter(self.surface))
         return min(self.surface.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
 
@@ -95,7 +97,10 @@ def build_nodes(
 
     def add(kind: str, key: str, display: str, rid: str) -> None:
         if key:
-            acc.setdefault((kind, key), _NodeAcc(kind, key)).add(rid, display, cap)
+            a = acc.get((kind, key))
+            if a is None:  # (not setdefault: that builds a throwaway accumulator on every call)
+                a = acc[(kind, key)] = _NodeAcc(kind, key)
+            a.add(rid, display, cap)
 
     for r in records:
         ents = [(normalise_key(e), e) for e in r.entities]

@@ -22,24 +22,12 @@ from lychee_ray.core.records import MemoryRecord, SegmentRow
 from lychee_ray.io.store import StoreLayout
 from lychee_ray.io.store.layout import as_layout
 from lychee_ray.io.store.marker import CommitMarker
-from lychee_ray.io.store.reader import load_generation, read_segstate
+from lychee_ray.io.store.reader import ConversationData, load_generation, read_segstate
 from lychee_ray.io.store.writer import TURN_IDENTITY, turn_identity
 
 # Where a turn sits (checked as order) vs what it says (checked as content).
 _POSITION = ("session_id", "session_index", "turn_index")
 _CONTENT = tuple(c for c in TURN_IDENTITY if c not in _POSITION and c != "turn_id")
-
-
-def index_vectors(index: Any, n_rows: int) -> dict[int, np.ndarray]:
-    """The vectors of an ``IndexIDMap2(IndexFlatIP)`` by their id (the Parquet row they belong to)."""
-    import faiss
-
-    inner = faiss.downcast_index(index.index)
-    if inner.ntotal == 0:
-        return {}
-    vecs = inner.reconstruct_n(0, inner.ntotal)
-    ids = faiss.vector_to_array(index.id_map)
-    return {int(i): vecs[k] for k, i in enumerate(ids) if 0 <= int(i) < n_rows}
 
 
 @dataclass
@@ -54,6 +42,8 @@ class StoredConversation:
     turn_vectors: np.ndarray
     known: KnownVectors = field(default_factory=KnownVectors)
     segstate: dict[str, Any] | None = None
+    # every table as committed (base + deltas merged): what a delta is computed against
+    data: ConversationData | None = None
 
     @property
     def conversation_id(self) -> str:
@@ -66,6 +56,11 @@ class StoredConversation:
     @property
     def num_turns(self) -> int:
         return self.turns.num_rows
+
+    @property
+    def segmented_turns(self) -> int:
+        """Turns the segmenter has consumed (the rest were appended with their segmentation queued)."""
+        return self.num_turns - self.marker.unsegmented_turns
 
     def turn_rows(self) -> list[dict[str, Any]]:
         return self.turns.to_pylist()
@@ -88,24 +83,29 @@ class StoredConversation:
         return Conversation(conversation_id=self.conversation_id, user_id=self.user_id, sessions=ordered)
 
 
-def load_stored(root: str | Path | StoreLayout, marker: CommitMarker) -> StoredConversation:
-    """Read the generation ``marker`` names (own parts or compacted row groups, indexes, segmenter state)."""
+def load_stored(root: str | Path | StoreLayout, marker: CommitMarker,
+                previous: ConversationData | None = None) -> StoredConversation:
+    """Read the generation ``marker`` names (own parts or compacted row groups, deltas, indexes,
+    segmenter state); ``previous``: the conversation as this process read it before (only the
+    deltas committed since are read, see :func:`~lychee_ray.io.store.reader.load_generation`)."""
     layout = as_layout(root)
-    data = load_generation(layout, marker)  # every table of the generation, its indexes (io/store/reader.py)
+    data = load_generation(layout, marker, previous=previous)  # every table, its indexes (io/store/reader.py)
     tables, idx = data.tables, data.indexes
     records = [MemoryRecord.from_row(r) for r in tables["records"].to_pylist()]
     rows = sorted((SegmentRow.model_validate(r) for r in tables["segments"].to_pylist()), key=lambda r: r.index)
     n_turns = tables["turns"].num_rows
-    by_row = index_vectors(idx["turns"], n_turns)
     dim = idx["turns"].d
-    turn_vectors = np.asarray([by_row[i] for i in range(n_turns)], dtype=np.float32).reshape(n_turns, dim)
+    tv = data.table_vectors("turns")
+    turn_vectors = np.zeros((n_turns, dim), dtype=np.float32)
+    turn_vectors[tv.rows] = tv.vectors
     node_keys = list(zip(tables["nodes"].column("node_id").to_pylist(), tables["nodes"].column("text").to_pylist()))
+    rv, nv = data.table_vectors("records"), data.table_vectors("nodes")
     known = KnownVectors(
-        records={records[i].record_id: v for i, v in index_vectors(idx["records"], len(records)).items()},
-        nodes={node_keys[i]: v for i, v in index_vectors(idx["nodes"], len(node_keys)).items()},
+        records={records[int(i)].record_id: v for i, v in zip(rv.rows, rv.vectors) if 0 <= i < len(records)},
+        nodes={node_keys[int(i)]: v for i, v in zip(nv.rows, nv.vectors) if 0 <= i < len(node_keys)},
     )
     return StoredConversation(marker=marker, turns=tables["turns"], rows=rows, records=records, usage=tables["usage"],
-                              turn_vectors=turn_vectors, known=known, segstate=read_segstate(layout, marker))
+                              turn_vectors=turn_vectors, known=known, segstate=read_segstate(layout, marker), data=data)
 
 
 def check_history(stored: StoredConversation, conv: Conversation) -> int:
@@ -135,4 +135,4 @@ def check_history(stored: StoredConversation, conv: Conversation) -> int:
     return stored.num_turns
 
 
-__all__ = ["StoredConversation", "check_history", "index_vectors", "load_stored", "turn_identity"]
+__all__ = ["StoredConversation", "check_history", "load_stored", "turn_identity"]

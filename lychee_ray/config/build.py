@@ -215,3 +215,10 @@ class BuildConfig(Section):
     # conversation_busy), checking every append_lock_poll_s seconds; builds wait as long as it takes.
     append_lock_timeout_s: float = Field(gt=0)
     append_lock_poll_s: float = Field(gt=0)
+    # Conversations whose stored turns (and loaded tables) an appending process keeps, so the next
+    # append reads only the deltas committed since (build/turn_log.py).
+    append_cache_conversations: int = Field(ge=1)
+    # A background encoding starts over when another commit changed the conversation's segmentation
+    # while it encoded (it holds no write lock meanwhile); after this many rounds it gives up
+    # (conversation_busy: the turns stay queued and the next append or flush encodes them).
+    catch_up_attempts: int = Field(ge=1)

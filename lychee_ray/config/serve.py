@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -87,6 +87,17 @@ class ServeConfig(Section):
     # Retry-After (seconds) of a 503 conversation_busy (another writer held the conversation's lock
     # for build.append_lock_timeout_s); appends are idempotent by turn id, so a retry is safe.
     append_retry_after_s: int = Field(ge=1)
+    # background: an append stores its turns (searchable at once as raw turns) and returns; the
+    # replica's encode queue segments and encodes them right after (build/encode_queue.py).
+    # inline: the append segments and encodes before it returns (records searchable on return).
+    append_encode: Literal["background", "inline"]
+    # Conversations waiting in a replica's encode queue at most; beyond, an append encodes inline.
+    append_queue_max: int = Field(ge=1)
+    # A background encoding that found the conversation busy (another writer) is retried after this long.
+    append_queue_retry_s: float = Field(gt=0)
+    # Nice increment of the encode queue's thread (Linux: per thread): background encoding yields
+    # the CPU to searches and appends (0 = same priority).
+    append_queue_nice: int = Field(ge=0, le=19)
 
     @field_validator("ray_env", mode="before")
     @classmethod

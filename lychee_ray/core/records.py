@@ -6,6 +6,7 @@ overwrites rather than duplicates, and ids are unique per conversation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any, Literal
 
@@ -59,6 +60,13 @@ def stable_id(prefix: str, *parts: Any, length: int = 20) -> str:
     """``prefix-<hex>`` from a SHA-256 of the parts; deterministic across processes and runs."""
     h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()
     return f"{prefix}-{h[:length]}"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _node_id(conversation_id: str, kind: str, key: str) -> str:
+    # memoised: every build of a conversation's nodes (each incremental one too) names the same
+    # nodes again, thousands of hashes per call for a long conversation
+    return stable_id("n", conversation_id, kind, key)
 
 
 def segment_id(conversation_id: str, index: int) -> str:
@@ -132,7 +140,7 @@ class EvidenceNode(BaseModel):
 
     @staticmethod
     def make_id(conversation_id: str, kind: str, key: str) -> str:
-        return stable_id("n", conversation_id, kind, key)
+        return _node_id(conversation_id, kind, key)
 
     def to_row(self) -> dict[str, Any]:
         return self.model_dump()

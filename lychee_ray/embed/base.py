@@ -54,27 +54,38 @@ _CACHE: dict[str, Embedder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries: bool = False) -> Embedder:
+def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries: bool = False,
+                 private: bool = False) -> Embedder:
     """Build (once per process and config) the configured embedder. ``queries=True`` is the one for
-    query texts: with the local onnx runtime it applies ``embedding.query_quantization``."""
+    query texts: with the local onnx runtime it applies ``embedding.query_quantization``.
+    ``private=True``: a new instance of its own, not shared (a local model runs one call at a
+    time, so work that must not wait behind another's — background encoding — gets its own)."""
     quantize = cfg.query_quantization if queries and cfg.backend == "local" and cfg.runtime == "onnx" else "none"
     key = f"{cfg.model_dump_json()}|{quantize}"
+    if private:
+        return _build(cfg, llm, quantize)
     with _CACHE_LOCK:
         if key not in _CACHE:
-            # imported here: each backend's module imports this one (and only the chosen one is needed)
-            if cfg.backend == "local":
-                from lychee_ray.embed.local import LocalEmbedder
-                from lychee_ray.embed.onnx_cache import load_cached
-
-                # the full loader (torch + sentence-transformers) only when no export is cached yet:
-                # it exports the model, so every later process skips it
-                _CACHE[key] = load_cached(cfg, quantize) or LocalEmbedder(cfg, quantize=quantize)
-            else:
-                from lychee_ray.embed.openai import OpenAIEmbedder
-
-                _CACHE[key] = OpenAIEmbedder(cfg, llm or LLMConfig())
-            log.info("embedder %s (dim %s) ready", _CACHE[key].name, _CACHE[key].dim)
+            _CACHE[key] = _build(cfg, llm, quantize)
         return _CACHE[key]
+
+
+def _build(cfg: EmbeddingConfig, llm: LLMConfig | None, quantize: str) -> Embedder:
+    """A new embedder of ``cfg`` (see :func:`get_embedder`)."""
+    # imported here: each backend's module imports this one (and only the chosen one is needed)
+    if cfg.backend == "local":
+        from lychee_ray.embed.local import LocalEmbedder
+        from lychee_ray.embed.onnx_cache import load_cached
+
+        # the full loader (torch + sentence-transformers) only when no export is cached yet:
+        # it exports the model, so every later process skips it
+        emb: Embedder = load_cached(cfg, quantize) or LocalEmbedder(cfg, quantize=quantize)
+    else:
+        from lychee_ray.embed.openai import OpenAIEmbedder
+
+        emb = OpenAIEmbedder(cfg, llm or LLMConfig())
+    log.info("embedder %s (dim %s) ready", emb.name, emb.dim)
+    return emb
 
 
 __all__ = ["Embedder", "dedup_texts", "get_embedder", "normalise_rows"]

@@ -3,7 +3,8 @@
 For every committed conversation: record and node ids are unique; every record's source turns
 exist; every node's records exist; the FAISS id maps equal the Parquet row order and the index
 sizes match; every turn belongs to exactly one segment (nothing dropped: only the open tail of an
-append waits outside, as its segmenter state lists); plus the number of failed
+append waits outside, as its segmenter state lists, and turns whose segmentation is queued, as the
+marker counts); base and delta generations are checked as readers merge them; plus the number of failed
 segments waiting for ``--retry-failed``; every drafted record is stored or rejected with a reason
 (the memory checks' accounting, :mod:`lychee_ray.core.quality`).
 """
@@ -61,13 +62,17 @@ def _coverage_problems(reader: MemoryStoreReader, conversation_id: str, segments
     seg_turns = [t for ts in segments.column("turn_ids").to_pylist() for t in ts]
     if not set(seg_turns) <= turns:
         out.append(f"segments name unknown turns {sorted(set(seg_turns) - turns)[:5]}")
-    state = read_segstate(reader.layout, reader.markers[conversation_id])
-    open_tail = set((state or {}).get("open_turn_ids", []))
+    marker = reader.markers[conversation_id]
+    state = read_segstate(reader.layout, marker)
+    # turns appended after the segmenter's resume point wait for it (queued encoding): the last ones
+    queued = marker.unsegmented_turns
+    open_tail = set((state or {}).get("open_turn_ids", [])) | set(turn_ids[len(turn_ids) - queued:] if queued else [])
     uncovered = turns - set(seg_turns)
     if not uncovered <= open_tail:
         out.append(f"segments do not cover every turn: {sorted(uncovered - open_tail)[:5]} in none (nor in the open tail)")
-    if state is not None and state.get("num_turns") != len(turn_ids):
-        out.append(f"segmenter state covers {state.get('num_turns')} turns, the conversation has {len(turn_ids)}")
+    if state is not None and state.get("num_turns") != len(turn_ids) - queued:
+        out.append(f"segmenter state covers {state.get('num_turns')} turns, the conversation has {len(turn_ids)} "
+                   f"({queued} waiting for the segmenter)")
     if state is not None and not set(state.get("provisional", [])) <= set(segments.column("segment_id").to_pylist()):
         out.append("segmenter state names provisional segments that are not stored")
     return out

@@ -1,7 +1,8 @@
 """The loaded-conversation cache: a bounded LRU of :class:`~lychee_ray.query.recall.ConversationView`.
 
 Loading a conversation (columns, FAISS indexes, BM25) is the expensive part of a cold query, so
-views are kept; a conversation rebuilt since it was loaded (its commit marker changed) is reloaded.
+views are kept; a conversation rebuilt since it was loaded (its commit marker changed) is reloaded —
+when the new commit only added delta generations, by reading just those (io/store/deltas.py).
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ class ConversationCache:
                 if v is not None and v.committed_at == stamp:
                     self._items.move_to_end(conversation_id)
                     return v, False
-            view = ConversationView.from_data(self.reader.load(conversation_id), self._k1, self._b, committed_at=stamp)
+            # an older view's data: a commit that only added deltas to it is read as those deltas
+            data = self.reader.load(conversation_id, previous=v.source if v is not None else None)
+            view = ConversationView.from_data(data, self._k1, self._b, committed_at=stamp)
             with self._lock:
                 old = self._items.pop(conversation_id, None)
                 if old is not None:

@@ -104,6 +104,7 @@ class MemoryStore:
         self._embedder = embedder
         self._append_ctx: Any = None  # build context of append(), made on first use
         self._append_lock = threading.Lock()
+        self._append_cache: Any = None  # stored turns / tables of appended conversations (build/turn_log.py)
         self._embed_lock = threading.Lock()
         self._llm_choice = llm
         self._client = llm_client
@@ -155,7 +156,7 @@ class MemoryStore:
     # -- appends (docs/incremental.md) -------------------------------------------------------------
     def append(
         self, conversation_id: str, turns: list[AppendTurn | dict[str, Any]], user_id: str | None = None,
-        flush: bool = False,
+        flush: bool = False, queue: bool = False,
     ) -> AppendResult:
         """Add turns to a conversation's memory now (``lychee_ray.build.incremental.append_turns``).
 
@@ -167,8 +168,14 @@ class MemoryStore:
         (``build.append_create``). Raises the typed errors of :mod:`lychee_ray.build.append_types`
         (``kind`` says which) and ``ConversationDeleting``; nothing is written then. Blocking: from
         async code use :meth:`aappend`.
+
+        ``queue``: store the turns (searchable at once as raw turns) and leave their segmentation
+        and encoding to the next append, :meth:`catch_up` or :meth:`flush` — an append whose cost
+        does not grow with the conversation (``append_turns_queued``; Serve's background mode). A
+        conversation that is not stored yet is appended normally.
         """
         from lychee_ray.build.incremental import append_turns
+        from lychee_ray.build.queued import append_turns_queued
 
         try:
             request = AppendRequest(conversation_id=conversation_id, turns=list(turns), user_id=user_id, flush=flush)
@@ -176,10 +183,27 @@ class MemoryStore:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err.get("loc", ()))
             raise InvalidTurns(conversation_id, f"{where}: {err.get('msg')}", field=where or None) from None
-        result = append_turns(self.root, request, self._append_context())
+        result = None
+        if queue:
+            result = asyncio.run(append_turns_queued(self.root, request, self._append_context(), self._stored_cache()))
+        if result is None:
+            result = append_turns(self.root, request, self._append_context(), cache=self._stored_cache())
         if result.generation is not None:
             self.reader.refresh_conversation(conversation_id)  # this store reads its own write at once
         return result
+
+    def catch_up(self, conversation_id: str) -> AppendResult:
+        """Segment and encode the turns queued appends stored (``append(..., queue=True)``); the
+        open tail stays open (``flush`` closes it)."""
+        return self.append(conversation_id, [])
+
+    def _stored_cache(self) -> Any:
+        with self._append_lock:
+            if self._append_cache is None:
+                from lychee_ray.build.turn_log import StoredCache
+
+                self._append_cache = StoredCache(self.config.build.append_cache_conversations)
+            return self._append_cache
 
     async def aappend(self, *args: Any, **kwargs: Any) -> AppendResult:
         """:meth:`append` for async callers (e.g. a Serve replica): runs in a worker thread."""

@@ -113,6 +113,9 @@ class ConversationView:
     # derived per-conversation values computed on first use by later stages (e.g. serialised lines'
     # token counts); plain dict: concurrent writers only ever store equal values
     memo: dict = field(default_factory=dict)
+    # the store data the view was built from: a newer commit that only added deltas is loaded on
+    # top of it (io/store/reader.py load_generation), not read whole again
+    source: ConversationData | None = None
 
     @classmethod
     def from_data(cls, data: ConversationData, bm25_k1: float = 1.2, bm25_b: float = 0.75,
@@ -183,6 +186,7 @@ class ConversationView:
         view.rec_said = days(view.record_session_date)
         view.turn_said = days(turn_date)
         view.nbytes = int(data.nbytes()) + 2 * 4 * dim * (n_rec + n_turn)
+        view.source = data
         return view
 
     @property

@@ -30,6 +30,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, IncrementError
+from lychee_ray.build.encode_queue import EncodeQueue
+from lychee_ray.build.turn_log import StoredCache
 from lychee_ray.config import LycheeConfig
 from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key
 from lychee_ray.io.store.fs import StorePath, store_root
@@ -77,12 +79,18 @@ def http_error(e: IncrementError | ConversationDeleting, turns: list[AppendTurn]
     return ServiceError(status, code, str(e), headers, {"turn_id": turn} if turn else None)
 
 
-def build_embedder(cfg: LycheeConfig) -> Any:
+def build_embedder(cfg: LycheeConfig, private: bool = False) -> Any:
     """The embedder that writes a store's vectors: the build's (fp32; never the int8 query model).
-    :func:`~lychee_ray.embed.get_embedder` takes the local model's cached ONNX export when there is one."""
+    :func:`~lychee_ray.embed.get_embedder` takes the local model's cached ONNX export when there is
+    one; ``private``: an instance of its own (not the process's shared one)."""
     from lychee_ray.embed import get_embedder
 
-    return get_embedder(cfg.embedding, cfg.llm)
+    ecfg = cfg.embedding
+    if cfg.serve.torch_threads > 0 and ecfg.num_threads == 0:
+        # as the query model: one thread per model in a replica (replicas scale, and an idle
+        # multi-threaded runtime's spinning pool would take CPU from searches)
+        ecfg = ecfg.model_copy(update={"num_threads": cfg.serve.torch_threads})
+    return get_embedder(ecfg, cfg.llm, private=private)
 
 
 class MarkerWatch:
@@ -236,8 +244,18 @@ class Appender:
         self._ctx_lock = threading.Lock()
         self.retry_after_s = config.serve.append_retry_after_s
         self.flusher = IdleFlusher(config.serve.append_idle_flush_s, self.flush_now, self._read_marker)
+        self.cache = StoredCache(config.build.append_cache_conversations)
+        self.queue = EncodeQueue(self.catch_up, config.serve.append_queue_max, config.serve.append_queue_retry_s,
+                                 config.serve.append_queue_nice, warm=self._background_context)
+        self._bg_ctx: Any = None
+        self._bg_lock = threading.Lock()  # not _ctx_lock: loading one model must not hold up the other
         self.appends = 0
         self.turns_stored = 0
+        self.inline_encodes = 0  # queued appends encoded inline because the queue was full
+        # turns an earlier replica stored but did not live to encode: picked up now
+        for cid, m in list(getattr(store.reader, "markers", {}).items()):
+            if m.unsegmented_turns:
+                self.queue.submit(cid)
 
     def _context(self) -> Any:
         with self._ctx_lock:
@@ -248,24 +266,65 @@ class Appender:
                 emb = self._embedder if self._embedder is not None else build_embedder(self.config)
                 self._ctx = make_append_context(self.config, backend, emb,
                                                 self.store.llm_client() if backend == "openai" else None)
+                if self.config.serve.append_encode == "background":
+                    self.queue.start()  # its own model loads on its thread now, not on the first encoding
             return self._ctx
+
+    def _background_context(self) -> Any:
+        """The build context of background encodings: its own embedder instance (made on first use,
+        in the encode queue's lower-priority thread), so an append's one-turn embedding never waits
+        behind an encoding's records and nodes; an injected embedder (tests) is shared."""
+        with self._bg_lock:
+            if self._bg_ctx is None:
+                from lychee_ray.build.incremental import make_append_context
+
+                backend = self.store.backend()
+                emb = self._embedder if self._embedder is not None else build_embedder(self.config, private=True)
+                self._bg_ctx = make_append_context(self.config, backend, emb,
+                                                   self.store.llm_client() if backend == "openai" else None)
+            return self._bg_ctx
 
     def _read_marker(self, conversation_id: str) -> CommitMarker | None:
         return self.layout.read_marker(conversation_key(conversation_id))
 
     # -- blocking: worker threads ----------------------------------------------------------------
     def append_now(self, request: AppendRequest) -> AppendResult:
-        """Run one append (blocking) and make this replica read its generation at once."""
-        from lychee_ray.build.incremental import append_turns
+        """Run one append (blocking) and make this replica read its generation at once. With
+        ``serve.append_encode: background`` the turns are stored and their segmentation and
+        encoding queued (:class:`~lychee_ray.build.encode_queue.EncodeQueue`); a full queue, a
+        flush or a new conversation encode inline."""
+        import asyncio
 
-        result = append_turns(self.root, request, self._context())
+        from lychee_ray.build.incremental import append_turns
+        from lychee_ray.build.queued import append_turns_queued
+
         cid = request.conversation_id
+        result = None
+        if self.config.serve.append_encode == "background":
+            result = asyncio.run(append_turns_queued(self.root, request, self._context(), self.cache))
+            if result is not None and result.encode_queued and not self.queue.submit(cid):
+                self.inline_encodes += 1
+                self.catch_up(cid)
+                result = result.model_copy(update={"encode_queued": False})
+        if result is None:
+            result = append_turns(self.root, request, self._context(), cache=self.cache, fold=True)
         if result.generation is not None:
             self.store.reader.refresh_conversation(cid)
         self.appends += 1
         self.turns_stored += len(result.stored_turn_ids)
         if result.stored_turn_ids or result.generation is not None:
             self.flusher.touch(cid, bool(result.open_turn_ids))
+        return result
+
+    def catch_up(self, conversation_id: str) -> AppendResult:
+        """Segment and encode a conversation's queued turns (an append of no turns; the encode
+        queue's work), folding its deltas when they passed the bound; this replica reads the result."""
+        from lychee_ray.build.incremental import append_turns
+
+        result = append_turns(self.root, AppendRequest(conversation_id=conversation_id, turns=[]),
+                              self._background_context(), cache=self.cache, fold=True)
+        if result.generation is not None:
+            self.store.reader.refresh_conversation(conversation_id)
         return result
 
     def flush_now(self, conversation_id: str) -> AppendResult:
@@ -299,11 +358,14 @@ class Appender:
         """For ``GET /v1/admin/stats``."""
         return {"appends": self.appends, "turns_stored": self.turns_stored, "idle_flush_s": self.flusher.idle_s,
                 "idle_flushes": self.flusher.flushes, "idle_flush_errors": self.flusher.errors,
-                "idle_flush_pending": len(self.flusher.pending())}
+                "idle_flush_pending": len(self.flusher.pending()), "encode": self.config.serve.append_encode,
+                "encode_queue": self.queue.stats(), "inline_encodes": self.inline_encodes}
 
     def close(self) -> None:
-        """Stop the idle flusher."""
+        """Stop the idle flusher and the encode queue (queued turns stay stored: the next replica
+        or append encodes them)."""
         self.flusher.stop()
+        self.queue.stop()
 
 
 __all__ = ["Appender", "IdleFlusher", "MarkerWatch", "build_embedder", "http_error"]

@@ -128,6 +128,8 @@ class ConversationInfo(BaseModel):
     model: str | None = None
     embedder: str | None = None
     cached: bool = Field(description="loaded in this replica's cache right now")
+    encode_pending_turns: int = Field(0, description="turns stored (searchable as raw turns) whose segmentation "
+                                                     "and encoding are queued")
     quality: dict[str, Any] | None = Field(None, description="memory checks of the build: drafted records, records "
                                            "per segment, rejected by reason, repairs, segments repaired / failed as "
                                            "degenerate (docs/llm-quality.md)")

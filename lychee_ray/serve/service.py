@@ -413,6 +413,7 @@ class MemoryService:
             speakers=list(dict.fromkeys(turns["speaker"])), date_from=dates[0] if dates else None,
             date_to=dates[-1] if dates else None, backend=m.backend, model=m.model,
             embedder=m.embedder, cached=conversation_id in self.store.cache, quality=m.quality,
+            encode_pending_turns=m.unsegmented_turns,
         )
 
     def health(self) -> Health:

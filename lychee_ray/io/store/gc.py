@@ -7,7 +7,7 @@ at the end of every build run does (:func:`collect_garbage`), and so does
 ``lychee-ray verify --collect-garbage``. What it removes:
 
 * per-conversation parts, index generations and segmenter states of a generation its conversation's
-  marker does not name (or of a conversation with no marker at all), and version-1 fixed-path files
+  marker does not name (as its base or one of its deltas) (or of a conversation with no marker at all), and version-1 fixed-path files
   of a conversation whose marker names a generation (a migration that died before removing them);
 * ``compact-*.parquet`` files no marker locates (a compaction or erasure that died half-way);
 * ``_claims/`` of runs that never finished (``_staging/`` of version-1 stores goes with :mod:`.migrate`).
@@ -97,12 +97,12 @@ def garbage_paths(root: str | Path | StorePath | StoreLayout, min_age_s: float |
     age = layout.settings.garbage_min_age_s if min_age_s is None else min_age_s
     cutoff = time.time() - age
     markers = {m.key: m for m in layout.iter_markers()}
-    live = {k: m.generation for k, m in markers.items()}
+    live = {k: set(m.generations) for k, m in markers.items()}  # a base and its deltas
     located = {(t, loc.file) for m in markers.values() for t, loc in m.location.items()}
     found: list[AnyPath] = []
 
     def dead(key: str, gen: str | None) -> bool:
-        return key not in live or gen != live[key]
+        return key not in live or gen not in live[key]
 
     for table in table_names():
         for f in layout.table_dir(table).iterdir() if layout.table_dir(table).is_dir() else []:
@@ -119,9 +119,9 @@ def garbage_paths(root: str | Path | StorePath | StoreLayout, min_age_s: float |
             continue
         for g in children:
             if g.is_dir() and is_generation(g.name):
-                if g.name != live[kdir.name]:
+                if g.name not in live[kdir.name]:
                     found.append(g)
-            elif live[kdir.name] is not None:  # a version-1 fixed-path index file a migration died before removing
+            elif live[kdir.name]:  # a version-1 fixed-path index file a migration died before removing
                 found.append(g)
     sdir = layout.root / SEGSTATE_DIR
     for f in sdir.iterdir() if sdir.is_dir() else []:

@@ -109,3 +109,14 @@ def _evict(d: Path, keep: Path, limit: int) -> None:
             break
         p.unlink(missing_ok=True)
         total -= size
+
+
+def stored_vectors(index: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, vectors) held by an ``IndexIDMap2(IndexFlatIP)`` — what :func:`build_flat_index`
+    was given, read back (merging delta generations, incremental builds)."""
+    import faiss
+
+    inner = faiss.downcast_index(index.index)
+    if inner.ntotal == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, index.d), dtype=np.float32)
+    return faiss.vector_to_array(index.id_map).astype(np.int64), inner.reconstruct_n(0, inner.ntotal)

@@ -186,8 +186,8 @@ class StoreLayout:
 
     def marker_segstate_path(self, marker: CommitMarker) -> AnyPath:
         """The segmenter resume point a commit marker names (the file may be absent: a generation
-        committed without one)."""
-        return self.segstate_path(marker.key, _generation_of(marker))
+        committed without one): the newest one its base or deltas wrote."""
+        return self.segstate_path(marker.key, marker.segstate_generation or _generation_of(marker))
 
     def generation_paths(self, key: str, complete: bool = True) -> dict[str | None, list[AnyPath]]:
         """Existing files and directories of conversation ``key`` by generation (None, only with
@@ -271,6 +271,11 @@ class StoreLayout:
     def write_lock_path(self, key: str) -> AnyPath:
         """flock(2) file serialising writers (appends, erasure) of one conversation."""
         return self._lock_stem(key).with_suffix(".lock")
+
+    def encode_lock_path(self, key: str) -> AnyPath:
+        """Lock serialising the background encodings of one conversation (build/incremental.py
+        ``catch_up_async``): they segment and encode without the write lock, so appends go on."""
+        return self._lock_stem(key).with_suffix(".encode")
 
     def deleting_path(self, key: str) -> AnyPath:
         """Present while (or since a crashed) erasure of conversation ``key`` runs; appends refuse then."""

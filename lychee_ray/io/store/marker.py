@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-# The marker format this code writes (and the newest it reads).
-MARKER_VERSION = 2
+# The marker format this code writes (and the newest it reads). 3: delta generations (issue 28).
+MARKER_VERSION = 3
 # Markers written before the version field existed.
 LEGACY_MARKER_VERSION = 1
 
@@ -113,6 +113,21 @@ class CommitMarker(BuildInfo):
     open_turns: int = 0
     # table -> compacted row group; tables absent here are read from the generation's own part
     location: dict[str, TableLocation] = Field(default_factory=dict)
+    # delta generations applied on top of ``generation`` (the base), oldest first (io/store/deltas.py)
+    deltas: list[str] = Field(default_factory=list)
+    # rows of the base generation and rows written or deleted by the deltas (the fold bound)
+    base_rows: int = 0
+    delta_rows: int = 0
+    # the generation whose segmenter resume point is current (None: the newest one that wrote one
+    # is the base)
+    segstate_generation: str | None = None
+    # stored turns the segmenter has not reached yet (appends whose segmentation and encoding are
+    # queued, build/incremental.py); they are searchable as raw turns meanwhile
+    unsegmented_turns: int = 0
+    # raised by every commit that changes the segmentation (segments, records, the resume point);
+    # not by queued appends or folds. A background encoding commits only if it is unchanged since
+    # the state it encoded from (build/incremental.py catch_up_async).
+    segmentation_epoch: int = 0
 
     @property
     def owner(self) -> str:
@@ -122,6 +137,11 @@ class CommitMarker(BuildInfo):
     def with_location(self, locations: dict[str, TableLocation]) -> "CommitMarker":
         """This marker with ``locations`` merged into :attr:`location` (compaction, erasure)."""
         return self.model_copy(update={"location": {**self.location, **locations}})
+
+    @property
+    def generations(self) -> list[str]:
+        """The base generation and its deltas, in the order readers apply them."""
+        return ([self.generation] if self.generation is not None else []) + list(self.deltas)
 
     def same_commit(self, other: "CommitMarker | None") -> bool:
         """True when ``other`` is this very commit (not one written since)."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -11,7 +12,8 @@ import pyarrow as pa
 
 from lychee_ray.core.records import ERROR_SCHEMA
 from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet
-from lychee_ray.io.store.index import read_index
+from lychee_ray.io.store.deltas import MergedTable, TableDelta, TableVectors, apply_delta, read_delta_manifest
+from lychee_ray.io.store.index import build_flat_index, read_index, stored_vectors
 from lychee_ray.config.store import StoreConfig
 from lychee_ray.io.store.marker import CommitMarker
 from lychee_ray.io.store.layout import NotAStoreError, StoreLayout, as_layout, conversation_key
@@ -20,7 +22,22 @@ from lychee_ray.io.store.tables import indexed_tables, table_names, table_spec, 
 
 def read_part(root: str | Path | StorePath | StoreLayout, table: str, marker: CommitMarker,
               columns: list[str] | None = None) -> pa.Table:
-    """One conversation's rows of ``table``: its own part, or its row group in a compacted file."""
+    """One conversation's rows of ``table`` as its commit stands: its base part (or its row group in
+    a compacted file) with the marker's delta generations applied (no vectors read)."""
+    layout = as_layout(root)
+    if not marker.deltas:
+        return read_base_part(layout, table, marker, columns)
+    cur = MergedTable(read_base_part(layout, table, marker))
+    for gen in marker.deltas:
+        d = read_delta(layout, marker.key, gen, [table], 0, vectors=False).get(table)
+        if d is not None:
+            cur = apply_delta(table, cur, d)
+    return cur.table.select(columns) if columns else cur.table
+
+
+def read_base_part(root: str | Path | StorePath | StoreLayout, table: str, marker: CommitMarker,
+                   columns: list[str] | None = None) -> pa.Table:
+    """The base generation's rows of ``table``: its own part, or its row group in a compacted file."""
     layout = as_layout(root)
     loc = marker.location.get(table)
     if loc is None:
@@ -57,12 +74,18 @@ def conversation_bytes(layout: StoreLayout, marker: CommitMarker, tables: Iterab
         else:
             p = layout.marker_part_path(t, marker)
             total += p.stat().st_size if p.exists() else 0
-    idx = layout.marker_index_dir(marker)
-    if idx.is_dir():
-        wanted = None if indexes is None else set(indexes)
-        for f in idx.iterdir():
-            if wanted is None or f.stem in wanted:
-                total += f.stat().st_size
+    names = set(table_names() if tables is None else tables)
+    for gen in marker.deltas:  # delta generations: their own parts
+        for t in names:
+            p = layout.part_path(t, marker.key, gen)
+            total += p.stat().st_size if p.exists() else 0
+    wanted = None if indexes is None else set(indexes)
+    for gen in marker.generations:
+        idx = layout.index_dir(marker.key, gen)
+        if idx.is_dir():
+            for f in idx.iterdir():
+                if (wanted is None and f.name != "delta.json") or (wanted is not None and f.stem in wanted):
+                    total += f.stat().st_size
     return total
 
 
@@ -78,6 +101,16 @@ class ConversationData:
     # ids.json: each indexed table's ids in row order, and the shared "dim"
     ids: dict[str, Any]
     marker: CommitMarker | None = None
+    # indexed tables' vectors by row, once read back from the indexes (merging deltas needs them)
+    vectors: dict[str, TableVectors] = field(default_factory=dict)
+
+    def table_vectors(self, name: str) -> TableVectors:
+        """An indexed table's vectors by row (read back from its index once, then kept)."""
+        v = self.vectors.get(name)
+        if v is None:
+            rows, vecs = stored_vectors(self.indexes[name])
+            v = self.vectors[name] = TableVectors(rows, vecs)
+        return v
 
     @property
     def records(self) -> pa.Table:
@@ -118,23 +151,82 @@ class ConversationData:
 
 
 def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMarker,
-                    tables: Iterable[str] | None = None) -> ConversationData:
-    """Read the generation ``marker`` names: ``tables`` (default: every registered table), every
-    vector index and ``ids.json``. The one place that opens a generation's files; the serving
-    reader (:meth:`MemoryStoreReader.load`) and incremental builds (build/stored.py) both use it.
-    OSError (or faiss's RuntimeError) when a file is gone, e.g. replaced by a newer commit."""
+                    tables: Iterable[str] | None = None, previous: ConversationData | None = None) -> ConversationData:
+    """Read the generations ``marker`` names: the base's ``tables`` (default: every registered
+    table), every vector index and ``ids.json``, then each delta generation applied in order
+    (io/store/deltas.py). The one place that opens a generation's files; the serving reader
+    (:meth:`MemoryStoreReader.load`) and incremental builds (build/stored.py) both use it.
+
+    ``previous``: data this process already loaded for an earlier commit of the conversation; when
+    ``marker`` only adds deltas to it, just those are read and applied (an append costs a reader
+    its delta, not the conversation). OSError (or faiss's RuntimeError) when a file is gone, e.g.
+    replaced by a newer commit."""
     layout = as_layout(root)
     names = table_names() if tables is None else tuple(tables)
+    if previous is not None and _extends(previous, marker, names):
+        data, todo = previous, marker.deltas[len(previous.marker.deltas):]  # type: ignore[union-attr]
+    else:
+        data, todo = _read_base(layout, marker, names), marker.deltas
+    if not todo:
+        return data if data.marker is marker else dataclasses.replace(data, marker=marker)
+    dim = data.dim
+    merged = {n: MergedTable(data.tables[n], data.table_vectors(n) if n in data.indexes else None) for n in names}
+    for gen in todo:
+        for name, delta in read_delta(layout, marker.key, gen, names, dim).items():
+            merged[name] = apply_delta(name, merged[name], delta)
+    out_tables = {n: m.table for n, m in merged.items()}
+    vectors = {n: m.vectors for n, m in merged.items() if m.vectors is not None}
+    indexes = {n: build_flat_index(v.vectors, dim, v.rows.tolist()) for n, v in vectors.items()}
+    ids: dict[str, Any] = {"dim": dim}
+    for s in indexed_tables():
+        if s.name in out_tables:
+            ids[s.name] = out_tables[s.name].column(s.index.id_column).to_pylist()  # type: ignore[union-attr]
+    return ConversationData(conversation_id=marker.conversation_id, user_id=marker.owner, tables=out_tables,
+                            indexes=indexes, ids=ids, marker=marker, vectors=vectors)
+
+
+def _extends(previous: ConversationData, marker: CommitMarker, names: tuple[str, ...]) -> bool:
+    """True when ``marker`` is ``previous``'s commit plus deltas (same base, same compaction)."""
+    old = previous.marker
+    return (old is not None and old.key == marker.key and old.generation == marker.generation
+            and old.location == marker.location and marker.deltas[: len(old.deltas)] == old.deltas
+            and all(n in previous.tables for n in names))
+
+
+def _read_base(layout: StoreLayout, marker: CommitMarker, names: tuple[str, ...]) -> ConversationData:
     idx_dir = layout.marker_index_dir(marker)
     ids = json.loads(layout.ids_file(idx_dir).read_text(encoding="utf-8"))
     return ConversationData(
         conversation_id=marker.conversation_id,
         user_id=marker.owner,
-        tables={name: read_part(layout, name, marker) for name in names},
+        tables={name: read_base_part(layout, name, marker) for name in names},
         indexes={s.name: read_index(layout.index_file(idx_dir, s.name)) for s in indexed_tables()},
         ids=ids,
         marker=marker,
     )
+
+
+def read_delta(layout: StoreLayout, key: str, generation: str, names: Iterable[str], dim: int,
+               vectors: bool = True) -> dict[str, TableDelta]:
+    """The changes one delta generation makes to ``names`` (tables it has no part for: deletes
+    only); ``vectors`` False skips reading its indexes."""
+    idx_dir = layout.index_dir(key, generation)
+    doc = read_delta_manifest(idx_dir)
+    out: dict[str, TableDelta] = {}
+    for name in names:
+        n_rows = int(doc["tables"].get(name, 0))
+        deletes = list(doc.get("deletes", {}).get(name, []))
+        if not n_rows and not deletes:
+            continue
+        spec = table_spec(name)
+        upserts = read_parquet(layout.part_path(name, key, generation)) if n_rows else (
+            spec.schema.empty_table() if spec.schema is not None else pa.table({}))
+        vecs = None
+        if vectors and spec.index is not None and n_rows:
+            rows, v = stored_vectors(read_index(layout.index_file(idx_dir, name)))
+            vecs = TableVectors(rows, v.reshape(-1, dim) if dim else v)
+        out[name] = TableDelta(upserts, vecs, deletes)
+    return out
 
 
 class MemoryStoreReader:
@@ -179,20 +271,21 @@ class MemoryStoreReader:
     def conversation_ids(self) -> list[str]:
         return sorted(self.markers)
 
-    def load(self, conversation_id: str) -> ConversationData:
+    def load(self, conversation_id: str, previous: ConversationData | None = None) -> ConversationData:
         """Open one conversation's tables and indexes; KeyError when it is not committed.
 
         Everything comes from the generation one marker names. When a file of it is gone (a newer
         commit replaced that generation after this reader read the marker), the marker is read
         again and the load repeated on the newer generation; a file missing from the current
-        generation is an error.
+        generation is an error. ``previous``: this conversation as loaded before (see
+        :func:`load_generation`: only deltas committed since are read).
         """
         m = self.markers.get(conversation_id)
         if m is None:
             raise KeyError(conversation_id)
         while True:
             try:
-                return self._load(conversation_id, m)
+                return self._load(conversation_id, m, previous)
             except (OSError, RuntimeError):  # RuntimeError: faiss cannot open a missing index file
                 fresh = self.layout.read_marker(m.key)
                 if fresh is None or m.same_commit(fresh):
@@ -200,12 +293,13 @@ class MemoryStoreReader:
                 self.markers = {**self.markers, conversation_id: fresh}
                 m = fresh
 
-    def _load(self, conversation_id: str, m: CommitMarker) -> ConversationData:
-        return self.load_generation(m, [s.name for s in table_specs() if s.serving])
+    def _load(self, conversation_id: str, m: CommitMarker, previous: ConversationData | None = None) -> ConversationData:
+        return self.load_generation(m, [s.name for s in table_specs() if s.serving], previous)
 
-    def load_generation(self, marker: CommitMarker, tables: Iterable[str] | None = None) -> ConversationData:
+    def load_generation(self, marker: CommitMarker, tables: Iterable[str] | None = None,
+                        previous: ConversationData | None = None) -> ConversationData:
         """The generation ``marker`` names (:func:`load_generation`), without the retry of :meth:`load`."""
-        return load_generation(self.layout, marker, tables)
+        return load_generation(self.layout, marker, tables, previous)
 
     def read_table(self, name: str) -> pa.Table:
         """A whole table across visible conversations (for reports and checks, not for serving)."""

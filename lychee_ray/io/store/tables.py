@@ -52,16 +52,23 @@ class TableSpec:
     index: VectorIndex | None = None
     # loaded by MemoryStoreReader.load for serving (usage accounting is not: it only grows the cache)
     serving: bool = True
+    # the column a delta generation upserts and deletes rows by (io/store/deltas.py); None: rows
+    # are only ever added (a delta's rows follow the earlier ones)
+    key: str | None = None
+    # columns whose order merged rows are put back in (the order the build writes them in); ()
+    # = replaced rows keep their place and new rows follow, which already is the build's order
+    sort: tuple[str, ...] = ()
 
 
 _CORE = (
     TableSpec("records", RECORD_SCHEMA, lambda a: records_table(a.records),
-              VectorIndex("record_id", lambda a: a.record_vectors)),
+              VectorIndex("record_id", lambda a: a.record_vectors), key="record_id"),
     TableSpec("nodes", NODE_SCHEMA, lambda a: nodes_table(a.nodes),
-              VectorIndex("node_id", lambda a: a.node_vectors, lambda a: a.node_vector_rows)),
+              VectorIndex("node_id", lambda a: a.node_vectors, lambda a: a.node_vector_rows), key="node_id",
+              sort=("kind", "key")),
     TableSpec("turns", TURN_SCHEMA, lambda a: a.turns.cast(TURN_SCHEMA),
-              VectorIndex("turn_id", lambda a: a.turn_vectors)),
-    TableSpec("segments", SEGMENT_SCHEMA, lambda a: segments_table(a.segments)),
+              VectorIndex("turn_id", lambda a: a.turn_vectors), key="turn_id"),
+    TableSpec("segments", SEGMENT_SCHEMA, lambda a: segments_table(a.segments), key="segment_id"),
     # kept as the ledger wrote it (older stores' usage parts may lack newer columns)
     TableSpec("usage", None, lambda a: a.usage, serving=False),
 )

@@ -22,6 +22,7 @@ from lychee_ray.core.records import (
     SegmentRow,
 )
 from lychee_ray.io.store.fs import AnyPath, StorePath, create_exclusive, remove_tree, write_parquet
+from lychee_ray.io.store.deltas import ConversationDelta, TableDelta, TableVectors, write_delta_manifest
 from lychee_ray.io.store.index import build_flat_index, write_index
 from lychee_ray.io.store.layout import (
     LEGACY_STORE_VERSION,
@@ -30,6 +31,7 @@ from lychee_ray.io.store.layout import (
     as_layout,
     atomic_write_text,
     conversation_key,
+    generation_seq,
     new_generation,
 )
 from lychee_ray.io.store.locks import conversation_write_lock
@@ -49,13 +51,16 @@ def turn_identity(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(row.get(c) for c in TURN_IDENTITY)
 
 
-def turns_digest(turns: pa.Table) -> str:
-    """SHA-256 over the identity columns of a conversation's turns, in order (saved in the marker)."""
-    h = hashlib.sha256()
+def turns_digest(turns: pa.Table, previous: str | None = None) -> str:
+    """SHA-256 hash chain over the identity columns of a conversation's turns, in order (saved in
+    the marker): each turn's link hashes the previous link with the turn, so an append continues
+    the chain from the stored digest (``previous``) over its new turns alone, and any split of the
+    same turns into appends gives the digest one build of them gives."""
+    link = previous or ""
     for row in turns.select(list(TURN_IDENTITY)).to_pylist():
-        h.update(json.dumps(turn_identity(row), ensure_ascii=False).encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()
+        payload = json.dumps(turn_identity(row), ensure_ascii=False)
+        link = hashlib.sha256(f"{link}\n{payload}".encode("utf-8")).hexdigest()
+    return link
 
 
 @dataclass
@@ -95,6 +100,58 @@ class ConversationArtifacts:
     def open_turns(self) -> int:
         """Turns no segment covers yet: the open tail an append left (docs/incremental.md)."""
         return self.turns.num_rows - len({t for s in self.segments for t in s.turn_ids})
+
+
+def artifacts_delta(previous: Any, art: ConversationArtifacts, unsegmented_turns: int = 0) -> ConversationDelta:
+    """What a commit of ``art`` changes against ``previous`` (the conversation's committed
+    :class:`~lychee_ray.io.store.reader.ConversationData`, every table loaded), as a delta: per
+    keyed table the rows new or different and the keys gone, for keyless tables the rows past the
+    stored ones; vectors for the upserted rows of indexed tables."""
+    dim = int(art.turn_vectors.shape[1]) if art.turn_vectors.ndim == 2 else previous.dim
+    tables: dict[str, TableDelta] = {}
+    for spec in table_specs():
+        new = spec.fill(art)
+        old = previous.tables[spec.name]
+        if spec.key is None:
+            picked = list(range(old.num_rows, new.num_rows))
+            deletes: list[str] = []
+        else:
+            # rows an increment changes sit mostly at the end (a tail segment, its records): the
+            # equal prefix is found by a C++ comparison, and only the rest compared row by row
+            k = _equal_prefix(old, new)
+            before = dict(zip(old.column(spec.key).to_pylist()[k:], old.slice(k).to_pylist()))
+            rows = new.slice(k).to_pylist()
+            picked = [k + i for i, r in enumerate(rows) if before.get(r[spec.key]) != r]
+            keep = set(new.column(spec.key).to_pylist()[k:])
+            deletes = [key for key in before if key not in keep]
+        if not picked and not deletes:
+            continue
+        up = new.take(pa.array(picked, type=pa.int64())) if picked else new.slice(0, 0)
+        vecs = None
+        if spec.index is not None and picked:
+            all_vecs = np.asarray(spec.index.vectors(art), dtype=np.float32).reshape(-1, dim)
+            vrows = spec.index.rows(art)
+            where = {r: i for i, r in enumerate(range(new.num_rows) if vrows is None else vrows)}
+            have = [(j, where[r]) for j, r in enumerate(picked) if r in where]
+            vecs = TableVectors(np.asarray([j for j, _ in have], dtype=np.int64),
+                                all_vecs[[i for _, i in have]] if have else np.zeros((0, dim), np.float32))
+        tables[spec.name] = TableDelta(up, vecs, deletes)
+    return ConversationDelta(conversation_id=art.conversation_id, user_id=art.user_id, fingerprint=art.fingerprint,
+                             tables=tables, counts=art.counts(), open_turns=art.open_turns(), info=art.info, dim=dim,
+                             segstate=art.segstate, unsegmented_turns=unsegmented_turns)
+
+
+def _equal_prefix(a: pa.Table, b: pa.Table) -> int:
+    """The number of leading rows two tables (same schema) have equal (binary search: a prefix
+    that is equal has every shorter prefix equal)."""
+    lo, hi = 0, min(a.num_rows, b.num_rows)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a.slice(0, mid).equals(b.slice(0, mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class MemoryStoreWriter:
@@ -188,20 +245,139 @@ class MemoryStoreWriter:
             committed_at=datetime.now(timezone.utc).isoformat(),
             counts=art.counts(),
             open_turns=art.open_turns(),
+            base_rows=sum(t.num_rows for t in tables.values()),
+            segmentation_epoch=previous.segmentation_epoch + 1 if previous is not None else 0,
             **art.info.model_dump(),
         )
         self.layout.write_marker(marker)
         self.remove_old_generations(key, keep=gen)
         return marker
 
-    def remove_old_generations(self, key: str, keep: str | None) -> int:
-        """Delete every generation of ``key`` but ``keep`` (the caller holds its write lock, so no
+    def commit_delta(self, delta: ConversationDelta, *, locked: bool = False) -> CommitMarker:
+        """Publish ``delta`` as a delta generation on top of the conversation's current commit
+        (io/store/deltas.py); same protocol as :meth:`commit`: its files, then the marker naming
+        base + deltas. The conversation must be committed (a delta needs a base)."""
+        if not locked:
+            with conversation_write_lock(self.layout, delta.conversation_id):
+                return self.commit_delta(delta, locked=True)
+        key = conversation_key(delta.conversation_id)
+        previous = self.layout.read_marker(key)
+        if previous is None or previous.generation is None:
+            raise ValueError(f"conversation {delta.conversation_id!r}: a delta needs a committed base generation")
+        gen = self._next_generation(previous)
+        try:
+            index_dir = self.layout.index_dir(key, gen)
+            if not self.layout.remote:
+                index_dir.mkdir(parents=True, exist_ok=True)
+            by_name = {s.name: s for s in table_specs()}
+            for name, td in delta.tables.items():
+                spec = by_name[name]
+                if spec.index is not None and td.upserts.num_rows:
+                    v = td.vectors
+                    vecs, rows = (v.vectors, v.rows.tolist()) if v is not None else (np.zeros((0, delta.dim), np.float32), [])
+                    write_index(build_flat_index(vecs, delta.dim, rows), StoreLayout.index_file(index_dir, name))
+            write_delta_manifest(index_dir, delta.tables, delta.dim)
+            for name, td in delta.tables.items():
+                if td.upserts.num_rows:
+                    schema = by_name[name].schema
+                    write_parquet(td.upserts.cast(schema) if schema is not None else td.upserts,
+                                  self.layout.part_path(name, key, gen))
+            if delta.segstate is not None:
+                path = self.layout.segstate_path(key, gen)
+                if not self.layout.remote:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(delta.segstate), encoding="utf-8")
+        except BaseException:
+            for path in self.layout.generation_paths(key, complete=False).get(gen, []):
+                remove_tree(path)
+            raise
+        marker = previous.model_copy(update={
+            **{k: getattr(delta.info, k) for k in BuildInfo.model_fields},
+            "version": MARKER_VERSION,
+            "user_id": delta.user_id,
+            "fingerprint": delta.fingerprint,
+            "committed_at": datetime.now(timezone.utc).isoformat(),
+            "counts": delta.counts,
+            "open_turns": delta.open_turns,
+            "deltas": [*previous.deltas, gen],
+            "delta_rows": previous.delta_rows + delta.rows,
+            "segstate_generation": gen if delta.segstate is not None else previous.segstate_generation,
+            "unsegmented_turns": delta.unsegmented_turns,
+            "segmentation_epoch": previous.segmentation_epoch + (delta.segstate is not None),
+        })
+        # nothing earlier became garbage (base and deltas are all still named); a crashed writer's
+        # leftovers go with the next fold or full commit, or the garbage sweep
+        self.layout.write_marker(marker)
+        return marker
+
+    def needs_fold(self, marker: CommitMarker) -> bool:
+        """True when the marker's deltas passed the fold bound (``store.delta_max_count`` deltas, or
+        more delta rows than ``store.delta_fold_ratio`` x the base's and ``store.delta_fold_min_rows``)."""
+        st = self.layout.settings
+        return bool(marker.deltas) and (
+            len(marker.deltas) >= st.delta_max_count
+            or marker.delta_rows > max(st.delta_fold_ratio * marker.base_rows, st.delta_fold_min_rows))
+
+    def fold(self, conversation_id: str, *, locked: bool = False) -> CommitMarker | None:
+        """Rewrite a conversation's base + deltas as one new base generation (the merged tables and
+        vectors, written whole); the marker naming it is written last, then the old generations go.
+        Returns the new marker (the current one when there was nothing to fold; None: not committed)."""
+        if not locked:
+            with conversation_write_lock(self.layout, conversation_id):
+                return self.fold(conversation_id, locked=True)
+        from lychee_ray.io.store.reader import load_generation, read_segstate  # the reader imports this module
+
+        key = conversation_key(conversation_id)
+        m = self.layout.read_marker(key)
+        if m is None or not m.deltas:
+            return m
+        data = load_generation(self.layout, m)
+        segstate = read_segstate(self.layout, m)
+        gen = self._next_generation(m)
+        try:
+            index_dir = self.layout.index_dir(key, gen)
+            if not self.layout.remote:
+                index_dir.mkdir(parents=True, exist_ok=True)
+            for spec in indexed_tables():
+                write_index(data.indexes[spec.name], StoreLayout.index_file(index_dir, spec.name))
+            StoreLayout.ids_file(index_dir).write_text(
+                json.dumps({"dim": data.dim, **{s.name: data.ids[s.name] for s in indexed_tables()}}), encoding="utf-8")
+            for name, table in data.tables.items():
+                write_parquet(table, self.layout.part_path(name, key, gen))
+            if segstate is not None:
+                path = self.layout.segstate_path(key, gen)
+                if not self.layout.remote:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(segstate), encoding="utf-8")
+        except BaseException:
+            for path in self.layout.generation_paths(key, complete=False).get(gen, []):
+                remove_tree(path)
+            raise
+        marker = m.model_copy(update={
+            "generation": gen, "deltas": [], "location": {}, "segstate_generation": None, "delta_rows": 0,
+            "base_rows": sum(t.num_rows for t in data.tables.values()),
+            "committed_at": datetime.now(timezone.utc).isoformat(),
+        })
+        self.layout.write_marker(marker)
+        self.remove_old_generations(key, keep=gen)
+        return marker
+
+    @staticmethod
+    def _next_generation(previous: CommitMarker) -> str:
+        """A generation name after every generation ``previous`` names (its base and deltas)."""
+        newest = max(previous.generations, key=generation_seq)
+        return new_generation(previous.model_copy(update={"generation": newest}))
+
+    def remove_old_generations(self, key: str, keep: str | set[str] | None) -> int:
+        """Delete every generation of ``key`` but ``keep`` (one, or a marker's base and deltas; the
+        caller holds its write lock, so no
         other commit of it is being written); returns the number of paths removed. Generations are
         found through the conversation's own index directory, so the cost does not grow with the
         store (``generation_paths(complete=False)``; the garbage sweep takes what that misses)."""
         n = 0
+        kept = keep if isinstance(keep, set) else {keep}
         for gen, paths in self.layout.generation_paths(key, complete=False).items():
-            if gen == keep:
+            if gen in kept:
                 continue
             for path in paths:
                 remove_tree(path)

@@ -1,0 +1,283 @@
+"""Queued appends and their background catch-up (issue 28; docs/incremental.md "Delta
+generations and queued appends").
+
+* :func:`append_turns_queued`: store an append's turns now (one delta generation: their rows and
+  vectors) and leave segmentation and encoding to later; its cost does not grow with the
+  conversation (the stored turns are known from :class:`~lychee_ray.build.turn_log.StoredCache`).
+* :func:`catch_up_async`: that later — segment every unsegmented turn from the saved resume point
+  and encode what closes, holding the write lock only to commit, so appends go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pydantic import ValidationError
+
+from lychee_ray.build.append_types import (
+    AppendRequest,
+    AppendResult,
+    AppendTurn,
+    ConfigMismatch,
+    ConversationBusy,
+    HistoryConflict,
+    InvalidTurns,
+    OwnerMismatch,
+    UnknownConversationError,
+)
+from lychee_ray.build.incremental import (
+    DEFAULT_SESSION_ID,
+    Increment,
+    _differences,
+    _invalid,
+    async_write_lock,
+    extend_conversation,
+)
+from lychee_ray.build.pipeline import BuildContext
+from lychee_ray.build.segment import turn_embedding_text
+from lychee_ray.build.stored import StoredConversation, load_stored
+from lychee_ray.build.turn_log import StoredCache, TurnLog
+from lychee_ray.core.conversation import TURN_SCHEMA, Session, Turn
+from lychee_ray.io.store import MemoryStoreWriter, StoreLayout
+from lychee_ray.io.store.deltas import ConversationDelta, TableDelta, TableVectors
+from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, LastIncrement
+from lychee_ray.io.store.writer import artifacts_delta, turns_digest
+
+
+async def append_turns_queued(
+    root: str | Path, request: AppendRequest, ctx: BuildContext, cache: StoredCache, *,
+    lock_timeout_s: float | None = None,
+) -> AppendResult | None:
+    """Store an append's new turns now and leave their segmentation and encoding to later: one
+    delta generation with the turn rows and their vectors (searchable as raw turns on the next
+    read), the marker counting them as ``unsegmented_turns``. Costs the new turns only — the stored
+    ones are known from ``cache`` (:class:`StoredCache`, refreshed by delta) — so it does not grow
+    with the conversation.
+
+    The queued work is whatever the next :func:`append_turns_async` of the conversation does first
+    (a background catch-up, the next synchronous append, a flush): segment from the saved resume
+    point over every unsegmented turn and encode what closes — exactly what one append of all
+    those turns would have done, so nothing is lost if this process dies before it runs.
+
+    Returns None when this call cannot queue (the conversation is not stored yet, ``flush`` was
+    asked for, or its stored settings differ): the caller runs :func:`append_turns_async`. Raises
+    the same typed errors as it, without writing anything.
+    """
+    t0 = time.perf_counter()
+    bc, cid = ctx.cfg.build, request.conversation_id
+    if request.flush:
+        return None
+    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    async with async_write_lock(writer.layout, cid, bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
+                                bc.append_lock_poll_s):
+        t_lock = time.perf_counter()
+        marker = writer.current_marker(cid)
+        if marker is None or marker.generation is None or marker.fingerprint != ctx.fingerprint:
+            return None
+        user = marker.owner
+        if request.user_id is not None and request.user_id != user:
+            raise OwnerMismatch(cid, user, request.user_id)
+        log = await asyncio.to_thread(cache.turn_log, writer.layout, marker)
+        rows, turns, dups = new_turn_rows(log, request, user)
+        timings = {"lock": (t_lock - t0) * 1e3, "read": (time.perf_counter() - t_lock) * 1e3}
+        committed = None
+        if rows:
+            max_chars = ctx.cfg.segmenter.max_turn_chars
+            t_embed = time.perf_counter()
+            vecs = np.asarray(await ctx.embed([turn_embedding_text(t, max_chars) for t in turns]), dtype=np.float32)
+            timings["embed"] = (time.perf_counter() - t_embed) * 1e3
+            table = pa.Table.from_pylist(rows, schema=TURN_SCHEMA)
+            info = {k: getattr(marker, k) for k in BuildInfo.model_fields}
+            info.update(turns_digest=turns_digest(table, marker.turns_digest) if marker.turns_digest else None,
+                        last_increment=LastIncrement(turns_added=len(rows), segments_encoded=0))
+            counts = marker.counts.model_copy(update={"turns": marker.counts.turns + len(rows)})
+            delta = ConversationDelta(
+                conversation_id=cid, user_id=user, fingerprint=ctx.fingerprint,
+                tables={"turns": TableDelta(table, TableVectors.of(vecs, None, ctx.embed_dim))},
+                counts=counts, open_turns=marker.open_turns + len(rows), info=BuildInfo(**info), dim=ctx.embed_dim,
+                unsegmented_turns=marker.unsegmented_turns + len(rows))
+            t_commit = time.perf_counter()
+            committed = await asyncio.to_thread(writer.commit_delta, delta, locked=True)
+            timings["commit"] = (time.perf_counter() - t_commit) * 1e3
+            log.marker = committed
+            log.add(rows)
+            cache.put(log)
+        timings["build"] = (time.perf_counter() - t_lock) * 1e3
+    timings["total"] = (time.perf_counter() - t0) * 1e3
+    return AppendResult(
+        conversation_id=cid, user_id=user, created=False, stored_turn_ids=[r["turn_id"] for r in rows],
+        duplicate_turn_ids=dups, segments_encoded=[], records_written=0, open_turn_ids=log.waiting_turn_ids(),
+        generation=committed.deltas[-1] if committed else None, committed_at=committed.committed_at if committed else None,
+        encode_queued=bool(committed is not None or marker.unsegmented_turns),
+        timings_ms={k: round(v, 3) for k, v in timings.items()},
+    )
+
+
+def new_turn_rows(log: TurnLog, request: AppendRequest, user_id: str) -> tuple[list[dict[str, Any]], list[Turn], list[str]]:
+    """:func:`merge_turns` against a :class:`TurnLog`: the new turns as turns-table rows (numbered
+    after the stored ones) and as :class:`Turn` objects, and the duplicates. Same checks, same
+    errors: a changed stored turn, a session that is not the last one, an invalid field."""
+    cid = request.conversation_id
+    sessions = list(log.sessions)
+    known_sessions = set(sessions)
+    started = log.session_started_at
+    in_last = log.last_session_turns
+    seen: dict[str, AppendTurn] = {}
+    rows: list[dict[str, Any]] = []
+    turns: list[Turn] = []
+    dups: list[str] = []
+    for t in request.turns:
+        if t.turn_id in seen:
+            if seen[t.turn_id] != t:
+                raise InvalidTurns(cid, f"turn {t.turn_id!r} appears twice in the request with different content",
+                                   turn_id=t.turn_id, field="turn_id")
+            continue
+        seen[t.turn_id] = t
+        row = log.rows.get(t.turn_id)
+        if row is not None:
+            diff = _differences(row, t)
+            if diff:
+                raise HistoryConflict("changed", cid, t.turn_id, "fields " + ", ".join(diff))
+            dups.append(t.turn_id)
+            continue
+        sid = t.session_id or (sessions[-1] if sessions else DEFAULT_SESSION_ID)
+        if not sessions or sid != sessions[-1]:
+            if sid in known_sessions:
+                raise HistoryConflict("reordered", cid, t.turn_id, f"session {sid!r} is not the conversation's last session")
+            try:
+                started = Session(session_id=sid, started_at=t.session_started_at or t.timestamp).started_at
+            except ValidationError as e:
+                raise _invalid(cid, e, t.turn_id) from None
+            sessions.append(sid)
+            known_sessions.add(sid)
+            in_last = 0
+        try:
+            turn = Turn(turn_id=t.turn_id, role=t.role, speaker=t.speaker, content=t.content, timestamp=t.timestamp,
+                        meta=t.meta)
+        except ValidationError as e:
+            raise _invalid(cid, e, t.turn_id) from None
+        rows.append({"conversation_id": cid, "user_id": user_id, "session_id": sid, "session_index": len(sessions) - 1,
+                     "turn_index": in_last, "turn_id": turn.turn_id, "role": turn.role, "speaker": turn.speaker,
+                     "content": turn.content, "timestamp": turn.timestamp, "session_started_at": started,
+                     "meta": json.dumps(turn.meta, sort_keys=True) if turn.meta else None})
+        turns.append(turn)
+        in_last += 1
+    return rows, turns, dups
+
+
+async def catch_up_async(
+    root: str | Path, request: AppendRequest, ctx: BuildContext, *, cache: StoredCache | None = None,
+    fold: bool = True, lock_timeout_s: float | None = None,
+) -> AppendResult:
+    """Segment and encode the turns queued appends stored (an append of no turns, not a flush)
+    *without holding the write lock while it works*, so appends of the conversation go on meanwhile.
+
+    Under the conversation's encode lock (one encoding at a time): read the committed state, segment
+    from its resume point and encode what closes, then take the write lock only to commit — a delta
+    of the segments, records and nodes — provided no other commit changed the segmentation since
+    (``segmentation_epoch``; turns queued in between are fine: they stay queued, and the loop goes
+    on while any are left). Otherwise it starts over from the newer state, at most
+    ``build.catch_up_attempts`` times. Returns what the last round did."""
+    t0 = time.perf_counter()
+    bc, cid = ctx.cfg.build, request.conversation_id
+    timeout = bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    layout = writer.layout
+    encoded: list[str] = []
+    failed: list[str] = []
+    written = removed = 0
+    committed: CommitMarker | None = None
+    marker: CommitMarker | None = None
+    open_ids: list[str] = []
+    attempts = 0
+    async with async_write_lock(layout, cid, timeout, bc.append_lock_poll_s, "encode"):
+        while True:
+            marker = writer.commit_marker(cid)
+            if marker is None:
+                raise UnknownConversationError(cid)
+            if marker.version < MARKER_VERSION:  # an older marker is migrated under the write lock first
+                async with async_write_lock(layout, cid, timeout, bc.append_lock_poll_s):
+                    marker = writer.current_marker(cid)
+                continue
+            if request.user_id is not None and request.user_id != marker.owner:
+                raise OwnerMismatch(cid, marker.owner, request.user_id)
+            if marker.fingerprint != ctx.fingerprint:
+                raise ConfigMismatch(cid, str(marker.fingerprint), ctx.fingerprint)
+            if not marker.unsegmented_turns:
+                break
+            attempts += 1
+            try:
+                previous = cache.data(marker.key) if cache is not None else None
+                stored = await asyncio.to_thread(load_stored, layout, marker, previous)
+            except (OSError, RuntimeError):  # a fold or erasure replaced those files meanwhile: read again
+                if attempts >= bc.catch_up_attempts:
+                    raise
+                continue
+            if cache is not None and stored.data is not None:
+                cache.put_data(marker.key, stored.data)
+            conv = stored.conversation()
+            inc = await extend_conversation(stored, conv, ctx, finish=False, ledger_start=len(ctx.ledger))
+            if inc.artifacts is None:
+                break
+            async with async_write_lock(layout, cid, timeout, bc.append_lock_poll_s):
+                current = writer.commit_marker(cid)
+                if current is None:
+                    raise UnknownConversationError(cid)  # erased while it encoded: nothing to write back
+                added = current.counts.turns - marker.counts.turns
+                if current.segmentation_epoch != marker.segmentation_epoch or (inc.rebuilt is not None and added):
+                    if attempts >= bc.catch_up_attempts:
+                        raise ConversationBusy(cid, time.perf_counter() - t0)
+                    continue  # another commit changed the segmentation: start over from it
+                committed = await asyncio.to_thread(_commit_caught_up, writer, stored, inc, current, added, fold)
+            encoded += inc.encoded
+            failed += inc.failed
+            written += inc.records_written
+            removed += inc.records_removed
+            open_ids = inc.open_turn_ids
+            break  # turns queued meanwhile: their own appends queued another round
+    last = committed or marker
+    timings = {"total": round((time.perf_counter() - t0) * 1e3, 3)}
+    if committed is None and marker is not None:
+        open_ids = marker_open_turns(layout, marker, cache)
+    return AppendResult(
+        conversation_id=cid, user_id=last.owner if last else cid, created=False, stored_turn_ids=[],
+        duplicate_turn_ids=[], segments_encoded=encoded, segments_failed=failed, records_written=written,
+        records_removed=removed, open_turn_ids=open_ids,
+        generation=committed.generations[-1] if committed else None,
+        committed_at=committed.committed_at if committed else None, timings_ms=timings,
+        encode_queued=bool(committed is not None and committed.unsegmented_turns))
+
+
+def marker_open_turns(layout: StoreLayout, marker: CommitMarker, cache: StoredCache | None) -> list[str]:
+    """Ids of the turns no segment covers in ``marker``'s commit (its last ``open_turns`` turns)."""
+    if not marker.open_turns:
+        return []
+    log = (cache or StoredCache(1)).turn_log(layout, marker)
+    return log.waiting_turn_ids()
+
+
+def _commit_caught_up(writer: MemoryStoreWriter, stored: StoredConversation, inc: Increment, current: CommitMarker,
+                      added: int, fold: bool) -> CommitMarker:
+    """Commit a background encoding on top of ``current`` (which may hold ``added`` turns queued
+    since the state it encoded from: they stay queued, open and counted)."""
+    if inc.rebuilt is not None:  # re-segmented from scratch (and no turn came in meanwhile)
+        return writer.commit(inc.artifacts, locked=True)
+    delta = artifacts_delta(stored.data, inc.artifacts)
+    delta.counts = delta.counts.model_copy(update={"turns": current.counts.turns})
+    delta.open_turns += added
+    delta.unsegmented_turns = added
+    if added:  # the turns' digest chain already runs over the turns queued since
+        delta.info = delta.info.model_copy(update={"turns_digest": current.turns_digest})
+    marker = writer.commit_delta(delta, locked=True)
+    if fold and writer.needs_fold(marker):
+        marker = writer.fold(marker.conversation_id, locked=True) or marker
+    return marker
+
+
+__all__ = ["append_turns_queued", "catch_up_async", "marker_open_turns", "new_turn_rows"]

@@ -1,0 +1,175 @@
+"""Delta generations: a commit that writes only what changed (issue 28; docs/architecture.md).
+
+A conversation's commit marker names a *base* generation (every table, written whole) and, after
+it, zero or more *delta* generations, oldest first. A delta holds, per table, the rows that are new
+or replaced (upserted by the table's key column, :attr:`TableSpec.key`), the ids it deletes, and
+the vectors of its upserted rows; keyless tables (usage) only grow. So an append that adds one turn
+writes one turn row, one vector and the segmenter's resume point — not the conversation.
+
+Files of a delta generation sit where a base generation's would (``<table>/<key>.<gen>.parquet``,
+``index/<key>/<gen>/``, ``segstate/<key>.<gen>.json``), plus ``index/<key>/<gen>/delta.json``
+naming the tables it has parts for and its deletes. The commit protocol is unchanged: files first,
+marker last; a reader that read a marker reads exactly its base and deltas.
+
+Readers merge base + deltas in order (:func:`apply_delta`): a replaced row keeps its position, new
+rows follow, deleted rows go, and a table with :attr:`TableSpec.sort` is re-sorted, so the merged
+tables are the ones a full rewrite would hold. When the deltas pass a bound
+(``store.delta_max_count``, or ``store.delta_fold_ratio`` × the base's rows) the writer *folds*
+them: the merged state becomes a new base generation (:meth:`MemoryStoreWriter.fold`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lychee_ray.io.store.fs import AnyPath
+from lychee_ray.io.store.tables import table_spec
+
+
+@dataclass
+class TableVectors:
+    """A table's vectors: ``rows[i]`` is the table row ``vectors[i]`` belongs to (rows without a
+    vector, e.g. small nodes, have none)."""
+
+    rows: np.ndarray  # int64, (k,)
+    vectors: np.ndarray  # float32, (k, dim)
+
+    @classmethod
+    def empty(cls, dim: int) -> "TableVectors":
+        return cls(np.zeros(0, dtype=np.int64), np.zeros((0, dim), dtype=np.float32))
+
+    @classmethod
+    def of(cls, vectors: np.ndarray, rows: list[int] | None, dim: int) -> "TableVectors":
+        v = np.asarray(vectors, dtype=np.float32).reshape(-1, dim) if dim else np.zeros((len(vectors), 0), np.float32)
+        r = np.arange(len(v), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        return cls(r, v)
+
+
+@dataclass
+class TableDelta:
+    """One table's change: ``upserts`` (rows new or replacing the row of the same key), their
+    ``vectors`` (indexed tables; rows = positions in ``upserts``) and the keys ``deletes`` removes."""
+
+    upserts: pa.Table
+    vectors: TableVectors | None = None
+    deletes: list[str] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return self.upserts.num_rows + len(self.deletes)
+
+
+@dataclass
+class ConversationDelta:
+    """What one increment of a conversation writes (:meth:`MemoryStoreWriter.commit_delta`).
+
+    ``counts`` / ``open_turns`` / ``info`` describe the conversation *after* the delta (they go into
+    the marker as a full commit's would); ``segstate`` None keeps the previous resume point."""
+
+    conversation_id: str
+    user_id: str
+    fingerprint: str
+    tables: dict[str, TableDelta]
+    counts: Any  # MarkerCounts
+    open_turns: int
+    info: Any  # BuildInfo
+    dim: int
+    segstate: dict[str, Any] | None = None
+    unsegmented_turns: int = 0
+
+    @property
+    def rows(self) -> int:
+        """Rows written or deleted across tables (the fold bound counts these)."""
+        return sum(t.rows for t in self.tables.values())
+
+
+def delta_file(index_dir: AnyPath) -> AnyPath:
+    """``delta.json`` of a delta generation's index directory (absent in a base generation)."""
+    return index_dir / "delta.json"
+
+
+def write_delta_manifest(index_dir: AnyPath, tables: dict[str, TableDelta], dim: int) -> None:
+    """Which tables the delta has parts for (by row count) and what it deletes."""
+    doc = {"dim": dim, "tables": {n: t.upserts.num_rows for n, t in tables.items()},
+           "deletes": {n: list(t.deletes) for n, t in tables.items() if t.deletes}}
+    delta_file(index_dir).write_text(json.dumps(doc), encoding="utf-8")
+
+
+def read_delta_manifest(index_dir: AnyPath) -> dict[str, Any]:
+    """The ``delta.json`` of a delta generation (FileNotFoundError when it is gone)."""
+    return json.loads(delta_file(index_dir).read_text(encoding="utf-8"))
+
+
+@dataclass
+class MergedTable:
+    """A table as merged so far, with its vectors (None: the table has no index)."""
+
+    table: pa.Table
+    vectors: TableVectors | None = None
+
+
+def apply_delta(name: str, current: MergedTable, delta: TableDelta) -> MergedTable:
+    """``current`` with ``delta`` applied: replaced rows keep their place, new rows are appended,
+    deleted rows dropped, then the table's :attr:`TableSpec.sort` order is restored. Vectors follow
+    their rows."""
+    spec = table_spec(name)
+    up = delta.upserts
+    if spec.key is None:  # append-only (usage)
+        if up.num_rows == 0:
+            return current
+        table = pa.concat_tables([current.table, up.cast(current.table.schema)]) if current.table.num_rows else up
+        return MergedTable(table, _stack(current.vectors, delta.vectors, current.table.num_rows))
+    if up.num_rows == 0 and not delta.deletes:
+        return current
+    base_ids = current.table.column(spec.key).to_pylist() if current.table.num_rows else []
+    new_ids = up.column(spec.key).to_pylist() if up.num_rows else []
+    replace = {k: i for i, k in enumerate(new_ids)}
+    dropped = set(delta.deletes)
+    n_base = len(base_ids)
+    take: list[int] = []  # positions into concat(current, upserts)
+    for i, k in enumerate(base_ids):
+        if k in replace:
+            take.append(n_base + replace.pop(k))
+        elif k not in dropped:
+            take.append(i)
+    seen = set(base_ids)
+    take += [n_base + i for i, k in enumerate(new_ids) if k not in seen]
+    schema = current.table.schema
+    both = pa.concat_tables([current.table, up.cast(schema) if up.num_rows else schema.empty_table()])
+    order = np.asarray(take, dtype=np.int64)
+    if spec.sort:
+        merged = both.take(pa.array(order))
+        keys = merged.select(list(spec.sort)).to_pylist()
+        perm = sorted(range(len(keys)), key=lambda j: tuple(keys[j][c] for c in spec.sort))
+        order = order[np.asarray(perm, dtype=np.int64)] if perm else order
+    table = both.take(pa.array(order)) if len(order) else both.slice(0, 0)
+    vecs = None
+    if current.vectors is not None or delta.vectors is not None:
+        allv = _stack(current.vectors, delta.vectors, n_base)
+        assert allv is not None
+        where = np.full(n_base + up.num_rows, -1, dtype=np.int64)  # concat row -> its vector, if any
+        where[allv.rows] = np.arange(len(allv.rows))
+        picked = where[order] if len(order) else np.zeros(0, dtype=np.int64)
+        has = picked >= 0
+        vecs = TableVectors(np.nonzero(has)[0].astype(np.int64), allv.vectors[picked[has]])
+    return MergedTable(table, vecs)
+
+
+def _stack(a: TableVectors | None, b: TableVectors | None, offset: int) -> TableVectors | None:
+    """Vectors of ``concat(table_a, table_b)`` (``b``'s rows shifted by ``offset``)."""
+    if a is None and b is None:
+        return None
+    dim = (a.vectors.shape[1] if a is not None else b.vectors.shape[1])  # type: ignore[union-attr]
+    a = a or TableVectors.empty(dim)
+    b = b or TableVectors.empty(dim)
+    return TableVectors(np.concatenate([a.rows, b.rows + offset]).astype(np.int64),
+                        np.concatenate([a.vectors.reshape(-1, dim), b.vectors.reshape(-1, dim)]).astype(np.float32))
+
+
+__all__ = ["ConversationDelta", "MergedTable", "TableDelta", "TableVectors", "apply_delta", "delta_file",
+           "read_delta_manifest", "write_delta_manifest"]
