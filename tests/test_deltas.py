@@ -74,8 +74,11 @@ def test_queued_appends_then_catch_up_equal_one_build(tmp_path, conv, reference)
     caught = store.catch_up(cid)
     assert caught.segments_encoded and not caught.stored_turn_ids and not caught.encode_queued
     assert marker(tmp_path, cid).unsegmented_turns == 0 and verify_store(tmp_path)["ok"]
-    for t in turns[45:]:  # a mix: queued, then a normal append continues from the queued ones
+    store.flush(cid)  # a provisional tail: the appends below re-open it (kept as is while it stays open)
+    for i, t in enumerate(turns[45:]):  # a mix: queued and caught up one by one, or left for the final flush
         store.append(cid, [t], queue=True)
+        if i < 15:
+            store.catch_up(cid)
     store.append(cid, [], flush=True)
     got = tables(tmp_path, cid)
     for t in TABLES:

@@ -161,6 +161,29 @@ def test_background_encoding_returns_at_once_and_equals_inline(store, embedder, 
     assert verify_store(store)["ok"]
 
 
+def test_a_replica_encodes_turns_a_dead_one_left_queued(store, embedder, locomo):
+    """Turns stored by queued appends whose encoding never ran (the process died) are durable: the
+    marker counts them, verify accepts them, and a replica that starts encodes them."""
+    from lychee_ray.query.engine import MemoryStore
+
+    turns = session_turns(locomo, 2)
+    cfg = load_config(env={})
+    with MemoryStore.open(store, cfg, embedder=embedder, llm="rules") as ms:  # no catch-up: as if it died
+        for t in turns:
+            assert ms.append(CID, [t], queue=True).encode_queued
+    from lychee_ray.io.store import iter_markers
+
+    m = next(x for x in iter_markers(store) if x.conversation_id == CID)
+    assert m.unsegmented_turns == len(turns) and verify_store(store)["ok"]
+    svc = service(store, embedder)
+    with TestClient(create_app(svc)) as c:
+        assert svc.appends.queue.drain(60)
+        info = c.get(f"/v1/conversations/{CID}", headers=AUTH).json()
+        assert info["encode_pending_turns"] == 0 and info["turns"] == 58 and info["segments"] > m.counts.segments
+    svc.close()
+    assert verify_store(store)["ok"]
+
+
 def test_idempotent_conflict_malformed_owner_and_unknown(store, embedder):
     t1 = {"turn_id": "n1", "role": "user", "speaker": "Ana", "content": "I adopted a grey cat named Pixel.",
           "timestamp": "2024-05-02T18:03:00"}

@@ -27,16 +27,12 @@ from typing import Any, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
-from pydantic import ValidationError
 
 from lychee_ray.build.append_types import (
     AppendRequest,
     AppendResult,
-    AppendTurn,
     ConfigMismatch,
     ConversationBusy,
-    HistoryConflict,
-    InvalidTurns,
     OwnerMismatch,
     UnknownConversationError,
     UserIdRequired,
@@ -53,9 +49,11 @@ from lychee_ray.build.pipeline import (
     usage_tokens,
 )
 from lychee_ray.build.segment import conversation_turn_inputs, resolve_exchange_mode, segment_stream, turn_embedding_text
+from lychee_ray.build.delta_increment import delta_increment, tail_start
 from lychee_ray.build.stored import StoredConversation, load_stored
+from lychee_ray.build.turn_merge import DEFAULT_SESSION_ID, merge_turns, new_turn_rows
 from lychee_ray.config import SegmenterConfig
-from lychee_ray.core.conversation import Conversation, Session, Turn
+from lychee_ray.core.conversation import Conversation
 from lychee_ray.core.records import SegmentRow, segment_id
 from lychee_ray.io.store import MemoryStoreWriter, StoreLayout, conversation_key
 from lychee_ray.io.store.layout import as_layout
@@ -65,8 +63,6 @@ from lychee_ray.io.store.writer import artifacts_delta
 from lychee_ray.io.store.locks import ConversationDeleting, flock_path, is_deleting, release
 from lychee_ray.llm.usage import UsageLedger
 
-# Session id of a conversation created by an append whose turns name no session.
-DEFAULT_SESSION_ID = "s1"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -141,6 +137,15 @@ class Increment:
     rebuilt: str | None = None
     tokens: dict[str, dict[str, int]] = field(default_factory=dict)
     quality: dict[str, Any] = field(default_factory=dict)  # memory checks of the segments encoded now
+    # the same written as a delta straight from what changed (build/delta_increment.py), with the
+    # state the next increment starts from; then ``artifacts`` is None
+    delta: Any = None  # ConversationDelta | None
+    next_state: StoredConversation | None = None
+
+    @property
+    def changed(self) -> bool:
+        """True when there is something to commit."""
+        return self.artifacts is not None or self.delta is not None
 
 
 def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: BuildContext) -> tuple[str | None, bool]:
@@ -167,12 +172,15 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
 
 async def extend_conversation(
     stored: StoredConversation | None, conv: Conversation, ctx: BuildContext, *, finish: bool, ledger_start: int = 0,
+    allow_delta: bool = False,
 ) -> Increment:
     """The next generation of a conversation whose first ``stored.num_turns`` turns are ``stored``'s.
 
     ``finish``: the input ends here (a build, or an append with ``flush``): the open tail segment is
     closed and encoded (provisionally: the next increment re-opens it). ``ledger_start``: entries of
     ``ctx.ledger`` before this index belong to earlier work (the increment's tokens are the rest).
+    ``allow_delta``: when only the tail changed, return the increment as a delta built from it
+    (build/delta_increment.py: ``Increment.delta``, no artifacts) rather than whole artifacts.
     """
     t0 = time.perf_counter()
     cfg, cid = ctx.cfg, conv.conversation_id
@@ -235,13 +243,26 @@ async def extend_conversation(
         usage = pa.concat_tables([stored.usage, usage.cast(stored.usage.schema)])
     segstate = make_segstate(conv, stream.state, provisional_ids)
     encoded = [r.segment_id for r in enc_rows if r.segment_id not in reuse]
+    timings = {"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4),
+               "llm_latency": round(sum(u.latency_s for u in mine), 4)}
+    last = LastIncrement(turns_added=len(new_turns), segments_encoded=len(encoded), rebuilt=reason)
+    final_ids = {r.segment_id for r in final}
+    keep = tail_start(stored, final_ids) if allow_delta and stored is not None and reason is None else None
+    if keep is not None and keep == len(prior.records):  # only the tail changed: write just that
+        d = await delta_increment(stored, conv, ctx, keep=keep, records=records, all_rows=all_rows, final_ids=final_ids,
+                                  new_vectors=np.asarray(vecs, dtype=np.float32), all_vectors=all_vecs,
+                                  segstate=segstate, mine=mine, timings=timings, last_increment=last)
+        return Increment(
+            None, new_turn_ids=[t.turn_id for t in new_turns], encoded=encoded,
+            failed=[r.segment_id for r in enc_rows if r.segment_id in encoded and r.status == "failed"],
+            records_written=d.records_written, records_removed=d.records_removed,
+            open_turn_ids=_open_turns(segstate, all_rows), rebuilt=None, tokens=usage_tokens(mine),
+            quality=segments_quality([r for r in enc_rows if r.segment_id in encoded]).report(),
+            delta=d.delta, next_state=d.next_state)
     art = await assemble_artifacts(
         conv, ctx, all_rows, records, all_vecs, segstate=segstate, usage=usage,
-        tokens=usage_tokens(UsageLedger.from_table(usage)),
-        timings={"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4),
-                 "llm_latency": round(sum(u.latency_s for u in mine), 4)},
-        known=None if fresh else stored.known,
-        last_increment=LastIncrement(turns_added=len(new_turns), segments_encoded=len(encoded), rebuilt=reason),
+        tokens=usage_tokens(UsageLedger.from_table(usage)), timings=timings,
+        known=None if fresh else stored.known, last_increment=last,
     )
     before = {r.record_id for r in stored.records} if stored is not None else set()
     after = {r.record_id for r in records}
@@ -290,75 +311,6 @@ def make_append_context(cfg: Any, backend: str, embedder: Any, llm_client: Any =
     return ctx
 
 
-def _differences(row: dict[str, Any], t: AppendTurn) -> list[str]:
-    """Fields in which an appended turn differs from the stored turn of the same id."""
-    import json
-
-    mine = {"role": t.role, "speaker": t.speaker or t.role, "content": t.content, "timestamp": t.timestamp,
-            "meta": json.dumps(t.meta, sort_keys=True) if t.meta else None}
-    out = [k for k, v in mine.items() if row[k] != v]
-    if t.session_id is not None and t.session_id != row["session_id"]:
-        out.append("session_id")
-    return out
-
-
-def _invalid(cid: str, e: ValidationError, turn_id: str | None) -> InvalidTurns:
-    err = e.errors()[0]
-    where = ".".join(str(x) for x in err.get("loc", ()))
-    return InvalidTurns(cid, f"turn {turn_id!r}: {where}: {err.get('msg')}" if turn_id else f"{where}: {err.get('msg')}",
-                        turn_id=turn_id, field=where or None)
-
-
-def merge_turns(stored: StoredConversation | None, request: AppendRequest, user_id: str) -> tuple[Conversation, list[str], list[str]]:
-    """The conversation after the append, the ids of the new turns and of the duplicates.
-
-    A turn id already stored is a duplicate when it says the same (idempotent retry) and a
-    :class:`HistoryConflict` ``changed`` otherwise; a turn for a session that is not the last one is
-    ``reordered``. Nothing is partly applied: every check runs before anything is written.
-    """
-    cid = request.conversation_id
-    rows = {r["turn_id"]: r for r in stored.turn_rows()} if stored is not None else {}
-    sessions = [s.model_copy(deep=True) for s in stored.conversation().sessions] if stored is not None else []
-    seen: dict[str, AppendTurn] = {}
-    new: list[str] = []
-    dups: list[str] = []
-    for t in request.turns:
-        if t.turn_id in seen:
-            if seen[t.turn_id] != t:
-                raise InvalidTurns(cid, f"turn {t.turn_id!r} appears twice in the request with different content",
-                                   turn_id=t.turn_id, field="turn_id")
-            continue
-        seen[t.turn_id] = t
-        row = rows.get(t.turn_id)
-        if row is not None:
-            diff = _differences(row, t)
-            if diff:
-                raise HistoryConflict("changed", cid, t.turn_id, "fields " + ", ".join(diff))
-            dups.append(t.turn_id)
-            continue
-        sid = t.session_id or (sessions[-1].session_id if sessions else DEFAULT_SESSION_ID)
-        if not sessions or sid != sessions[-1].session_id:
-            if any(s.session_id == sid for s in sessions):
-                raise HistoryConflict("reordered", cid, t.turn_id, f"session {sid!r} is not the conversation's last session")
-            try:
-                sessions.append(Session(session_id=sid, started_at=t.session_started_at or t.timestamp))
-            except ValidationError as e:
-                raise _invalid(cid, e, t.turn_id) from None
-        try:
-            sessions[-1].turns.append(Turn(turn_id=t.turn_id, role=t.role, speaker=t.speaker, content=t.content,
-                                           timestamp=t.timestamp, meta=t.meta))
-        except ValidationError as e:
-            raise _invalid(cid, e, t.turn_id) from None
-        new.append(t.turn_id)
-    if not sessions:
-        raise InvalidTurns(cid, "a new conversation needs at least one turn", field="turns")
-    try:
-        conv = Conversation(conversation_id=cid, user_id=user_id, sessions=sessions)
-    except ValidationError as e:
-        raise _invalid(cid, e, None) from None
-    return conv, new, dups
-
-
 async def append_turns_async(
     root: str | Path, request: AppendRequest, ctx: BuildContext, *, create: bool | None = None,
     lock_timeout_s: float | None = None, cache: StoredCache | None = None, fold: bool = True,
@@ -371,8 +323,8 @@ async def append_turns_async(
     also the open tail). A stored conversation gets a delta generation holding only what changed
     (io/store/deltas.py; a new conversation, or one re-segmented from scratch, a full generation);
     ``fold``: fold the deltas into a new base right away when they passed the store's bound (else
-    the caller does, see :func:`fold_if_due`). ``cache``: this process's :class:`StoredCache`
-    (the stored conversation is then re-read by delta). Idempotent by turn id; serialised per
+    the caller does). ``cache``: this process's :class:`StoredCache` (the state after the last
+    increment is kept there, so the next one reads only what others committed since). Idempotent by turn id; serialised per
     conversation by its write lock (waiting at most ``lock_timeout_s``, default
     ``build.append_lock_timeout_s``). ``create`` defaults to ``build.append_create``. Raises the
     typed errors of :mod:`lychee_ray.build.append_types` (and
@@ -404,38 +356,72 @@ async def append_turns_async(
                 raise OwnerMismatch(cid, user, request.user_id)
             if marker.fingerprint != ctx.fingerprint:
                 raise ConfigMismatch(cid, str(marker.fingerprint), ctx.fingerprint)
-            previous = cache.data(marker.key) if cache is not None else None
-            stored = await asyncio.to_thread(load_stored, writer.layout, marker, previous)
-            if cache is not None and stored.data is not None:
-                cache.put_data(marker.key, stored.data)
+            stored = await asyncio.to_thread(stored_state, writer.layout, marker, cache)
         conv, new, dups = merge_turns(stored, request, user)
         timings = {"lock": (t_lock - t0) * 1e3}
         inc = Increment(None, open_turn_ids=_open_turns(stored.segstate, stored.rows) if stored else [])
         if new or request.flush or (stored is not None and stored.segmented_turns < stored.num_turns):
-            inc = await extend_conversation(stored, conv, ctx, finish=request.flush, ledger_start=len(ctx.ledger))
+            inc = await extend_conversation(stored, conv, ctx, finish=request.flush, ledger_start=len(ctx.ledger),
+                                            allow_delta=True)
         timings["build"] = (time.perf_counter() - t_lock) * 1e3
         committed = None
-        if inc.artifacts is not None:
-            committed = await asyncio.to_thread(_commit_increment, writer, stored, inc, fold)
+        if inc.changed:
+            committed = await asyncio.to_thread(commit_increment, writer, stored, inc, fold, cache)
+        elif stored is not None and cache is not None:
+            cache.keep_stored(stored)  # unchanged: still the committed state
     timings["total"] = (time.perf_counter() - t0) * 1e3
     return AppendResult(
         conversation_id=cid, user_id=user, created=marker is None and committed is not None, stored_turn_ids=new,
         duplicate_turn_ids=dups, segments_encoded=inc.encoded, segments_failed=inc.failed,
         records_written=inc.records_written, records_removed=inc.records_removed, open_turn_ids=inc.open_turn_ids,
-        generation=committed.generation if committed else None, committed_at=committed.committed_at if committed else None,
+        generation=committed.generations[-1] if committed else None,
+        committed_at=committed.committed_at if committed else None,
         rebuilt=inc.rebuilt, timings_ms={k: round(v, 3) for k, v in timings.items()},
     )
 
 
-def _commit_increment(writer: MemoryStoreWriter, stored: StoredConversation | None, inc: Increment,
-                      fold: bool) -> CommitMarker:
-    """Commit an increment: a delta on top of the stored commit, or a full generation for a new
-    conversation or one re-segmented from scratch (nothing of the old one carries over anyway)."""
+def stored_state(layout: StoreLayout, marker: CommitMarker, cache: StoredCache | None) -> StoredConversation:
+    """The committed conversation an increment starts from: the state this process kept after its
+    last increment (taken out of ``cache``, brought up to ``marker`` by turn deltas), else read
+    whole (only the deltas since, when ``cache`` holds its tables)."""
+    stored = cache.take_stored(layout, marker) if cache is not None else None
+    if stored is None:
+        stored = load_stored(layout, marker, cache.data(marker.key) if cache is not None else None)
+        if cache is not None and stored.data is not None:
+            cache.put_data(marker.key, stored.data)
+    return stored
+
+
+def increment_delta(stored: StoredConversation | None, inc: Increment) -> Any:
+    """The delta that commits ``inc`` (its own, or its artifacts against the stored tables); None:
+    it must be committed as a full generation (a new conversation, one re-segmented from scratch,
+    or a kept state without the tables to compare with)."""
+    if inc.delta is not None:
+        return inc.delta
     if stored is None or stored.data is None or inc.rebuilt is not None:
+        return None
+    return artifacts_delta(stored.data, inc.artifacts)
+
+
+def commit_increment(writer: MemoryStoreWriter, stored: StoredConversation | None, inc: Increment, fold: bool,
+                     cache: StoredCache | None = None, adjust: Any = None) -> CommitMarker:
+    """Commit an increment — a delta on top of the stored commit (``adjust(delta)`` may amend it
+    first), or a full generation — fold when due (``fold``), and keep the state after it in
+    ``cache`` for the next increment (not after a full generation or a fold: then the next one
+    reads the conversation)."""
+    delta = increment_delta(stored, inc)
+    if delta is None:
         return writer.commit(inc.artifacts, locked=True)
-    marker = writer.commit_delta(artifacts_delta(stored.data, inc.artifacts), locked=True)
+    if adjust is not None:
+        adjust(delta)
+    marker = writer.commit_delta(delta, locked=True)
     if fold and writer.needs_fold(marker):
-        marker = writer.fold(marker.conversation_id, locked=True) or marker
+        return writer.fold(marker.conversation_id, locked=True) or marker
+    if cache is not None and inc.next_state is not None:
+        state = inc.next_state
+        state.marker = marker
+        state.applied.add(marker.deltas[-1])
+        cache.keep_stored(state)
     return marker
 
 
@@ -447,5 +433,5 @@ def append_turns(root: str | Path, request: AppendRequest, ctx: BuildContext, **
 
 __all__ = [
     "DEFAULT_SESSION_ID", "Increment", "append_turns", "append_turns_async", "async_write_lock", "extend_conversation",
-    "make_append_context", "merge_turns", "rebuild_reason", "write_lock",
+    "make_append_context", "merge_turns", "new_turn_rows", "rebuild_reason", "write_lock",
 ]

@@ -11,43 +11,37 @@ generations and queued appends").
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
-from pydantic import ValidationError
 
 from lychee_ray.build.append_types import (
     AppendRequest,
     AppendResult,
-    AppendTurn,
     ConfigMismatch,
     ConversationBusy,
-    HistoryConflict,
-    InvalidTurns,
     OwnerMismatch,
     UnknownConversationError,
 )
 from lychee_ray.build.incremental import (
-    DEFAULT_SESSION_ID,
-    Increment,
-    _differences,
-    _invalid,
     async_write_lock,
+    commit_increment,
     extend_conversation,
+    increment_delta,
+    stored_state,
 )
+from lychee_ray.build.turn_merge import new_turn_rows
 from lychee_ray.build.pipeline import BuildContext
 from lychee_ray.build.segment import turn_embedding_text
-from lychee_ray.build.stored import StoredConversation, load_stored
-from lychee_ray.build.turn_log import StoredCache, TurnLog
-from lychee_ray.core.conversation import TURN_SCHEMA, Session, Turn
+from lychee_ray.build.turn_log import StoredCache
+from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.io.store import MemoryStoreWriter, StoreLayout
 from lychee_ray.io.store.deltas import ConversationDelta, TableDelta, TableVectors
 from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, LastIncrement
-from lychee_ray.io.store.writer import artifacts_delta, turns_digest
+from lychee_ray.io.store.writer import turns_digest
 
 
 async def append_turns_queued(
@@ -119,58 +113,6 @@ async def append_turns_queued(
     )
 
 
-def new_turn_rows(log: TurnLog, request: AppendRequest, user_id: str) -> tuple[list[dict[str, Any]], list[Turn], list[str]]:
-    """:func:`merge_turns` against a :class:`TurnLog`: the new turns as turns-table rows (numbered
-    after the stored ones) and as :class:`Turn` objects, and the duplicates. Same checks, same
-    errors: a changed stored turn, a session that is not the last one, an invalid field."""
-    cid = request.conversation_id
-    sessions = list(log.sessions)
-    known_sessions = set(sessions)
-    started = log.session_started_at
-    in_last = log.last_session_turns
-    seen: dict[str, AppendTurn] = {}
-    rows: list[dict[str, Any]] = []
-    turns: list[Turn] = []
-    dups: list[str] = []
-    for t in request.turns:
-        if t.turn_id in seen:
-            if seen[t.turn_id] != t:
-                raise InvalidTurns(cid, f"turn {t.turn_id!r} appears twice in the request with different content",
-                                   turn_id=t.turn_id, field="turn_id")
-            continue
-        seen[t.turn_id] = t
-        row = log.rows.get(t.turn_id)
-        if row is not None:
-            diff = _differences(row, t)
-            if diff:
-                raise HistoryConflict("changed", cid, t.turn_id, "fields " + ", ".join(diff))
-            dups.append(t.turn_id)
-            continue
-        sid = t.session_id or (sessions[-1] if sessions else DEFAULT_SESSION_ID)
-        if not sessions or sid != sessions[-1]:
-            if sid in known_sessions:
-                raise HistoryConflict("reordered", cid, t.turn_id, f"session {sid!r} is not the conversation's last session")
-            try:
-                started = Session(session_id=sid, started_at=t.session_started_at or t.timestamp).started_at
-            except ValidationError as e:
-                raise _invalid(cid, e, t.turn_id) from None
-            sessions.append(sid)
-            known_sessions.add(sid)
-            in_last = 0
-        try:
-            turn = Turn(turn_id=t.turn_id, role=t.role, speaker=t.speaker, content=t.content, timestamp=t.timestamp,
-                        meta=t.meta)
-        except ValidationError as e:
-            raise _invalid(cid, e, t.turn_id) from None
-        rows.append({"conversation_id": cid, "user_id": user_id, "session_id": sid, "session_index": len(sessions) - 1,
-                     "turn_index": in_last, "turn_id": turn.turn_id, "role": turn.role, "speaker": turn.speaker,
-                     "content": turn.content, "timestamp": turn.timestamp, "session_started_at": started,
-                     "meta": json.dumps(turn.meta, sort_keys=True) if turn.meta else None})
-        turns.append(turn)
-        in_last += 1
-    return rows, turns, dups
-
-
 async def catch_up_async(
     root: str | Path, request: AppendRequest, ctx: BuildContext, *, cache: StoredCache | None = None,
     fold: bool = True, lock_timeout_s: float | None = None,
@@ -213,28 +155,32 @@ async def catch_up_async(
                 break
             attempts += 1
             try:
-                previous = cache.data(marker.key) if cache is not None else None
-                stored = await asyncio.to_thread(load_stored, layout, marker, previous)
+                stored = await asyncio.to_thread(stored_state, layout, marker, cache)
             except (OSError, RuntimeError):  # a fold or erasure replaced those files meanwhile: read again
                 if attempts >= bc.catch_up_attempts:
                     raise
                 continue
-            if cache is not None and stored.data is not None:
-                cache.put_data(marker.key, stored.data)
             conv = stored.conversation()
-            inc = await extend_conversation(stored, conv, ctx, finish=False, ledger_start=len(ctx.ledger))
-            if inc.artifacts is None:
+            inc = await extend_conversation(stored, conv, ctx, finish=False, ledger_start=len(ctx.ledger),
+                                            allow_delta=True)
+            if not inc.changed:
+                if cache is not None:
+                    cache.keep_stored(stored)
                 break
             async with async_write_lock(layout, cid, timeout, bc.append_lock_poll_s):
                 current = writer.commit_marker(cid)
                 if current is None:
                     raise UnknownConversationError(cid)  # erased while it encoded: nothing to write back
                 added = current.counts.turns - marker.counts.turns
-                if current.segmentation_epoch != marker.segmentation_epoch or (inc.rebuilt is not None and added):
+                # a full generation holds only the turns it encoded: with turns queued meanwhile it
+                # would drop them (start over, reading them too)
+                full = increment_delta(stored, inc) is None
+                if current.segmentation_epoch != marker.segmentation_epoch or (full and added):
                     if attempts >= bc.catch_up_attempts:
                         raise ConversationBusy(cid, time.perf_counter() - t0)
                     continue  # another commit changed the segmentation: start over from it
-                committed = await asyncio.to_thread(_commit_caught_up, writer, stored, inc, current, added, fold)
+                committed = await asyncio.to_thread(commit_increment, writer, stored, inc, fold, cache,
+                                                    _queued_since(current, added))
             encoded += inc.encoded
             failed += inc.failed
             written += inc.records_written
@@ -262,22 +208,16 @@ def marker_open_turns(layout: StoreLayout, marker: CommitMarker, cache: StoredCa
     return log.waiting_turn_ids()
 
 
-def _commit_caught_up(writer: MemoryStoreWriter, stored: StoredConversation, inc: Increment, current: CommitMarker,
-                      added: int, fold: bool) -> CommitMarker:
-    """Commit a background encoding on top of ``current`` (which may hold ``added`` turns queued
-    since the state it encoded from: they stay queued, open and counted)."""
-    if inc.rebuilt is not None:  # re-segmented from scratch (and no turn came in meanwhile)
-        return writer.commit(inc.artifacts, locked=True)
-    delta = artifacts_delta(stored.data, inc.artifacts)
-    delta.counts = delta.counts.model_copy(update={"turns": current.counts.turns})
-    delta.open_turns += added
-    delta.unsegmented_turns = added
-    if added:  # the turns' digest chain already runs over the turns queued since
-        delta.info = delta.info.model_copy(update={"turns_digest": current.turns_digest})
-    marker = writer.commit_delta(delta, locked=True)
-    if fold and writer.needs_fold(marker):
-        marker = writer.fold(marker.conversation_id, locked=True) or marker
-    return marker
+def _queued_since(current: CommitMarker, added: int) -> Callable[[ConversationDelta], None]:
+    """Amends a background encoding's delta for the ``added`` turns queued since the state it
+    encoded from: they stay stored, queued, open and counted in ``current``'s terms."""
+    def adjust(delta: ConversationDelta) -> None:
+        delta.counts = delta.counts.model_copy(update={"turns": current.counts.turns})
+        delta.open_turns += added
+        delta.unsegmented_turns = added
+        if added:  # the turns' digest chain already runs over the turns queued since
+            delta.info = delta.info.model_copy(update={"turns_digest": current.turns_digest})
+    return adjust
 
 
-__all__ = ["append_turns_queued", "catch_up_async", "marker_open_turns", "new_turn_rows"]
+__all__ = ["append_turns_queued", "catch_up_async", "marker_open_turns"]

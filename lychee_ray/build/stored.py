@@ -44,6 +44,12 @@ class StoredConversation:
     segstate: dict[str, Any] | None = None
     # every table as committed (base + deltas merged): what a delta is computed against
     data: ConversationData | None = None
+    # kept between increments by an appending process (build/turn_log.py StoredCache): the
+    # conversation object, the node index (build/node_index.py) and which generations the state
+    # holds (its marker's, minus turn deltas committed by others since it was kept)
+    kept_conv: Conversation | None = None
+    node_index: Any = None
+    applied: set[str] = field(default_factory=set)
 
     @property
     def conversation_id(self) -> str:
@@ -71,16 +77,47 @@ class StoredConversation:
 
     def conversation(self) -> Conversation:
         """The stored turns as a conversation (session positions kept: a session index no turn has,
-        e.g. an empty session of the original input, becomes an empty placeholder session)."""
+        e.g. an empty session of the original input, becomes an empty placeholder session). Built
+        once and kept; each call returns a new conversation whose last session is a copy, so the
+        caller may add turns to it (earlier sessions are shared and must not be changed)."""
+        if self.kept_conv is None:
+            self.kept_conv = self._build_conversation()
+        sessions = list(self.kept_conv.sessions)
+        if sessions:
+            sessions[-1] = sessions[-1].model_copy(update={"turns": list(sessions[-1].turns)})
+        return Conversation(conversation_id=self.conversation_id, user_id=self.user_id, sessions=sessions)
+
+    def add_turns(self, rows: list[dict[str, Any]], vectors: np.ndarray, marker: CommitMarker, generation: str) -> None:
+        """Take turns another commit appended (a queued append's delta ``generation``) into this
+        kept state, in place; ``marker`` is the commit that now describes it."""
+        self.turns = pa.concat_tables([self.turns, pa.Table.from_pylist(rows, schema=self.turns.schema)])
+        self.turn_vectors = np.concatenate([self.turn_vectors, np.asarray(vectors, dtype=np.float32)])
+        if self.kept_conv is not None:
+            sessions = self.kept_conv.sessions
+            for r in rows:
+                if not sessions or sessions[-1].session_id != r["session_id"]:
+                    sessions.append(Session(session_id=r["session_id"], started_at=r["session_started_at"]))
+                sessions[-1].turns.append(_turn(r))
+        if self.node_index is not None:
+            self.node_index.add_turns(r["turn_id"] for r in rows)
+        self.marker = marker
+        self.applied.add(generation)
+
+    def _build_conversation(self) -> Conversation:
         sessions: dict[int, Session] = {}
         for r in self.turn_rows():
             s = sessions.get(r["session_index"])
             if s is None:
                 s = sessions[r["session_index"]] = Session(session_id=r["session_id"], started_at=r["session_started_at"])
-            s.turns.append(Turn(turn_id=r["turn_id"], role=r["role"], speaker=r["speaker"], content=r["content"],
-                                timestamp=r["timestamp"], meta=json.loads(r["meta"]) if r["meta"] else {}))
+            s.turns.append(_turn(r))
         ordered = [sessions.get(i) or Session(session_id=f"(empty session {i})") for i in range(max(sessions, default=-1) + 1)]
         return Conversation(conversation_id=self.conversation_id, user_id=self.user_id, sessions=ordered)
+
+
+def _turn(r: dict[str, Any]) -> Turn:
+    """A turns-table row as a :class:`Turn`."""
+    return Turn(turn_id=r["turn_id"], role=r["role"], speaker=r["speaker"], content=r["content"],
+                timestamp=r["timestamp"], meta=json.loads(r["meta"]) if r["meta"] else {})
 
 
 def load_stored(root: str | Path | StoreLayout, marker: CommitMarker,
@@ -105,7 +142,8 @@ def load_stored(root: str | Path | StoreLayout, marker: CommitMarker,
         nodes={node_keys[int(i)]: v for i, v in zip(nv.rows, nv.vectors) if 0 <= i < len(node_keys)},
     )
     return StoredConversation(marker=marker, turns=tables["turns"], rows=rows, records=records, usage=tables["usage"],
-                              turn_vectors=turn_vectors, known=known, segstate=read_segstate(layout, marker), data=data)
+                              turn_vectors=turn_vectors, known=known, segstate=read_segstate(layout, marker), data=data,
+                              applied=set(marker.generations))
 
 
 def check_history(stored: StoredConversation, conv: Conversation) -> int:

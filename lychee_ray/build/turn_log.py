@@ -14,6 +14,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from lychee_ray.io.store.deltas import read_delta_manifest
 from lychee_ray.io.store.layout import StoreLayout
 from lychee_ray.io.store.marker import CommitMarker
 from lychee_ray.io.store.reader import read_delta, read_part
@@ -27,7 +30,7 @@ _COLUMNS = list(dict.fromkeys([*TURN_IDENTITY, "session_started_at"]))
 class TurnLog:
     """A stored conversation's turns as an append sees them (identity columns, in order)."""
 
-    marker: CommitMarker
+    marker: CommitMarker | None  # None: a conversation not stored yet
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # turn id -> identity row
     order: list[str] = field(default_factory=list)  # turn ids in conversation order
     sessions: list[str] = field(default_factory=list)  # session ids in order
@@ -49,7 +52,7 @@ class TurnLog:
     def waiting_turn_ids(self) -> list[str]:
         """Turns no segment covers yet (the segmenter's open tail, then the turns it has not reached:
         segments cover a prefix of the conversation, so these are its last ``open_turns``)."""
-        n = self.marker.open_turns
+        n = self.marker.open_turns if self.marker is not None else 0
         return self.order[len(self.order) - n:] if n else []
 
 
@@ -66,6 +69,7 @@ class StoredCache:
         self.max_items = max_items
         self._logs: dict[str, TurnLog] = {}
         self._data: dict[str, Any] = {}  # key -> ConversationData an encoding append read last
+        self._stored: dict[str, Any] = {}  # key -> StoredConversation kept between increments
         self._lock = threading.Lock()
 
     def turn_log(self, layout: StoreLayout, marker: CommitMarker) -> TurnLog:
@@ -73,9 +77,9 @@ class StoredCache:
         since, or read whole (a new base: a fold, a full rewrite, another process's first read)."""
         with self._lock:
             old = self._logs.pop(marker.key, None)
-        if old is not None and old.marker.same_commit(marker):
+        if old is not None and old.marker is not None and old.marker.same_commit(marker):
             log = old
-        elif old is not None and _same_base(old.marker, marker):
+        elif old is not None and old.marker is not None and _same_base(old.marker, marker):
             log = TurnLog(marker, old.rows, old.order, old.sessions, old.session_started_at, old.last_session_turns)
             for gen in marker.deltas[len(old.marker.deltas):]:  # turns are only ever appended
                 d = read_delta(layout, marker.key, gen, ["turns"], 0, vectors=False).get("turns")
@@ -88,12 +92,47 @@ class StoredCache:
         return log
 
     def put(self, log: TurnLog) -> None:
-        """Keep ``log`` (most recently used)."""
+        """Keep ``log`` (most recently used; it must name a commit)."""
+        assert log.marker is not None
         with self._lock:
             self._logs.pop(log.marker.key, None)
             self._logs[log.marker.key] = log
             while len(self._logs) > self.max_items:
                 self._logs.pop(next(iter(self._logs)))
+
+    def take_stored(self, layout: StoreLayout, marker: CommitMarker) -> Any:
+        """The kept :class:`~lychee_ray.build.stored.StoredConversation` of the commit ``marker``
+        names, taken out of the cache (the caller owns it while it works; :meth:`keep_stored` puts
+        it back), or None. A kept state behind ``marker`` only by turn deltas (queued appends,
+        possibly by other processes) takes those turns in; anything else (another process's
+        segmentation, a fold, a rewrite) means None: the caller reads the conversation whole."""
+        with self._lock:
+            kept = self._stored.pop(marker.key, None)
+        if kept is None or (kept.marker.same_commit(marker) and kept.applied >= set(marker.generations)):
+            return kept
+        if marker.generation not in kept.applied or kept.marker.segmentation_epoch != marker.segmentation_epoch:
+            return None
+        for gen in marker.deltas:
+            if gen in kept.applied:
+                continue
+            doc = read_delta_manifest(layout.index_dir(marker.key, gen))
+            if doc.get("deletes") or any(n for t, n in doc["tables"].items() if t != "turns"):
+                return None
+            d = read_delta(layout, marker.key, gen, ["turns"], kept.turn_vectors.shape[1]).get("turns")
+            if d is not None and d.upserts.num_rows:
+                kept.add_turns(d.upserts.to_pylist(), d.vectors.vectors if d.vectors is not None else
+                               np.zeros((0, kept.turn_vectors.shape[1]), np.float32), marker, gen)
+            kept.applied.add(gen)
+        kept.marker = marker
+        return kept
+
+    def keep_stored(self, stored: Any) -> None:
+        """Keep a conversation's state for its next increment (bounded like the turn logs)."""
+        with self._lock:
+            self._stored.pop(stored.marker.key, None)
+            self._stored[stored.marker.key] = stored
+            while len(self._stored) > self.max_items:
+                self._stored.pop(next(iter(self._stored)))
 
     def data(self, key: str) -> Any:
         """The conversation's tables as this process read them last (None: not kept): a load of a
@@ -113,6 +152,7 @@ class StoredCache:
         with self._lock:
             self._logs.pop(key, None)
             self._data.pop(key, None)
+            self._stored.pop(key, None)
 
 
 __all__ = ["StoredCache", "TurnLog"]

@@ -7,6 +7,7 @@ A conversation is a list of sessions, each a list of turns. A turn is identified
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import datetime
 from typing import Any, Iterator
@@ -102,10 +103,10 @@ class Conversation(BaseModel):
             for ti, t in enumerate(s.turns):
                 yield si, s, ti, t
 
-    def turn_rows(self) -> list[dict[str, Any]]:
-        """Flatten to rows matching :data:`TURN_SCHEMA`."""
+    def turn_rows(self, start: int = 0) -> list[dict[str, Any]]:
+        """Flatten to rows matching :data:`TURN_SCHEMA` (the turns from position ``start`` on)."""
         rows = []
-        for si, s, ti, t in self.iter_turns():
+        for si, s, ti, t in itertools.islice(self.iter_turns(), start, None):
             rows.append(
                 {
                     "conversation_id": self.conversation_id,

@@ -33,6 +33,7 @@ that comes back to a hobby), so it cannot tell a copy from a new fact.
 from __future__ import annotations
 
 import calendar
+import functools
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Iterable
@@ -58,8 +59,10 @@ _CALENDAR_TERMS = frozenset(
 _DEGENERATE_REASONS = ("echo", "ungrounded", "invalid_citation")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def content_terms(text: str) -> frozenset[str]:
-    """Words that carry content: lexical terms minus attribution verbs, calendar words and numbers."""
+    """Words that carry content: lexical terms minus attribution verbs, calendar words and numbers.
+    (Memoised: an increment's guard accepts every stored record of the conversation again.)"""
     return frozenset(t for t in lexical_terms(text) if t not in ATTRIBUTION_TERMS and t not in _CALENDAR_TERMS
                      and not t.isdigit())
 

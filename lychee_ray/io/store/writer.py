@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -218,24 +219,11 @@ class MemoryStoreWriter:
         previous = self.layout.read_marker(key)
         gen = new_generation(previous)
         tables = {spec.name: spec.fill(art) for spec in table_specs()}  # every registered table
-        try:
-            # the indexes first: index/<key>/<gen>/ is how the next commit finds this generation's
-            # files without listing the shared table directories (layout.generation_paths)
-            index_dir = self.layout.index_dir(key, gen)
-            if not self.layout.remote:  # object stores have no directories to make
-                index_dir.mkdir(parents=True, exist_ok=True)
+        with self._generation_files(key, gen) as index_dir:
             self._write_indexes(index_dir, art, tables)
             for name, table in tables.items():
                 write_parquet(table, self.layout.part_path(name, key, gen))
-            if art.segstate is not None:
-                path = self.layout.segstate_path(key, gen)
-                if not self.layout.remote:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(art.segstate), encoding="utf-8")
-        except BaseException:
-            for path in self.layout.generation_paths(key, complete=False).get(gen, []):  # invisible anyway; don't leave it behind
-                remove_tree(path)
-            raise
+            self._write_segstate(key, gen, art.segstate)
         marker = CommitMarker(
             conversation_id=art.conversation_id,
             user_id=art.user_id,
@@ -265,10 +253,7 @@ class MemoryStoreWriter:
         if previous is None or previous.generation is None:
             raise ValueError(f"conversation {delta.conversation_id!r}: a delta needs a committed base generation")
         gen = self._next_generation(previous)
-        try:
-            index_dir = self.layout.index_dir(key, gen)
-            if not self.layout.remote:
-                index_dir.mkdir(parents=True, exist_ok=True)
+        with self._generation_files(key, gen) as index_dir:
             by_name = {s.name: s for s in table_specs()}
             for name, td in delta.tables.items():
                 spec = by_name[name]
@@ -282,15 +267,7 @@ class MemoryStoreWriter:
                     schema = by_name[name].schema
                     write_parquet(td.upserts.cast(schema) if schema is not None else td.upserts,
                                   self.layout.part_path(name, key, gen))
-            if delta.segstate is not None:
-                path = self.layout.segstate_path(key, gen)
-                if not self.layout.remote:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(delta.segstate), encoding="utf-8")
-        except BaseException:
-            for path in self.layout.generation_paths(key, complete=False).get(gen, []):
-                remove_tree(path)
-            raise
+            self._write_segstate(key, gen, delta.segstate)
         marker = previous.model_copy(update={
             **{k: getattr(delta.info, k) for k in BuildInfo.model_fields},
             "version": MARKER_VERSION,
@@ -334,25 +311,14 @@ class MemoryStoreWriter:
         data = load_generation(self.layout, m)
         segstate = read_segstate(self.layout, m)
         gen = self._next_generation(m)
-        try:
-            index_dir = self.layout.index_dir(key, gen)
-            if not self.layout.remote:
-                index_dir.mkdir(parents=True, exist_ok=True)
+        with self._generation_files(key, gen) as index_dir:
             for spec in indexed_tables():
                 write_index(data.indexes[spec.name], StoreLayout.index_file(index_dir, spec.name))
             StoreLayout.ids_file(index_dir).write_text(
                 json.dumps({"dim": data.dim, **{s.name: data.ids[s.name] for s in indexed_tables()}}), encoding="utf-8")
             for name, table in data.tables.items():
                 write_parquet(table, self.layout.part_path(name, key, gen))
-            if segstate is not None:
-                path = self.layout.segstate_path(key, gen)
-                if not self.layout.remote:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(segstate), encoding="utf-8")
-        except BaseException:
-            for path in self.layout.generation_paths(key, complete=False).get(gen, []):
-                remove_tree(path)
-            raise
+            self._write_segstate(key, gen, segstate)
         marker = m.model_copy(update={
             "generation": gen, "deltas": [], "location": {}, "segstate_generation": None, "delta_rows": 0,
             "base_rows": sum(t.num_rows for t in data.tables.values()),
@@ -361,6 +327,31 @@ class MemoryStoreWriter:
         self.layout.write_marker(marker)
         self.remove_old_generations(key, keep=gen)
         return marker
+
+    @contextmanager
+    def _generation_files(self, key: str, gen: str) -> Iterator[AnyPath]:
+        """Write a generation's files in the block. Its index directory is made first and yielded:
+        ``index/<key>/<gen>/`` is how a later commit finds this generation's files without listing
+        the shared table directories (layout.generation_paths). On any error the files written so
+        far are removed (no marker names them: invisible anyway, but not left behind)."""
+        index_dir = self.layout.index_dir(key, gen)
+        try:
+            if not self.layout.remote:  # object stores have no directories to make
+                index_dir.mkdir(parents=True, exist_ok=True)
+            yield index_dir
+        except BaseException:
+            for path in self.layout.generation_paths(key, complete=False).get(gen, []):
+                remove_tree(path)
+            raise
+
+    def _write_segstate(self, key: str, gen: str, state: dict[str, Any] | None) -> None:
+        """The segmenter's resume point saved with a generation (nothing when there is none)."""
+        if state is None:
+            return
+        path = self.layout.segstate_path(key, gen)
+        if not self.layout.remote:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(state), encoding="utf-8")
 
     @staticmethod
     def _next_generation(previous: CommitMarker) -> str:

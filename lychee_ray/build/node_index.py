@@ -1,0 +1,154 @@
+"""The evidence nodes of a conversation kept up to date record by record (issue 28).
+
+:func:`~lychee_ray.build.nodes.build_nodes` derives every node from every record; an increment
+changes only the records of its tail segments, so :class:`NodeIndex` keeps what ``build_nodes``
+accumulates — each key's contributions in record order, each segment's event frames — and
+replaces the tail: the nodes it returns as changed, plus the unchanged ones, are exactly what
+``build_nodes`` gives for the new record list (``tests/test_node_index.py`` checks it).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from lychee_ray.build.nodes import _event_frames, _NodeAcc, time_keys
+from lychee_ray.config import NodesConfig
+from lychee_ray.core.keys import normalise_key
+from lychee_ray.core.records import EvidenceNode, MemoryRecord
+
+Key = tuple[str, str]  # (kind, key)
+
+
+def record_keys(r: MemoryRecord, cfg: NodesConfig) -> list[tuple[str, str, str]]:
+    """(kind, key, display) of every node a record adds to, in the order ``build_nodes`` adds them."""
+    out: list[tuple[str, str, str]] = []
+    ents = [(normalise_key(e), e) for e in r.entities]
+    tops = [(normalise_key(t), t) for t in r.topics]
+    out += [("entity", k, e) for k, e in ents]
+    out += [("topic", k, t) for k, t in tops]
+    pairs = [(ek, e, tk, t) for ek, e, tk, t in ((ek, e, tk, t) for ek, e in ents for tk, t in tops) if ek and tk and ek != tk]
+    out += [("entity_topic", f"{ek}|{tk}", f"{e} — {t}") for ek, e, tk, t in pairs[: cfg.max_entity_topic_pairs]]
+    out += [("time", k, disp) for k, disp in time_keys(r, cfg.max_days_per_span)]
+    return [x for x in out if x[1]]
+
+
+class NodeIndex:
+    """A conversation's nodes, updated by replacing its tail records (:meth:`replace_tail`)."""
+
+    def __init__(self, conversation_id: str, user_id: str, cfg: NodesConfig) -> None:
+        self.cid, self.uid, self.cfg = conversation_id, user_id, cfg
+        self._contrib: dict[Key, list[tuple[str, str]]] = {}  # key -> (record id, display), record order
+        self._keys: dict[str, list[tuple[str, str, str]]] = {}  # record id -> its (kind, key, display)
+        self._order: list[str] = []  # record ids in conversation order
+        self._by_segment: dict[str, list[MemoryRecord]] = {}
+        self._segment_of: dict[str, str] = {}  # record id -> its segment
+        self._turn_pos: dict[str, int] = {}
+        self._nodes: dict[Key, EvidenceNode] = {}
+        self._frames: dict[str, list[EvidenceNode]] = {}  # segment id -> its event frames
+
+    @classmethod
+    def build(cls, records: list[MemoryRecord], turn_order: list[str], cfg: NodesConfig, conversation_id: str,
+              user_id: str) -> "NodeIndex":
+        idx = cls(conversation_id, user_id, cfg)
+        idx.add_turns(turn_order)
+        idx.replace_tail(0, records)
+        return idx
+
+    def add_turns(self, turn_ids: Iterable[str]) -> None:
+        """Turns appended to the conversation (event frames measure closeness in turn positions)."""
+        for t in turn_ids:
+            self._turn_pos.setdefault(t, len(self._turn_pos))
+
+    @property
+    def record_ids(self) -> list[str]:
+        return list(self._order)
+
+    def replace_tail(self, keep: int, records: list[MemoryRecord]) -> tuple[list[EvidenceNode], list[str]]:
+        """Keep the first ``keep`` records, replace the rest by ``records`` (in conversation order);
+        returns the nodes new or changed, and the ids of nodes gone."""
+        dirty: set[Key] = set()
+        segs: set[str] = set()
+        for rid in self._order[keep:]:
+            for kind, key, _ in self._keys.pop(rid, []):
+                lst = self._contrib.get((kind, key))
+                if lst is not None:
+                    self._contrib[(kind, key)] = [c for c in lst if c[0] != rid]
+                    dirty.add((kind, key))
+        gone_ids = set(self._order[keep:])
+        for seg in {self._segment_of.pop(rid) for rid in gone_ids if rid in self._segment_of}:
+            segs.add(seg)
+            self._by_segment[seg] = [r for r in self._by_segment.get(seg, []) if r.record_id not in gone_ids]
+        del self._order[keep:]
+        for r in records:
+            keys = record_keys(r, self.cfg)
+            self._keys[r.record_id] = keys
+            self._order.append(r.record_id)
+            self._by_segment.setdefault(r.segment_id, []).append(r)
+            self._segment_of[r.record_id] = r.segment_id
+            segs.add(r.segment_id)
+            for kind, key, disp in keys:
+                self._contrib.setdefault((kind, key), []).append((r.record_id, disp))
+                dirty.add((kind, key))
+        changed: list[EvidenceNode] = []
+        gone: list[str] = []
+        for k in dirty:
+            node = self._node(k)
+            old = self._nodes.get(k)
+            if node is None:
+                self._contrib.pop(k, None)
+                if old is not None:
+                    gone.append(old.node_id)
+                    del self._nodes[k]
+            elif old is None or old != node:
+                self._nodes[k] = node
+                changed.append(node)
+        for seg in segs:
+            old_frames = {f.node_id: f for f in self._frames.pop(seg, [])}
+            recs = self._by_segment.get(seg) or []
+            if not recs:
+                self._by_segment.pop(seg, None)
+            new_frames = self._segment_frames(recs)
+            if new_frames:
+                self._frames[seg] = new_frames
+            for f in new_frames:
+                if old_frames.pop(f.node_id, None) != f:
+                    changed.append(f)
+            gone += list(old_frames)
+        return changed, gone
+
+    def nodes(self) -> list[EvidenceNode]:
+        """Every node, in ``build_nodes`` order (kind, then key)."""
+        out = list(self._nodes.values()) + [f for fs in self._frames.values() for f in fs]
+        out.sort(key=lambda n: (n.kind, n.key))
+        return out
+
+    def __len__(self) -> int:
+        return len(self._nodes) + sum(len(fs) for fs in self._frames.values())
+
+    def _node(self, k: Key) -> EvidenceNode | None:
+        contrib = self._contrib.get(k)
+        if not contrib:
+            return None
+        acc = _NodeAcc(*k)
+        for rid, disp in contrib:
+            acc.add(rid, disp, self.cfg.max_records_per_node)
+        return EvidenceNode(node_id=EvidenceNode.make_id(self.cid, acc.kind, acc.key), conversation_id=self.cid,
+                            user_id=self.uid, kind=acc.kind, key=acc.key,  # type: ignore[arg-type]
+                            text=acc.display(), record_ids=acc.record_ids)
+
+    def _segment_frames(self, recs: list[MemoryRecord]) -> list[EvidenceNode]:
+        cap, out = self.cfg.max_records_per_node, []
+        for group in _event_frames(recs, self._turn_pos, self.cfg.event_frame_turn_gap):
+            if len(group) < 2:
+                continue
+            first = group[0]
+            key = f"frame:{first.segment_id}:{first.ordinal}"
+            out.append(EvidenceNode(
+                node_id=EvidenceNode.make_id(self.cid, "event_frame", key), conversation_id=self.cid,
+                user_id=self.uid, kind="event_frame", key=key,
+                text=" ".join(r.text for r in group)[: self.cfg.event_frame_text_chars],
+                record_ids=[r.record_id for r in group][:cap]))
+        return out
+
+
+__all__ = ["NodeIndex", "record_keys"]
