@@ -297,3 +297,38 @@ def test_background_encoding_holds_no_write_lock_and_appends_go_on(tmp_path, con
     for t in TABLES:
         assert got[t].equals(ref[t]), t
     store.close()
+
+
+def test_kept_state_equals_a_fresh_read(tmp_path, conv):
+    """What an appending process keeps between increments (build/turn_log.py StoredCache) is what
+    reading the store whole gives: records, segments, turns, vectors, the node index, the record
+    guard's memory of the final segments (the rules backend skips the guard's checks, so the
+    equality tests above cannot see a wrong memory: this one can)."""
+    from lychee_ray.build.encode.guard import ConversationMemory
+    from lychee_ray.build.nodes import build_nodes
+    from lychee_ray.build.stored import load_stored
+
+    cid, turns = conv.conversation_id, turn_dicts(conv)
+    MemoryStoreWriter(tmp_path)
+    store = open_store(tmp_path)
+    store.append(cid, turns[:10], user_id=conv.user_id)
+    for i, t in enumerate(turns[10:70]):
+        store.append(cid, [t], queue=i % 3 == 0)
+        if i % 7 == 0:
+            store.catch_up(cid)
+    store.catch_up(cid)
+    m = marker(tmp_path, cid)
+    kept = store._stored_cache()._stored[m.key]
+    assert kept.marker.same_commit(m) and kept.node_index is not None and kept.kept_memory is not None
+    fresh = load_stored(StoreLayout(tmp_path), m)
+    assert [r.record_id for r in kept.records] == [r.record_id for r in fresh.records]
+    assert kept.records == fresh.records and kept.rows == fresh.rows
+    assert kept.turns.equals(fresh.turns) and (kept.turn_vectors == fresh.turn_vectors).all()
+    order = fresh.turns.column("turn_id").to_pylist()
+    assert kept.node_index.nodes() == build_nodes(fresh.records, order, CFG.nodes)
+    provisional = set(fresh.segstate["provisional"])
+    want = ConversationMemory()
+    want.accept(r for r in fresh.records if r.segment_id not in provisional)
+    assert kept.kept_memory == want
+    assert kept.conversation().turn_rows() == fresh.conversation().turn_rows()
+    store.close()

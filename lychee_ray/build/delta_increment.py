@@ -120,10 +120,17 @@ async def delta_increment(
     next_known = KnownVectors(records={**known.records, **{r.record_id: v for r, v in zip(up_records, rec_vecs)}},
                               nodes={**known.nodes, **{(changed_nodes[i].node_id, changed_nodes[i].text): v
                                                        for i, v in zip(embedded, node_vecs)}})
+    log = stored.kept_log
+    if log is not None:
+        log.add(new_turn_rows)
+    memory = stored.kept_memory  # of the old final records: add the records of segments final now
+    if memory is not None:
+        provisional = set(segstate["provisional"])
+        memory.accept(r for r in tail if r.segment_id not in provisional)
     state = StoredConversation(
         marker=stored.marker, turns=pa.concat_tables([stored.turns, new_turns.cast(stored.turns.schema)]),
         rows=all_rows, records=records, usage=usage, turn_vectors=all_vectors, known=next_known, segstate=segstate,
-        kept_conv=conv, node_index=idx, applied=set(stored.applied))
+        kept_conv=conv, node_index=idx, applied=set(stored.applied), kept_log=log, kept_memory=memory)
     return DeltaIncrement(delta, state, len(up_records) - sum(r.record_id in old_tail for r in up_records),
                           len(gone_records))
 

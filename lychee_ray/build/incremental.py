@@ -228,6 +228,8 @@ async def extend_conversation(
         return Increment(None, open_turn_ids=_open_turns(stored.segstate, rows))
     prior = PriorContext(final[-1].resolution_state if final else "",
                          stored.records_of({r.segment_id for r in final}) if stored is not None else [])
+    if allow_delta and stored is not None and reason is None:  # kept between appends (build/turn_log.py)
+        prior.memory = stored.final_memory(prior.records)
     enc_rows, recs = await encode_segments(conv, segs, ctx, reuse, prior)
     new_recs = recs[len(prior.records):]
     enc_rows = [r if r.close_reason == s.reason else r.model_copy(update={"close_reason": s.reason})

@@ -68,13 +68,15 @@ class NodeIndex:
         returns the nodes new or changed, and the ids of nodes gone."""
         dirty: set[Key] = set()
         segs: set[str] = set()
+        gone_ids = set(self._order[keep:])
         for rid in self._order[keep:]:
             for kind, key, _ in self._keys.pop(rid, []):
                 lst = self._contrib.get((kind, key))
                 if lst is not None:
-                    self._contrib[(kind, key)] = [c for c in lst if c[0] != rid]
+                    # the tail's contributions are the last ones of each key (record order)
+                    while lst and lst[-1][0] in gone_ids:
+                        lst.pop()
                     dirty.add((kind, key))
-        gone_ids = set(self._order[keep:])
         for seg in {self._segment_of.pop(rid) for rid in gone_ids if rid in self._segment_of}:
             segs.add(seg)
             self._by_segment[seg] = [r for r in self._by_segment.get(seg, []) if r.record_id not in gone_ids]

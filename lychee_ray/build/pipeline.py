@@ -72,6 +72,8 @@ class PriorContext:
 
     resolution_state: str = ""
     records: list[MemoryRecord] = field(default_factory=list)
+    # the guard's memory of exactly ``records``, when the caller keeps one (copied, not changed)
+    memory: ConversationMemory | None = None
 
 
 def encode_turns(conv: Conversation, seg: Segment) -> list[SegmentTurn]:
@@ -116,11 +118,14 @@ async def encode_segments(
     # exactly what they were (the entity fill would otherwise add names its extractor skipped).
     gcfg = cfg.encoder.guard if ctx.encoder.backend != "rules" else cfg.encoder.guard.model_copy(update={"enabled": False})
     guard = RecordGuard(gcfg, day_first=cfg.encoder.day_first)
-    memory = ConversationMemory()
     rows: list[SegmentRow] = []
     records: list[MemoryRecord] = list(prior.records) if prior else []  # returned too: callers slice them off
     state = prior.resolution_state if prior else ""
-    memory.accept(records)  # an incremental build continues after the stored segments (docs/incremental.md)
+    if prior is not None and prior.memory is not None:
+        memory = prior.memory.copy()
+    else:
+        memory = ConversationMemory()
+        memory.accept(records)  # an incremental build continues after the stored segments (docs/incremental.md)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
         base = dict(

@@ -16,7 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from lychee_ray.build.append_types import HistoryConflict, OwnerMismatch
+from lychee_ray.build.encode.guard import ConversationMemory
 from lychee_ray.build.pipeline import KnownVectors
+from lychee_ray.build.turn_log import TurnLog
 from lychee_ray.core.conversation import Conversation, Session, Turn
 from lychee_ray.core.records import MemoryRecord, SegmentRow
 from lychee_ray.io.store import StoreLayout
@@ -50,6 +52,8 @@ class StoredConversation:
     kept_conv: Conversation | None = None
     node_index: Any = None
     applied: set[str] = field(default_factory=set)
+    kept_log: TurnLog | None = None  # the stored turns' identities (an append's checks)
+    kept_memory: ConversationMemory | None = None  # the record guard's memory of the final segments' records
 
     @property
     def conversation_id(self) -> str:
@@ -87,6 +91,21 @@ class StoredConversation:
             sessions[-1] = sessions[-1].model_copy(update={"turns": list(sessions[-1].turns)})
         return Conversation(conversation_id=self.conversation_id, user_id=self.user_id, sessions=sessions)
 
+    def final_memory(self, final_records: list[MemoryRecord]) -> ConversationMemory:
+        """The record guard's memory of the final segments' records (``final_records``, in order),
+        built once and kept for the increments that follow."""
+        if self.kept_memory is None:
+            self.kept_memory = ConversationMemory()
+            self.kept_memory.accept(final_records)
+        return self.kept_memory
+
+    def turn_log(self) -> TurnLog:
+        """The stored turns' identities (:class:`~lychee_ray.build.turn_log.TurnLog`), built once and kept."""
+        if self.kept_log is None:
+            self.kept_log = TurnLog(self.marker)
+            self.kept_log.add(self.turn_rows())
+        return self.kept_log
+
     def add_turns(self, rows: list[dict[str, Any]], vectors: np.ndarray, marker: CommitMarker, generation: str) -> None:
         """Take turns another commit appended (a queued append's delta ``generation``) into this
         kept state, in place; ``marker`` is the commit that now describes it."""
@@ -100,6 +119,8 @@ class StoredConversation:
                 sessions[-1].turns.append(_turn(r))
         if self.node_index is not None:
             self.node_index.add_turns(r["turn_id"] for r in rows)
+        if self.kept_log is not None:
+            self.kept_log.add(rows)
         self.marker = marker
         self.applied.add(generation)
 

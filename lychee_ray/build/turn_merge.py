@@ -51,9 +51,7 @@ def merge_turns(stored: StoredConversation | None, request: AppendRequest, user_
     ``reordered``. Nothing is partly applied: every check runs before anything is written.
     """
     cid = request.conversation_id
-    log = TurnLog(stored.marker if stored is not None else None)
-    if stored is not None:
-        log.add(stored.turn_rows())
+    log = stored.turn_log() if stored is not None else TurnLog(None)
     rows, turns, dups = new_turn_rows(log, request, user_id)
     # conversation() builds new session objects: the new turns can be added to them in place
     sessions = list(stored.conversation().sessions) if stored is not None else []

@@ -67,6 +67,12 @@ def content_terms(text: str) -> frozenset[str]:
                      and not t.isdigit())
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _normalised(text: str) -> str:
+    # memoised like content_terms: every increment's guard accepts the stored records again
+    return normalised_text(text)
+
+
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
@@ -79,10 +85,14 @@ class ConversationMemory:
     terms: list[frozenset[str]] = field(default_factory=list)
     entities: dict[str, str] = field(default_factory=dict)  # lower-case name -> name as written
 
+    def copy(self) -> "ConversationMemory":
+        """An independent copy (the kept memory of an appending process stays as it was)."""
+        return ConversationMemory(set(self.texts), list(self.terms), dict(self.entities))
+
     def accept(self, records: Iterable[MemoryRecord]) -> None:
         """Remember stored records (for echo checks) and their entities (for entity filling)."""
         for r in records:
-            self.texts.add(normalised_text(r.text))
+            self.texts.add(_normalised(r.text))
             self.terms.append(content_terms(r.text))
             for e in r.entities:
                 self.entities.setdefault(e.lower(), e)
