@@ -330,5 +330,12 @@ def test_kept_state_equals_a_fresh_read(tmp_path, conv):
     want = ConversationMemory()
     want.accept(r for r in fresh.records if r.segment_id not in provisional)
     assert kept.kept_memory == want
+    from lychee_ray.build.pipeline import segments_quality
+
+    final_rows = [r for r in fresh.rows if r.segment_id not in provisional]
+    assert kept.final_segments == {r.segment_id for r in final_rows}
+    assert kept.final_records == sum(r.segment_id not in provisional for r in fresh.records)
+    assert kept.final_quality.report() == segments_quality(final_rows).report()
+    assert m.quality == segments_quality(fresh.rows).report()
     assert kept.conversation().turn_rows() == fresh.conversation().turn_rows()
     store.close()

@@ -37,11 +37,13 @@ def test_built_whole_equals_build_nodes(built):
     assert len(idx) == len(build_nodes(records, order, CFG.nodes))
 
 
-def test_tail_replacements_equal_build_nodes(built):
+@pytest.mark.parametrize("cap", [200, 3])  # 3: most nodes hit the cap on their record list
+def test_tail_replacements_equal_build_nodes(built, cap):
     conv, records, order = built
+    cfg_nodes = CFG.nodes.model_copy(update={"max_records_per_node": cap})
     rng = random.Random(7)
     segs = list(dict.fromkeys(r.segment_id for r in records))
-    idx = NodeIndex.build([], order, CFG.nodes, conv.conversation_id, conv.user_id)
+    idx = NodeIndex.build([], order, cfg_nodes, conv.conversation_id, conv.user_id)
     current: list = []
     nodes = {}
     for n_segs in range(1, len(segs) + 1):
@@ -63,7 +65,7 @@ def test_tail_replacements_equal_build_nodes(built):
         for g in gone:
             nodes.pop(g)
         current = want
-        expected = build_nodes(want, order, CFG.nodes)
+        expected = build_nodes(want, order, cfg_nodes)
         assert idx.nodes() == expected, n_segs
         # what replace_tail reported, applied to the earlier nodes, is the same set
         assert sorted(nodes.values(), key=lambda n: (n.kind, n.key)) == expected, n_segs

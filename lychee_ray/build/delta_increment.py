@@ -20,10 +20,22 @@ import numpy as np
 import pyarrow as pa
 
 from lychee_ray.build.node_index import NodeIndex
-from lychee_ray.build.pipeline import BuildContext, KnownVectors, segments_quality, usage_tokens
+from lychee_ray.build.pipeline import (
+    BuildContext,
+    KnownVectors,
+    segments_quality,
+    usage_tokens,
+)
 from lychee_ray.build.stored import StoredConversation
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
-from lychee_ray.core.records import MemoryRecord, SegmentRow, nodes_table, records_table, segments_table
+from lychee_ray.core.quality import QualityCounts
+from lychee_ray.core.records import (
+    MemoryRecord,
+    SegmentRow,
+    nodes_table,
+    records_table,
+    segments_table,
+)
 from lychee_ray.io.store.deltas import ConversationDelta, TableDelta, TableVectors
 from lychee_ray.io.store.marker import BuildInfo, LastIncrement, MarkerCounts
 from lychee_ray.io.store.writer import turns_digest
@@ -42,7 +54,10 @@ class DeltaIncrement:
 
 def tail_start(stored: StoredConversation, final_ids: set[str]) -> int | None:
     """How many stored records belong to the final segments, if they are exactly the first ones
-    (the tail is then the re-opened segments' records); None when they are not."""
+    (the tail is then the re-opened segments' records); None when they are not. A kept state
+    counted them when it was made (the final segments then are these)."""
+    if stored.final_records is not None and stored.final_segments == final_ids:
+        return stored.final_records
     k = sum(r.segment_id in final_ids for r in stored.records)
     return k if all(r.segment_id in final_ids for r in stored.records[:k]) else None
 
@@ -111,7 +126,7 @@ async def delta_increment(
         backend=ctx.encoder.backend, model=ctx.encoder.model, embedder=ctx.embedder_name, embedding_dim=ctx.embed_dim,
         tokens=usage_tokens(UsageLedger.from_table(usage)), timings_s=timings,
         mean_turns_per_segment=round(n_turns / max(1, len(all_rows)), 3),
-        quality=segments_quality(all_rows).report(),
+        quality=_quality(stored, final_ids, tail_rows).report(),
         turns_digest=turns_digest(new_turns, digest) if digest else None, last_increment=last_increment)
     counts = MarkerCounts(turns=n_turns, segments=len(all_rows), failed_segments=sum(r.status == "failed" for r in all_rows),
                           records=len(records), nodes=len(idx))
@@ -123,16 +138,28 @@ async def delta_increment(
     log = stored.kept_log
     if log is not None:
         log.add(new_turn_rows)
+    provisional = set(segstate["provisional"])
+    now_final = [r for r in tail if r.segment_id not in provisional]  # the first of the tail (segment order)
     memory = stored.kept_memory  # of the old final records: add the records of segments final now
     if memory is not None:
-        provisional = set(segstate["provisional"])
-        memory.accept(r for r in tail if r.segment_id not in provisional)
+        memory.accept(now_final)
     state = StoredConversation(
         marker=stored.marker, turns=pa.concat_tables([stored.turns, new_turns.cast(stored.turns.schema)]),
         rows=all_rows, records=records, usage=usage, turn_vectors=all_vectors, known=next_known, segstate=segstate,
-        kept_conv=conv, node_index=idx, applied=set(stored.applied), kept_log=log, kept_memory=memory)
+        kept_conv=conv, node_index=idx, applied=set(stored.applied), kept_log=log, kept_memory=memory,
+        final_records=keep + len(now_final), final_segments=final_ids | {r.segment_id for r in tail_rows
+                                                                         if r.segment_id not in provisional},
+        final_quality=_quality(stored, final_ids, [r for r in tail_rows if r.segment_id not in provisional]))
     return DeltaIncrement(delta, state, len(up_records) - sum(r.record_id in old_tail for r in up_records),
                           len(gone_records))
+
+
+def _quality(stored: StoredConversation, final_ids: set[str], more: list[SegmentRow]) -> QualityCounts:
+    """The memory checks' counts of the final segments (kept, or summed once) plus ``more`` rows."""
+    if stored.final_quality is None or stored.final_segments != final_ids:
+        stored.final_quality = segments_quality([r for r in stored.rows if r.segment_id in final_ids])
+        stored.final_segments = set(final_ids)
+    return QualityCounts().add(stored.final_quality).add(segments_quality(more))
 
 
 __all__ = ["DeltaIncrement", "delta_increment", "node_index_of", "tail_start"]

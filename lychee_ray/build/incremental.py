@@ -54,7 +54,7 @@ from lychee_ray.build.stored import StoredConversation, load_stored
 from lychee_ray.build.turn_merge import DEFAULT_SESSION_ID, merge_turns, new_turn_rows
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import Conversation
-from lychee_ray.core.records import SegmentRow, segment_id
+from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
 from lychee_ray.io.store import MemoryStoreWriter, StoreLayout, conversation_key
 from lychee_ray.io.store.layout import as_layout
 from lychee_ray.build.turn_log import StoredCache
@@ -148,7 +148,8 @@ class Increment:
         return self.artifacts is not None or self.delta is not None
 
 
-def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: BuildContext) -> tuple[str | None, bool]:
+def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: BuildContext,
+                   speakers: list[str] | None = None) -> tuple[str | None, bool]:
     """(why the stored segmentation cannot simply be continued, whether stored encodings may still be
     reused) — None when it can. Each reason is a case where continuing would differ from one build
     of the whole conversation (docs/incremental.md)."""
@@ -157,17 +158,31 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
     if stored.marker.fingerprint != ctx.fingerprint:
         return "config_changed", False  # other segmenter/encoder settings or models: nothing carries over
     st = stored.segstate
-    speakers = st["speakers"] if st else speakers_of(stored.conversation())
-    if speakers_of(conv) != speakers:
+    stored_speakers = st["speakers"] if st else speakers_of(stored.conversation())
+    if (speakers if speakers is not None else speakers_of(conv)) != stored_speakers:
         return "new_speaker", False  # every encode request lists the conversation's speakers
     if st is None or st.get("version") != SEGSTATE_VERSION or st.get("num_turns") != stored.segmented_turns:
         return "no_segmenter_state", True
     if SegmenterConfig.model_validate(st["segmenter"]["config"]) != ctx.cfg.segmenter:
         return "segmenter_config", True
-    if ctx.cfg.segmenter.exchange_mode == "auto" and \
-            resolve_exchange_mode("auto", (t.role for *_, t in conv.iter_turns())) != st["segmenter"]["mode"]:
-        return "exchange_mode", True  # e.g. the first assistant turn: one build would use role mode throughout
+    if ctx.cfg.segmenter.exchange_mode == "auto" and st["segmenter"]["mode"] != "role" and \
+            resolve_exchange_mode("auto", (t.role for *_, t in itertools.islice(conv.iter_turns(), st["num_turns"], None))) \
+            != st["segmenter"]["mode"]:
+        # e.g. the first assistant turn: one build would use role mode throughout. ("role" is
+        # resolved from any answering turn, so it stays; the saved mode covers the first
+        # ``num_turns`` turns, so only the later ones can change it.)
+        return "exchange_mode", True
     return None, True
+
+
+def conversation_speakers(stored: StoredConversation | None, conv: Conversation) -> list[str]:
+    """:func:`speakers_of` ``conv``, from the saved resume point's speakers (those of its first
+    ``num_turns`` turns, in order) and the turns after them when the stored conversation has one."""
+    st = stored.segstate if stored is not None else None
+    if not st or st.get("speakers") is None or not isinstance(st.get("num_turns"), int) or st["num_turns"] > conv.num_turns:
+        return speakers_of(conv)
+    later = (t.speaker for *_, t in itertools.islice(conv.iter_turns(), st["num_turns"], None))
+    return list(dict.fromkeys([*st["speakers"], *later]))
 
 
 async def extend_conversation(
@@ -185,7 +200,8 @@ async def extend_conversation(
     t0 = time.perf_counter()
     cfg, cid = ctx.cfg, conv.conversation_id
     enc, max_chars = cfg.tokenizer.encoding, cfg.segmenter.max_turn_chars
-    reason, reuse_ok = rebuild_reason(stored, conv, ctx)
+    speakers = conversation_speakers(stored, conv)
+    reason, reuse_ok = rebuild_reason(stored, conv, ctx, speakers)
     fresh = stored is None or reason == "config_changed"  # nothing stored may be reused, vectors included
     # n: turns the segmenter has consumed; n_stored: turns stored (the rest of them were appended
     # with their segmentation queued: stored with their vectors, segmented now)
@@ -214,12 +230,20 @@ async def extend_conversation(
     covered = {t for s in segs for t in s.turn_ids}
     survivors = [r for r in replaceable if r.segment_id not in ids and not set(r.turn_ids) & covered]
     old = {r.segment_id: r for r in replaceable}
+    final_ids = {r.segment_id for r in final}
+    # the final segments' records open the stored ones (a kept state knows how many): the tail is
+    # then all that changes, and the increment is written as a delta of it
+    keep = tail_start(stored, final_ids) if allow_delta and stored is not None and reason is None else None
+    replaced_records: dict[str, list[MemoryRecord]] = {}  # the replaceable segments' stored records
+    for rec in (stored.records[keep:] if keep is not None else stored.records if replaceable else []):
+        if rec.segment_id in old:
+            replaced_records.setdefault(rec.segment_id, []).append(rec)
     reuse: dict[str, tuple[SegmentRow, list]] = {}
     for s, sid in zip(segs, ids):  # only an unbroken prefix: a segment's ρ depends on all before it
         r = old.get(sid)
         if not reuse_ok or r is None or r.status != "ok" or r.turn_ids != s.turn_ids:
             break
-        reuse[sid] = (r, sorted(stored.records_of({sid}), key=lambda x: x.ordinal))
+        reuse[sid] = (r, sorted(replaced_records.get(sid, []), key=lambda x: x.ordinal))
     provisional_ids = [segment_id(cid, s.segment_index) for s in stream.tail] + [r.segment_id for r in survivors]
     unchanged = (not new_turns and n == n_stored and reason is None and len(reuse) == len(segs)
                  and all(old[i].close_reason == s.reason for i, s in zip(ids, segs))
@@ -227,30 +251,32 @@ async def extend_conversation(
     if unchanged:
         return Increment(None, open_turn_ids=_open_turns(stored.segstate, rows))
     prior = PriorContext(final[-1].resolution_state if final else "",
-                         stored.records_of({r.segment_id for r in final}) if stored is not None else [])
-    if allow_delta and stored is not None and reason is None:  # kept between appends (build/turn_log.py)
+                         stored.records[:keep] if keep is not None else
+                         stored.records_of(final_ids) if stored is not None else [])
+    if keep is not None:  # kept between appends (build/turn_log.py)
         prior.memory = stored.final_memory(prior.records)
-    enc_rows, recs = await encode_segments(conv, segs, ctx, reuse, prior)
+    enc_rows, recs = await encode_segments(conv, segs, ctx, reuse, prior, speakers)
     new_recs = recs[len(prior.records):]
     enc_rows = [r if r.close_reason == s.reason else r.model_copy(update={"close_reason": s.reason})
                 for r, s in zip(enc_rows, segs)]
     t_enc = time.perf_counter()
     all_rows = sorted(final + enc_rows + survivors, key=lambda r: r.index)
     order = {r.segment_id: r.index for r in all_rows}
-    survivor_recs = stored.records_of({r.segment_id for r in survivors}) if stored is not None else []
-    records = sorted(prior.records + new_recs + survivor_recs, key=lambda r: (order[r.segment_id], r.ordinal))
+    survivor_recs = [rec for r in survivors for rec in replaced_records.get(r.segment_id, [])]
+    if keep is not None:  # every tail segment comes after every final one
+        records = prior.records + sorted(new_recs + survivor_recs, key=lambda r: (order[r.segment_id], r.ordinal))
+    else:
+        records = sorted(prior.records + new_recs + survivor_recs, key=lambda r: (order[r.segment_id], r.ordinal))
     mine = UsageLedger(u for u in ctx.ledger.entries()[ledger_start:] if u.conversation_id == cid)
     usage = mine.to_table()
     if stored is not None and stored.usage.num_rows:
         usage = pa.concat_tables([stored.usage, usage.cast(stored.usage.schema)])
-    segstate = make_segstate(conv, stream.state, provisional_ids)
+    segstate = make_segstate(conv, stream.state, provisional_ids, speakers)
     encoded = [r.segment_id for r in enc_rows if r.segment_id not in reuse]
     timings = {"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4),
                "llm_latency": round(sum(u.latency_s for u in mine), 4)}
     last = LastIncrement(turns_added=len(new_turns), segments_encoded=len(encoded), rebuilt=reason)
-    final_ids = {r.segment_id for r in final}
-    keep = tail_start(stored, final_ids) if allow_delta and stored is not None and reason is None else None
-    if keep is not None and keep == len(prior.records):  # only the tail changed: write just that
+    if keep is not None:  # only the tail changed: write just that
         d = await delta_increment(stored, conv, ctx, keep=keep, records=records, all_rows=all_rows, final_ids=final_ids,
                                   new_vectors=np.asarray(vecs, dtype=np.float32), all_vectors=all_vecs,
                                   segstate=segstate, mine=mine, timings=timings, last_increment=last)
@@ -258,7 +284,10 @@ async def extend_conversation(
             None, new_turn_ids=[t.turn_id for t in new_turns], encoded=encoded,
             failed=[r.segment_id for r in enc_rows if r.segment_id in encoded and r.status == "failed"],
             records_written=d.records_written, records_removed=d.records_removed,
-            open_turn_ids=_open_turns(segstate, all_rows), rebuilt=None, tokens=usage_tokens(mine),
+            # open turns can only be covered by the tail, or by the last final segment (a long turn
+            # split across segments)
+            open_turn_ids=_open_turns(segstate, final[-1:] + [r for r in all_rows if r.segment_id not in final_ids]),
+            rebuilt=None, tokens=usage_tokens(mine),
             quality=segments_quality([r for r in enc_rows if r.segment_id in encoded]).report(),
             delta=d.delta, next_state=d.next_state)
     art = await assemble_artifacts(

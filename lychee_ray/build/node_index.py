@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from lychee_ray.build.nodes import _event_frames, _NodeAcc, time_keys
+from lychee_ray.build.nodes import _event_frames, time_keys
 from lychee_ray.config import NodesConfig
 from lychee_ray.core.keys import normalise_key
 from lychee_ray.core.records import EvidenceNode, MemoryRecord
@@ -32,12 +32,48 @@ def record_keys(r: MemoryRecord, cfg: NodesConfig) -> list[tuple[str, str, str]]
     return [x for x in out if x[1]]
 
 
+class _KeyState:
+    """What ``build_nodes``' accumulator holds for one key, kept so the tail can be taken off again:
+    every contribution (record id, surface form) in record order, surface counts, the capped ids."""
+
+    __slots__ = ("contrib", "surface", "ids", "idset")
+
+    def __init__(self) -> None:
+        self.contrib: list[tuple[str, str]] = []
+        self.surface: dict[str, int] = {}
+        self.ids: list[str] = []
+        self.idset: set[str] = set()
+
+    def push(self, rid: str, display: str, cap: int) -> None:
+        self.contrib.append((rid, display))
+        self.surface[display] = self.surface.get(display, 0) + 1
+        if rid not in self.idset and len(self.ids) < cap:
+            self.ids.append(rid)
+            self.idset.add(rid)
+
+    def pop_tail(self, gone: set[str]) -> None:
+        """Take off the contributions of ``gone`` records: the last ones (they are the last records)."""
+        while self.contrib and self.contrib[-1][0] in gone:
+            _, display = self.contrib.pop()
+            n = self.surface[display] - 1
+            if n:
+                self.surface[display] = n
+            else:
+                del self.surface[display]
+        while self.ids and self.ids[-1] in gone:
+            self.idset.discard(self.ids.pop())
+
+    def display(self) -> str:
+        # as build_nodes: the most frequent surface form, ties broken alphabetically
+        return min(self.surface.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+
 class NodeIndex:
     """A conversation's nodes, updated by replacing its tail records (:meth:`replace_tail`)."""
 
     def __init__(self, conversation_id: str, user_id: str, cfg: NodesConfig) -> None:
         self.cid, self.uid, self.cfg = conversation_id, user_id, cfg
-        self._contrib: dict[Key, list[tuple[str, str]]] = {}  # key -> (record id, display), record order
+        self._acc: dict[Key, _KeyState] = {}  # key -> its contributions, in record order
         self._keys: dict[str, list[tuple[str, str, str]]] = {}  # record id -> its (kind, key, display)
         self._order: list[str] = []  # record ids in conversation order
         self._by_segment: dict[str, list[MemoryRecord]] = {}
@@ -71,11 +107,9 @@ class NodeIndex:
         gone_ids = set(self._order[keep:])
         for rid in self._order[keep:]:
             for kind, key, _ in self._keys.pop(rid, []):
-                lst = self._contrib.get((kind, key))
-                if lst is not None:
-                    # the tail's contributions are the last ones of each key (record order)
-                    while lst and lst[-1][0] in gone_ids:
-                        lst.pop()
+                acc = self._acc.get((kind, key))
+                if acc is not None:
+                    acc.pop_tail(gone_ids)
                     dirty.add((kind, key))
         for seg in {self._segment_of.pop(rid) for rid in gone_ids if rid in self._segment_of}:
             segs.add(seg)
@@ -88,8 +122,12 @@ class NodeIndex:
             self._by_segment.setdefault(r.segment_id, []).append(r)
             self._segment_of[r.record_id] = r.segment_id
             segs.add(r.segment_id)
+            cap = self.cfg.max_records_per_node
             for kind, key, disp in keys:
-                self._contrib.setdefault((kind, key), []).append((r.record_id, disp))
+                acc = self._acc.get((kind, key))
+                if acc is None:
+                    acc = self._acc[(kind, key)] = _KeyState()
+                acc.push(r.record_id, disp, cap)
                 dirty.add((kind, key))
         changed: list[EvidenceNode] = []
         gone: list[str] = []
@@ -97,7 +135,7 @@ class NodeIndex:
             node = self._node(k)
             old = self._nodes.get(k)
             if node is None:
-                self._contrib.pop(k, None)
+                self._acc.pop(k, None)
                 if old is not None:
                     gone.append(old.node_id)
                     del self._nodes[k]
@@ -128,15 +166,13 @@ class NodeIndex:
         return len(self._nodes) + sum(len(fs) for fs in self._frames.values())
 
     def _node(self, k: Key) -> EvidenceNode | None:
-        contrib = self._contrib.get(k)
-        if not contrib:
+        acc = self._acc.get(k)
+        if acc is None or not acc.contrib:
             return None
-        acc = _NodeAcc(*k)
-        for rid, disp in contrib:
-            acc.add(rid, disp, self.cfg.max_records_per_node)
-        return EvidenceNode(node_id=EvidenceNode.make_id(self.cid, acc.kind, acc.key), conversation_id=self.cid,
-                            user_id=self.uid, kind=acc.kind, key=acc.key,  # type: ignore[arg-type]
-                            text=acc.display(), record_ids=acc.record_ids)
+        kind, key = k
+        return EvidenceNode(node_id=EvidenceNode.make_id(self.cid, kind, key), conversation_id=self.cid,
+                            user_id=self.uid, kind=kind, key=key,  # type: ignore[arg-type]
+                            text=acc.display(), record_ids=list(acc.ids))
 
     def _segment_frames(self, recs: list[MemoryRecord]) -> list[EvidenceNode]:
         cap, out = self.cfg.max_records_per_node, []

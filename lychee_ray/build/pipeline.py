@@ -101,6 +101,7 @@ async def encode_segments(
     ctx: BuildContext,
     previous: dict[str, tuple[SegmentRow, list[MemoryRecord]]] | None = None,
     prior: "PriorContext | None" = None,
+    speakers: list[str] | None = None,
 ) -> tuple[list[SegmentRow], list[MemoryRecord]]:
     """Encode segments in order, carrying ρ (resolution state + last records) forward.
 
@@ -109,7 +110,7 @@ async def encode_segments(
     kept as ``failed`` with its error; its turns stay in the turn index.
     """
     cfg = ctx.cfg
-    speakers = speakers_of(conv)
+    speakers = speakers if speakers is not None else speakers_of(conv)  # (the caller may know them already)
     # rules records already carry per-sentence times; searching their turns would smear one date
     search_turns = cfg.encoder.time_from_turns and ctx.encoder.backend != "rules"
     resolver = make_resolver(day_first=cfg.encoder.day_first, search_turns=search_turns)
@@ -184,7 +185,8 @@ def previous_outcomes(data: ConversationData) -> dict[str, tuple[SegmentRow, lis
 SEGSTATE_VERSION = 1
 
 
-def make_segstate(conv: Conversation, state: dict[str, Any], provisional: list[str]) -> dict[str, Any]:
+def make_segstate(conv: Conversation, state: dict[str, Any], provisional: list[str],
+                  speakers: list[str] | None = None) -> dict[str, Any]:
     """What is saved with a generation so the next increment continues the segmenter (docs/incremental.md).
 
     ``state``: the segmenter before the end of the input; ``provisional``: ids of the stored segments
@@ -198,7 +200,7 @@ def make_segstate(conv: Conversation, state: dict[str, Any], provisional: list[s
         "provisional": list(provisional),
         "num_turns": conv.num_turns,
         "open_turn_ids": list(dict.fromkeys(r.turn_id for r in open_turn_refs(state))),
-        "speakers": speakers_of(conv),
+        "speakers": speakers if speakers is not None else speakers_of(conv),
     }
 
 

@@ -20,6 +20,7 @@ from lychee_ray.build.encode.guard import ConversationMemory
 from lychee_ray.build.pipeline import KnownVectors
 from lychee_ray.build.turn_log import TurnLog
 from lychee_ray.core.conversation import Conversation, Session, Turn
+from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow
 from lychee_ray.io.store import StoreLayout
 from lychee_ray.io.store.layout import as_layout
@@ -54,6 +55,10 @@ class StoredConversation:
     applied: set[str] = field(default_factory=set)
     kept_log: TurnLog | None = None  # the stored turns' identities (an append's checks)
     kept_memory: ConversationMemory | None = None  # the record guard's memory of the final segments' records
+    # the final (not provisional) segments and how many records they have, which open ``records``
+    final_segments: set[str] | None = None
+    final_records: int | None = None
+    final_quality: QualityCounts | None = None  # the memory checks' counts of those segments
 
     @property
     def conversation_id(self) -> str:
@@ -89,7 +94,9 @@ class StoredConversation:
         sessions = list(self.kept_conv.sessions)
         if sessions:
             sessions[-1] = sessions[-1].model_copy(update={"turns": list(sessions[-1].turns)})
-        return Conversation(conversation_id=self.conversation_id, user_id=self.user_id, sessions=sessions)
+        # model_construct: the kept conversation was validated when it was built or grown
+        return Conversation.model_construct(conversation_id=self.conversation_id, user_id=self.user_id,
+                                            sessions=sessions, meta={})
 
     def final_memory(self, final_records: list[MemoryRecord]) -> ConversationMemory:
         """The record guard's memory of the final segments' records (``final_records``, in order),
