@@ -14,8 +14,8 @@ Nothing here is needed for durability: the queued turns are committed, and the m
 from __future__ import annotations
 
 import logging
+import math
 import os
-import statistics
 import threading
 import time
 from collections import OrderedDict
@@ -97,10 +97,13 @@ class EncodeQueue:
     def stats(self) -> dict[str, Any]:
         with self._cond:
             lags = sorted(self._lags)
+
+            def pct(q: float) -> float | None:  # nearest rank
+                return round(lags[max(0, math.ceil(q * len(lags)) - 1)] * 1e3, 1) if lags else None
+
             return {"pending": len(self._pending) + (1 if self._running else 0), "done": self.done,
                     "errors": self.errors, "max_pending": self.max_pending,
-                    "lag_p50_ms": round(statistics.median(lags) * 1e3, 1) if lags else None,
-                    "lag_p95_ms": round(lags[int(0.95 * (len(lags) - 1))] * 1e3, 1) if lags else None}
+                    "lag_p50_ms": pct(0.5), "lag_p95_ms": pct(0.95)}
 
     def _loop(self) -> None:
         _lower_priority(self.nice)
