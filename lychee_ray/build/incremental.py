@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +58,7 @@ from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
 from lychee_ray.io.store import MemoryStoreWriter, StoreLayout, conversation_key
 from lychee_ray.io.store.layout import as_layout
 from lychee_ray.build.turn_log import StoredCache
+from lychee_ray.io.store.deltas import ConversationDelta
 from lychee_ray.io.store.marker import CommitMarker, LastIncrement
 from lychee_ray.io.store.writer import artifacts_delta
 from lychee_ray.io.store.locks import ConversationDeleting, flock_path, is_deleting, release
@@ -139,7 +140,7 @@ class Increment:
     quality: dict[str, Any] = field(default_factory=dict)  # memory checks of the segments encoded now
     # the same written as a delta straight from what changed (build/delta_increment.py), with the
     # state the next increment starts from; then ``artifacts`` is None
-    delta: Any = None  # ConversationDelta | None
+    delta: ConversationDelta | None = None
     next_state: StoredConversation | None = None
 
     @property
@@ -423,7 +424,7 @@ def stored_state(layout: StoreLayout, marker: CommitMarker, cache: StoredCache |
     return stored
 
 
-def increment_delta(stored: StoredConversation | None, inc: Increment) -> Any:
+def increment_delta(stored: StoredConversation | None, inc: Increment) -> ConversationDelta | None:
     """The delta that commits ``inc`` (its own, or its artifacts against the stored tables); None:
     it must be committed as a full generation (a new conversation, one re-segmented from scratch,
     or a kept state without the tables to compare with)."""
@@ -435,7 +436,8 @@ def increment_delta(stored: StoredConversation | None, inc: Increment) -> Any:
 
 
 def commit_increment(writer: MemoryStoreWriter, stored: StoredConversation | None, inc: Increment, fold: bool,
-                     cache: StoredCache | None = None, adjust: Any = None) -> CommitMarker:
+                     cache: StoredCache | None = None,
+                     adjust: Callable[[ConversationDelta], None] | None = None) -> CommitMarker:
     """Commit an increment — a delta on top of the stored commit (``adjust(delta)`` may amend it
     first), or a full generation — fold when due (``fold``), and keep the state after it in
     ``cache`` for the next increment (not after a full generation or a fold: then the next one

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from lychee_ray.build.append_types import HistoryConflict, OwnerMismatch
 from lychee_ray.build.encode.guard import ConversationMemory
+from lychee_ray.build.node_index import NodeIndex
 from lychee_ray.build.pipeline import KnownVectors
 from lychee_ray.build.turn_log import TurnLog
 from lychee_ray.core.conversation import Conversation, Session, Turn
@@ -51,7 +52,7 @@ class StoredConversation:
     # conversation object, the node index (build/node_index.py) and which generations the state
     # holds (its marker's, minus turn deltas committed by others since it was kept)
     kept_conv: Conversation | None = None
-    node_index: Any = None
+    node_index: NodeIndex | None = None
     applied: set[str] = field(default_factory=set)
     kept_log: TurnLog | None = None  # the stored turns' identities (an append's checks)
     kept_memory: ConversationMemory | None = None  # the record guard's memory of the final segments' records

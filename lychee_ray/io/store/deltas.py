@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from lychee_ray.io.store.fs import AnyPath
+from lychee_ray.io.store.marker import BuildInfo, MarkerCounts
 from lychee_ray.io.store.tables import table_spec
 
 
@@ -75,9 +76,9 @@ class ConversationDelta:
     user_id: str
     fingerprint: str
     tables: dict[str, TableDelta]
-    counts: Any  # MarkerCounts
+    counts: MarkerCounts
     open_turns: int
-    info: Any  # BuildInfo
+    info: BuildInfo
     dim: int
     segstate: dict[str, Any] | None = None
     unsegmented_turns: int = 0
