@@ -101,12 +101,13 @@ async def append_turns_queued(
             timings["commit"] = (time.perf_counter() - t_commit) * 1e3
             log.marker = committed
             log.add(rows)
-            cache.put(log)
+        waiting = log.waiting_turn_ids()
+        cache.put(log)  # (not put back when the append failed: the next one reads it again)
         timings["build"] = (time.perf_counter() - t_lock) * 1e3
     timings["total"] = (time.perf_counter() - t0) * 1e3
     return AppendResult(
         conversation_id=cid, user_id=user, created=False, stored_turn_ids=[r["turn_id"] for r in rows],
-        duplicate_turn_ids=dups, segments_encoded=[], records_written=0, open_turn_ids=log.waiting_turn_ids(),
+        duplicate_turn_ids=dups, segments_encoded=[], records_written=0, open_turn_ids=waiting,
         generation=committed.deltas[-1] if committed else None, committed_at=committed.committed_at if committed else None,
         encode_queued=bool(committed is not None or marker.unsegmented_turns),
         timings_ms={k: round(v, 3) for k, v in timings.items()},
@@ -204,7 +205,9 @@ def marker_open_turns(layout: StoreLayout, marker: CommitMarker, cache: StoredCa
     """Ids of the turns no segment covers in ``marker``'s commit (its last ``open_turns`` turns)."""
     if not marker.open_turns:
         return []
-    log = (cache or StoredCache(1)).turn_log(layout, marker)
+    cache = cache or StoredCache(1)
+    log = cache.turn_log(layout, marker)
+    cache.put(log)
     return log.waiting_turn_ids()
 
 

@@ -74,7 +74,8 @@ class StoredCache:
 
     def turn_log(self, layout: StoreLayout, marker: CommitMarker) -> TurnLog:
         """The turn log of the commit ``marker`` names: cached, extended by the deltas committed
-        since, or read whole (a new base: a fold, a full rewrite, another process's first read)."""
+        since, or read whole (a new base: a fold, a full rewrite, another process's first read).
+        Taken out of the cache: the caller owns it (it may grow it) and :meth:`put` s it back."""
         with self._lock:
             old = self._logs.pop(marker.key, None)
         if old is not None and old.marker is not None and old.marker.same_commit(marker):
@@ -88,7 +89,6 @@ class StoredCache:
         else:
             log = TurnLog(marker)
             log.add(read_part(layout, "turns", marker, columns=_COLUMNS).to_pylist())
-        self.put(log)
         return log
 
     def put(self, log: TurnLog) -> None:
