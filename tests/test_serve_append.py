@@ -184,6 +184,21 @@ def test_a_replica_encodes_turns_a_dead_one_left_queued(store, embedder, locomo)
     assert verify_store(store)["ok"]
 
 
+def test_a_full_encode_queue_makes_the_append_encode_inline(store, embedder, locomo):
+    """The encode queue is bounded: when it takes nothing more (full, or stopped), the append
+    encodes in the request instead — nothing waits unbounded, nothing is left unencoded."""
+    svc = service(store, embedder)
+    svc.appends.queue.stop()  # takes nothing from now on, as a full queue
+    t = session_turns(locomo, 2)[0]
+    with TestClient(create_app(svc)) as c:
+        a = c.post(f"/v1/conversations/{CID}/turns", json={"turns": [t]}, headers=AUTH).json()
+        assert a["stored_turn_ids"] == [t["turn_id"]] and not a["encode_queued"]
+        assert c.get("/v1/admin/stats", headers=AUTH).json()["appends"]["inline_encodes"] == 1
+        assert c.get(f"/v1/conversations/{CID}", headers=AUTH).json()["encode_pending_turns"] == 0
+    svc.close()
+    assert verify_store(store)["ok"]
+
+
 def test_idempotent_conflict_malformed_owner_and_unknown(store, embedder):
     t1 = {"turn_id": "n1", "role": "user", "speaker": "Ana", "content": "I adopted a grey cat named Pixel.",
           "timestamp": "2024-05-02T18:03:00"}
