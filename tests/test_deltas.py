@@ -339,3 +339,25 @@ def test_kept_state_equals_a_fresh_read(tmp_path, conv):
     assert m.quality == segments_quality(fresh.rows).report()
     assert kept.conversation().turn_rows() == fresh.conversation().turn_rows()
     store.close()
+
+
+def test_queued_turns_keep_session_positions_after_an_empty_session(tmp_path, ctx, conv):
+    """A built input may hold an empty session (its position is kept as a placeholder): turns a
+    queued append adds get the session positions an inline append (and one build) gives them."""
+    from tests.test_incremental import build
+
+    cid = conv.conversation_id
+    gap = conv.model_copy(update={"sessions": [conv.sessions[0], conv.sessions[1].model_copy(update={"turns": []}),
+                                               conv.sessions[2]]})
+    for sub in ("queued", "inline"):
+        assert build(ctx, tmp_path / sub, gap).built == 1
+    nxt = [dict(t, session_id="s-next", session_started_at="2023-08-01T10:00:00")
+           for t in turn_dicts(conv.model_copy(update={"sessions": conv.sessions[3:4]}))][:3]
+    for sub, queue in (("queued", True), ("inline", False)):
+        store = open_store(tmp_path / sub)
+        for t in nxt:
+            store.append(cid, [t], queue=queue)
+        store.close()
+    q, i = tables(tmp_path / "queued", cid)["turns"], tables(tmp_path / "inline", cid)["turns"]
+    assert q.equals(i)
+    assert q.column("session_index").to_pylist()[-3:] == [3, 3, 3]  # after sessions 0, (empty) 1, 2

@@ -23,7 +23,7 @@ from lychee_ray.io.store.reader import read_delta, read_part
 from lychee_ray.io.store.writer import TURN_IDENTITY
 
 # turn columns a queued append compares and continues from
-_COLUMNS = list(dict.fromkeys([*TURN_IDENTITY, "session_started_at"]))
+_COLUMNS = list(TURN_IDENTITY)
 
 
 @dataclass
@@ -36,6 +36,8 @@ class TurnLog:
     sessions: list[str] = field(default_factory=list)  # session ids in order
     session_started_at: str | None = None  # of the last session
     last_session_turns: int = 0  # turns in the last session
+    # the last session's position (an input's empty sessions keep their positions: not len(sessions) - 1)
+    last_session_index: int = -1
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         """Take turns rows appended after the ones held (in order)."""
@@ -47,6 +49,7 @@ class TurnLog:
                 self.sessions.append(r["session_id"])
                 self.last_session_turns = 0
                 self.session_started_at = r.get("session_started_at")
+                self.last_session_index = r["session_index"]
             self.last_session_turns += 1
 
     def waiting_turn_ids(self) -> list[str]:
@@ -81,7 +84,8 @@ class StoredCache:
         if old is not None and old.marker is not None and old.marker.same_commit(marker):
             log = old
         elif old is not None and old.marker is not None and _same_base(old.marker, marker):
-            log = TurnLog(marker, old.rows, old.order, old.sessions, old.session_started_at, old.last_session_turns)
+            log = TurnLog(marker, old.rows, old.order, old.sessions, old.session_started_at, old.last_session_turns,
+                          old.last_session_index)
             for gen in marker.deltas[len(old.marker.deltas):]:  # turns are only ever appended
                 d = read_delta(layout, marker.key, gen, ["turns"], 0, vectors=False).get("turns")
                 if d is not None and d.upserts.num_rows:

@@ -77,6 +77,7 @@ def new_turn_rows(log: TurnLog, request: AppendRequest, user_id: str) -> tuple[l
     known_sessions = set(sessions)
     started = log.session_started_at
     in_last = log.last_session_turns
+    index = log.last_session_index
     seen: dict[str, AppendTurn] = {}
     rows: list[dict[str, Any]] = []
     turns: list[Turn] = []
@@ -105,13 +106,14 @@ def new_turn_rows(log: TurnLog, request: AppendRequest, user_id: str) -> tuple[l
                 raise _invalid(cid, e, t.turn_id) from None
             sessions.append(sid)
             known_sessions.add(sid)
+            index += 1
             in_last = 0
         try:
             turn = Turn(turn_id=t.turn_id, role=t.role, speaker=t.speaker, content=t.content, timestamp=t.timestamp,
                         meta=t.meta)
         except ValidationError as e:
             raise _invalid(cid, e, t.turn_id) from None
-        rows.append({"conversation_id": cid, "user_id": user_id, "session_id": sid, "session_index": len(sessions) - 1,
+        rows.append({"conversation_id": cid, "user_id": user_id, "session_id": sid, "session_index": index,
                      "turn_index": in_last, "turn_id": turn.turn_id, "role": turn.role, "speaker": turn.speaker,
                      "content": turn.content, "timestamp": turn.timestamp, "session_started_at": started,
                      "meta": json.dumps(turn.meta, sort_keys=True) if turn.meta else None})
