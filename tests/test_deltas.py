@@ -318,7 +318,7 @@ def test_kept_state_equals_a_fresh_read(tmp_path, conv):
             store.catch_up(cid)
     store.catch_up(cid)
     m = marker(tmp_path, cid)
-    kept = store._stored_cache()._stored[m.key]
+    kept = store._stored_cache().take_stored(StoreLayout(tmp_path), m)
     assert kept.marker.same_commit(m) and kept.node_index is not None and kept.kept_memory is not None
     fresh = load_stored(StoreLayout(tmp_path), m)
     assert [r.record_id for r in kept.records] == [r.record_id for r in fresh.records]

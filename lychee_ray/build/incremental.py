@@ -51,7 +51,7 @@ from lychee_ray.build.pipeline import (
 from lychee_ray.build.segment import conversation_turn_inputs, resolve_exchange_mode, segment_stream, turn_embedding_text
 from lychee_ray.build.delta_increment import delta_increment, tail_start
 from lychee_ray.build.stored import StoredConversation, load_stored
-from lychee_ray.build.turn_merge import DEFAULT_SESSION_ID, merge_turns, new_turn_rows
+from lychee_ray.build.turn_merge import DEFAULT_SESSION_ID, merge_turns
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
@@ -356,10 +356,10 @@ async def append_turns_async(
     (io/store/deltas.py; a new conversation, or one re-segmented from scratch, a full generation);
     ``fold``: fold the deltas into a new base right away when they passed the store's bound (else
     the caller does). ``cache``: this process's :class:`StoredCache` (the state after the last
-    increment is kept there, so the next one reads only what others committed since). Idempotent by turn id; serialised per
-    conversation by its write lock (waiting at most ``lock_timeout_s``, default
-    ``build.append_lock_timeout_s``). ``create`` defaults to ``build.append_create``. Raises the
-    typed errors of :mod:`lychee_ray.build.append_types` (and
+    increment is kept there, so the next one reads only what others committed since). Idempotent
+    by turn id; serialised per conversation by its write lock (waiting at most ``lock_timeout_s``,
+    default ``build.append_lock_timeout_s``). ``create`` defaults to ``build.append_create``.
+    Raises the typed errors of :mod:`lychee_ray.build.append_types` (and
     :class:`~lychee_ray.io.store.locks.ConversationDeleting`) without writing anything.
     """
     if not request.turns and not request.flush:  # nothing new: encode what queued appends stored
@@ -466,5 +466,5 @@ def append_turns(root: str | Path, request: AppendRequest, ctx: BuildContext, **
 
 __all__ = [
     "DEFAULT_SESSION_ID", "Increment", "append_turns", "append_turns_async", "async_write_lock", "extend_conversation",
-    "make_append_context", "merge_turns", "new_turn_rows", "rebuild_reason", "write_lock",
+    "make_append_context", "merge_turns", "rebuild_reason", "write_lock",
 ]

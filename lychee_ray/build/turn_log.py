@@ -59,31 +59,50 @@ class TurnLog:
         return self.order[len(self.order) - n:] if n else []
 
 
-def _same_base(old: CommitMarker, new: CommitMarker) -> bool:
-    return (old.key == new.key and old.generation == new.generation and old.location == new.location
-            and new.deltas[: len(old.deltas)] == old.deltas)
-
-
-class StoredCache:
-    """Per-process :class:`TurnLog` of the conversations this process appends to (thread-safe;
-    bounded by ``max_items``, least recently used dropped)."""
+class _Bounded:
+    """A dict bounded to ``max_items`` entries, least recently put dropped first (thread-safe)."""
 
     def __init__(self, max_items: int) -> None:
         self.max_items = max_items
-        self._logs: dict[str, TurnLog] = {}
-        self._data: dict[str, Any] = {}  # key -> ConversationData an encoding append read last
-        self._stored: dict[str, Any] = {}  # key -> StoredConversation kept between increments
+        self._items: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            return self._items.get(key)
+
+    def take(self, key: str) -> Any:
+        """The entry, removed (the caller owns it until it puts it back)."""
+        with self._lock:
+            return self._items.pop(key, None)
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            self._items[key] = value
+            while len(self._items) > self.max_items:
+                self._items.pop(next(iter(self._items)))
+
+
+class StoredCache:
+    """What an appending process keeps of the conversations it appends to, each bounded to
+    ``max_items`` conversations: their :class:`TurnLog` (queued appends), the state after their
+    last increment (:class:`~lychee_ray.build.stored.StoredConversation`: appends that encode) and
+    their tables as last read (a whole read of a newer commit then reads only its new deltas)."""
+
+    def __init__(self, max_items: int) -> None:
+        self._logs = _Bounded(max_items)
+        self._stored = _Bounded(max_items)
+        self._data = _Bounded(max_items)
 
     def turn_log(self, layout: StoreLayout, marker: CommitMarker) -> TurnLog:
         """The turn log of the commit ``marker`` names: cached, extended by the deltas committed
         since, or read whole (a new base: a fold, a full rewrite, another process's first read).
         Taken out of the cache: the caller owns it (it may grow it) and :meth:`put` s it back."""
-        with self._lock:
-            old = self._logs.pop(marker.key, None)
+        old = self._logs.take(marker.key)
         if old is not None and old.marker is not None and old.marker.same_commit(marker):
             log = old
-        elif old is not None and old.marker is not None and _same_base(old.marker, marker):
+        elif old is not None and old.marker is not None and marker.extends(old.marker):
             log = TurnLog(marker, old.rows, old.order, old.sessions, old.session_started_at, old.last_session_turns,
                           old.last_session_index)
             for gen in marker.deltas[len(old.marker.deltas):]:  # turns are only ever appended
@@ -98,11 +117,7 @@ class StoredCache:
     def put(self, log: TurnLog) -> None:
         """Keep ``log`` (most recently used; it must name a commit)."""
         assert log.marker is not None
-        with self._lock:
-            self._logs.pop(log.marker.key, None)
-            self._logs[log.marker.key] = log
-            while len(self._logs) > self.max_items:
-                self._logs.pop(next(iter(self._logs)))
+        self._logs.put(log.marker.key, log)
 
     def take_stored(self, layout: StoreLayout, marker: CommitMarker) -> Any:
         """The kept :class:`~lychee_ray.build.stored.StoredConversation` of the commit ``marker``
@@ -110,8 +125,7 @@ class StoredCache:
         it back), or None. A kept state behind ``marker`` only by turn deltas (queued appends,
         possibly by other processes) takes those turns in; anything else (another process's
         segmentation, a fold, a rewrite) means None: the caller reads the conversation whole."""
-        with self._lock:
-            kept = self._stored.pop(marker.key, None)
+        kept = self._stored.take(marker.key)
         if kept is None or (kept.marker.same_commit(marker) and kept.applied >= set(marker.generations)):
             return kept
         if marker.generation not in kept.applied or kept.marker.segmentation_epoch != marker.segmentation_epoch:
@@ -131,32 +145,17 @@ class StoredCache:
         return kept
 
     def keep_stored(self, stored: Any) -> None:
-        """Keep a conversation's state for its next increment (bounded like the turn logs)."""
-        with self._lock:
-            self._stored.pop(stored.marker.key, None)
-            self._stored[stored.marker.key] = stored
-            while len(self._stored) > self.max_items:
-                self._stored.pop(next(iter(self._stored)))
+        """Keep a conversation's state for its next increment."""
+        self._stored.put(stored.marker.key, stored)
 
     def data(self, key: str) -> Any:
         """The conversation's tables as this process read them last (None: not kept): a load of a
         newer commit that only added deltas reads just those."""
-        with self._lock:
-            return self._data.get(key)
+        return self._data.get(key)
 
     def put_data(self, key: str, data: Any) -> None:
-        """Keep a conversation's loaded tables (bounded like the turn logs)."""
-        with self._lock:
-            self._data.pop(key, None)
-            self._data[key] = data
-            while len(self._data) > self.max_items:
-                self._data.pop(next(iter(self._data)))
-
-    def discard(self, key: str) -> None:
-        with self._lock:
-            self._logs.pop(key, None)
-            self._data.pop(key, None)
-            self._stored.pop(key, None)
+        """Keep a conversation's loaded tables."""
+        self._data.put(key, data)
 
 
 __all__ = ["StoredCache", "TurnLog"]

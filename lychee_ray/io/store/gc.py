@@ -7,8 +7,9 @@ at the end of every build run does (:func:`collect_garbage`), and so does
 ``lychee-ray verify --collect-garbage``. What it removes:
 
 * per-conversation parts, index generations and segmenter states of a generation its conversation's
-  marker does not name (as its base or one of its deltas) (or of a conversation with no marker at all), and version-1 fixed-path files
-  of a conversation whose marker names a generation (a migration that died before removing them);
+  marker names neither as its base nor as one of its deltas (or of a conversation with no marker at
+  all), and version-1 fixed-path files of a conversation whose marker names a generation (a
+  migration that died before removing them);
 * ``compact-*.parquet`` files no marker locates (a compaction or erasure that died half-way);
 * ``_claims/`` of runs that never finished (``_staging/`` of version-1 stores goes with :mod:`.migrate`).
 

@@ -143,6 +143,12 @@ class CommitMarker(BuildInfo):
         """The base generation and its deltas, in the order readers apply them."""
         return ([self.generation] if self.generation is not None else []) + list(self.deltas)
 
+    def extends(self, older: "CommitMarker") -> bool:
+        """True when this commit is ``older`` plus delta generations (same base, same compaction):
+        a reader holding ``older``'s data needs only the deltas after it."""
+        return (older.key == self.key and older.generation == self.generation and older.location == self.location
+                and self.deltas[: len(older.deltas)] == older.deltas)
+
     def same_commit(self, other: "CommitMarker | None") -> bool:
         """True when ``other`` is this very commit (not one written since)."""
         return other is not None and (other.key, other.generation, other.committed_at) == (

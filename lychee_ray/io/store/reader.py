@@ -187,9 +187,7 @@ def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMa
 
 def _extends(previous: ConversationData, marker: CommitMarker, names: tuple[str, ...]) -> bool:
     """True when ``marker`` is ``previous``'s commit plus deltas (same base, same compaction)."""
-    old = previous.marker
-    return (old is not None and old.key == marker.key and old.generation == marker.generation
-            and old.location == marker.location and marker.deltas[: len(old.deltas)] == old.deltas
+    return (previous.marker is not None and marker.extends(previous.marker)
             and all(n in previous.tables for n in names))
 
 

@@ -103,7 +103,7 @@ class ConversationArtifacts:
         return self.turns.num_rows - len({t for s in self.segments for t in s.turn_ids})
 
 
-def artifacts_delta(previous: Any, art: ConversationArtifacts, unsegmented_turns: int = 0) -> ConversationDelta:
+def artifacts_delta(previous: Any, art: ConversationArtifacts) -> ConversationDelta:
     """What a commit of ``art`` changes against ``previous`` (the conversation's committed
     :class:`~lychee_ray.io.store.reader.ConversationData`, every table loaded), as a delta: per
     keyed table the rows new or different and the keys gone, for keyless tables the rows past the
@@ -139,7 +139,7 @@ def artifacts_delta(previous: Any, art: ConversationArtifacts, unsegmented_turns
         tables[spec.name] = TableDelta(up, vecs, deletes)
     return ConversationDelta(conversation_id=art.conversation_id, user_id=art.user_id, fingerprint=art.fingerprint,
                              tables=tables, counts=art.counts(), open_turns=art.open_turns(), info=art.info, dim=dim,
-                             segstate=art.segstate, unsegmented_turns=unsegmented_turns)
+                             segstate=art.segstate)
 
 
 def _equal_prefix(a: pa.Table, b: pa.Table) -> int:
@@ -359,16 +359,14 @@ class MemoryStoreWriter:
         newest = max(previous.generations, key=generation_seq)
         return new_generation(previous.model_copy(update={"generation": newest}))
 
-    def remove_old_generations(self, key: str, keep: str | set[str] | None) -> int:
-        """Delete every generation of ``key`` but ``keep`` (one, or a marker's base and deltas; the
-        caller holds its write lock, so no
+    def remove_old_generations(self, key: str, keep: str | None) -> int:
+        """Delete every generation of ``key`` but ``keep`` (the caller holds its write lock, so no
         other commit of it is being written); returns the number of paths removed. Generations are
         found through the conversation's own index directory, so the cost does not grow with the
         store (``generation_paths(complete=False)``; the garbage sweep takes what that misses)."""
         n = 0
-        kept = keep if isinstance(keep, set) else {keep}
         for gen, paths in self.layout.generation_paths(key, complete=False).items():
-            if gen in kept:
+            if gen == keep:
                 continue
             for path in paths:
                 remove_tree(path)
