@@ -18,10 +18,14 @@ import math
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any, Callable
 
 log = logging.getLogger(__name__)
+
+# Catch-up lags the stats' percentiles are taken over (the most recent ones): a reporting window,
+# not a behaviour setting.
+LAG_WINDOW = 1000
 
 
 class EncodeQueue:
@@ -45,7 +49,8 @@ class EncodeQueue:
         self._stopped = False
         self.done = 0
         self.errors = 0
-        self._lags: list[float] = []  # seconds from submit to catch-up committed (recent ones)
+        # seconds from submit to catch-up committed, the last ones (a deque: the stats' window)
+        self._lags: deque[float] = deque(maxlen=LAG_WINDOW)
 
     def submit(self, conversation_id: str) -> bool:
         """Queue a conversation's catch-up; False when the queue is full (the caller encodes inline)."""
@@ -125,7 +130,7 @@ class EncodeQueue:
                 self._catch_up(cid)
                 with self._cond:
                     self.done += 1
-                    self._lags = (self._lags + [time.monotonic() - since])[-1000:]
+                    self._lags.append(time.monotonic() - since)
             except Exception as e:  # noqa: BLE001 — the worker outlives one bad catch-up; its turns stay queued in the store
                 retry = getattr(e, "kind", None) == "conversation_busy"
                 with self._cond:

@@ -253,19 +253,15 @@ class Appender:
         self.turns_stored = 0
         self.inline_encodes = 0  # queued appends encoded inline because the queue was full
         # turns an earlier replica stored but did not live to encode: picked up now
-        for cid, m in list(getattr(store.reader, "markers", {}).items()):
+        for cid, m in list(store.reader.markers.items()):
             if m.unsegmented_turns:
                 self.queue.submit(cid)
 
     def _context(self) -> Any:
+        """The build context of the requests' appends (made on first use)."""
         with self._ctx_lock:
             if self._ctx is None:
-                from lychee_ray.build.incremental import make_append_context
-
-                backend = self.store.backend()
-                emb = self._embedder if self._embedder is not None else build_embedder(self.config)
-                self._ctx = make_append_context(self.config, backend, emb,
-                                                self.store.llm_client() if backend == "openai" else None)
+                self._ctx = self._make_context(private=False)
                 if self.config.serve.append_encode == "background":
                     self.queue.start()  # its own model loads on its thread now, not on the first encoding
             return self._ctx
@@ -276,13 +272,15 @@ class Appender:
         behind an encoding's records and nodes; an injected embedder (tests) is shared."""
         with self._bg_lock:
             if self._bg_ctx is None:
-                from lychee_ray.build.incremental import make_append_context
-
-                backend = self.store.backend()
-                emb = self._embedder if self._embedder is not None else build_embedder(self.config, private=True)
-                self._bg_ctx = make_append_context(self.config, backend, emb,
-                                                   self.store.llm_client() if backend == "openai" else None)
+                self._bg_ctx = self._make_context(private=True)
             return self._bg_ctx
+
+    def _make_context(self, private: bool) -> Any:
+        from lychee_ray.build.incremental import make_append_context
+
+        backend = self.store.backend()
+        emb = self._embedder if self._embedder is not None else build_embedder(self.config, private=private)
+        return make_append_context(self.config, backend, emb, self.store.llm_client() if backend == "openai" else None)
 
     def _read_marker(self, conversation_id: str) -> CommitMarker | None:
         return self.layout.read_marker(conversation_key(conversation_id))
