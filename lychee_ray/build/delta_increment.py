@@ -80,9 +80,9 @@ async def delta_increment(
     cfg, cid = ctx.cfg, conv.conversation_id
     dim = int(all_vectors.shape[1]) if all_vectors.ndim == 2 else ctx.embed_dim
     n_stored = stored.num_turns
-    new_turn_rows = conv.turn_rows(n_stored)
+    added_rows = conv.turn_rows(n_stored)
     idx = node_index_of(stored, cfg)
-    idx.add_turns(r["turn_id"] for r in new_turn_rows)
+    idx.add_turns(r["turn_id"] for r in added_rows)
     tail = records[keep:]
     changed_nodes, gone_nodes = idx.replace_tail(keep, tail)
     old_tail = {r.record_id: r for r in stored.records[keep:]}
@@ -110,7 +110,7 @@ async def delta_increment(
     usage = stored.usage
     if usage_new.num_rows:
         usage = pa.concat_tables([usage, usage_new.cast(usage.schema)]) if usage.num_rows else usage_new
-    new_turns = pa.Table.from_pylist(new_turn_rows, schema=TURN_SCHEMA)
+    new_turns = pa.Table.from_pylist(added_rows, schema=TURN_SCHEMA)
     tables = {
         "turns": TableDelta(new_turns, TableVectors.of(new_vectors, None, dim)),
         "segments": TableDelta(segments_table(up_rows), None, gone_rows),
@@ -120,7 +120,7 @@ async def delta_increment(
     }
     tables = {k: v for k, v in tables.items() if v.rows}
     covered = {t for r in all_rows for t in r.turn_ids}
-    n_turns = n_stored + len(new_turn_rows)
+    n_turns = n_stored + len(added_rows)
     digest = stored.marker.turns_digest
     info = BuildInfo(
         backend=ctx.encoder.backend, model=ctx.encoder.model, embedder=ctx.embedder_name, embedding_dim=ctx.embed_dim,
@@ -137,7 +137,7 @@ async def delta_increment(
                                                        for i, v in zip(embedded, node_vecs)}})
     log = stored.kept_log
     if log is not None:
-        log.add(new_turn_rows)
+        log.add(added_rows)
     provisional = set(segstate["provisional"])
     now_final = [r for r in tail if r.segment_id not in provisional]  # the first of the tail (segment order)
     memory = stored.kept_memory  # of the old final records: add the records of segments final now
