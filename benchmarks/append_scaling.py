@@ -15,6 +15,15 @@ background catch-up that follows is timed apart) and *inline* (segmented and enc
 call returns). The summary gives medians per size and mode and the ratio of each size's medians to
 the smallest size's: issue 28 asks for <= 2x at 10,000 vs 100 turns. Run on one machine in one go;
 the ratios are what to compare.
+
+Searches after writes: a second ``MemoryStore`` on the same root stands for a search replica. After
+each append (and each catch-up) it re-reads the conversation's marker and answers one search; its
+time is the cost a replica pays for the write on its next search (reading the new delta, updating
+its cached view) plus the search itself, reported next to the same search with nothing changed.
+A catch-up that encoded a segment changed records and nodes: at ``query.view_rebuild_background_min_rows``
+rows and more the search after it is answered by the previous view plus the new turns while the
+view is rebuilt in the background (``searches_lagged``; the rebuild's time, until the new records
+are searchable, is ``background_rebuild_s``); ``--set query.view_rebuild=inline`` rebuilds on the search.
 """
 
 from __future__ import annotations
@@ -77,19 +86,31 @@ def written(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
     return sum(after[k] for k in changed), len(changed)
 
 
-def measure(store: Any, root: Path, src: list, start: int, appends: int, session: int, queue: bool) -> list[dict[str, Any]]:
-    """``appends`` single-turn appends from turn ``start``: wall time and bytes written by each; with
-    ``queue`` also the background half (the catch-up that segments and encodes the queued turn)."""
+def timed_search(searcher: Any, question: str) -> float:
+    """Seconds for the search replica to see the latest commit and answer ``question``."""
+    t0 = time.perf_counter()
+    searcher.reader.refresh_conversation(CID)
+    searcher.search(CID, question)
+    return round(time.perf_counter() - t0, 4)
+
+
+def measure(store: Any, searcher: Any, root: Path, src: list, start: int, appends: int, session: int,
+            queue: bool) -> list[dict[str, Any]]:
+    """``appends`` single-turn appends from turn ``start``: wall time and bytes written by each, and
+    the search replica's next search; with ``queue`` also the background half (the catch-up that
+    segments and encodes the queued turn) and the search after it."""
     rows = []
     for k in range(appends):
         i = start + k
+        question = f"What did {src[i][1]} say about {' '.join(src[i][2].split()[:6])}?"
         before = file_sizes(root)
         t1 = time.perf_counter()
         r = store.append(CID, [turn(i, src[i], session, False)], user_id=USER, queue=queue)
         wall = time.perf_counter() - t1
         nbytes, nfiles = written(before, file_sizes(root))
         row = {"wall_s": round(wall, 4), "bytes_written": nbytes, "files_written": nfiles,
-               "segments_encoded": r.segments_encoded, "records_written": r.records_written}
+               "segments_encoded": r.segments_encoded, "records_written": r.records_written,
+               "search_after_s": timed_search(searcher, question), "search_unchanged_s": timed_search(searcher, question)}
         if queue:
             before = file_sizes(root)
             t2 = time.perf_counter()
@@ -97,18 +118,36 @@ def measure(store: Any, root: Path, src: list, start: int, appends: int, session
             row["catch_up_s"] = round(time.perf_counter() - t2, 4)
             row["catch_up_bytes"] = written(before, file_sizes(root))[0]
             row["catch_up_segments_encoded"] = c.segments_encoded
+            lagged = searcher.cache.lagged
+            row["search_after_catch_up_s"] = timed_search(searcher, question)
+            # query.view_rebuild: background: that search was answered by the previous view plus the
+            # new turns, and the view with the new records is built in the replica's background thread
+            t3 = time.perf_counter()
+            searcher.cache.wait_idle()
+            row["search_lagged"] = searcher.cache.lagged > lagged
+            row["background_rebuild_s"] = round(time.perf_counter() - t3, 4) if row["search_lagged"] else 0.0
         rows.append(row)
     return rows
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out = {"median_wall_s": statistics.median(r["wall_s"] for r in rows),
-           "median_bytes_written": statistics.median(r["bytes_written"] for r in rows),
+    def med(key: str, keep: Any = None) -> float | None:
+        xs = [r[key] for r in rows if keep is None or keep(r)]
+        return statistics.median(xs) if xs else None
+
+    out = {"median_wall_s": med("wall_s"), "median_bytes_written": med("bytes_written"),
            "mean_bytes_written": round(statistics.mean(r["bytes_written"] for r in rows)),
-           "max_wall_s": max(r["wall_s"] for r in rows)}
+           "max_wall_s": max(r["wall_s"] for r in rows),
+           "median_search_after_s": med("search_after_s"), "median_search_unchanged_s": med("search_unchanged_s")}
     if rows and "catch_up_s" in rows[0]:
-        out["median_catch_up_s"] = statistics.median(r["catch_up_s"] for r in rows)
-        out["median_catch_up_bytes"] = statistics.median(r["catch_up_bytes"] for r in rows)
+        out["median_catch_up_s"] = med("catch_up_s")
+        out["median_catch_up_bytes"] = med("catch_up_bytes")
+        out["median_search_after_catch_up_s"] = med("search_after_catch_up_s")
+        # catch-ups that encoded a segment change records and nodes: the replica builds its view again
+        out["catch_ups_encoding"] = sum(bool(r["catch_up_segments_encoded"]) for r in rows)
+        out["median_search_after_encoding_catch_up_s"] = med("search_after_catch_up_s", lambda r: r["catch_up_segments_encoded"])
+        out["searches_lagged"] = sum(r["search_lagged"] for r in rows)
+        out["median_background_rebuild_s"] = med("background_rebuild_s", lambda r: r["search_lagged"])
     return out
 
 
@@ -123,9 +162,11 @@ def one_size(n: int, appends: int, session_turns: int, embedder: Any, cfg: Any, 
         store.flush(CID, user_id=USER)
         base_s = time.perf_counter() - t0
         last = (n - 1) // session_turns
-        # queued (Serve's default: the request path) first, then inline (segment + encode before returning)
-        queued = measure(store, root, src, n, appends, last, queue=True)
-        inline = measure(store, root, src, n + appends, appends, last, queue=False)
+        with MemoryStore.open(root, cfg, embedder=embedder, llm="rules") as searcher:
+            searcher.search(CID, "warm-up: load the conversation")
+            # queued (Serve's default: the request path) first, then inline (segment + encode before returning)
+            queued = measure(store, searcher, root, src, n, appends, last, queue=True)
+            inline = measure(store, searcher, root, src, n + appends, appends, last, queue=False)
     store_bytes = sum(file_sizes(root).values())
     return {"turns": n, "base_build_s": round(base_s, 2), "store_bytes": store_bytes,
             "queued": {**summarise(queued), "appends": queued}, "inline": {**summarise(inline), "appends": inline}}
@@ -137,33 +178,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--appends", type=int, default=10, help="single-turn appends measured per size")
     ap.add_argument("--session-turns", type=int, default=40, help="turns per session of the base conversation")
     ap.add_argument("--embedding", choices=("hash", "local"), default="hash")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     ap.add_argument("--out", default="benchmarks/results/append_scaling.json")
     args = ap.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    cfg = load_config(env={})
+    cfg = load_config(env={}, sets=args.set)
     embedder = HashEmbedder() if args.embedding == "hash" else None
     results = []
     with tempfile.TemporaryDirectory(prefix="lychee-append-scaling-") as tmp:
         for n in sizes:
             res = one_size(n, args.appends, args.session_turns, embedder, cfg, Path(tmp))
             print(f"{n:>6} turns: queued append median {res['queued']['median_wall_s'] * 1000:.0f} ms "
-                  f"{res['queued']['median_bytes_written'] / 1e3:.1f} kB (catch-up {res['queued']['median_catch_up_s'] * 1000:.0f} ms); "
+                  f"{res['queued']['median_bytes_written'] / 1e3:.1f} kB (catch-up {res['queued']['median_catch_up_s'] * 1000:.0f} ms), "
+                  f"search after it {res['queued']['median_search_after_s'] * 1000:.1f} ms "
+                  f"(unchanged {res['queued']['median_search_unchanged_s'] * 1000:.1f} ms); "
                   f"inline {res['inline']['median_wall_s'] * 1000:.0f} ms {res['inline']['median_bytes_written'] / 1e3:.1f} kB "
                   f"(base build {res['base_build_s']} s)", file=sys.stderr)
             results.append(res)
     small = results[0]
 
-    def ratio(a: float, b: float) -> float | None:
-        return round(a / b, 2) if b else None
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 2) if a is not None and b else None
 
     ratios = {str(r["turns"]): {mode: {
         "wall": ratio(r[mode]["median_wall_s"], small[mode]["median_wall_s"]),
         "bytes": ratio(r[mode]["median_bytes_written"], small[mode]["median_bytes_written"]),
+        "search_after": ratio(r[mode]["median_search_after_s"], small[mode]["median_search_after_s"]),
+        "search_unchanged": ratio(r[mode]["median_search_unchanged_s"], small[mode]["median_search_unchanged_s"]),
         **({"catch_up_wall": ratio(r[mode]["median_catch_up_s"], small[mode]["median_catch_up_s"]),
-            "catch_up_bytes": ratio(r[mode]["median_catch_up_bytes"], small[mode]["median_catch_up_bytes"])}
+            "catch_up_bytes": ratio(r[mode]["median_catch_up_bytes"], small[mode]["median_catch_up_bytes"]),
+            "search_after_catch_up": ratio(r[mode]["median_search_after_catch_up_s"],
+                                           small[mode]["median_search_after_catch_up_s"]),
+            "search_after_encoding_catch_up": ratio(r[mode]["median_search_after_encoding_catch_up_s"],
+                                                    small[mode]["median_search_after_encoding_catch_up_s"]),
+            "background_rebuild": ratio(r[mode]["median_background_rebuild_s"],
+                                        small[mode]["median_background_rebuild_s"])}
            if mode == "queued" else {}),
     } for mode in ("queued", "inline")} for r in results}
-    out = {"sizes": sizes, "embedding": args.embedding, "backend": "rules", "results": results,
+    out = {"sizes": sizes, "embedding": args.embedding, "backend": "rules", "config_overrides": args.set,
+           "view_rebuild": cfg.query.view_rebuild,
+           "view_rebuild_background_min_rows": cfg.query.view_rebuild_background_min_rows, "results": results,
            f"ratio_to_{small['turns']}_turns": ratios, "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))

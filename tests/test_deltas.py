@@ -361,3 +361,24 @@ def test_queued_turns_keep_session_positions_after_an_empty_session(tmp_path, ct
     q, i = tables(tmp_path / "queued", cid)["turns"], tables(tmp_path / "inline", cid)["turns"]
     assert q.equals(i)
     assert q.column("session_index").to_pylist()[-3:] == [3, 3, 3]  # after sessions 0, (empty) 1, 2
+
+
+def test_merge_order_equals_the_row_by_row_merge():
+    """apply_delta's merge order (Arrow kernels) is the row-by-row rule: a replaced row keeps its
+    place, a replacement wins over a delete, new keys follow in upsert order."""
+    import random
+
+    import numpy as np
+    import pyarrow as pa
+
+    from lychee_ray.io.store.deltas import _merge_order, _merge_order_rows
+
+    rng = random.Random(0)
+    for _ in range(300):
+        base = [f"k{i}" for i in rng.sample(range(60), rng.randint(0, 30))]
+        new = [f"k{i}" for i in rng.sample(range(60), rng.randint(0, 20))]
+        deletes = [f"k{i}" for i in rng.sample(range(60), rng.randint(0, 10))]
+        got = _merge_order(pa.chunked_array([pa.array(base, pa.string())]), pa.array(new, pa.string()), deletes)
+        assert np.array_equal(got, _merge_order_rows(base, new, deletes)), (base, new, deletes)
+    # upserts repeating a key: merged as always (the last one replaces)
+    assert _merge_order(pa.chunked_array([pa.array(["a", "b"])]), pa.array(["b", "c", "b"]), []).tolist() == [0, 4, 3]

@@ -2,47 +2,171 @@
 
 Names, numbers and rare words are what vector search misses; :class:`BM25Index` is built once
 when a conversation is loaded (and cached with its view), :func:`recall_bm25` searches it.
+
+Why not ``bm25s`` itself: ``bm25s`` precomputes every (term, document) score, and those depend on
+the corpus size and mean document length, so adding one document means rebuilding the whole index
+— on a 10,000-turn conversation that is most of a second for every appended turn (issue 28). This
+index keeps postings (documents and term frequencies) and scores at query time, so
+:meth:`BM25Index.extended` adds documents at the cost of the new ones. It computes exactly what
+``bm25s`` computes (Lucene BM25, float32 scores, the same operations in the same order):
+``tests/test_bm25.py`` checks the scores are equal, not close, to ``bm25s``'s on the same corpus.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from collections import Counter
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from lychee_ray.query.hits import Hit, ItemKind
+from lychee_ray.query.pacing import Pause, paced
 from lychee_ray.text.lexical import lexical_terms
 
 if TYPE_CHECKING:
     from lychee_ray.query.recall import ConversationView
 
-# bm25s rejects an empty document; a term no query can produce stands in for one
+log = logging.getLogger(__name__)
+
+# an empty document is indexed as one term no query can produce (as bm25s needs one: it counts
+# towards the corpus size and the mean length the way it always did here)
 _EMPTY_DOC = "\x00empty"
+
+_EMPTY_I32 = np.zeros(0, dtype=np.int32)
+_EMPTY_F32 = np.zeros(0, dtype=np.float32)
+
+
+def doc_terms(text: str) -> list[str]:
+    """The terms a document is indexed by (never empty)."""
+    return lexical_terms(text) or [_EMPTY_DOC]
+
+
+class _Postings:
+    """Immutable postings of a document range: per term, the documents (ascending) and their term
+    frequencies, in CSR form (``ptr[t]:ptr[t + 1]`` slices ``docs`` / ``tfs`` for term id ``t``)."""
+
+    __slots__ = ("vocab", "ptr", "docs", "tfs")
+
+    def __init__(self, tokens: Sequence[Sequence[str]], first_doc: int, pause: Pause | None = None) -> None:
+        vocab: dict[str, int] = {}
+        term_ids: list[int] = []
+        tfs: list[int] = []
+        docs: list[int] = []
+        for i, toks in enumerate(paced(tokens, pause)):
+            counts = Counter(toks)
+            term_ids.extend(vocab.setdefault(t, len(vocab)) for t in counts)
+            tfs.extend(counts.values())
+            docs.extend([first_doc + i] * len(counts))
+        tid = np.asarray(term_ids, dtype=np.int64)
+        order = np.argsort(tid, kind="stable")  # by term; documents stay ascending within a term
+        self.vocab = vocab
+        self.ptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(tid, minlength=len(vocab)), out=self.ptr[1:])
+        self.docs = np.asarray(docs, dtype=np.int32)[order]
+        self.tfs = np.asarray(tfs, dtype=np.float32)[order]
+
+    def get(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        t = self.vocab.get(term)
+        if t is None:
+            return _EMPTY_I32, _EMPTY_F32
+        a, b = self.ptr[t], self.ptr[t + 1]
+        return self.docs[a:b], self.tfs[a:b]
+
+    @property
+    def num_docs_terms(self) -> int:
+        return len(self.docs)
 
 
 class BM25Index:
-    """BM25 (``bm25s``) over a mixed corpus of record and turn texts, with kind tags."""
+    """Lucene BM25 over a mixed corpus of record and turn texts, with kind tags; documents can be
+    appended (:meth:`extended`, a new index: an index is never changed once built, so searches on
+    an older one are unaffected).
 
-    def __init__(self, texts: Sequence[str], kinds: Sequence[ItemKind], ids: Sequence[str], k1: float, b: float) -> None:
-        import bm25s
+    Postings live in a *base* part (built with the index) and a *tail* part (documents appended
+    since), both immutable; when the tail would outgrow the base they are rebuilt as one base, so
+    an append costs the new documents plus, amortised, a constant.
+    """
 
-        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
+    def __init__(self, texts: Sequence[str], kinds: Sequence[ItemKind], ids: Sequence[str], k1: float, b: float,
+                 tokens: Sequence[list[str]] | None = None, pause: Pause | None = None) -> None:
+        """``tokens``: ``doc_terms`` of ``texts`` when the caller has them already; ``pause``:
+        called every few hundred documents (query/pacing.py)."""
+        self.k1, self.b = k1, b
         self.kinds = list(kinds)
         self.ids = list(ids)
-        tokens = [lexical_terms(t) or [_EMPTY_DOC] for t in texts]
-        self._retriever = bm25s.BM25(k1=k1, b=b)
-        self._vocab = set()
-        if tokens:
-            self._retriever.index(tokens, show_progress=False)
-            self._vocab = {t for doc in tokens for t in doc}
+        # kept: rebuilding the base re-reads them
+        self._tokens = list(tokens) if tokens is not None else [doc_terms(t) for t in paced(texts, pause)]
+        self._doc_len = np.asarray([len(t) for t in self._tokens], dtype=np.int64)
+        self._total_len = int(self._doc_len.sum())
+        self._base = _Postings(self._tokens, 0, pause)
+        self._tail: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._tail_docs = 0
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.ids)
+
+    def extended(self, texts: Sequence[str], kinds: Sequence[ItemKind], ids: Sequence[str],
+                 tokens: Sequence[list[str]] | None = None) -> "BM25Index":
+        """A new index: this one's documents followed by ``texts`` (scores as if built at once)."""
+        new = object.__new__(BM25Index)
+        new.k1, new.b = self.k1, self.b
+        new.kinds = self.kinds + list(kinds)
+        new.ids = self.ids + list(ids)
+        toks = list(tokens) if tokens is not None else [doc_terms(t) for t in texts]
+        new._tokens = self._tokens + toks
+        lens = np.asarray([len(t) for t in toks], dtype=np.int64)
+        new._doc_len = np.concatenate([self._doc_len, lens])
+        new._total_len = self._total_len + int(lens.sum())
+        new._tail_docs = self._tail_docs + len(toks)
+        if new._tail_docs > len(new._tokens) - new._tail_docs:  # the tail would outgrow the base
+            new._base, new._tail, new._tail_docs = _Postings(new._tokens, 0), {}, 0
+            return new
+        new._base = self._base
+        add = _Postings(toks, len(self._tokens))
+        tail = dict(self._tail)  # copy-on-write: arrays are shared, never changed
+        for term in add.vocab:
+            d, f = add.get(term)
+            if term in tail:
+                od, of = tail[term]
+                d, f = np.concatenate([od, d]), np.concatenate([of, f])
+            tail[term] = (d, f)
+        new._tail = tail
+        return new
+
+    def has_term(self, term: str) -> bool:
+        return term in self._base.vocab or term in self._tail
+
+    def scores(self, terms: Sequence[str]) -> np.ndarray:
+        """BM25 score of every document for ``terms`` (float32, as ``bm25s.BM25.get_scores``):
+        per term, in order, ``float32(idf * tfc)`` added to the documents that hold it."""
+        n = self.num_docs
+        out = np.zeros(n, dtype=np.float32)
+        if n == 0:
+            return out
+        avg = self._total_len / n  # what numpy's mean of the integer lengths gives
+        k1, b = self.k1, self.b
+        for term in terms:
+            d0, f0 = self._base.get(term)
+            d1, f1 = self._tail.get(term, (_EMPTY_I32, _EMPTY_F32))
+            df = len(d0) + len(d1)
+            if df == 0:
+                continue
+            idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            for docs, tf in ((d0, f0), (d1, f1)):
+                if len(docs):
+                    tfc = tf / (k1 * ((1 - b) + b * self._doc_len[docs] / avg) + tf)
+                    out[docs] += (idf * tfc).astype(np.float32)
+        return out
 
     def search(self, query: str, depth: int) -> list[Hit]:
         """The ``depth`` best-scoring items with a positive score, best first (ties by position)."""
-        terms = [t for t in dict.fromkeys(lexical_terms(query)) if t in self._vocab]
+        terms = [t for t in dict.fromkeys(lexical_terms(query)) if self.has_term(t)]
         if not terms or depth <= 0 or not self.ids:
             return []
-        scores = np.asarray(self._retriever.get_scores(terms), dtype=np.float32)
+        scores = self.scores(terms)
         k = min(depth, int((scores > 0).sum()))
         if k == 0:
             return []
@@ -61,4 +185,4 @@ def recall_turn_bm25(view: "ConversationView", query: str, depth: int) -> list[H
     return view.turn_bm25.search(query, depth)
 
 
-__all__ = ["BM25Index", "recall_bm25", "recall_turn_bm25"]
+__all__ = ["BM25Index", "doc_terms", "recall_bm25", "recall_turn_bm25"]

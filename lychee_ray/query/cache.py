@@ -2,37 +2,73 @@
 
 Loading a conversation (columns, FAISS indexes, BM25) is the expensive part of a cold query, so
 views are kept; a conversation rebuilt since it was loaded (its commit marker changed) is reloaded —
-when the new commit only added delta generations, by reading just those (io/store/deltas.py).
+when the new commit only added delta generations, by reading just those (io/store/deltas.py), and
+when those only appended turns, by extending the view with them (query/view_extend.py).
+
+A commit that changed records, nodes or segments (an encoding, a flush) needs the view built again,
+which costs the whole conversation. With ``rebuild="background"`` a conversation of at least
+``background_min_rows`` rows is rebuilt in the cache's own thread instead of on the request:
+meanwhile requests get the previous view with every turn of the new commit added (a *lagging*
+view: new records show up when the rebuild lands, appended turns at once). A commit that changed or
+removed a turn the cached view shows is always rebuilt on the request.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Callable, Iterator, Literal
 
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import ConversationData, MemoryStoreReader
 from lychee_ray.query.errors import UnknownConversation
+from lychee_ray.query.pacing import Pause
 from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.view_extend import extend_with_turns
+
+
+# how often a paused rebuild looks whether the searches it waits for are done (a search takes
+# milliseconds; a finer poll would only cost CPU)
+_PAUSE_POLL_S = 0.001
 
 
 class ConversationCache:
     """Bounded LRU of :class:`ConversationView` (one load at a time per conversation).
 
     Bounded by count (``max_items``) and, when ``max_bytes`` > 0, by the views' approximate size
-    (``ConversationView.nbytes``); the most recently used view is always kept.
+    (``ConversationView.nbytes``); the most recently used view is always kept. ``prepare`` runs on
+    every view built in the background before it is installed (the engine primes line token
+    counts there, as it does for views loaded on a request).
     """
 
     def __init__(self, reader: MemoryStoreReader, max_items: int, bm25_k1: float, bm25_b: float,
-                 max_bytes: int = 0) -> None:
+                 max_bytes: int = 0, *, rebuild: Literal["inline", "background"] = "inline",
+                 background_min_rows: int = 0, max_pause_ms: float = 0.0,
+                 prepare: Callable[[ConversationView, Pause], None] | None = None) -> None:
         self.reader = reader
         self.max_items = max_items
         self.max_bytes = max_bytes
         self.nbytes = 0
         self._k1, self._b = bm25_k1, bm25_b
+        self.rebuild = rebuild
+        self.background_min_rows = background_min_rows
+        self.max_pause_s = max_pause_ms / 1000.0
+        self.prepare = prepare
+        self._requests = 0  # searches in flight (request()): a background rebuild pauses for them
         self._items: OrderedDict[str, ConversationView] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
+        # background rebuilds: conversation id -> the data to build its view from (latest wins)
+        self._pending: OrderedDict[str, ConversationData] = OrderedDict()
+        self._cond = threading.Condition(self._lock)
+        self._worker: threading.Thread | None = None
+        self._busy = False
+        self._closed = False
         self.loads = 0
+        self.extended = 0  # loads that extended the cached view with appended turns (exactly)
+        self.lagged = 0  # loads answered by a lagging view while the rebuild runs in the background
+        self.background_rebuilds = 0  # rebuilt views installed by the background thread
         self.evictions = 0
 
     def get(self, conversation_id: str) -> tuple[ConversationView, bool]:
@@ -55,25 +91,137 @@ class ConversationCache:
                     return v, False
             # an older view's data: a commit that only added deltas to it is read as those deltas
             data = self.reader.load(conversation_id, previous=v.source if v is not None else None)
-            view = ConversationView.from_data(data, self._k1, self._b, committed_at=stamp)
+            view, how = None, "built"
+            if v is not None:
+                view, how = extend_with_turns(v, data, stamp), "extended"
+                if view is None and self._in_background(data):
+                    view, how = extend_with_turns(v, data, stamp, allow_lag=True), "lagged"
+            if view is None:
+                view, how = ConversationView.from_data(data, self._k1, self._b, committed_at=stamp), "built"
             with self._lock:
-                old = self._items.pop(conversation_id, None)
-                if old is not None:
-                    self.nbytes -= old.nbytes
-                self._items[conversation_id] = view
-                self.nbytes += view.nbytes
+                self._install(conversation_id, view)
                 self.loads += 1
-                while len(self._items) > self.max_items or (
-                        self.max_bytes > 0 and self.nbytes > self.max_bytes and len(self._items) > 1):
-                    cid, gone = self._items.popitem(last=False)
-                    self.nbytes -= gone.nbytes
-                    self._loading.pop(cid, None)
-                    self.evictions += 1
+                self.extended += how == "extended"
+                if how == "lagged":
+                    self.lagged += 1
+                    self._schedule(conversation_id, data)
+                elif not view.lagging:
+                    self._pending.pop(conversation_id, None)  # exact again: nothing left to rebuild
             return view, True
+
+    # -- background rebuilds -------------------------------------------------------------------------
+    def _in_background(self, data: ConversationData) -> bool:
+        return (self.rebuild == "background"
+                and data.turns.num_rows + data.records.num_rows >= self.background_min_rows)
+
+    def _schedule(self, conversation_id: str, data: ConversationData) -> None:
+        """Queue a rebuild from ``data`` (holding ``_lock``)."""
+        if self._closed:
+            return
+        self._pending[conversation_id] = data
+        self._pending.move_to_end(conversation_id)
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._rebuild_loop, name="lychee-view-rebuild", daemon=True)
+            self._worker.start()
+        self._cond.notify_all()
+
+    def _rebuild_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                cid, data = self._pending.popitem(last=False)
+                self._busy = True
+            try:
+                self._rebuild(cid, data)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _rebuild(self, conversation_id: str, data: ConversationData) -> None:
+        """Build the view of ``data`` and install it if the cached view still shows ``data``'s turns;
+        when appends moved the cached view on since, the rebuilt view is extended to it (they only
+        added turns) — unless it moved on by another change, whose own rebuild is queued."""
+        view = ConversationView.from_data(data, self._k1, self._b, committed_at=None, pause=self._pause)
+        if self.prepare is not None:
+            self.prepare(view, self._pause)
+        with self._lock:
+            key_lock = self._loading.get(conversation_id)
+        if key_lock is None:
+            return  # evicted or discarded meanwhile
+        with key_lock:  # no load of the conversation runs while the result is installed
+            with self._lock:
+                cur = self._items.get(conversation_id)
+            if cur is None or not cur.lagging:
+                return
+            if cur.source is data:
+                view.committed_at = cur.committed_at
+            else:
+                view = extend_with_turns(view, cur.source, cur.committed_at)  # type: ignore[arg-type, assignment]
+                if view is None:
+                    return
+            with self._lock:
+                if self._items.get(conversation_id) is cur:
+                    self._install(conversation_id, view, touch=False)
+                    self.background_rebuilds += 1
+                    if self._pending.get(conversation_id) is view.source:  # queued for what it now shows
+                        del self._pending[conversation_id]
+
+    @contextmanager
+    def request(self) -> Iterator[None]:
+        """Mark a search in flight for its duration: background rebuilds pause while any is."""
+        with self._lock:
+            self._requests += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._requests -= 1
+
+    def _pause(self) -> None:
+        """A background rebuild's pause point: wait (sleeping, so searches hold the interpreter
+        lock undisturbed) while searches are in flight, at most ``max_pause_ms``."""
+        deadline = time.monotonic() + self.max_pause_s
+        while self._requests > 0 and not self._closed and time.monotonic() < deadline:
+            time.sleep(_PAUSE_POLL_S)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no background rebuild is queued or running (tests, benchmarks); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def close(self) -> None:
+        """Stop the background thread (a rebuild in progress finishes; nothing queued runs)."""
+        with self._cond:
+            self._closed = True
+            self._pending.clear()
+            self._cond.notify_all()
+
+    # -- the LRU -------------------------------------------------------------------------------------
+    def _install(self, conversation_id: str, view: ConversationView, touch: bool = True) -> None:
+        """Put ``view`` in (holding ``_lock``), evicting least recently used views over the bounds."""
+        old = self._items.get(conversation_id)
+        if old is not None:
+            self.nbytes -= old.nbytes
+        self._items[conversation_id] = view  # a replaced view keeps its place ...
+        if touch:
+            self._items.move_to_end(conversation_id)  # ... unless this is a use (not a background install)
+        self.nbytes += view.nbytes
+        while len(self._items) > self.max_items or (
+                self.max_bytes > 0 and self.nbytes > self.max_bytes and len(self._items) > 1):
+            cid, gone = self._items.popitem(last=False)
+            self.nbytes -= gone.nbytes
+            self._loading.pop(cid, None)
+            self._pending.pop(cid, None)
+            self.evictions += 1
 
     def discard(self, conversation_id: str) -> bool:
         """Drop one view (e.g. a conversation no longer in the store); True when it was cached."""
         with self._lock:
+            self._pending.pop(conversation_id, None)
             v = self._items.pop(conversation_id, None)
             if v is not None:
                 self.nbytes -= v.nbytes
@@ -87,7 +235,9 @@ class ConversationCache:
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"conversations": len(self._items), "bytes": self.nbytes, "max_conversations": self.max_items,
-                    "max_bytes": self.max_bytes, "loads": self.loads, "evictions": self.evictions}
+                    "max_bytes": self.max_bytes, "loads": self.loads, "extended": self.extended,
+                    "lagged": self.lagged, "background_rebuilds": self.background_rebuilds,
+                    "rebuilds_pending": len(self._pending), "evictions": self.evictions}
 
     def __contains__(self, conversation_id: str) -> bool:
         with self._lock:
@@ -100,6 +250,7 @@ class ConversationCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._pending.clear()
             self.nbytes = 0
 
 

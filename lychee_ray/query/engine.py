@@ -47,6 +47,7 @@ from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
 from lychee_ray.query.hits import Hit
 from lychee_ray.query.plan import PlanContext, Route, make_planner
+from lychee_ray.query.pacing import Pause
 from lychee_ray.query.recall import ConversationView, recall_nodes, recall_records, recall_time, recall_turns
 from lychee_ray.query.rerank import CrossEncoderReranker, rerank_order
 from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, SearchResult
@@ -100,7 +101,9 @@ class MemoryStore:
         self.qcfg: QueryConfig = self.config.query
         self.reader = MemoryStoreReader(self.root, self.config.store)
         self.cache = ConversationCache(self.reader, self.qcfg.max_conversations, self.qcfg.recall.bm25_k1, self.qcfg.recall.bm25_b,
-                                       max_bytes=cache_max_bytes)
+                                       max_bytes=cache_max_bytes, rebuild=self.qcfg.view_rebuild,
+                                       background_min_rows=self.qcfg.view_rebuild_background_min_rows,
+                                       max_pause_ms=self.qcfg.view_rebuild_max_pause_ms, prepare=self._prime)
         self._embedder = embedder
         self._append_ctx: Any = None  # build context of append(), made on first use
         self._append_lock = threading.Lock()
@@ -127,6 +130,7 @@ class MemoryStore:
 
     # -- lifecycle / scope -----------------------------------------------------------------------
     def close(self) -> None:
+        self.cache.close()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
@@ -262,8 +266,12 @@ class MemoryStore:
         """The loaded (cached) conversation."""
         view, loaded = self.cache.get(conversation_id)
         if loaded:
-            prime_line_tokens(view, self.qcfg.select.show_source_ids, self.encoding, self.qcfg.select.show_record_tags)
+            self._prime(view)
         return view
+
+    def _prime(self, view: ConversationView, pause: Pause | None = None) -> None:
+        prime_line_tokens(view, self.qcfg.select.show_source_ids, self.encoding, self.qcfg.select.show_record_tags,
+                          pause=pause)
 
     # -- shared pieces ---------------------------------------------------------------------------
     @property
@@ -304,7 +312,8 @@ class MemoryStore:
         question_id: str | None = None,
     ) -> SearchResult:
         """Plan, recall, fuse, rerank and select — everything but the answer call."""
-        res, _sel, _qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id)
+        with self.cache.request():  # a background view rebuild pauses meanwhile
+            res, _sel, _qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id)
         return res
 
     def query(
@@ -323,7 +332,8 @@ class MemoryStore:
         ``question_date`` anchors relative times ("last week"); None = today. ``budget_tokens``
         overrides ``query.select.budget_tokens``. ``llm`` overrides the backend (openai | rules).
         """
-        res, sel, qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id)
+        with self.cache.request():
+            res, sel, qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id)
         backend = self.backend(llm)
         t0 = time.perf_counter()
         client = self.llm_client() if backend == "openai" else None

@@ -24,6 +24,7 @@ from typing import Literal, Sequence
 
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.query.fuse import ItemKey
+from lychee_ray.query.pacing import Pause, paced
 from lychee_ray.query.recall import ConversationView
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens
 
@@ -161,14 +162,18 @@ def turn_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, en
 
 
 def prime_line_tokens(view: ConversationView, show_source_ids: bool, encoding: str = DEFAULT_ENCODING,
-                      show_tags: bool = False) -> None:
+                      show_tags: bool = False, pause: Pause | None = None) -> None:
     """Count every record and turn line of a freshly loaded view once (~12 µs a line), so queries
     never pay for a line they meet for the first time (a cold conversation costs ~25 ms more to
-    load; every query after it saves the misses)."""
-    for p in range(view.num_records):
+    load; every query after it saves the misses). A view extended by appended turns
+    (query/view_extend.py) carries its memo over: only the lines not counted yet are."""
+    key = ("primed", show_source_ids, show_tags, encoding)
+    done_rec, done_turn = view.memo.get(key, (0, 0))
+    for p in paced(range(done_rec, view.num_records), pause):
         record_line_tokens(view, p, show_source_ids, encoding, show_tags)
-    for p in range(view.num_turns):
+    for p in paced(range(done_turn, view.num_turns), pause):
         turn_line_tokens(view, p, show_source_ids, encoding)
+    view.memo[key] = (view.num_records, view.num_turns)
 
 
 def render(units: Sequence[Evidence], show_conversation: bool) -> str:

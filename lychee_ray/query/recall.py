@@ -28,12 +28,14 @@ from datetime import date
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from lychee_ray.core.keys import normalise_key
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.io.store import ConversationData
-from lychee_ray.query.bm25 import BM25Index
+from lychee_ray.query.bm25 import BM25Index, doc_terms
 from lychee_ray.query.hits import Hit, ItemKind
+from lychee_ray.query.pacing import PAUSE_EVERY_ROWS, Pause, paced
 from lychee_ray.text.dates import iso_day
 from lychee_ray.text.lexical import ATTRIBUTION_TERMS, lexical_terms
 
@@ -50,14 +52,46 @@ def _day_ordinal(iso: str | None) -> int | None:
     return d.toordinal() if d is not None else None
 
 
-def _flat_vectors(index, n: int, dim: int) -> np.ndarray:
-    """All vectors of an ``IndexIDMap2(IndexFlatIP)`` whose ids are row positions, in row order."""
+def table_columns(table: pa.Table, pause: Pause | None) -> dict[str, list]:
+    """``table.to_pydict()``, converted a slice at a time with ``pause`` between slices."""
+    if pause is None or table.num_rows <= PAUSE_EVERY_ROWS:
+        return table.to_pydict()
+    out: dict[str, list] = {name: [] for name in table.column_names}
+    for start in range(0, table.num_rows, PAUSE_EVERY_ROWS):
+        for name, values in table.slice(start, PAUSE_EVERY_ROWS).to_pydict().items():
+            out[name].extend(values)
+        pause()
+    return out
+
+
+def view_nbytes(data: ConversationData) -> int:
+    """Approximate size of a view of ``data``: the store data plus the vectors kept as arrays."""
+    return int(data.nbytes()) + 2 * 4 * data.dim * (data.records.num_rows + data.turns.num_rows)
+
+
+def day_ordinals(values: Sequence[str | None]) -> np.ndarray:
+    """Day ordinal of each ISO date/time (``_NO_DAY`` when undated)."""
+    return np.asarray([d if (d := _day_ordinal(x)) is not None else _NO_DAY for x in values], dtype=np.int64)
+
+
+def turn_novelty_terms(speaker: str, text: str) -> frozenset[str]:
+    """A turn's content terms for the selection's novelty rule (its speaker included)."""
+    return frozenset(lexical_terms(f"{speaker} {text}")) - ATTRIBUTION_TERMS
+
+
+def turn_line(speaker: str, text: str) -> str:
+    """A turn as the lexical channels index it."""
+    return f"{speaker}: {text}"
+
+
+def flat_vectors(index, n: int, dim: int, start: int = 0) -> np.ndarray:
+    """``n`` vectors from row ``start`` of an ``IndexIDMap2(IndexFlatIP)`` whose ids are row positions."""
     import faiss
 
     if n == 0:
         return np.zeros((0, dim), dtype=np.float32)
     flat = faiss.downcast_index(index.index)
-    return np.ascontiguousarray(flat.reconstruct_n(0, n), dtype=np.float32)
+    return np.ascontiguousarray(flat.reconstruct_n(start, n), dtype=np.float32)
 
 
 @dataclass
@@ -113,22 +147,31 @@ class ConversationView:
     # derived per-conversation values computed on first use by later stages (e.g. serialised lines'
     # token counts); plain dict: concurrent writers only ever store equal values
     memo: dict = field(default_factory=dict)
-    # the store data the view was built from: a newer commit that only added deltas is loaded on
+    # the store data the view's turns come from: a newer commit that only added deltas is loaded on
     # top of it (io/store/reader.py load_generation), not read whole again
     source: ConversationData | None = None
+    # the store data its records, nodes and segments come from: ``source`` itself, or an older
+    # commit's while a rebuild runs in the background (query/cache.py; the view is then *lagging*)
+    derived_from: ConversationData | None = None
+    # what extending the view with appended turns needs (query/view_extend.py): each segmented
+    # turn's segment index, and source turn ids records cite that are not (yet) stored turns
+    segment_of: dict[str, int] = field(default_factory=dict)
+    missing_sources: frozenset[str] = frozenset()
 
     @classmethod
     def from_data(cls, data: ConversationData, bm25_k1: float = 1.2, bm25_b: float = 0.75,
-                  committed_at: str | None = None) -> "ConversationView":
-        """Build the view (columns, vectors, key maps, BM25) from a loaded store conversation."""
-        rec = data.records.to_pydict()
-        trn = data.turns.to_pydict()
-        nod = data.nodes.to_pydict()
+                  committed_at: str | None = None, pause: Pause | None = None) -> "ConversationView":
+        """Build the view (columns, vectors, key maps, BM25) from a loaded store conversation.
+
+        ``pause``: called every few hundred rows (a background rebuild lets searches run there)."""
+        rec = table_columns(data.records, pause)
+        trn = table_columns(data.turns, pause)
+        nod = table_columns(data.nodes, pause)
         dim = data.dim
         n_rec, n_turn = len(rec["record_id"]), len(trn["turn_id"])
         times: list[TimeSpan | None] = []
         spans: list[tuple[int, int] | None] = []
-        for s, e, g, x in zip(rec["time_start"], rec["time_end"], rec["time_granularity"], rec["time_expression"]):
+        for s, e, g, x in paced(zip(rec["time_start"], rec["time_end"], rec["time_granularity"], rec["time_expression"]), pause):
             t = TimeSpan(start=s, end=e, granularity=g, expression=x) if (s or e) else None
             times.append(t)
             a, b = _day_ordinal(s), _day_ordinal(e)
@@ -136,7 +179,7 @@ class ConversationView:
             spans.append(None if a is None else (min(a, b), max(a, b)))
         sessions = trn["session_index"]
         seg_of: dict[str, int] = {}
-        for idx, tids in zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist()):
+        for idx, tids in paced(zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist()), pause):
             for t in tids or []:
                 seg_of[t] = int(idx)
         turn_date = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"])]
@@ -144,50 +187,59 @@ class ConversationView:
         turn_speaker = [str(s) for s in trn["speaker"]]
         turn_pos = {t: i for i, t in enumerate(trn["turn_id"])}
         record_pos = {r: i for i, r in enumerate(rec["record_id"])}
-        record_turns = [[turn_pos[t] for t in (src or []) if t in turn_pos] for src in rec["source_turn_ids"]]
+        record_turns = [[turn_pos[t] for t in (src or []) if t in turn_pos] for src in paced(rec["source_turn_ids"], pause)]
+        missing = frozenset(t for src in rec["source_turn_ids"] for t in (src or []) if t not in turn_pos)
         turn_records: list[list[int]] = [[] for _ in range(n_turn)]
         for ri, tps in enumerate(record_turns):
             for tp in tps:
                 turn_records[tp].append(ri)
-        node_records = [np.asarray([record_pos[r] for r in (ids or []) if r in record_pos], dtype=np.int64) for ids in nod["record_ids"]]
+        node_records = [np.asarray([record_pos[r] for r in (ids or []) if r in record_pos], dtype=np.int64)
+                        for ids in paced(nod["record_ids"], pause)]
         keys = {(k, key): i for i, (k, key) in enumerate(zip(nod["kind"], nod["key"]))}
         entities = {key: (text, len(node_records[i])) for i, (k, key, text) in enumerate(zip(nod["kind"], nod["key"], nod["text"])) if k == "entity"}
         topics = {key for k, key in zip(nod["kind"], nod["key"]) if k == "topic"}
         speakers = list(dict.fromkeys(turn_speaker))
         rec_text = [str(t) for t in rec["text"]]
-        turn_lines = [f"{s}: {t}" for s, t in zip(turn_speaker, turn_text)]
+        turn_lines = [turn_line(s, t) for s, t in zip(turn_speaker, turn_text)]
+        turn_tokens = [doc_terms(t) for t in paced(turn_lines, pause)]  # the same for both indexes
         bm25 = BM25Index(
             rec_text + turn_lines,
             ["record"] * n_rec + ["turn"] * n_turn,
             list(rec["record_id"]) + list(trn["turn_id"]),
             bm25_k1, bm25_b,
+            tokens=[doc_terms(t) for t in paced(rec_text, pause)] + turn_tokens, pause=pause,
         )
-        turn_bm25 = BM25Index(turn_lines, ["turn"] * n_turn, list(trn["turn_id"]), bm25_k1, bm25_b)
+        turn_bm25 = BM25Index(turn_lines, ["turn"] * n_turn, list(trn["turn_id"]), bm25_k1, bm25_b, tokens=turn_tokens,
+                              pause=pause)
         view = cls(
             conversation_id=data.conversation_id, user_id=data.user_id, committed_at=committed_at, dim=dim,
             record_ids=list(rec["record_id"]), record_text=rec_text, record_type=[str(t) for t in rec["type"]],
             record_time=times, record_span=spans, record_session_date=list(rec["created_at"]),
             record_sources=[list(s or []) for s in rec["source_turn_ids"]],
-            record_vecs=_flat_vectors(data.record_index, n_rec, dim), record_index=data.record_index,
+            record_vecs=flat_vectors(data.record_index, n_rec, dim), record_index=data.record_index,
             turn_ids=list(trn["turn_id"]), turn_text=turn_text, turn_speaker=turn_speaker, turn_session=list(sessions),
             turn_session_date=turn_date, turn_segment=[seg_of.get(t, -1) for t in trn["turn_id"]],
-            turn_vecs=_flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
+            turn_vecs=flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
             node_kind=list(nod["kind"]), node_key=list(nod["key"]), node_records=node_records, node_index=data.node_index,
             keys=keys, entities=entities, topics=topics, speakers=speakers, bm25=bm25, turn_bm25=turn_bm25,
             record_pos=record_pos, turn_pos=turn_pos, record_turns=record_turns, turn_records=turn_records,
-            record_terms=[frozenset(lexical_terms(t)) - ATTRIBUTION_TERMS for t in rec_text],
-            turn_terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in zip(turn_speaker, turn_text)],
+            record_terms=[frozenset(lexical_terms(t)) - ATTRIBUTION_TERMS for t in paced(rec_text, pause)],
+            turn_terms=[turn_novelty_terms(s, t) for s, t in paced(zip(turn_speaker, turn_text), pause)],
         )
-        def days(values: list[str | None]) -> np.ndarray:
-            return np.asarray([d if (d := _day_ordinal(x)) is not None else _NO_DAY for x in values], dtype=np.int64)
-
         view.rec_lo = np.asarray([sp[0] if sp else _NO_DAY for sp in spans], dtype=np.int64)
         view.rec_hi = np.asarray([sp[1] if sp else _NO_DAY for sp in spans], dtype=np.int64)
-        view.rec_said = days(view.record_session_date)
-        view.turn_said = days(turn_date)
-        view.nbytes = int(data.nbytes()) + 2 * 4 * dim * (n_rec + n_turn)
-        view.source = data
+        view.rec_said = day_ordinals(view.record_session_date)
+        view.turn_said = day_ordinals(turn_date)
+        view.nbytes = view_nbytes(data)
+        view.source = view.derived_from = data
+        view.segment_of = seg_of
+        view.missing_sources = missing
         return view
+
+    @property
+    def lagging(self) -> bool:
+        """True while its records, nodes and segments are an older commit's than its turns."""
+        return self.derived_from is not self.source
 
     @property
     def num_records(self) -> int:

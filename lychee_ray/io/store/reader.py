@@ -171,16 +171,21 @@ def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMa
         return data if data.marker is marker else dataclasses.replace(data, marker=marker)
     dim = data.dim
     merged = {n: MergedTable(data.tables[n], data.table_vectors(n) if n in data.indexes else None) for n in names}
+    before = dict(merged)
     for gen in todo:
         for name, delta in read_delta(layout, marker.key, gen, names, dim).items():
             merged[name] = apply_delta(name, merged[name], delta)
+    # a table no delta changed keeps its objects (and its index): readers tell what changed by them
+    changed = {n for n in names if merged[n] is not before[n]}
     out_tables = {n: m.table for n, m in merged.items()}
     vectors = {n: m.vectors for n, m in merged.items() if m.vectors is not None}
-    indexes = {n: build_flat_index(v.vectors, dim, v.rows.tolist()) for n, v in vectors.items()}
+    indexes = {n: build_flat_index(v.vectors, dim, v.rows.tolist()) if n in changed or n not in data.indexes
+               else data.indexes[n] for n, v in vectors.items()}
     ids: dict[str, Any] = {"dim": dim}
     for s in indexed_tables():
         if s.name in out_tables:
-            ids[s.name] = out_tables[s.name].column(s.index.id_column).to_pylist()  # type: ignore[union-attr]
+            ids[s.name] = (out_tables[s.name].column(s.index.id_column).to_pylist()  # type: ignore[union-attr]
+                           if s.name in changed or s.name not in data.ids else data.ids[s.name])
     return ConversationData(conversation_id=marker.conversation_id, user_id=marker.owner, tables=out_tables,
                             indexes=indexes, ids=ids, marker=marker, vectors=vectors)
 
