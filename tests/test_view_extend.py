@@ -16,6 +16,7 @@ from tests.test_incremental import conv, turn_dicts  # noqa: F401 (fixture)
 
 # compared apart: indexes by what they return, the memo by the counts it holds
 _APART = {"record_index", "node_index", "turn_index", "bm25", "turn_bm25", "memo", "source", "derived_from"}
+QD = "2023-08-01"  # searches give a date: the default (now) may change between two of them
 QUERIES = ["What did Caroline say about the support group?", "painting camping with the kids",
            "Melanie pottery class", "When did she go to the LGBTQ conference?"]
 
@@ -63,28 +64,28 @@ def test_queued_appends_extend_the_cached_view(tmp_path, conv):
     writer, reader = open_store(tmp_path), open_store(tmp_path)
     writer.append(cid, turns[:20], user_id=conv.user_id)
     reader.reader.refresh()
-    reader.search(cid, QUERIES[0])  # loads the view
+    reader.search(cid, QUERIES[0], QD)  # loads the view
     extended = reader.cache.extended
     for i, t in enumerate(turns[20:32]):
         writer.append(cid, [t], queue=True)
         reader.reader.refresh_conversation(cid)
-        hits = reader.search(cid, t["content"][:60])
+        hits = reader.search(cid, t["content"][:60], QD)
         assert reader.cache.extended == extended + i + 1  # extended, not built again
         assert any(t["turn_id"] in e.source_turn_ids for e in hits.evidence)  # searchable at once
         fresh = open_store(tmp_path)
-        assert answer(hits) == answer(fresh.search(cid, t["content"][:60]))  # what a replica loading it cold answers
+        assert answer(hits) == answer(fresh.search(cid, t["content"][:60], QD))  # what a replica loading it cold answers
         assert_same_view(reader.view(cid), ConversationView.from_data(fresh.reader.load(cid), committed_at=reader.view(cid).committed_at))
     # a catch-up that encodes segments changes records and nodes: the view is built again, equal too
     caught = writer.catch_up(cid)
     assert caught.segments_encoded
     reader.reader.refresh_conversation(cid)
     before = reader.cache.extended
-    reader.search(cid, QUERIES[1])
+    reader.search(cid, QUERIES[1], QD)
     assert reader.cache.extended == before
     fresh = open_store(tmp_path)
     assert_same_view(reader.view(cid), ConversationView.from_data(fresh.reader.load(cid), committed_at=reader.view(cid).committed_at))
     for q in QUERIES:
-        assert answer(reader.search(cid, q)) == answer(fresh.search(cid, q))
+        assert answer(reader.search(cid, q, QD)) == answer(fresh.search(cid, q, QD))
 
 
 def test_only_a_pure_turn_append_extends(tmp_path, conv):
@@ -133,20 +134,20 @@ def test_background_rebuild_answers_from_a_lagging_view(tmp_path, conv):
     reader = open_store(tmp_path, "query.view_rebuild=background", "query.view_rebuild_background_min_rows=0")
     writer.append(cid, turns[:20], user_id=conv.user_id)
     reader.reader.refresh()
-    reader.search(cid, QUERIES[0])
+    reader.search(cid, QUERIES[0], QD)
     before = reader.view(cid)
     for t in turns[20:30]:
         writer.append(cid, [t], queue=True)
     assert writer.catch_up(cid).segments_encoded
     writer.append(cid, [turns[30]], queue=True)
     reader.reader.refresh_conversation(cid)
-    hits = reader.search(cid, turns[30]["content"][:60])
+    hits = reader.search(cid, turns[30]["content"][:60], QD)
     assert any(turns[30]["turn_id"] in e.source_turn_ids for e in hits.evidence)
     assert reader.cache.lagged >= 1
     for t in turns[31:34]:  # appends while the rebuild may be running
         writer.append(cid, [t], queue=True)
         reader.reader.refresh_conversation(cid)
-        reader.search(cid, t["content"][:60])
+        reader.search(cid, t["content"][:60], QD)
     assert reader.cache.wait_idle(timeout=60)
     view = reader.view(cid)
     assert not view.lagging and view.num_records > before.num_records
@@ -154,7 +155,7 @@ def test_background_rebuild_answers_from_a_lagging_view(tmp_path, conv):
     fresh = open_store(tmp_path)
     assert_same_view(view, ConversationView.from_data(fresh.reader.load(cid), committed_at=view.committed_at))
     for q in QUERIES:
-        assert answer(reader.search(cid, q)) == answer(fresh.search(cid, q))
+        assert answer(reader.search(cid, q, QD)) == answer(fresh.search(cid, q, QD))
     reader.close()
     assert reader.cache.wait_idle(timeout=5)
 
@@ -168,9 +169,9 @@ def test_inline_rebuild_below_the_row_bound(tmp_path, conv):
     reader = open_store(tmp_path, "query.view_rebuild=background", "query.view_rebuild_background_min_rows=100000")
     writer.append(cid, turns[:20], user_id=conv.user_id)
     reader.reader.refresh()
-    reader.search(cid, QUERIES[0])
+    reader.search(cid, QUERIES[0], QD)
     writer.append(cid, turns[20:30], user_id=conv.user_id)
     writer.flush(cid)
     reader.reader.refresh_conversation(cid)
-    reader.search(cid, QUERIES[0])
+    reader.search(cid, QUERIES[0], QD)
     assert not reader.view(cid).lagging and reader.cache.lagged == 0

@@ -15,6 +15,7 @@ removed a turn the cached view shows is always rebuilt on the request.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -25,7 +26,16 @@ from lychee_ray.io.store import ConversationData, MemoryStoreReader
 from lychee_ray.query.errors import UnknownConversation
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.recall import ConversationView
-from lychee_ray.query.view_extend import extend_with_turns
+from lychee_ray.query.view_extend import DERIVED_TABLES, extend_with_turns
+
+log = logging.getLogger(__name__)
+
+
+_TURNS = ("turns",)  # what a lagging view is brought up to date with on a request
+
+
+def _stamp(data: ConversationData) -> str | None:
+    return data.marker.committed_at if data.marker is not None else None
 
 
 # how often a paused rebuild looks whether the searches it waits for are done (a search takes
@@ -59,8 +69,7 @@ class ConversationCache:
         self._items: OrderedDict[str, ConversationView] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
-        # background rebuilds: conversation id -> the data to build its view from (latest wins)
-        self._pending: OrderedDict[str, ConversationData] = OrderedDict()
+        self._pending: OrderedDict[str, None] = OrderedDict()  # conversations to rebuild, oldest first
         self._cond = threading.Condition(self._lock)
         self._worker: threading.Thread | None = None
         self._busy = False
@@ -89,37 +98,44 @@ class ConversationCache:
                 if v is not None and v.committed_at == stamp:
                     self._items.move_to_end(conversation_id)
                     return v, False
-            # an older view's data: a commit that only added deltas to it is read as those deltas
-            data = self.reader.load(conversation_id, previous=v.source if v is not None else None)
             view, how = None, "built"
-            if v is not None:
-                view, how = extend_with_turns(v, data, stamp), "extended"
-                if view is None and self._in_background(data):
-                    view, how = extend_with_turns(v, data, stamp, allow_lag=True), "lagged"
+            if v is not None and self._in_background(v) and self._derived_changed(conversation_id, v):
+                # only the turns now (the new deltas' turn rows); records and nodes in the background
+                turns = self.reader.load(conversation_id, previous=v.source, tables=_TURNS)
+                view, how = extend_with_turns(v, turns, stamp, allow_lag=True), "lagged"
             if view is None:
-                view, how = ConversationView.from_data(data, self._k1, self._b, committed_at=stamp), "built"
+                # an older view's data: a commit that only added deltas to it is read as those deltas
+                prev = None if v is None else (v.derived_from if v.lagging else v.source)
+                data = self.reader.load(conversation_id, previous=prev)
+                if v is not None and not v.lagging:
+                    view, how = extend_with_turns(v, data, stamp), "extended"
+                if view is None:
+                    view, how = ConversationView.from_data(data, self._k1, self._b, committed_at=stamp), "built"
             with self._lock:
                 self._install(conversation_id, view)
                 self.loads += 1
                 self.extended += how == "extended"
                 if how == "lagged":
                     self.lagged += 1
-                    self._schedule(conversation_id, data)
-                elif not view.lagging:
-                    self._pending.pop(conversation_id, None)  # exact again: nothing left to rebuild
+                    self._schedule(conversation_id)
             return view, True
 
     # -- background rebuilds -------------------------------------------------------------------------
-    def _in_background(self, data: ConversationData) -> bool:
-        return (self.rebuild == "background"
-                and data.turns.num_rows + data.records.num_rows >= self.background_min_rows)
+    def _in_background(self, view: ConversationView) -> bool:
+        return self.rebuild == "background" and view.num_turns + view.num_records >= self.background_min_rows
 
-    def _schedule(self, conversation_id: str, data: ConversationData) -> None:
-        """Queue a rebuild from ``data`` (holding ``_lock``)."""
+    def _derived_changed(self, conversation_id: str, view: ConversationView) -> bool:
+        """Whether the view's records, nodes or segments are (or may be) behind the current commit."""
+        if view.lagging or view.source is None:
+            return True
+        changed = self.reader.changed_tables(conversation_id, view.source)
+        return changed is None or not DERIVED_TABLES.isdisjoint(changed)
+
+    def _schedule(self, conversation_id: str) -> None:
+        """Queue a rebuild of the conversation's view (holding ``_lock``)."""
         if self._closed:
             return
-        self._pending[conversation_id] = data
-        self._pending.move_to_end(conversation_id)
+        self._pending[conversation_id] = None
         if self._worker is None:
             self._worker = threading.Thread(target=self._rebuild_loop, name="lychee-view-rebuild", daemon=True)
             self._worker.start()
@@ -132,43 +148,63 @@ class ConversationCache:
                     self._cond.wait()
                 if self._closed:
                     return
-                cid, data = self._pending.popitem(last=False)
+                cid, _ = self._pending.popitem(last=False)
                 self._busy = True
             try:
-                self._rebuild(cid, data)
+                self._rebuild(cid)
+            except Exception:  # noqa: BLE001 — the thread outlives one failed load; requests rebuild inline
+                log.exception("background rebuild of %r failed; the next request rebuilds it", cid)
+                with self._lock:
+                    cur = self._items.get(cid)
+                    if cur is not None and cur.lagging:
+                        self._items.pop(cid)
+                        self.nbytes -= cur.nbytes
             finally:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
 
-    def _rebuild(self, conversation_id: str, data: ConversationData) -> None:
-        """Build the view of ``data`` and install it if the cached view still shows ``data``'s turns;
-        when appends moved the cached view on since, the rebuilt view is extended to it (they only
-        added turns) — unless it moved on by another change, whose own rebuild is queued."""
-        view = ConversationView.from_data(data, self._k1, self._b, committed_at=None, pause=self._pause)
-        if self.prepare is not None:
-            self.prepare(view, self._pause)
+    def _rebuild(self, conversation_id: str) -> None:
+        """Load the conversation whole (from the lagging view's records' data: only the deltas since)
+        and build its view off the request path; install it — extended to the newest commit's turns
+        when appends came meanwhile — unless the view is no longer lagging (rebuilt on a request,
+        evicted, erased). A commit that changed records again meanwhile is built again, in turn."""
         with self._lock:
-            key_lock = self._loading.get(conversation_id)
-        if key_lock is None:
-            return  # evicted or discarded meanwhile
-        with key_lock:  # no load of the conversation runs while the result is installed
+            cur = self._items.get(conversation_id)
+        if cur is None or not cur.lagging:
+            return
+        base = cur.derived_from
+        while True:
+            self._pause()  # the request that queued this is still running: let it finish first
+            data = self.reader.load(conversation_id, previous=base)
+            self._pause()
+            view = ConversationView.from_data(data, self._k1, self._b, committed_at=_stamp(data), pause=self._pause)
+            if self.prepare is not None:
+                self.prepare(view, self._pause)
             with self._lock:
-                cur = self._items.get(conversation_id)
-            if cur is None or not cur.lagging:
-                return
-            if cur.source is data:
-                view.committed_at = cur.committed_at
-            else:
-                view = extend_with_turns(view, cur.source, cur.committed_at)  # type: ignore[arg-type, assignment]
-                if view is None:
+                key_lock = self._loading.get(conversation_id)
+            if key_lock is None:
+                return  # evicted meanwhile
+            with key_lock:  # no request loads the conversation while the result is installed
+                with self._lock:
+                    cur = self._items.get(conversation_id)
+                if cur is None or not cur.lagging:
                     return
-            with self._lock:
-                if self._items.get(conversation_id) is cur:
-                    self._install(conversation_id, view, touch=False)
-                    self.background_rebuilds += 1
-                    if self._pending.get(conversation_id) is view.source:  # queued for what it now shows
-                        del self._pending[conversation_id]
+                marker = self.reader.markers.get(conversation_id)
+                if marker is None:
+                    return  # erased: the service's reload drops the view
+                if data.marker is not None and not marker.same_commit(data.marker):
+                    newer = self.reader.load(conversation_id, previous=data)  # appends since: their turns
+                    grown = extend_with_turns(view, newer, _stamp(newer))
+                    if grown is None:  # records changed again: build from the newer data
+                        base = newer
+                        continue
+                    view = grown
+                with self._lock:
+                    if self._items.get(conversation_id) is cur:
+                        self._install(conversation_id, view, touch=False)
+                        self.background_rebuilds += 1
+                return
 
     @contextmanager
     def request(self) -> Iterator[None]:

@@ -65,8 +65,10 @@ def table_columns(table: pa.Table, pause: Pause | None) -> dict[str, list]:
 
 
 def view_nbytes(data: ConversationData) -> int:
-    """Approximate size of a view of ``data``: the store data plus the vectors kept as arrays."""
-    return int(data.nbytes()) + 2 * 4 * data.dim * (data.records.num_rows + data.turns.num_rows)
+    """Approximate size of a view of ``data``: the store data plus the vectors kept as arrays
+    (``data`` may hold only some tables: a lagging view's turns)."""
+    rows = sum(data.tables[n].num_rows for n in ("records", "turns") if n in data.tables)
+    return int(data.nbytes()) + 2 * 4 * data.dim * rows
 
 
 def day_ordinals(values: Sequence[str | None]) -> np.ndarray:

@@ -34,6 +34,7 @@ from lychee_ray.query.recall import (
 
 # tables a turns-only append leaves as they were (load_generation hands back the same objects)
 _UNCHANGED = ("records", "nodes", "segments")
+DERIVED_TABLES = frozenset(_UNCHANGED)  # what an encoding changes: a view needs building again
 
 
 def appended_turns(view: ConversationView, data: ConversationData) -> int | None:
@@ -53,7 +54,7 @@ def derived_unchanged(view: ConversationView, data: ConversationData) -> bool:
     objects: load_generation hands back a table no delta touched as it was)."""
     old = view.source
     return (old is not None and not view.lagging
-            and all(data.tables[name] is old.tables[name] for name in _UNCHANGED))
+            and all(name in data.tables and data.tables[name] is old.tables.get(name) for name in _UNCHANGED))
 
 
 def extend_with_turns(view: ConversationView, data: ConversationData, committed_at: str | None, *,
@@ -106,4 +107,4 @@ def extend_with_turns(view: ConversationView, data: ConversationData, committed_
     )
 
 
-__all__ = ["appended_turns", "derived_unchanged", "extend_with_turns"]
+__all__ = ["DERIVED_TABLES", "appended_turns", "derived_unchanged", "extend_with_turns"]

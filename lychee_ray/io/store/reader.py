@@ -274,20 +274,24 @@ class MemoryStoreReader:
     def conversation_ids(self) -> list[str]:
         return sorted(self.markers)
 
-    def load(self, conversation_id: str, previous: ConversationData | None = None) -> ConversationData:
+    def load(self, conversation_id: str, previous: ConversationData | None = None,
+             tables: Iterable[str] | None = None) -> ConversationData:
         """Open one conversation's tables and indexes; KeyError when it is not committed.
 
         Everything comes from the generation one marker names. When a file of it is gone (a newer
         commit replaced that generation after this reader read the marker), the marker is read
         again and the load repeated on the newer generation; a file missing from the current
         generation is an error. ``previous``: this conversation as loaded before (see
-        :func:`load_generation`: only deltas committed since are read).
+        :func:`load_generation`: only deltas committed since are read). ``tables``: only these
+        (default: every serving table).
         """
         m = self.markers.get(conversation_id)
         if m is None:
             raise KeyError(conversation_id)
         while True:
             try:
+                if tables is not None:
+                    return self.load_generation(m, tables, previous)
                 return self._load(conversation_id, m, previous)
             except (OSError, RuntimeError):  # RuntimeError: faiss cannot open a missing index file
                 fresh = self.layout.read_marker(m.key)
@@ -295,6 +299,23 @@ class MemoryStoreReader:
                     raise
                 self.markers = {**self.markers, conversation_id: fresh}
                 m = fresh
+
+    def changed_tables(self, conversation_id: str, since: ConversationData) -> set[str] | None:
+        """Tables the deltas committed after ``since`` change (rows or deletes), read from their
+        small ``delta.json`` files; None when the current commit is not ``since``'s plus deltas (or
+        a delta is gone: folded meanwhile), i.e. when anything may have changed."""
+        m = self.markers.get(conversation_id)
+        if m is None or since.marker is None or not m.extends(since.marker):
+            return None
+        names: set[str] = set()
+        try:
+            for gen in m.deltas[len(since.marker.deltas):]:
+                doc = read_delta_manifest(self.layout.index_dir(m.key, gen))
+                names.update(n for n, rows in doc["tables"].items() if rows)
+                names.update(n for n, keys in doc.get("deletes", {}).items() if keys)
+        except OSError:
+            return None
+        return names
 
     def _load(self, conversation_id: str, m: CommitMarker, previous: ConversationData | None = None) -> ConversationData:
         return self.load_generation(m, [s.name for s in table_specs() if s.serving], previous)
