@@ -15,8 +15,11 @@ until the writers are done. The same run measures two baselines:
 
 Writes JSON: per-turn append p50/p95 (client and server side), search p50/p95 with and without
 writers, the in-process append p50/p95, and the ratios (Serve / in-process append; search with /
-without writers), plus what the appends encoded and the machine's load. Latency on a shared small
-machine moves with whatever else runs: compare the ratios, measured in one run.
+without writers), plus what the appends encoded and the machine's load. ``capacity`` relates the
+two gates to the CPU (all processes, from /proc/stat): CPU per search and per append, and the
+share of the machine 8 closed-loop writers need at the append p50 gate next to the share the
+search gate leaves them while the readers saturate it. Latency on a shared small machine moves
+with whatever else runs: compare the ratios, measured in one run.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # as 
 from lychee_ray.config import load_config  # noqa: E402
 
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
+# issue 28's gates, used only to report what they ask of the machine ("capacity" in the JSON)
+APPEND_P50_GATE_MS = 150.0
+SEARCH_RATIO_GATE = 1.3
 CATEGORIES = {"1", "2", "3", "4"}
 
 
@@ -59,6 +65,23 @@ def pct(xs: list[float], q: float) -> float | None:
 def summary(lat: list[float], codes: dict[str, int]) -> dict[str, Any]:
     return {"n": len(lat), "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95), "max_ms": round(max(lat), 2) if lat else None,
             "errors": sum(n for c, n in codes.items() if c != "200"), "status_counts": codes}
+
+
+def cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of the whole machine from /proc/stat (None where it is missing)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return None
+    return sum(v) - v[3] - v[4], sum(v)  # idle and iowait are not busy
+
+
+def busy_fraction(a: tuple[int, int] | None, b: tuple[int, int] | None) -> float | None:
+    """Share of the machine's CPU time that was busy between two :func:`cpu_times` readings."""
+    if a is None or b is None or b[1] == a[1]:
+        return None
+    return (b[0] - a[0]) / (b[1] - a[1])
 
 
 def free_port() -> int:
@@ -178,9 +201,11 @@ async def run_load(url: str, token: str, writes: dict[str, list[list[dict[str, A
                 await asyncio.gather(*(writer(cid, b) for cid, b in writes.items()))
                 done.set()
 
+        cpu0 = cpu_times()
         t0 = out["t_start"] = time.perf_counter()
         await asyncio.gather(writers(), *(reader() for _ in range(readers)))
         out["wall_s"] = round(time.perf_counter() - t0, 2)
+        out["cpu_busy"] = busy_fraction(cpu0, cpu_times())
     return out
 
 
@@ -323,6 +348,24 @@ def main(argv: list[str] | None = None) -> int:
     def ratio(a: float | None, b: float | None) -> float | None:
         return round(a / b, 2) if a and b else None
 
+    # What the two Serve gates ask of this machine's CPU (every process on it: client, proxy,
+    # replicas, background encodings). CPU per search from the readers-only phase; CPU per append
+    # from the loaded phase less its searches' share.
+    cores = os.cpu_count() or 1
+    capacity: dict[str, Any] = {"cores": cores, "busy_search_alone": alone.get("cpu_busy"),
+                                "busy_with_writers": loaded.get("cpu_busy")}
+    if alone.get("cpu_busy") and loaded.get("cpu_busy") and alone["search"] and loaded["append"]:
+        ms_search = alone["cpu_busy"] * cores * alone["wall_s"] * 1000.0 / len(alone["search"])
+        cpu_loaded_ms = loaded["cpu_busy"] * cores * loaded["wall_s"] * 1000.0
+        ms_append = max(0.0, cpu_loaded_ms - ms_search * len(loaded["search"])) / len(loaded["append"])
+        rate = args.writers / (APPEND_P50_GATE_MS / 1000.0)  # closed-loop writers at the p50 gate
+        capacity.update({
+            "cpu_ms_per_search": round(ms_search, 1), "cpu_ms_per_append": round(ms_append, 1),
+            "appends_per_s_at_p50_gate": round(rate, 1),
+            "writer_cpu_share_needed": round(rate * ms_append / 1000.0 / cores, 2),
+            "writer_cpu_share_allowed_by_search_gate": round(1 - 1 / SEARCH_RATIO_GATE, 2),
+        })
+
     report = {
         "benchmark": "append_load",
         "writers": args.writers, "readers": args.readers, "turns_per_writer": args.turns,
@@ -353,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                    "append_serve_vs_inproc_p95": ratio(append["p95_ms"], inproc["p95_ms"]),
                    "search_with_vs_without_writers_p50": ratio(search_w["p50_ms"], search_a["p50_ms"]),
                    "search_with_vs_without_writers_p95": ratio(search_w["p95_ms"], search_a["p95_ms"])},
+        "capacity": capacity,
         "store_verified": verified,
         # turns Serve had stored but not yet segmented when it was stopped (durable: encoded by the
         # next append or flush), and whether the store then equals the in-process inline appends'
@@ -370,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps({"append_p50_ms": append["p50_ms"], "append_p95_ms": append["p95_ms"],
+    print(json.dumps({"capacity": capacity, "append_p50_ms": append["p50_ms"], "append_p95_ms": append["p95_ms"],
                       "inproc_append_p50_ms": inproc["p50_ms"], "search_with_writers_p50_ms": search_w["p50_ms"],
                       "search_alone_p50_ms": search_a["p50_ms"], "ratios": report["ratios"],
                       "errors": append["errors"] + search_w["errors"] + inproc["errors"]}))
