@@ -323,3 +323,13 @@ def test_compacted_conversations_of_older_stores_are_appendable(tmp_path, ctx, c
     for t in ("records", "segments", "nodes"):
         assert got[t].equals(ref[t]), t
     assert verify_store(tmp_path)["ok"]
+
+
+def test_iter_turns_from_equals_skipping_turn_by_turn(conv):
+    """Conversation.iter_turns_from(k) is iter_turns() without its first k turns (sessions skipped
+    whole), for every k, and past the end."""
+    import itertools
+
+    whole = list(conv.iter_turns())
+    for k in [0, 1, 5, len(conv.sessions[0].turns), len(conv.sessions[0].turns) + 1, len(whole) - 1, len(whole), len(whole) + 3]:
+        assert list(conv.iter_turns_from(k)) == list(itertools.islice(iter(whole), k, None)), k

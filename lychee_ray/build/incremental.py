@@ -18,7 +18,6 @@ committed under the conversation's write lock.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -167,7 +166,7 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
     if SegmenterConfig.model_validate(st["segmenter"]["config"]) != ctx.cfg.segmenter:
         return "segmenter_config", True
     if ctx.cfg.segmenter.exchange_mode == "auto" and st["segmenter"]["mode"] != "role" and \
-            resolve_exchange_mode("auto", (t.role for *_, t in itertools.islice(conv.iter_turns(), st["num_turns"], None))) \
+            resolve_exchange_mode("auto", (t.role for *_, t in conv.iter_turns_from(st["num_turns"]))) \
             != st["segmenter"]["mode"]:
         # e.g. the first assistant turn: one build would use role mode throughout. ("role" is
         # resolved from any answering turn, so it stays; the saved mode covers the first
@@ -182,7 +181,7 @@ def conversation_speakers(stored: StoredConversation | None, conv: Conversation)
     st = stored.segstate if stored is not None else None
     if not st or st.get("speakers") is None or not isinstance(st.get("num_turns"), int) or st["num_turns"] > conv.num_turns:
         return speakers_of(conv)
-    later = (t.speaker for *_, t in itertools.islice(conv.iter_turns(), st["num_turns"], None))
+    later = (t.speaker for *_, t in conv.iter_turns_from(st["num_turns"]))
     return list(dict.fromkeys([*st["speakers"], *later]))
 
 
@@ -208,8 +207,8 @@ async def extend_conversation(
     # with their segmentation queued: stored with their vectors, segmented now)
     n = stored.segmented_turns if stored is not None else 0
     n_stored = stored.num_turns if stored is not None else 0
-    new_turns = [t for *_, t in itertools.islice(conv.iter_turns(), n_stored, None)]
-    todo = list(conv.iter_turns()) if fresh else list(itertools.islice(conv.iter_turns(), n_stored, None))
+    new_turns = [t for *_, t in conv.iter_turns_from(n_stored)]
+    todo = list(conv.iter_turns()) if fresh else list(conv.iter_turns_from(n_stored))
     vecs = await ctx.embed([turn_embedding_text(t, max_chars) for *_, t in todo]) if todo else \
         np.zeros((0, ctx.embed_dim), dtype=np.float32)
     all_vecs = vecs if fresh else np.concatenate([stored.turn_vectors, np.asarray(vecs, dtype=np.float32)])

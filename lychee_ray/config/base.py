@@ -57,6 +57,16 @@ def packaged_defaults() -> dict[str, Any]:
     return copy.deepcopy(_defaults())
 
 
+def packaged_default(*path: str) -> Any:
+    """One default by its path in ``default.yaml`` (None when absent); not a copy: do not change it."""
+    node: Any = _defaults()
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
 # Section class -> its path in default.yaml; filled by the root config for classes used at one path.
 # A class used at several paths (PressureConfig) gets its defaults from its parent section instead.
 _DEFAULT_PATHS: dict[type, tuple[str, ...]] = {}

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from lychee_ray.config.base import Section, bind_default_paths, packaged_defaults
+from lychee_ray.config.base import Section, bind_default_paths, packaged_default
 from lychee_ray.config.build import BuildConfig, EncoderConfig, NodesConfig, SegmenterConfig
 from lychee_ray.config.eval import EvalConfig
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, TokenizerConfig
@@ -40,10 +40,10 @@ class LycheeConfig(Section):
 
     def fingerprint(self, *sections: str) -> str:
         """Stable hash of the named sections (all when none), secrets excluded."""
-        data = self.model_dump(mode="json", exclude={"llm": {"api_key"}, "serve": {"token"}})
-        defaults = packaged_defaults()
+        data = self.model_dump(mode="json", include=set(sections) or None, exclude={"llm": {"api_key"}, "serve": {"token"}})
         for sec, key in FINGERPRINT_OMIT_AT_DEFAULT:
-            if key in data.get(sec, {}) and data[sec][key] == defaults[sec][key]:  # keys added later: existing stores keep their fingerprint
+            # keys added later: existing stores keep their fingerprint
+            if key in data.get(sec, {}) and data[sec][key] == packaged_default(sec, key):
                 del data[sec][key]
         if sections:
             data = {k: data[k] for k in sections}

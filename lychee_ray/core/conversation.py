@@ -7,7 +7,6 @@ A conversation is a list of sessions, each a list of turns. A turn is identified
 
 from __future__ import annotations
 
-import itertools
 import json
 from datetime import datetime
 from typing import Any, Iterator
@@ -103,10 +102,21 @@ class Conversation(BaseModel):
             for ti, t in enumerate(s.turns):
                 yield si, s, ti, t
 
+    def iter_turns_from(self, start: int) -> Iterator[tuple[int, Session, int, Turn]]:
+        """:meth:`iter_turns` from the ``start``-th turn on; earlier sessions are skipped whole, so
+        the cost is the turns yielded (an append's few), not the conversation's."""
+        before = 0
+        for si, s in enumerate(self.sessions):
+            n = len(s.turns)
+            if before + n > start:
+                for ti in range(max(0, start - before), n):
+                    yield si, s, ti, s.turns[ti]
+            before += n
+
     def turn_rows(self, start: int = 0) -> list[dict[str, Any]]:
         """Flatten to rows matching :data:`TURN_SCHEMA` (the turns from position ``start`` on)."""
         rows = []
-        for si, s, ti, t in itertools.islice(self.iter_turns(), start, None):
+        for si, s, ti, t in self.iter_turns_from(start):
             rows.append(
                 {
                     "conversation_id": self.conversation_id,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +66,7 @@ def conversation_turn_inputs(
     if len(turn_vectors) != conv.num_turns - start:
         raise ValueError(f"{len(turn_vectors)} vectors for {conv.num_turns - start} turns")
     out = []
-    for row, (si, s, ti, t) in enumerate(itertools.islice(conv.iter_turns(), start, None)):
+    for row, (si, s, ti, t) in enumerate(conv.iter_turns_from(start)):
         ref = TurnRef(session_index=si, turn_index=ti, turn_id=t.turn_id, session_id=s.session_id)
         text = t.content
         if max_turn_chars and len(text) > max_turn_chars:
