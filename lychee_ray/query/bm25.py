@@ -74,10 +74,6 @@ class _Postings:
         a, b = self.ptr[t], self.ptr[t + 1]
         return self.docs[a:b], self.tfs[a:b]
 
-    @property
-    def num_docs_terms(self) -> int:
-        return len(self.docs)
-
 
 class BM25Index:
     """Lucene BM25 over a mixed corpus of record and turn texts, with kind tags; documents can be

@@ -46,8 +46,8 @@ from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
 from lychee_ray.query.hits import Hit
-from lychee_ray.query.plan import PlanContext, Route, make_planner
 from lychee_ray.query.pacing import Pause
+from lychee_ray.query.plan import PlanContext, Route, make_planner
 from lychee_ray.query.recall import ConversationView, recall_nodes, recall_records, recall_time, recall_turns
 from lychee_ray.query.rerank import CrossEncoderReranker, rerank_order
 from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, SearchResult
