@@ -58,13 +58,20 @@ def assert_same_view(a: ConversationView, b: ConversationView) -> None:
     assert counts(a) == counts(b)
 
 
-def test_queued_appends_extend_the_cached_view(tmp_path, conv):
+def two_stores(tmp_path, conv, *reader_sets: str):
+    """A writer and a reader (a replica) on one store holding the conversation's first 20 turns,
+    the reader's view of it loaded; (conversation id, turns, writer, reader)."""
     cid, turns = conv.conversation_id, turn_dicts(conv)
     MemoryStoreWriter(tmp_path)
-    writer, reader = open_store(tmp_path), open_store(tmp_path)
+    writer, reader = open_store(tmp_path), open_store(tmp_path, *reader_sets)
     writer.append(cid, turns[:20], user_id=conv.user_id)
     reader.reader.refresh()
-    reader.search(cid, QUERIES[0], QD)  # loads the view
+    reader.search(cid, QUERIES[0], QD)
+    return cid, turns, writer, reader
+
+
+def test_queued_appends_extend_the_cached_view(tmp_path, conv):
+    cid, turns, writer, reader = two_stores(tmp_path, conv)
     extended = reader.cache.extended
     for i, t in enumerate(turns[20:32]):
         writer.append(cid, [t], queue=True)
@@ -93,11 +100,7 @@ def test_only_a_pure_turn_append_extends(tmp_path, conv):
     a stored turn changed or removed: no extension at all."""
     import pyarrow as pa
 
-    cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
-    writer, reader = open_store(tmp_path), open_store(tmp_path)
-    writer.append(cid, turns[:20], user_id=conv.user_id)
-    reader.reader.refresh()
+    cid, turns, writer, reader = two_stores(tmp_path, conv)
     view = reader.view(cid)
     writer.append(cid, turns[20:24], user_id=conv.user_id)
     assert writer.flush(cid).segments_encoded  # segments and records change as well
@@ -128,13 +131,8 @@ def test_background_rebuild_answers_from_a_lagging_view(tmp_path, conv):
     answered by the previous view plus the new turns (the appended turns searchable, the records
     not yet); once the background rebuild lands the view equals one built from scratch, also when
     more turns were appended while it ran."""
-    cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
-    writer = open_store(tmp_path)
-    reader = open_store(tmp_path, "query.view_rebuild=background", "query.view_rebuild_background_min_rows=0")
-    writer.append(cid, turns[:20], user_id=conv.user_id)
-    reader.reader.refresh()
-    reader.search(cid, QUERIES[0], QD)
+    cid, turns, writer, reader = two_stores(tmp_path, conv, "query.view_rebuild=background",
+                                            "query.view_rebuild_background_min_rows=0")
     before = reader.view(cid)
     for t in turns[20:30]:
         writer.append(cid, [t], queue=True)
@@ -163,13 +161,8 @@ def test_background_rebuild_answers_from_a_lagging_view(tmp_path, conv):
 def test_inline_rebuild_below_the_row_bound(tmp_path, conv):
     """Below query.view_rebuild_background_min_rows (the default store sizes in tests) a changed
     conversation is rebuilt on the request: never lagging."""
-    cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
-    writer = open_store(tmp_path)
-    reader = open_store(tmp_path, "query.view_rebuild=background", "query.view_rebuild_background_min_rows=100000")
-    writer.append(cid, turns[:20], user_id=conv.user_id)
-    reader.reader.refresh()
-    reader.search(cid, QUERIES[0], QD)
+    cid, turns, writer, reader = two_stores(tmp_path, conv, "query.view_rebuild=background",
+                                            "query.view_rebuild_background_min_rows=100000")
     writer.append(cid, turns[20:30], user_id=conv.user_id)
     writer.flush(cid)
     reader.reader.refresh_conversation(cid)
