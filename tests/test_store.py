@@ -108,6 +108,23 @@ def test_compaction_keeps_rows_and_recommit_after_compaction(tmp_path):
     assert r.read_table("records").num_rows == 7 and r.load("b").records.num_rows == 1
 
 
+def test_a_reader_whose_marker_predates_a_compaction_reads_the_moved_rows(tmp_path):
+    """Compaction repoints a marker (same commit, new location) and then deletes the old parts; a
+    reader that read the marker before that finds a part gone, re-reads the marker and loads the
+    rows from the compacted file (it used to raise: the re-read marker was "the same commit")."""
+    from lychee_ray.io.store import compact
+
+    w = MemoryStoreWriter(tmp_path)
+    for cid in ("a", "b"):
+        w.commit(artifacts(cid))
+    r = MemoryStoreReader(tmp_path)  # markers read now: per-conversation parts
+    expected = r.load("a").records
+    compact(tmp_path, conversations_per_file=2)
+    assert not list((tmp_path / "records").glob("a*.parquet"))  # the part the stale marker names is gone
+    assert r.load("a").records.equals(expected)
+    assert r.markers["a"].location  # the reader now holds the repointed marker
+
+
 def test_claims_detect_duplicates_but_allow_retries(tmp_path):
     w = MemoryStoreWriter(tmp_path)
     assert w.claim("c", "run1", "a.jsonl:1") is None

@@ -154,6 +154,11 @@ class CommitMarker(BuildInfo):
         return other is not None and (other.key, other.generation, other.committed_at) == (
             self.key, self.generation, self.committed_at)
 
+    def same_files(self, other: "CommitMarker | None") -> bool:
+        """True when ``other`` is this commit with its rows where they were: compaction and erasure
+        move a commit's rows (its :attr:`location`) without making a new commit."""
+        return self.same_commit(other) and other is not None and other.location == self.location
+
     # -- JSON ------------------------------------------------------------------------------------
     def to_json(self) -> str:
         """The marker file's text (sorted keys: the same marker is the same bytes)."""

@@ -295,7 +295,7 @@ class MemoryStoreReader:
                 return self._load(conversation_id, m, previous)
             except (OSError, RuntimeError):  # RuntimeError: faiss cannot open a missing index file
                 fresh = self.layout.read_marker(m.key)
-                if fresh is None or m.same_commit(fresh):
+                if fresh is None or m.same_files(fresh):  # a compaction moving the rows is worth a retry
                     raise
                 self.markers = {**self.markers, conversation_id: fresh}
                 m = fresh
