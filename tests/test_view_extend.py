@@ -4,6 +4,7 @@ query/view_extend.py, the pure-append paths of io/store/deltas.py and reader.loa
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 
@@ -168,3 +169,31 @@ def test_inline_rebuild_below_the_row_bound(tmp_path, conv):
     reader.reader.refresh_conversation(cid)
     reader.search(cid, QUERIES[0], QD)
     assert not reader.view(cid).lagging and reader.cache.lagged == 0
+
+
+def test_a_failed_background_rebuild_drops_the_lagging_view(tmp_path, conv):
+    """A background rebuild that fails (here: its load raises) is logged and the lagging view is
+    dropped, so the next search builds the conversation on the request, whole and current."""
+    cid, turns, writer, reader = two_stores(tmp_path, conv, "query.view_rebuild=background",
+                                            "query.view_rebuild_background_min_rows=0")
+    for t in turns[20:30]:
+        writer.append(cid, [t], queue=True)
+    assert writer.catch_up(cid).segments_encoded
+    real_load = reader.reader.load
+
+    def load(conversation_id, previous=None, tables=None):
+        if tables is None and threading.current_thread().name == "lychee-view-rebuild":
+            raise OSError("disk gone")
+        return real_load(conversation_id, previous=previous, tables=tables)
+
+    reader.reader.load = load
+    reader.reader.refresh_conversation(cid)
+    reader.search(cid, QUERIES[0], QD)
+    assert reader.cache.lagged == 1
+    assert reader.cache.wait_idle(timeout=30)
+    assert cid not in reader.cache and reader.cache.background_rebuilds == 0
+    reader.reader.load = real_load
+    view = reader.view(cid)
+    assert not view.lagging
+    fresh = open_store(tmp_path)
+    assert_same_view(view, ConversationView.from_data(fresh.reader.load(cid), committed_at=view.committed_at))

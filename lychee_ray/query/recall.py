@@ -76,14 +76,35 @@ def day_ordinals(values: Sequence[str | None]) -> np.ndarray:
     return np.asarray([d if (d := _day_ordinal(x)) is not None else _NO_DAY for x in values], dtype=np.int64)
 
 
-def turn_novelty_terms(speaker: str, text: str) -> frozenset[str]:
-    """A turn's content terms for the selection's novelty rule (its speaker included)."""
-    return frozenset(lexical_terms(f"{speaker} {text}")) - ATTRIBUTION_TERMS
+@dataclass
+class TurnColumns:
+    """What a view keeps per turn, derived from turn rows (``to_pydict`` form): one place for a
+    view built whole (:meth:`ConversationView.from_data`) and one extended by appended turns
+    (query/view_extend.py), so both derive the same values."""
 
+    ids: list[str]
+    text: list[str]
+    speaker: list[str]
+    session: list[int]
+    dates: list[str | None]  # the turn's time, else its session's
+    segment: list[int]  # segment index (-1 = none)
+    lines: list[str]  # "speaker: text", as the lexical channels index them
+    tokens: list[list[str]]  # their BM25 terms (the same for both indexes)
+    terms: list[frozenset[str]]  # content terms for the selection's novelty rule (speaker included)
+    said: np.ndarray  # day ordinal of each date
 
-def turn_line(speaker: str, text: str) -> str:
-    """A turn as the lexical channels index it."""
-    return f"{speaker}: {text}"
+    @classmethod
+    def of(cls, trn: dict[str, list], segment_of: dict[str, int], pause: Pause | None = None) -> "TurnColumns":
+        ids = [str(t) for t in trn["turn_id"]]
+        text = [str(c) for c in trn["content"]]
+        speaker = [str(s) for s in trn["speaker"]]
+        dates = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"])]
+        lines = [f"{s}: {t}" for s, t in zip(speaker, text)]
+        return cls(ids=ids, text=text, speaker=speaker, session=list(trn["session_index"]), dates=dates,
+                   segment=[segment_of.get(t, -1) for t in ids], lines=lines,
+                   tokens=[doc_terms(t) for t in paced(lines, pause)],
+                   terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in paced(zip(speaker, text), pause)],
+                   said=day_ordinals(dates))
 
 
 def flat_vectors(index, n: int, dim: int, start: int = 0) -> np.ndarray:
@@ -179,15 +200,12 @@ class ConversationView:
             a, b = _day_ordinal(s), _day_ordinal(e)
             a, b = (a if a is not None else b), (b if b is not None else a)
             spans.append(None if a is None else (min(a, b), max(a, b)))
-        sessions = trn["session_index"]
         seg_of: dict[str, int] = {}
         for idx, tids in paced(zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist()), pause):
             for t in tids or []:
                 seg_of[t] = int(idx)
-        turn_date = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"])]
-        turn_text = [str(c) for c in trn["content"]]
-        turn_speaker = [str(s) for s in trn["speaker"]]
-        turn_pos = {t: i for i, t in enumerate(trn["turn_id"])}
+        tc = TurnColumns.of(trn, seg_of, pause)
+        turn_pos = {t: i for i, t in enumerate(tc.ids)}
         record_pos = {r: i for i, r in enumerate(rec["record_id"])}
         record_turns = [[turn_pos[t] for t in (src or []) if t in turn_pos] for src in paced(rec["source_turn_ids"], pause)]
         missing = frozenset(t for src in rec["source_turn_ids"] for t in (src or []) if t not in turn_pos)
@@ -200,38 +218,35 @@ class ConversationView:
         keys = {(k, key): i for i, (k, key) in enumerate(zip(nod["kind"], nod["key"]))}
         entities = {key: (text, len(node_records[i])) for i, (k, key, text) in enumerate(zip(nod["kind"], nod["key"], nod["text"])) if k == "entity"}
         topics = {key for k, key in zip(nod["kind"], nod["key"]) if k == "topic"}
-        speakers = list(dict.fromkeys(turn_speaker))
         rec_text = [str(t) for t in rec["text"]]
-        turn_lines = [turn_line(s, t) for s, t in zip(turn_speaker, turn_text)]
-        turn_tokens = [doc_terms(t) for t in paced(turn_lines, pause)]  # the same for both indexes
         bm25 = BM25Index(
-            rec_text + turn_lines,
+            rec_text + tc.lines,
             ["record"] * n_rec + ["turn"] * n_turn,
-            list(rec["record_id"]) + list(trn["turn_id"]),
+            list(rec["record_id"]) + tc.ids,
             bm25_k1, bm25_b,
-            tokens=[doc_terms(t) for t in paced(rec_text, pause)] + turn_tokens, pause=pause,
+            tokens=[doc_terms(t) for t in paced(rec_text, pause)] + tc.tokens, pause=pause,
         )
-        turn_bm25 = BM25Index(turn_lines, ["turn"] * n_turn, list(trn["turn_id"]), bm25_k1, bm25_b, tokens=turn_tokens,
-                              pause=pause)
+        turn_bm25 = BM25Index(tc.lines, ["turn"] * n_turn, tc.ids, bm25_k1, bm25_b, tokens=tc.tokens, pause=pause)
         view = cls(
             conversation_id=data.conversation_id, user_id=data.user_id, committed_at=committed_at, dim=dim,
             record_ids=list(rec["record_id"]), record_text=rec_text, record_type=[str(t) for t in rec["type"]],
             record_time=times, record_span=spans, record_session_date=list(rec["created_at"]),
             record_sources=[list(s or []) for s in rec["source_turn_ids"]],
             record_vecs=flat_vectors(data.record_index, n_rec, dim), record_index=data.record_index,
-            turn_ids=list(trn["turn_id"]), turn_text=turn_text, turn_speaker=turn_speaker, turn_session=list(sessions),
-            turn_session_date=turn_date, turn_segment=[seg_of.get(t, -1) for t in trn["turn_id"]],
+            turn_ids=tc.ids, turn_text=tc.text, turn_speaker=tc.speaker, turn_session=tc.session,
+            turn_session_date=tc.dates, turn_segment=tc.segment,
             turn_vecs=flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
             node_kind=list(nod["kind"]), node_key=list(nod["key"]), node_records=node_records, node_index=data.node_index,
-            keys=keys, entities=entities, topics=topics, speakers=speakers, bm25=bm25, turn_bm25=turn_bm25,
+            keys=keys, entities=entities, topics=topics, speakers=list(dict.fromkeys(tc.speaker)), bm25=bm25,
+            turn_bm25=turn_bm25,
             record_pos=record_pos, turn_pos=turn_pos, record_turns=record_turns, turn_records=turn_records,
             record_terms=[frozenset(lexical_terms(t)) - ATTRIBUTION_TERMS for t in paced(rec_text, pause)],
-            turn_terms=[turn_novelty_terms(s, t) for s, t in paced(zip(turn_speaker, turn_text), pause)],
+            turn_terms=tc.terms,
         )
         view.rec_lo = np.asarray([sp[0] if sp else _NO_DAY for sp in spans], dtype=np.int64)
         view.rec_hi = np.asarray([sp[1] if sp else _NO_DAY for sp in spans], dtype=np.int64)
         view.rec_said = day_ordinals(view.record_session_date)
-        view.turn_said = day_ordinals(turn_date)
+        view.turn_said = tc.said
         view.nbytes = view_nbytes(data)
         view.source = view.derived_from = data
         view.segment_of = seg_of

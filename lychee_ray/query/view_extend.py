@@ -22,15 +22,7 @@ import dataclasses
 import numpy as np
 
 from lychee_ray.io.store import ConversationData
-from lychee_ray.query.bm25 import doc_terms
-from lychee_ray.query.recall import (
-    ConversationView,
-    day_ordinals,
-    flat_vectors,
-    turn_line,
-    turn_novelty_terms,
-    view_nbytes,
-)
+from lychee_ray.query.recall import ConversationView, TurnColumns, flat_vectors, view_nbytes
 
 # tables a turns-only append leaves as they were (load_generation hands back the same objects)
 _UNCHANGED = ("records", "nodes", "segments")
@@ -70,35 +62,29 @@ def extend_with_turns(view: ConversationView, data: ConversationData, committed_
     if not exact and not allow_lag:
         return None
     n = view.num_turns
-    trn = data.turns.slice(n).to_pydict()
-    ids = [str(t) for t in trn["turn_id"]]
-    if any(t in view.turn_pos for t in ids) or (exact and not view.missing_sources.isdisjoint(ids)):
+    tc = TurnColumns.of(data.turns.slice(n).to_pydict(), view.segment_of)
+    if any(t in view.turn_pos for t in tc.ids) or (exact and not view.missing_sources.isdisjoint(tc.ids)):
         return None  # a repeated id, or a record citing a new turn: what from_data would link
-    text = [str(c) for c in trn["content"]]
-    speaker = [str(s) for s in trn["speaker"]]
-    dates = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"])]
-    lines = [turn_line(s, t) for s, t in zip(speaker, text)]
-    tokens = [doc_terms(t) for t in lines]
     turn_pos = dict(view.turn_pos)
-    turn_pos.update((t, n + i) for i, t in enumerate(ids))
+    turn_pos.update((t, n + i) for i, t in enumerate(tc.ids))
     return dataclasses.replace(
         view,
         committed_at=committed_at,
-        turn_ids=view.turn_ids + ids,
-        turn_text=view.turn_text + text,
-        turn_speaker=view.turn_speaker + speaker,
-        turn_session=view.turn_session + list(trn["session_index"]),
-        turn_session_date=view.turn_session_date + dates,
-        turn_segment=view.turn_segment + [view.segment_of.get(t, -1) for t in ids],
+        turn_ids=view.turn_ids + tc.ids,
+        turn_text=view.turn_text + tc.text,
+        turn_speaker=view.turn_speaker + tc.speaker,
+        turn_session=view.turn_session + tc.session,
+        turn_session_date=view.turn_session_date + tc.dates,
+        turn_segment=view.turn_segment + tc.segment,
         turn_vecs=np.concatenate([view.turn_vecs, flat_vectors(data.turn_index, k, data.dim, start=n)]),
         turn_index=data.turn_index,
-        speakers=list(dict.fromkeys(view.speakers + speaker)),
-        bm25=view.bm25.extended(lines, ["turn"] * k, ids, tokens),
-        turn_bm25=view.turn_bm25.extended(lines, ["turn"] * k, ids, tokens),
+        speakers=list(dict.fromkeys(view.speakers + tc.speaker)),
+        bm25=view.bm25.extended(tc.lines, ["turn"] * k, tc.ids, tc.tokens),
+        turn_bm25=view.turn_bm25.extended(tc.lines, ["turn"] * k, tc.ids, tc.tokens),
         turn_pos=turn_pos,
-        turn_records=view.turn_records + [[] for _ in ids],
-        turn_terms=view.turn_terms + [turn_novelty_terms(s, t) for s, t in zip(speaker, text)],
-        turn_said=np.concatenate([view.turn_said, day_ordinals(dates)]),
+        turn_records=view.turn_records + [[] for _ in tc.ids],
+        turn_terms=view.turn_terms + tc.terms,
+        turn_said=np.concatenate([view.turn_said, tc.said]),
         # values derived per record / turn position: the old positions keep their meaning
         memo=dict(view.memo),
         nbytes=view_nbytes(data) + (0 if exact else view_nbytes(view.derived_from)),  # type: ignore[arg-type]
