@@ -14,7 +14,6 @@ index keeps postings (documents and term frequencies) and scores at query time, 
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import Counter
 from typing import TYPE_CHECKING, Sequence
@@ -27,8 +26,6 @@ from lychee_ray.text.lexical import lexical_terms
 
 if TYPE_CHECKING:
     from lychee_ray.query.recall import ConversationView
-
-log = logging.getLogger(__name__)
 
 # an empty document is indexed as one term no query can produce (as bm25s needs one: it counts
 # towards the corpus size and the mean length the way it always did here)

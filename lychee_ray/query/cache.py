@@ -38,6 +38,10 @@ def _stamp(data: ConversationData) -> str | None:
     return data.marker.committed_at if data.marker is not None else None
 
 
+class _Closed(Exception):
+    """Raised at a rebuild's pause point once the cache is closed: the rebuild stops there."""
+
+
 # how often a paused rebuild looks whether the searches it waits for are done (a search takes
 # milliseconds; a finer poll would only cost CPU)
 _PAUSE_POLL_S = 0.001
@@ -152,7 +156,11 @@ class ConversationCache:
                 self._busy = True
             try:
                 self._rebuild(cid)
+            except _Closed:
+                return
             except Exception:  # noqa: BLE001 — the thread outlives one failed load; requests rebuild inline
+                if self._closed:  # the store went away under a rebuild that was stopping anyway
+                    return
                 log.exception("background rebuild of %r failed; the next request rebuilds it", cid)
                 with self._lock:
                     cur = self._items.get(cid)
@@ -219,10 +227,13 @@ class ConversationCache:
 
     def _pause(self) -> None:
         """A background rebuild's pause point: wait (sleeping, so searches hold the interpreter
-        lock undisturbed) while searches are in flight, at most ``max_pause_ms``."""
+        lock undisturbed) while searches are in flight, at most ``max_pause_ms``; after
+        :meth:`close`, stop the rebuild here."""
         deadline = time.monotonic() + self.max_pause_s
         while self._requests > 0 and not self._closed and time.monotonic() < deadline:
             time.sleep(_PAUSE_POLL_S)
+        if self._closed:
+            raise _Closed
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no background rebuild is queued or running (tests, benchmarks); False on timeout."""
@@ -230,7 +241,8 @@ class ConversationCache:
             return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
 
     def close(self) -> None:
-        """Stop the background thread (a rebuild in progress finishes; nothing queued runs)."""
+        """Stop the background thread (a rebuild in progress stops at its next pause point; nothing
+        queued runs)."""
         with self._cond:
             self._closed = True
             self._pending.clear()

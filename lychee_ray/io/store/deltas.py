@@ -129,15 +129,14 @@ def apply_delta(name: str, current: MergedTable, delta: TableDelta) -> MergedTab
     if up.num_rows == 0 and not delta.deletes:
         return current
     schema = current.table.schema
-    if not delta.deletes and not spec.sort and not _replaces(current.table, up, spec.key):
-        # only new rows (an append's turns): they follow, nothing moves
-        table = pa.concat_tables([current.table, up.cast(schema)]) if current.table.num_rows else up.cast(schema)
-        return MergedTable(table, _stack(current.vectors, delta.vectors, current.table.num_rows)
-                           if current.vectors is not None or delta.vectors is not None else None)
     n_base = current.table.num_rows
     order = _merge_order(current.table.column(spec.key), up.column(spec.key).combine_chunks()
                          if up.num_rows else pa.array([], type=schema.field(spec.key).type), delta.deletes)
     both = pa.concat_tables([current.table, up.cast(schema) if up.num_rows else schema.empty_table()])
+    if not spec.sort and np.array_equal(order, np.arange(n_base + up.num_rows)):
+        # only new rows (an append's turns): they follow, nothing moves, nothing is copied
+        return MergedTable(both, _stack(current.vectors, delta.vectors, n_base)
+                           if current.vectors is not None or delta.vectors is not None else None)
     if spec.sort and len(order):
         merged = both.take(pa.array(order))
         # Arrow's sort is stable and orders strings by their UTF-8 bytes, i.e. by code point
@@ -196,13 +195,6 @@ def _merge_order_rows(base_ids: list[Any], new_ids: list[Any], deletes: list[str
     seen = set(base_ids)
     take += [n_base + i for i, k in enumerate(new_ids) if k not in seen]
     return np.asarray(take, dtype=np.int64)
-
-
-def _replaces(table: pa.Table, upserts: pa.Table, key: str) -> bool:
-    """Whether any upserted row has the key of a row ``table`` holds."""
-    if not table.num_rows or not upserts.num_rows:
-        return False
-    return bool(pc.any(pc.is_in(table.column(key), value_set=upserts.column(key).combine_chunks())).as_py())
 
 
 def _stack(a: TableVectors | None, b: TableVectors | None, offset: int) -> TableVectors | None:
