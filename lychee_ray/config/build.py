@@ -53,6 +53,37 @@ class CueConfig(Section):
     min_word_chars: int = Field(ge=1)  # content words: at least this many characters (a stop-word list without a language)
 
 
+class PlacementConfig(Section):
+    """Where a semantic cut lands at turn level (docs/segmenter.md §3).
+
+    A unit of two turns (``pair``) can only be cut before its first turn, so a topic that starts at
+    its second turn, or at the second turn of the unit before, is cut one turn off. When a cut fires,
+    the gap before the unit competes with the gap before the open segment's last turn and the gap
+    inside the unit: the gap whose two sides (``window`` turns each, no look-ahead past the unit)
+    are least similar wins, if it beats the unit's own gap by ``margin``.
+    """
+
+    modes: list[Literal["pair", "turn"]]  # exchange modes in which a cut may move by one turn ([] = off)
+    window: int = Field(ge=1)  # turns on each side of a gap for its coherence
+    margin: float = Field(ge=0)  # cosine by which a neighbouring gap must be less coherent than the unit's own
+
+
+class CalibrationConfig(Section):
+    """The cut threshold calibrated from the stream's own decision scores (docs/segmenter.md §3).
+
+    Fixed: cut when the logit z_t > logit(threshold). Stream: cut when z_t exceeds the (1 - rho)
+    quantile of the stream's last ``window`` scores, rho = (turns per unit, measured on the stream) /
+    ``segment_turns`` (the segment-length prior). The threshold used is the blend
+    ``(1 - blend) * fixed + blend * stream``; ``blend: 0`` is the fixed rule.
+    """
+
+    blend: float = Field(ge=0, le=1)
+    segment_turns: float = Field(gt=0)  # the segment-length prior: expected turns per segment
+    window: int = Field(ge=1)  # scores remembered for the quantile
+    min_history: int = Field(ge=1)  # fixed threshold alone until this many scores were seen
+    max_rate: float = Field(gt=0, le=1)  # rho is at most this (a unit of many turns is not always cut)
+
+
 class SegmenterConfig(Section):
     """Online semantic segmenter (DESIGN §1 step 1); calibrated in docs/segmenter.md."""
 
@@ -94,6 +125,8 @@ class SegmenterConfig(Section):
     count_pressure: PressureConfig
     fixed_window: int = Field(ge=1)  # exchanges per segment when method = fixed
     cues: CueConfig
+    placement: PlacementConfig
+    calibration: CalibrationConfig
 
 class GuardConfig(Section):
     """Memory checks on every encode reply (issue 16; docs/llm-quality.md): grounding, echo, entities, time."""
