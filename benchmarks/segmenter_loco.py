@@ -87,6 +87,7 @@ START: dict[str, Any] = {"bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_
                          "cues.w_question": 0.0, "cues.w_answer": 0.0, "cues.w_lexical": 0.0}
 REFITS = 2
 BIAS_GRID = [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0]  # offsets from the fitted intercept; then +-0.25 around the best
+SEGMENT_TURNS_GRID = [5.0, 6.0, 7.0, 8.0, 10.0]  # the stream threshold's length prior (blend 1), LoCoMo feasibility decides the ends
 LOCOMO_RANGE = (4.0, 8.0)  # the cost model: turns per segment on LoCoMo (mean over the ten conversations)
 INFEASIBLE = 1.0  # added to the worst margin of a bias that leaves LoCoMo outside LOCOMO_RANGE
 
@@ -104,6 +105,17 @@ DESIGNS: dict[str, dict[str, Any]] = {
                             "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
     "issue29+stream0.5": {"inputs": ["phi", "cohesion", "role", "question", "answer", "lexical"],
                           "over": {"placement.modes": ["pair"], "calibration.blend": 0.5}},
+    "embedding+lexical": {"inputs": ["phi", "cohesion", "role", "lexical"], "over": {"placement.modes": ["pair"]}},
+    "embedding+lexical+stream1": {"inputs": ["phi", "cohesion", "role", "lexical"], "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
+    "embedding+lexical+role_answer+stream1": {"inputs": ["phi", "cohesion", "role", "lexical", "answer"],
+                                              "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]}},
+    "embedding+lexical+role_answer+stream0.5": {"inputs": ["phi", "cohesion", "role", "lexical", "answer"],
+                                                "over": {"placement.modes": ["pair"], "calibration.blend": 0.5, "cues.answer_modes": ["role"]}},
+    "embedding+lexical+role_cues+stream1": {"inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
+                                            "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"],
+                                                     "cues.question_modes": ["role"]}},
+    "embedding+answer+stream1": {"inputs": ["phi", "cohesion", "role", "answer"], "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
+    "embedding+stream1": {"inputs": ["phi", "cohesion", "role"], "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
 }
 
 
@@ -277,19 +289,29 @@ def fit_design(bench: Bench, design: dict[str, Any], groups: list[str], log: str
         fitted["bias"] = round(float(np.average(intercepts, weights=view_weight)), 3)
         cfg = with_overrides(cfg, fitted)
 
+    # The cut rate is set by the bias (fixed threshold) or, with the stream threshold alone (blend 1, where
+    # the bias moves every logit and the quantile alike), by the segment-length prior.
+    stream = cfg.calibration.blend >= 1.0
+    key, centre = ("calibration.segment_turns", 0.0) if stream else ("bias", fitted["bias"])
+
     def score(off: float) -> tuple[float, dict[str, Any], dict[str, Any]]:
-        c = with_overrides(cfg, {"bias": fitted["bias"] + off})
+        c = with_overrides(cfg, {key: centre + off})
         ev = {v: bench.evaluate(v, c) for v in views}
         loc = bench.locomo_turns_per_segment(c)
         ok = LOCOMO_RANGE[0] <= loc["mean"] <= LOCOMO_RANGE[1]
         return max(e["margin"] for e in ev.values()) + (0.0 if ok else INFEASIBLE), ev, loc
 
-    grid = {off: score(off) for off in BIAS_GRID}
-    best = min(grid, key=lambda o: (grid[o][0], abs(o)))
-    for off in (best - 0.25, best + 0.25):
+    sweep, step, home = (SEGMENT_TURNS_GRID, 0.0, 6.0) if stream else (BIAS_GRID, 0.25, 0.0)
+    grid = {off: score(off) for off in sweep}
+
+    def rank(o: float) -> tuple[float, float]:
+        return grid[o][0], abs(o - home)  # ties: the fitted intercept / the cost model's 6 turns
+
+    best = min(grid, key=rank)
+    for off in (best - step, best + step) if step else ():
         grid[off] = score(off)
-    best = min(grid, key=lambda o: (grid[o][0], abs(o)))
-    weights = {**design.get("over", {}), **fitted, "bias": round(fitted["bias"] + best, 3)}
+    best = min(grid, key=rank)
+    weights = {**design.get("over", {}), **fitted, key: round(centre + best, 3)}
     worst, ev, loc = grid[best]
     print(f"{log} fit on {groups}: {weights} worst fitting margin {worst:+.3f}, LoCoMo {loc['mean']:.2f}", file=sys.stderr, flush=True)
     return {"overrides": weights, "worst_fitting_margin": worst, "fitting": ev, "locomo": loc,
@@ -317,6 +339,24 @@ def loco(bench: Bench, name: str, design: dict[str, Any]) -> dict[str, Any]:
     out["worst_held_out_ci_high"] = max(e["worst_ci_high"] for e in tests)
     print(f"== {name}: worst held-out margin {out['worst_held_out_margin']:+.3f}, worst CI high {out['worst_held_out_ci_high']:+.3f}",
           file=sys.stderr, flush=True)
+    return out
+
+
+# Issue 29's defaults (the configuration this issue starts from), for the before/after and off-by-one figures.
+ISSUE29: dict[str, Any] = {
+    "bias": -3.05, "role_bias": 1.15, "w_surprise": 0.38, "w_cohesion": 0.42, "w_length": 0.9, "w_count": 0.3,
+    "cues.w_question": 1.79, "cues.w_answer": -1.54, "cues.w_lexical": 1.17, "length_pressure.scale": 128.0,
+    "surprise.robust_min_history": 3, "placement.modes": [], "calibration.blend": 0.0,
+}
+
+
+def issue29_diagnosis(bench: Bench) -> dict[str, Any]:
+    """Issue 29's defaults on every view, as they were and with turn-level placement: where the cuts land."""
+    out: dict[str, Any] = {}
+    for label, modes in (("as_is", []), ("placement_pair", ["pair"]), ("placement_pair_turn", ["pair", "turn"])):
+        cfg = with_overrides(bench.base, {**ISSUE29, "placement.modes": modes})
+        out[label] = {v: {k: e[k] for k in ("windowdiff", "mean_segment_len", "f1", "f1_tol1", "precision", "cut_positions", "references")}
+                      for v, e in ((v, bench.evaluate(v, cfg, full=True)) for v in VIEWS)}
     return out
 
 
@@ -447,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         "default_fit": final,
         "default_locomo": bench.locomo_turns_per_segment(config_of(bench, design, final)),
         "matrix": matrix(bench, design, fits),
+        "issue29_defaults": issue29_diagnosis(bench),
         "cue_effects": {} if args.no_cues else cue_effects(bench, chosen, design, runs[chosen], cache),
         "seconds": round(time.perf_counter() - t0, 1),
     }

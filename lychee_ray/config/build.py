@@ -51,6 +51,11 @@ class CueConfig(Section):
     w_lexical: float  # on X_t = share of the unit's content words absent from the open segment's recent units
     lexical_window: int = Field(ge=1)  # X_t compares against the open segment's last this-many units
     min_word_chars: int = Field(ge=1)  # content words: at least this many characters (a stop-word list without a language)
+    # The exchange modes in which each cue counts (elsewhere it is 0): a gate the segmenter can observe
+    # in the stream itself (roles present -> role units), chosen by leave-one-corpus-out (issue 38).
+    question_modes: list[Literal["role", "pair", "turn"]]
+    answer_modes: list[Literal["role", "pair", "turn"]]
+    lexical_modes: list[Literal["role", "pair", "turn"]]
 
 
 class PlacementConfig(Section):

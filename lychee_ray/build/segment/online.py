@@ -57,9 +57,11 @@ class OnlineSegmenter(BaseSegmenter):
         phi = calibrated_surprise(s, self._surprises, cfg.surprise)
         prior = self._prior(ex, s)
         cues = cfg.cues
-        q = 1.0 if ex.opener_question else 0.0
-        a = 1.0 if self._last_question else 0.0
-        x = lexical_novelty(ex.words, o.recent_words)
+        # A cue counts only in the exchange modes it is gated to (cues.*_modes): a cue's meaning depends
+        # on the unit (in role mode the answer cue is "the user answers the assistant's question").
+        q = 1.0 if ex.opener_question and self.mode in cues.question_modes else 0.0
+        a = 1.0 if self._last_question and self.mode in cues.answer_modes else 0.0
+        x = lexical_novelty(ex.words, o.recent_words) if self.mode in cues.lexical_modes else None
         z = (
             cfg.bias
             + prior

@@ -1,4 +1,4 @@
-"""Turn-level placement of a cut (pair units) and the stream-calibrated threshold (issue 38).
+"""Turn-level placement of a cut (pair units), the stream-calibrated threshold and the cue gates (issue 38).
 
 Synthetic unit vectors, no model (the helpers of test_segment.py).
 """
@@ -143,3 +143,24 @@ def test_stream_threshold_sets_the_cut_rate_from_the_length_prior():
     assert not 4.0 <= 400 / len(fixed) <= 9.0
     assert 4.0 <= 400 / len(stream) <= 9.0
     assert_covers(turns, stream)
+
+
+# ---- cue gates -------------------------------------------------------------------------------
+
+
+def test_cue_gates_follow_the_exchange_mode():
+    """A cue counts only in the modes it is gated to: the answer cue in role units only, say."""
+    texts = ["is it raining?", "yes it is.", "do you like jazz?", "yes, jazz records.", "what about football?", "football is fun."] * 3
+    roles = ["user", "assistant"] * 9
+    topics = [0] * 18
+    gated = SegmenterConfig(cues={"w_question": 1.0, "w_answer": -1.0, "w_lexical": 1.0, "answer_modes": ["role"],
+                                  "question_modes": ["role"], "lexical_modes": ["pair"]})
+    _, turn_dec = segment_turn_inputs(make_turns(topics, texts=texts), gated, mode="turn")
+    assert all(d.answer == 0.0 and d.question == 0.0 and d.lexical_novelty is None for d in turn_dec if d.p is not None)
+    # role units: an assistant that ends with a question is answered by the next user turn
+    role_texts = ["is it raining?", "do you want an umbrella?", "yes please.", "here it is.", "what about football?", "it is fun."] * 3
+    _, role_dec = segment_turn_inputs(make_turns(topics, roles=roles, texts=role_texts), gated, mode="role")
+    assert any(d.answer == 1.0 for d in role_dec) and any(d.question == 1.0 for d in role_dec)
+    assert all(d.lexical_novelty is None for d in role_dec)
+    _, pair_dec = segment_turn_inputs(make_turns(topics, texts=texts), gated, mode="pair")
+    assert any(d.lexical_novelty is not None for d in pair_dec) and all(d.answer == 0.0 for d in pair_dec if d.p is not None)
