@@ -70,8 +70,10 @@ def test_locomo_mix_joins_chunks_of_different_conversations(tmp_path):
 def test_tau_mix_keeps_text_messages_and_different_tasks():
     assert tau_text_messages(_trajectory(0, 1, "u")["messages"])[-1] == ("user", "thanks")
     trajs = [_trajectory(i, task=i % 5, user=f"u{i % 3}") for i in range(20)]
-    out = tau_mix(trajs, seed=0, min_len=4, max_len=6, min_chunks=2, max_chunks=3)
-    assert out
+    out = tau_mix(trajs, seed=0, min_len=4, min_chunks=2, max_chunks=3)
+    assert out and all(n == 9 for d in out for n in d["segments"])  # whole trajectories: 8 messages + the closing
+    openings = tau_mix(trajs, seed=0, min_len=4, max_len=6, min_chunks=2, max_chunks=3)
+    assert all(4 <= n <= 6 for d in openings for n in d["segments"])
     for d in out:
         assert len(d["roles"]) == len(d["utterances"]) == sum(d["segments"])
         assert set(d["roles"]) <= {"user", "assistant"}

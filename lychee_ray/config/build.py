@@ -41,7 +41,7 @@ class PressureConfig(Section):
     max: float = Field(ge=0)
 
 class CueConfig(Section):
-    """Surface cues of a unit's text next to the embedding signals (docs/segmenter.md §3).
+    """Surface cues of a unit's text next to the embedding signals (docs/segmenter.md §4).
 
     Their weights add to the logit of p_t; they were fitted by benchmarks/fit_segmenter_cues.py.
     """

@@ -12,7 +12,7 @@ recent mean: stream threshold = ``quantile(evidence, 1 - rho) + mean(pressure)``
 is the blend ``(1 - blend) * fixed + blend * stream`` (``blend: 0`` = the fixed rule). A per-unit
 quantile makes the rule adapt to the stream's exchange mode (a ``pair`` or ``role`` unit holds about
 two turns) and to the scale of its scores, but not to a corpus' topic granularity: MiniLM's signals do
-not reveal it (docs/segmenter.md §4.1), which is why the prior is configuration.
+not reveal it (docs/segmenter.md §5.1), which is why the prior is configuration.
 
 The state (recent logits, the turn and unit counts) is JSON-able and survives ``new_stream()``,
 like the surprise history.
