@@ -88,6 +88,7 @@ START: dict[str, Any] = {"bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_
 REFITS = 2
 BIAS_GRID = [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0]  # offsets from the fitted intercept; then +-0.25 around the best
 SEGMENT_TURNS_GRID = [5.0, 6.0, 7.0, 8.0, 10.0]  # the stream threshold's length prior (blend 1), LoCoMo feasibility decides the ends
+SPREAD_GRID = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]  # the robust stream threshold's spread (blend 1, kind robust)
 LOCOMO_RANGE = (4.0, 8.0)  # the cost model: turns per segment on LoCoMo (mean over the ten conversations)
 INFEASIBLE = 1.0  # added to the worst margin of a bias that leaves LoCoMo outside LOCOMO_RANGE
 
@@ -114,6 +115,13 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "embedding+lexical+role_cues+stream1": {"inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
                                             "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"],
                                                      "cues.question_modes": ["role"]}},
+    "embedding+lexical+role_answer": {"inputs": ["phi", "cohesion", "role", "lexical", "answer"],
+                                      "over": {"placement.modes": ["pair"], "cues.answer_modes": ["role"]}},
+    "embedding+lexical+role_answer+robust1": {"inputs": ["phi", "cohesion", "role", "lexical", "answer"],
+                                              "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "calibration.kind": "robust",
+                                                       "cues.answer_modes": ["role"]}},
+    "no_question+robust1": {"inputs": ["phi", "cohesion", "role", "answer", "lexical"],
+                            "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "calibration.kind": "robust"}},
     "embedding+answer+stream1": {"inputs": ["phi", "cohesion", "role", "answer"], "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
     "embedding+stream1": {"inputs": ["phi", "cohesion", "role"], "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
 }
@@ -290,9 +298,15 @@ def fit_design(bench: Bench, design: dict[str, Any], groups: list[str], log: str
         cfg = with_overrides(cfg, fitted)
 
     # The cut rate is set by the bias (fixed threshold) or, with the stream threshold alone (blend 1, where
-    # the bias moves every logit and the quantile alike), by the segment-length prior.
+    # the bias moves every logit and the stream threshold alike), by the segment-length prior (quantile)
+    # or the robust spread (robust).
     stream = cfg.calibration.blend >= 1.0
-    key, centre = ("calibration.segment_turns", 0.0) if stream else ("bias", fitted["bias"])
+    if not stream:
+        key, centre, sweep, step, home = "bias", fitted["bias"], BIAS_GRID, 0.25, 0.0
+    elif cfg.calibration.kind == "robust":
+        key, centre, sweep, step, home = "calibration.spread", 0.0, SPREAD_GRID, 0.0, 2.0
+    else:
+        key, centre, sweep, step, home = "calibration.segment_turns", 0.0, SEGMENT_TURNS_GRID, 0.0, 6.0
 
     def score(off: float) -> tuple[float, dict[str, Any], dict[str, Any]]:
         c = with_overrides(cfg, {key: centre + off})
@@ -301,11 +315,10 @@ def fit_design(bench: Bench, design: dict[str, Any], groups: list[str], log: str
         ok = LOCOMO_RANGE[0] <= loc["mean"] <= LOCOMO_RANGE[1]
         return max(e["margin"] for e in ev.values()) + (0.0 if ok else INFEASIBLE), ev, loc
 
-    sweep, step, home = (SEGMENT_TURNS_GRID, 0.0, 6.0) if stream else (BIAS_GRID, 0.25, 0.0)
     grid = {off: score(off) for off in sweep}
 
     def rank(o: float) -> tuple[float, float]:
-        return grid[o][0], abs(o - home)  # ties: the fitted intercept / the cost model's 6 turns
+        return grid[o][0], abs(o - home)  # ties: the fitted intercept / 6 turns / 2 robust SDs
 
     best = min(grid, key=rank)
     for off in (best - step, best + step) if step else ():

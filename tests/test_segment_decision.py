@@ -164,3 +164,24 @@ def test_cue_gates_follow_the_exchange_mode():
     assert all(d.lexical_novelty is None for d in role_dec)
     _, pair_dec = segment_turn_inputs(make_turns(topics, texts=texts), gated, mode="pair")
     assert any(d.lexical_novelty is not None for d in pair_dec) and all(d.answer == 0.0 for d in pair_dec if d.p is not None)
+
+
+def test_robust_stream_threshold_is_a_scale_not_a_rate():
+    cfg = CalibrationConfig(blend=1.0, kind="robust", segment_turns=6.0, spread=2.0, mad_floor=0.05, window=100, min_history=5, max_rate=0.5)
+    st = StreamThreshold(cfg)
+    for z in [1.0, 2.0, 3.0, 4.0, 5.0]:
+        st.observe(z, pressure=0.0, turns=1)
+    # median 3, MAD 1 -> 3 + 2 * 1.4826
+    assert st.threshold(0.0) == pytest.approx(3.0 + 2.0 * 1.4826)
+    flat = StreamThreshold(cfg)
+    for _ in range(5):
+        flat.observe(1.0, pressure=0.5, turns=1)
+    assert flat.threshold(0.0) == pytest.approx(0.5 + 2.0 * 0.05 + 0.5)  # evidence 1.0 - 0.5; the MAD floor keeps a spread
+    # topics of 20 turns (pressures off, to see the threshold alone): the robust rule cuts the shifts and
+    # nothing else, the quantile rule keeps its rate of one cut in ~6 turns and cuts inside topics too
+    turns = make_turns([t for t in range(8) for _ in range(20)], seed=4)
+    base = {"w_count": 0.0, "w_length": 0.0}
+    robust, _ = segment_turn_inputs(turns, SegmenterConfig(**base, calibration={"blend": 1.0, "kind": "robust", "spread": 3.0, "min_history": 16}), mode="turn")
+    quant, _ = segment_turn_inputs(turns, SegmenterConfig(**base, calibration={"blend": 1.0, "kind": "quantile", "segment_turns": 6.0, "min_history": 16}), mode="turn")
+    assert cut_points(robust) == [20, 40, 60, 80, 100, 120, 140]
+    assert len(quant) > len(robust)

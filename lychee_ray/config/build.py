@@ -76,14 +76,20 @@ class PlacementConfig(Section):
 class CalibrationConfig(Section):
     """The cut threshold calibrated from the stream's own decision scores (docs/segmenter.md §3).
 
-    Fixed: cut when the logit z_t > logit(threshold). Stream: cut when z_t exceeds the (1 - rho)
-    quantile of the stream's last ``window`` scores, rho = (turns per unit, measured on the stream) /
-    ``segment_turns`` (the segment-length prior). The threshold used is the blend
+    Fixed: cut when the logit z_t > logit(threshold). Stream (lychee_ray/build/segment/calibration.py):
+    ``quantile`` cuts the top rho of the stream's recent evidence, rho = (turns per unit, measured on the
+    stream) / ``segment_turns`` (a segment-length prior); ``robust`` cuts evidence ``spread`` robust
+    standard deviations above the stream's median. The threshold used is the blend
     ``(1 - blend) * fixed + blend * stream``; ``blend: 0`` is the fixed rule.
     """
 
     blend: float = Field(ge=0, le=1)
-    segment_turns: float = Field(gt=0)  # the segment-length prior: expected turns per segment
+    # quantile = cut the stream's top rho (rate from segment_turns); robust = cut what lies `spread`
+    # robust SDs above the stream's median evidence (scale from the stream, rate from its tail).
+    kind: Literal["quantile", "robust"]
+    segment_turns: float = Field(gt=0)  # the segment-length prior: expected turns per segment (quantile)
+    spread: float  # robust: robust standard deviations above the median evidence
+    mad_floor: float = Field(gt=0)  # robust: smallest spread unit (a stream of identical evidence)
     window: int = Field(ge=1)  # scores remembered for the quantile
     min_history: int = Field(ge=1)  # fixed threshold alone until this many scores were seen
     max_rate: float = Field(gt=0, le=1)  # rho is at most this (a unit of many turns is not always cut)

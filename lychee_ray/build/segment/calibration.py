@@ -8,8 +8,15 @@ the configuration: ``rho = (turns per unit, measured on this stream) / segment_t
 per ``segment_turns`` turns, placed where this stream's own evidence is strongest. The evidence is the
 logit without the length/count pressures (which grow with the open segment and fall after every cut:
 ranking them would push the cuts apart); the pressures still add to the decision, against their
-recent mean: stream threshold = ``quantile(evidence, 1 - rho) + mean(pressure)``. The threshold used
-is the blend ``(1 - blend) * fixed + blend * stream`` (``blend: 0`` = the fixed rule). A per-unit
+recent mean: stream threshold = ``quantile(evidence, 1 - rho) + mean(pressure)`` (``kind: quantile``).
+
+``kind: robust`` calibrates the scale instead of the rate: stream threshold = ``median(evidence) +
+spread * 1.4826 * MAD(evidence) + mean(pressure)`` — cut a unit whose evidence is ``spread`` robust
+standard deviations above what is typical *in this stream* (the robust z-score the surprise already
+gets, applied to the whole logit). The rate then follows the stream's own tail: a stream of long topics
+has few outliers and is cut rarely; the length/count pressures remain the segment-length prior.
+
+The threshold used is the blend ``(1 - blend) * fixed + blend * stream`` (``blend: 0`` = the fixed rule). A per-unit
 quantile makes the rule adapt to the stream's exchange mode (a ``pair`` or ``role`` unit holds about
 two turns) and to the scale of its scores, but not to a corpus' topic granularity: MiniLM's signals do
 not reveal it (docs/segmenter.md §5.1), which is why the prior is configuration.
@@ -27,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from lychee_ray.config import CalibrationConfig
+
+MAD_TO_SIGMA = 1.4826  # median absolute deviation -> standard deviation of normal data (a constant of the normal law)
 
 
 def logit(p: float) -> float:
@@ -58,7 +67,13 @@ class StreamThreshold:
         """The logit threshold: the fixed one blended with the stream's (1 - rho) quantile."""
         if not self.active:
             return fixed
-        q = float(np.quantile(np.fromiter(self.scores, dtype=np.float64), 1.0 - self.rate()))
+        ev = np.fromiter(self.scores, dtype=np.float64)
+        if self.cfg.kind == "robust":
+            med = float(np.median(ev))
+            sigma = max(self.cfg.mad_floor, float(np.median(np.abs(ev - med))) * MAD_TO_SIGMA)
+            q = med + self.cfg.spread * sigma
+        else:
+            q = float(np.quantile(ev, 1.0 - self.rate()))
         stream = q + float(np.mean(np.fromiter(self.pressures, dtype=np.float64)))
         return (1.0 - self.cfg.blend) * fixed + self.cfg.blend * stream
 
