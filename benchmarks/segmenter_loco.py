@@ -401,18 +401,40 @@ def has_cue(design: dict[str, Any], cue: str) -> bool:
     return all(design.get("over", {}).get(k, True) == v for k, v in spec["over"].items())
 
 
-def cue_effects(bench: Bench, name: str, design: dict[str, Any], base_run: dict[str, Any], cache: dict[str, Any]) -> dict[str, Any]:
+def cue_variants(name: str, design: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The design with each cue toggled, by run name."""
+    return {f"{name} {'-' if has_cue(design, cue) else '+'}{cue}": with_cue(design, cue, not has_cue(design, cue)) for cue in CUES}
+
+
+_BENCH: Bench | None = None  # the workers' copy (forked)
+
+
+def _loco_job(job: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    assert _BENCH is not None
+    return job[0], loco(_BENCH, job[0], job[1])
+
+
+def run_locos(bench: Bench, jobs: dict[str, dict[str, Any]], workers: int) -> dict[str, dict[str, Any]]:
+    """LOCO of every design in ``jobs``, on ``workers`` forked processes (1 = in this process)."""
+    global _BENCH
+    if workers <= 1 or len(jobs) <= 1:
+        return {name: loco(bench, name, d) for name, d in jobs.items()}
+    import multiprocessing as mp
+
+    _BENCH = bench
+    with mp.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+        return dict(pool.map(_loco_job, list(jobs.items()), chunksize=1))
+
+
+def cue_effects(bench: Bench, name: str, design: dict[str, Any], base_run: dict[str, Any], runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Held-out effect of each cue: WindowDiff with the cue minus without it, per held-out view (paired
     bootstrap 95 % interval over dialogues; negative = the cue helps there). The design's own LOCO run
-    is one side, the design with the cue toggled (refitted the same way) the other."""
+    is one side, the design with the cue toggled (refitted the same way, ``runs`` by
+    :func:`cue_variants` name) the other."""
     out: dict[str, Any] = {}
-    for cue in CUES:
+    for (label, _), cue in zip(cue_variants(name, design).items(), CUES):
         on = has_cue(design, cue)
-        variant = with_cue(design, cue, not on)
-        key = json.dumps(variant, sort_keys=True)
-        if key not in cache:
-            cache[key] = loco(bench, f"{name} {'-' if on else '+'}{cue}", variant)
-        other = cache[key]
+        other = runs[label]
         with_run, without_run = (base_run, other) if on else (other, base_run)
         per_view = {}
         for g, r in with_run["held_out"].items():
@@ -476,17 +498,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--choose", help="the design to report in detail (default: the best worst held-out margin)")
     ap.add_argument("--no-cues", action="store_true", help="skip the per-cue held-out effects (5 more LOCO runs)")
     ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--workers", type=int, default=1, help="LOCO runs in parallel (forked processes)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     bench = Bench(args)
-    runs = {name: loco(bench, name, DESIGNS[name]) for name in args.designs.split(",")}
+    jobs = {name: DESIGNS[name] for name in args.designs.split(",")}
+    if args.choose and not args.no_cues:  # the cue variants can run alongside the designs
+        jobs |= cue_variants(args.choose, DESIGNS[args.choose])
+    done = run_locos(bench, jobs, args.workers)
+    runs = {name: done[name] for name in args.designs.split(",")}
     chosen = args.choose or min(runs, key=lambda n: (runs[n]["worst_held_out_margin"], runs[n]["worst_held_out_ci_high"]))
     design = DESIGNS[chosen]
+    if not args.no_cues:
+        missing = {k: v for k, v in cue_variants(chosen, design).items() if k not in done}
+        done |= run_locos(bench, missing, args.workers)
     final = fit_design(bench, design, list(GROUPS), log=f"[{chosen} / all]")
     fits = {f"all but {g}": r["fit"] for g, r in runs[chosen]["held_out"].items()} | {"all": final}
-    cache = {json.dumps({"inputs": d["inputs"], "over": d.get("over", {})}, sort_keys=True): r
-             for d, r in ((DESIGNS[n], r) for n, r in runs.items())}
     result = {
         "embedding_model": bench.embedding_model,
         "corpora": bench.corpus_paths,
@@ -501,7 +529,9 @@ def main(argv: list[str] | None = None) -> int:
         "default_locomo": bench.locomo_turns_per_segment(config_of(bench, design, final)),
         "matrix": matrix(bench, design, fits),
         "issue29_defaults": issue29_diagnosis(bench),
-        "cue_effects": {} if args.no_cues else cue_effects(bench, chosen, design, runs[chosen], cache),
+        "cue_effects": {} if args.no_cues else cue_effects(bench, chosen, design, runs[chosen], done),
+        "cue_variant_runs": {k: {"worst_held_out_margin": v["worst_held_out_margin"], "worst_held_out_ci_high": v["worst_held_out_ci_high"]}
+                             for k, v in done.items() if k not in runs},
         "seconds": round(time.perf_counter() - t0, 1),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
