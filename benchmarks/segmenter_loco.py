@@ -86,7 +86,7 @@ INPUTS: dict[str, str] = {
 START: dict[str, Any] = {"bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_cohesion": 0.45,
                          "cues.w_question": 0.0, "cues.w_answer": 0.0, "cues.w_lexical": 0.0}
 REFITS = 2
-BIAS_GRID = [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0]  # offsets from the fitted intercept; then +-0.25 around the best
+BIAS_GRID = [-1.0, -0.5, 0.0, 0.5, 1.0]  # offsets from the fitted intercept; then +-0.25 around the best
 SEGMENT_TURNS_GRID = [5.0, 6.0, 7.0, 8.0, 10.0]  # the stream threshold's length prior (blend 1), LoCoMo feasibility decides the ends
 SPREAD_GRID = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]  # the robust stream threshold's spread (blend 1, kind robust)
 LOCOMO_RANGE = (4.0, 8.0)  # the cost model: turns per segment on LoCoMo (mean over the ten conversations)

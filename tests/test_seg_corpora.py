@@ -32,7 +32,8 @@ def _conversation(cid: str, sessions: int = 3, turns: int = 17) -> Conversation:
 def _trajectory(i: int, task: int, user: str, n: int = 8) -> dict:
     msgs = [{"role": "system", "content": "policy"}]
     for k in range(n):
-        msgs.append({"role": "user" if k % 2 == 0 else "assistant", "content": f"traj {i} message {k}"})
+        ask = "?" if k % 3 == 2 else "."
+        msgs.append({"role": "user" if k % 2 == 0 else "assistant", "content": f"traj {i} message {k}{ask}"})
         if k % 3 == 1:
             msgs.append({"role": "assistant", "content": "", "tool_calls": [{"id": "x"}]})
             msgs.append({"role": "tool", "content": "{}"})
@@ -70,10 +71,15 @@ def test_locomo_mix_joins_chunks_of_different_conversations(tmp_path):
 def test_tau_mix_keeps_text_messages_and_different_tasks():
     assert tau_text_messages(_trajectory(0, 1, "u")["messages"])[-1] == ("user", "thanks")
     trajs = [_trajectory(i, task=i % 5, user=f"u{i % 3}") for i in range(20)]
-    out = tau_mix(trajs, seed=0, min_len=4, min_chunks=2, max_chunks=3)
-    assert out and all(n == 9 for d in out for n in d["segments"])  # whole trajectories: 8 messages + the closing
-    openings = tau_mix(trajs, seed=0, min_len=4, max_len=6, min_chunks=2, max_chunks=3)
-    assert all(4 <= n <= 6 for d in openings for n in d["segments"])
+    whole = tau_mix(trajs, seed=0, min_len=4, max_len=None, min_chunks=2, max_chunks=3)
+    assert whole and all(n == 9 for d in whole for n in d["segments"])  # whole trajectories: 8 messages + the closing
+    out = tau_mix(trajs, seed=0, min_len=4, max_len=6, min_chunks=2, max_chunks=3)
+    assert out and all(4 <= n <= 6 for d in out for n in d["segments"])
+    for d in out:  # every excerpt ends at a pause: its last message asks nothing
+        pos = 0
+        for n in d["segments"]:
+            pos += n
+            assert "?" not in d["utterances"][pos - 1]
     for d in out:
         assert len(d["roles"]) == len(d["utterances"]) == sum(d["segments"])
         assert set(d["roles"]) <= {"user", "assistant"}
@@ -82,7 +88,7 @@ def test_tau_mix_keeps_text_messages_and_different_tasks():
         assert all(a[0] != b[0] and a[1] != b[1] for a, b in zip(tasks, tasks[1:]))
         pos = 0
         for n in d["segments"]:
-            assert d["roles"][pos] == "user" and d["utterances"][pos].endswith("message 0")  # a trajectory's opening
+            assert d["roles"][pos] == "user" and d["utterances"][pos].endswith("message 0.")  # a trajectory's opening
             pos += n
 
 

@@ -11,13 +11,15 @@ joining pieces of different sources; each returns dialogues in eval-seg's corpus
   change of topic inside a long chat (other people, other events) with no greeting or session marker; a
   chunk starts anywhere in a session, so a boundary falls on both phases of a ``pair`` exchange. Chunks
   can hold an unlabelled topic change of their own: gold is a lower bound on the true boundaries.
-* :func:`tau_mix` — agent logs (tau-bench airline trajectories): whole trajectories' text messages
-  (user and assistant; system prompt, tool calls and tool results left out, the simulator's
-  ``###STOP###`` marker removed) of different tasks and users are joined. The shift it models is the
-  next support session of the same agent arriving without a session marker: same domain and register,
-  a new customer and request — the hardest kind of shift for an embedding. Whole sessions, not
-  openings: a session cut short ends mid-exchange, often on the agent's question (39 % of the
-  boundaries of a 4-10-message-opening version), which no real session end does.
+* :func:`tau_mix` — agent logs (tau-bench airline trajectories): the opening of each trajectory's text
+  messages (user and assistant; system prompt, tool calls and tool results left out, the simulator's
+  ``###STOP###`` marker removed) up to a *pause* — a message that asks nothing, or the trajectory's end —
+  4-10 messages long, of different tasks and users, joined. The shift it models is the next support
+  session of the same agent arriving without a session marker: same domain and register, a new customer
+  and request — the hardest kind of shift for an embedding. Why these ends (docs/segmenter.md §3.2): cut
+  at a random message, 39 % of the excerpts ended on the assistant's question (3 % of SuperDialseg's
+  segments do), which no session end does; whole trajectories (13.6 messages) put the gold at twice the
+  granularity the cost model asks of the segmenter (4-8 turns per encoder call on LoCoMo).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from lychee_ray.build.segment.cues import is_question
 from lychee_ray.core.conversation import Conversation
 
 STOP_MARKER = "###STOP###"  # tau-bench's user simulator ends a trajectory with it (a giveaway, not dialogue)
@@ -122,24 +125,29 @@ def tau_mix(
     *,
     seed: int = 0,
     min_len: int = 4,
-    max_len: int | None = None,
+    max_len: int | None = 10,
     min_chunks: int = 2,
     max_chunks: int = 4,
 ) -> list[dict[str, Any]]:
-    """Streams of whole trajectories (their text messages) with different tasks and users.
+    """Streams of trajectory openings that end at a pause, with different tasks and users.
 
     ``trajectories``: tau-bench records as in ``agentlogs/tau_airline_dev.jsonl`` (``messages``,
-    ``user_id``, ``metadata.task_id``). A trajectory with fewer than ``min_len`` text messages is
-    skipped; ``max_len`` keeps only the first ``min_len..max_len`` messages instead (openings).
+    ``user_id``, ``metadata.task_id``). Each trajectory gives its first ``k`` text messages, ``k`` drawn
+    among ``min_len..max_len`` where message ``k`` asks no question or is the last one; a trajectory
+    without such a ``k`` is skipped. ``max_len=None`` takes whole trajectories.
     """
     _check(min_len, max_len or min_len, min_chunks, max_chunks)
     rng = np.random.default_rng(seed)
     chunks: list[_Chunk] = []
     for tr in trajectories:
         msgs = tau_text_messages(tr.get("messages") or [])
-        k = len(msgs) if max_len is None else min(len(msgs), int(rng.integers(min_len, max_len + 1)))
-        if k < min_len:
+        top = len(msgs) if max_len is None else min(len(msgs), max_len)
+        ends = [k for k in range(min_len, top + 1) if k == len(msgs) or not is_question(msgs[k - 1][1])]
+        if max_len is None:
+            ends = [len(msgs)] if len(msgs) >= min_len else []
+        if not ends:
             continue
+        k = int(ends[int(rng.integers(0, len(ends)))])
         task = str((tr.get("metadata") or {}).get("task_id", tr.get("conversation_id", "")))
         chunks.append(_Chunk((task, str(tr.get("user_id", ""))), [t for _, t in msgs[:k]], [r for r, _ in msgs[:k]]))
     return _streams(chunks, rng, min_chunks, max_chunks, "tau-mix")
