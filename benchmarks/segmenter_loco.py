@@ -414,16 +414,49 @@ def _loco_job(job: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     return job[0], loco(_BENCH, job[0], job[1])
 
 
-def run_locos(bench: Bench, jobs: dict[str, dict[str, Any]], workers: int) -> dict[str, dict[str, Any]]:
-    """LOCO of every design in ``jobs``, on ``workers`` forked processes (1 = in this process)."""
+def load_checkpoint(path: str | None) -> dict[str, dict[str, Any]]:
+    """LOCO runs finished earlier (one JSON line each: name, design, run); a run whose design changed since is dropped."""
+    if not path or not Path(path).exists():
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            out[rec["name"]] = rec
+    return out
+
+
+def run_locos(bench: Bench, jobs: dict[str, dict[str, Any]], workers: int, checkpoint: str | None = None) -> dict[str, dict[str, Any]]:
+    """LOCO of every design in ``jobs``, on ``workers`` forked processes (1 = in this process).
+
+    With ``checkpoint`` (a JSON-lines file) every finished run is appended there at once, and a run
+    already there for the same design is read back instead of run again (a long sweep survives a stop).
+    """
     global _BENCH
-    if workers <= 1 or len(jobs) <= 1:
-        return {name: loco(bench, name, d) for name, d in jobs.items()}
+    done: dict[str, dict[str, Any]] = {}
+    for name, rec in load_checkpoint(checkpoint).items():
+        if name in jobs and rec["design"] == json.loads(json.dumps(jobs[name])):
+            done[name] = rec["run"]
+            print(f"== {name}: from {checkpoint}", file=sys.stderr, flush=True)
+    todo = {k: v for k, v in jobs.items() if k not in done}
+
+    def keep(name: str, run: dict[str, Any]) -> None:
+        done[name] = run
+        if checkpoint:
+            with open(checkpoint, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"name": name, "design": todo[name], "run": run}) + "\n")
+
+    if workers <= 1 or len(todo) <= 1:
+        for name, d in todo.items():
+            keep(name, loco(bench, name, d))
+        return {k: done[k] for k in jobs}
     import multiprocessing as mp
 
     _BENCH = bench
-    with mp.get_context("fork").Pool(min(workers, len(jobs))) as pool:
-        return dict(pool.map(_loco_job, list(jobs.items()), chunksize=1))
+    with mp.get_context("fork").Pool(min(workers, len(todo))) as pool:
+        for name, run in pool.imap_unordered(_loco_job, list(todo.items()), chunksize=1):
+            keep(name, run)
+    return {k: done[k] for k in jobs}
 
 
 def cue_effects(bench: Bench, name: str, design: dict[str, Any], base_run: dict[str, Any], runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -434,6 +467,8 @@ def cue_effects(bench: Bench, name: str, design: dict[str, Any], base_run: dict[
     out: dict[str, Any] = {}
     for (label, _), cue in zip(cue_variants(name, design).items(), CUES):
         on = has_cue(design, cue)
+        if label not in runs:  # not run (a sweep cut short): no figure rather than a guess
+            continue
         other = runs[label]
         with_run, without_run = (base_run, other) if on else (other, base_run)
         per_view = {}
@@ -499,20 +534,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-cues", action="store_true", help="skip the per-cue held-out effects (5 more LOCO runs)")
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=1, help="LOCO runs in parallel (forked processes)")
+    ap.add_argument("--checkpoint", help="JSON-lines file of finished LOCO runs: appended as they finish, reused when present")
+    ap.add_argument("--cues", help="comma-separated cues (from CUES) whose held-out effect is measured (default: all)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
     bench = Bench(args)
+    cues = args.cues.split(",") if args.cues else list(CUES)
+
+    def variants(name: str) -> dict[str, dict[str, Any]]:
+        return {k: v for (k, v), cue in zip(cue_variants(name, DESIGNS[name]).items(), CUES) if cue in cues}
+
     jobs = {name: DESIGNS[name] for name in args.designs.split(",")}
     if args.choose and not args.no_cues:  # the cue variants can run alongside the designs
-        jobs |= cue_variants(args.choose, DESIGNS[args.choose])
-    done = run_locos(bench, jobs, args.workers)
+        jobs |= variants(args.choose)
+    done = run_locos(bench, jobs, args.workers, args.checkpoint)
     runs = {name: done[name] for name in args.designs.split(",")}
     chosen = args.choose or min(runs, key=lambda n: (runs[n]["worst_held_out_margin"], runs[n]["worst_held_out_ci_high"]))
     design = DESIGNS[chosen]
     if not args.no_cues:
-        missing = {k: v for k, v in cue_variants(chosen, design).items() if k not in done}
-        done |= run_locos(bench, missing, args.workers)
+        missing = {k: v for k, v in variants(chosen).items() if k not in done}
+        done |= run_locos(bench, missing, args.workers, args.checkpoint)
     final = fit_design(bench, design, list(GROUPS), log=f"[{chosen} / all]")
     fits = {f"all but {g}": r["fit"] for g, r in runs[chosen]["held_out"].items()} | {"all": final}
     result = {
