@@ -25,6 +25,7 @@ from lychee_ray.build.pipeline import BuildContext, build_conversation
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import AsyncBatchEmbedder, Embedder, get_embedder
 from lychee_ray.build.encode.base import SegmentEncoder
+from lychee_ray.build.encode.system_prompt import SystemPromptOnce
 from lychee_ray.llm.backend import BACKEND_DESCRIPTIONS, make_llm_client, resolve_backend
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.build.append_types import IncrementError
@@ -46,7 +47,12 @@ SUMMARY_MAX_IDS = 10
 
 
 def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None) -> SegmentEncoder:
-    """The segment encoder for ``backend``; ``openai`` gets an LLM client using ``limiter``."""
+    """The segment encoder for ``backend`` (``openai`` gets an LLM client using ``limiter``), encoding
+    each distinct system prompt once per process (:class:`SystemPromptOnce`)."""
+    return SystemPromptOnce(_backend_encoder(cfg, backend, limiter), cfg.build.system_prompt_cache)
+
+
+def _backend_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None) -> SegmentEncoder:
     if backend == "openai":
         from lychee_ray.build.encode.openai import OpenAIEncoder
 
@@ -59,7 +65,7 @@ def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = 
         question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
         we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
         max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
-        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words,
+        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words, tools=e.tools,
     )
 
 
@@ -154,9 +160,9 @@ def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
     out = [f"{i.field}: {i.message}" if i.field else i.message for i in item.issues if i.level == "warning"]
     conv = item.conversation
     if conv is not None and max_turn_chars:
-        long = [t for *_, t in conv.iter_turns() if len(t.content) > max_turn_chars]
+        long = [t for *_, t in conv.iter_turns() if len(t.text) > max_turn_chars]
         if long:
-            named = ", ".join(f"{t.turn_id} ({len(t.content)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
+            named = ", ".join(f"{t.turn_id} ({len(t.text)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
             out.append(f"{len(long)} turn(s) longer than segmenter.max_turn_chars={max_turn_chars}: {named}; only their first "
                        f"{max_turn_chars} characters are embedded, segmented and encoded, the turns are stored in full")
     return out

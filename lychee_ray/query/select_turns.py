@@ -42,6 +42,7 @@ from lychee_ray.query.windows import (
     record_is_redundant,
     record_tokens,
     scaled,
+    through_records,
     turn_window,
     window_tokens,
 )
@@ -75,6 +76,10 @@ class _Candidate:
 
 
 def _long(view: ConversationView, tp: int, cfg: SelectConfig, encoding: str) -> bool:
+    """A turn shown through its records rather than whole: too long, or tool traffic that has
+    records (``tool_turns_as_records``)."""
+    if through_records(view, tp, cfg):
+        return True
     return turn_line_tokens(view, tp, cfg.show_source_ids, encoding) > cfg.max_turn_tokens
 
 
@@ -168,7 +173,10 @@ class _Picker:
         self.pooled_records = pooled_records
         self.turn_score = turn_score  # normalised relevance of every candidate turn
         self.skipped = skipped
-        self.shown: dict[str, Shown] = {cid: Shown() for cid in views}
+        # one set of shown record texts across conversations: in a user's scope the same record text
+        # (a system prompt's rule kept by each conversation) is shown once
+        texts: set[str] = set()
+        self.shown: dict[str, Shown] = {cid: Shown(texts=texts) for cid in views}
         self.groups: set[tuple[str, str | None]] = set()
         self.chosen: list[Evidence] = []
 
@@ -227,7 +235,8 @@ class _Picker:
             return False, False
         group = (c.conversation_id, fmt_day(view.turn_session_date[c.pos]))
         if not _long(view, c.pos, cfg, self.encoding) or not view.turn_records[c.pos]:
-            window = turn_window(view, shown, c.pos, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment)
+            window = turn_window(view, shown, c.pos, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment,
+                                 stop=lambda p: through_records(view, p, cfg))
             for win in (window, [c.pos]):  # the window, else the turn alone
                 tokens = window_tokens(view, win, cfg, self.encoding)
                 if self._cost(tokens, group) <= self.remaining:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from lychee_ray.config.eval import AgentLogEvalConfig
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import QAItem
 from lychee_ray.eval.runners.answerer import QuestionAnswerer
@@ -83,9 +84,11 @@ class RetrievalEvaluator:
 
     @classmethod
     def from_data(cls, fmt: str, data: str | Path, categories: Iterable[str] | None = None, limit: int | None = None,
-                  budget_tokens: int | None = None, baselines: Sequence[str] | None = None) -> "RetrievalEvaluator":
-        """The questions with gold evidence of a dataset (in ``categories``; the first ``limit``)."""
-        questions = load_questions(fmt, data, categories)
+                  budget_tokens: int | None = None, baselines: Sequence[str] | None = None,
+                  agentlog: AgentLogEvalConfig | None = None) -> "RetrievalEvaluator":
+        """The questions with gold evidence of a dataset (in ``categories``; the first ``limit``);
+        agent logs: the questions derived from their tool traffic (``agentlog`` limits)."""
+        questions = load_questions(fmt, data, categories, agentlog)
         return cls(questions[:limit] if limit else questions, budget_tokens, baselines)
 
     def __call__(self, store: MemoryStore, progress: ProgressFn | None = None) -> tuple[dict[str, Any], list[QuestionResult]]:

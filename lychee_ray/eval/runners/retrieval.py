@@ -49,8 +49,12 @@ from lychee_ray.eval.metrics.context import (
     normalized_context,
 )
 from lychee_ray.eval.metrics.evidence import coverage
+from lychee_ray.eval.metrics.locomo import locomo_normalize
 from lychee_ray.eval.setup.datasets import conversation_split
+from lychee_ray.config.eval import AgentLogEvalConfig
+from lychee_ray.eval.setup.agentlog_questions import QuestionLimits, derive_questions
 from lychee_ray.io.adapters import read_input
+from lychee_ray.io.adapters.registry import adapter
 from lychee_ray.llm.prompts import prompt_tokens_estimate
 from lychee_ray.query.answer import AnswerReply, answer_messages
 from lychee_ray.query.engine import MemoryStore
@@ -101,12 +105,23 @@ def last_session_date(view: ConversationView) -> datetime | None:
     return as_datetime(max(dates)) if dates else None
 
 
-def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None) -> list[QAItem]:
-    """QA items with gold evidence (and, when given, in ``categories``), in input order."""
+def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None,
+                   agentlog: AgentLogEvalConfig | None = None) -> list[QAItem]:
+    """QA items with gold evidence (and, when given, in ``categories``), in input order. Agent logs
+    (``openai``, ``anthropic``, ``chatgpt``) have none: their questions are derived from their tool
+    traffic (:mod:`lychee_ray.eval.setup.agentlog_questions`, limits ``eval.agentlog``)."""
     cats = set(categories) if categories else None
+    derive = adapter(fmt).agent_log
+    limits = None
+    if derive:
+        a = agentlog or AgentLogEvalConfig()
+        limits = QuestionLimits(a.lookup_per_result, a.per_kind, a.max_answer_occurrences)
     out = []
     for item in read_input(fmt, data):
-        for q in item.qa:
+        qa = item.qa
+        if limits is not None and item.conversation is not None:
+            qa = derive_questions(item.conversation, limits, locomo_normalize)
+        for q in qa:
             if q.evidence and (cats is None or q.category in cats):
                 out.append(q)
     return out
