@@ -100,8 +100,12 @@ def record_is_redundant(view: ConversationView, shown: Shown, rp: int, min_novel
 
 
 def through_records(view: ConversationView, tp: int, cfg: SelectConfig) -> bool:
-    """Tool traffic shown through its records (``select.tool_turns_as_records``), not as a line."""
-    return cfg.tool_turns_as_records and view.is_tool_traffic(tp) and bool(view.turn_records[tp])
+    """A turn shown through its records, not as a line: a system prompt (its rules are what memory
+    keeps of it; in a user's scope each distinct rule shows once), and tool traffic with
+    ``select.tool_turns_as_records``."""
+    if not view.turn_records[tp]:
+        return False
+    return view.is_context_turn(tp) or (cfg.tool_turns_as_records and view.is_tool_traffic(tp))
 
 
 def turn_window(view: ConversationView, shown: Shown, center: int, width: int, min_novel: int,

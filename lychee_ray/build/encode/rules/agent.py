@@ -409,8 +409,8 @@ def short_signature(call: ToolCall, max_arg_chars: int) -> str:
         return call.signature() if len(call.arguments) <= max_arg_chars else f"{call.name}(…)"
     shown = [f"{k}={v}" for k, v in args.items()
              if isinstance(v, (str, int, float)) and not isinstance(v, bool) and len(str(v)) <= max_arg_chars]
-    more = ", …" if len(shown) < len(args) else ""
-    return f"{call.name}({', '.join(shown)}{more})"
+    more = "…" if len(shown) < len(args) else ""
+    return f"{call.name}({', '.join([*shown, more] if shown and more else shown or [more])})"
 
 
 __all__ = ["AGENT", "AgentRecords", "is_error_result", "policy_records", "result_chunks", "short_signature", "strip_calls"]

@@ -197,8 +197,11 @@ class RulesEncoder:
         if timed:
             t = timed[0].time
             time = TimeDraft(start=t.start, end=t.end, expression=t.expression)
+        rtype = classify(text, bool(timed))
+        if rtype == "preference" and turn.role == "assistant":  # an assistant offering options has no preferences
+            rtype = "fact"
         return RecordDraft(
-            type=classify(text, bool(timed)),
+            type=rtype,
             text=body,
             entities=entities,
             topics=topics,
