@@ -7,8 +7,9 @@ same budget, what the store holds, how it was segmented, and what construction c
 * **Retrieval** (no LLM): the questions ``eval-retrieval`` derives from the logs' tool traffic
   (lookup / change / failure; eval/setup/agentlog_questions.py), answered by lychee (rules planner)
   and by hybrid BM25 + dense message RAG, dense message RAG and full context, at every ``--budgets``
-  value: answer in context, gold-message coverage, per question kind. Lychee's user-scoped search
-  (all of the user's conversations) is reported beside its conversation-scoped one.
+  value: answer in context, gold-message coverage, per question kind — each question asked of its own
+  conversation, and of all of its user's conversations (lychee's user-scoped search; the baselines
+  over the union of those conversations' messages: the scope an agent serving that user has).
 * **Records**: counts per type, the share written from system prompts, attribution by role
   (eval/metrics/attribution.py), an example per type.
 * **Segments**: turns per segment and cut reasons on the logs, next to LoCoMo's (``--locomo-memory``).
@@ -35,8 +36,6 @@ from lychee_ray.api import build_memory  # noqa: E402
 from lychee_ray.build.dryrun import dry_run  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.metrics.attribution import AttributionFigures, measure_attribution  # noqa: E402
-from lychee_ray.eval.metrics.context import answer_in_context  # noqa: E402
-from lychee_ray.eval.baselines.retrieval import lychee_plain_context  # noqa: E402
 from lychee_ray.eval.runners.retrieval import evaluate_retrieval, load_questions  # noqa: E402
 from lychee_ray.io.adapters import detect_format  # noqa: E402
 from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
@@ -47,32 +46,19 @@ BASELINES = ["hybrid_rag", "turn_rag", "full_context"]
 
 def retrieval(store: MemoryStore, questions: list[Any], budgets: list[int]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for b in budgets:
-        report, results = evaluate_retrieval(store, questions, b, baselines=BASELINES)
-        row: dict[str, Any] = {}
-        for s in report["systems"]:
-            r = report[s]
-            row[s] = {"answer_in_context": r["answer_in_context"], "gold_message_recall": r["recall"],
-                      "gold_message_all": r["all"], "context_tokens": r["context_tokens"],
-                      "per_kind": {k: {"questions": v["questions"], "answer_in_context": v["answer_in_context"],
-                                       "gold_message_recall": v["recall"]} for k, v in r["per_category"].items()}}
-        row["lychee_minus_hybrid_rag"] = round(row["lychee"]["answer_in_context"] - row["hybrid_rag"]["answer_in_context"], 4)
-        row["lychee_user_scope"] = user_scope(store, questions, b)
-        out[str(b)] = row
+    for scope in ("conversation", "user"):
+        for b in budgets:
+            report, _ = evaluate_retrieval(store, questions, b, baselines=BASELINES, scope=scope)
+            row: dict[str, Any] = {}
+            for s in report["systems"]:
+                r = report[s]
+                row[s] = {"answer_in_context": r["answer_in_context"], "gold_message_recall": r["recall"],
+                          "gold_message_all": r["all"], "context_tokens": r["context_tokens"],
+                          "per_kind": {k: {"questions": v["questions"], "answer_in_context": v["answer_in_context"],
+                                           "gold_message_recall": v["recall"]} for k, v in r["per_category"].items()}}
+            row["lychee_minus_hybrid_rag"] = round(row["lychee"]["answer_in_context"] - row["hybrid_rag"]["answer_in_context"], 4)
+            out.setdefault(scope, {})[str(b)] = row
     return out
-
-
-def user_scope(store: MemoryStore, questions: list[Any], budget: int) -> dict[str, Any]:
-    """Lychee searching all of the question's user's conversations (the scope an agent serving that user has)."""
-    hits: list[bool] = []
-    for q in questions:
-        res = store.search(None, q.question, None, budget, user_id=q.meta["user_id"], llm="rules")
-        ok = answer_in_context(q.answer, q.category, lychee_plain_context(res.evidence))
-        if ok is not None:
-            hits.append(ok)
-    return {"questions": len(hits), "answer_in_context": round(sum(hits) / max(1, len(hits)), 4),
-            "conversations_per_user": round(statistics.mean(len(store.reader.by_user[u]) for u in
-                                                            {q.meta["user_id"] for q in questions}), 2)}
 
 
 def records(reader: MemoryStoreReader) -> dict[str, Any]:
@@ -145,9 +131,10 @@ def main() -> int:
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1), encoding="utf-8")
-    for b, row in out["retrieval"].items():
-        print(f"budget {b}: " + ", ".join(f"{s} {row[s]['answer_in_context']}" for s in ["lychee", *BASELINES])
-              + f"; lychee - hybrid {row['lychee_minus_hybrid_rag']:+.4f}; user scope {row['lychee_user_scope']['answer_in_context']}")
+    for scope, rows in out["retrieval"].items():
+        for b, row in rows.items():
+            print(f"{scope} scope, budget {b}: " + ", ".join(f"{s} {row[s]['answer_in_context']}" for s in ["lychee", *BASELINES])
+                  + f"; lychee - hybrid {row['lychee_minus_hybrid_rag']:+.4f}")
     print(json.dumps({k: out[k] for k in ("records", "segments")}, indent=1))
     if "construction_dry_run" in out:
         print(json.dumps(out["construction_dry_run"]))

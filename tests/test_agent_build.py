@@ -132,3 +132,23 @@ def test_every_log_format_builds_with_its_format_detected(tmp_path: Path, embedd
         s = build_memory(path, out, cfg, llm="rules")
         assert (s.built, s.failed) == (1, 0), fmt
         assert verify_store(out)["ok"], fmt
+
+
+def test_retrieval_eval_on_agent_logs_in_both_scopes(tmp_path: Path, embedder):
+    """eval-retrieval derives questions from tool traffic and scores lychee and the baselines in a
+    conversation's scope and in its user's (gold turns matched by conversation and turn id)."""
+    from lychee_ray.eval.runners.retrieval import evaluate_retrieval, load_questions
+
+    cfg = load_config(env={})
+    src = write_jsonl(tmp_path / "logs.jsonl", _logs())
+    run_local_build(cfg, "openai", src, tmp_path / "st", backend="rules", ctx=make_context(cfg, "rules", embedder))
+    questions = load_questions("openai", src, None, cfg.eval.agentlog)
+    assert {q.category for q in questions} >= {"lookup", "failure"} and all(q.meta["user_id"] == "u_1" for q in questions)
+    with MemoryStore.open(tmp_path / "st", cfg, embedder=embedder, llm="rules") as store:
+        for scope in ("conversation", "user"):
+            report, results = evaluate_retrieval(store, questions, 800, baselines=["hybrid_rag"], scope=scope)
+            assert report["scope"] == scope and report["questions"] == len(questions)
+            assert report["lychee"]["answer_in_context"] is not None
+            assert all(r.systems["hybrid_rag"].recall is not None for r in results)
+        gold = results[0].systems["lychee"]
+        assert all("/" in t for t in gold.covered)  # user scope: qualified turn ids

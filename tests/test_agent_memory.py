@@ -228,3 +228,33 @@ def test_tool_call_signature_keeps_values_verbatim():
     c = ToolCall(call_id="x", name="book", arguments='{"flights": [{"n": "HAT1"}], "user_id": "jo_1"}')
     assert c.signature() == 'book(flights=[{"n":"HAT1"}], user_id=jo_1)'
     assert ToolCall(call_id="y", name="f", arguments="not json").signature() == "f(not json)"
+
+
+def test_a_reused_call_id_links_each_result_to_its_own_call():
+    turns = [
+        {"turn_id": "m1", "role": "user", "content": "Show me reservations AAA111 and BBB222."},
+        {"turn_id": "m2", "role": "assistant", "content": "", "tool_calls": [_call("same", "get_reservation", {"id": "AAA111"})]},
+        {"turn_id": "m3", "role": "tool", "tool_call_id": "same", "content": json.dumps({"id": "AAA111", "cabin": "business"})},
+        {"turn_id": "m4", "role": "assistant", "content": "", "tool_calls": [_call("same", "get_reservation", {"id": "BBB222"})]},
+        {"turn_id": "m5", "role": "tool", "tool_call_id": "same", "content": json.dumps({"id": "BBB222", "cabin": "economy"})},
+    ]
+    conv = Conversation.model_validate({"conversation_id": "r", "sessions": [{"session_id": "s", "turns": turns}]})
+    facts = [r.text for r in _rules_records(conv) if r.type == "fact"]
+    assert any("id=AAA111" in t and "business" in t for t in facts)
+    assert any("id=BBB222" in t and "economy" in t for t in facts)
+    assert not any("id=AAA111" in t and "BBB222" in t for t in facts)
+
+
+def test_a_long_tool_output_does_not_split_its_exchange_below_the_cap():
+    big = json.dumps([{"flight": f"HAT{i:03d}", "price": i, "status": "available"} for i in range(80)])  # ~1,600 tokens
+    conv = agent_conversation()
+    turns = [t.model_dump() for *_, t in conv.iter_turns()]
+    turns[3]["content"] = big
+    conv = Conversation.model_validate({"conversation_id": "big", "user_id": "u", "sessions": [
+        {"session_id": "s1", "started_at": "2024-05-15T15:00:00", "turns": turns}]})
+    cfg = SegmenterConfig()
+    inputs = conversation_turn_inputs(conv, _vectors(conv))
+    assert inputs[3].tokens < cfg.max_segment_tokens
+    segs = segment_stream(inputs, cfg).segments
+    owner = {t: s.segment_index for s in segs for t in s.turn_ids}
+    assert owner["m2"] == owner["m3"] == owner["m4"]  # request, call and its long result stay together

@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
     p.add_argument("--categories", default=None, help="comma-separated categories (default for locomo: 1,2,3,4; else all)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only (quick checks)")
+    p.add_argument("--scope", choices=("conversation", "user"), default="conversation",
+                   help="ask each question of its conversation (default) or of all of its owner's conversations "
+                        "(lychee's user-scoped search; the baselines over the union of those turns)")
     p.add_argument("--baselines", default=None,
                    help="comma-separated baselines (turn_rag,sentence_rag,hybrid_rag,full_context; "
                         "default: eval.retrieval_baselines; 'none' for lychee only)")
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
     evaluate = RetrievalEvaluator.from_data(args.format, args.data, cats, args.limit, args.budget_tokens, baselines,
-                                            cfg.eval.agentlog)
+                                            cfg.eval.agentlog, args.scope)
     if not evaluate.questions:
         print("lychee-ray eval-retrieval: no questions with gold evidence", file=sys.stderr)
         return 1

@@ -52,6 +52,9 @@ class RecallConfig(Section):
     turn_bm25_depth: int = Field(ge=0)  # (f) lexical BM25 over the raw turns alone
     bm25_k1: float = Field(ge=0)
     bm25_b: float = Field(ge=0, le=1)
+    # A route naming identifiers the conversation holds (codes, ids, e-mails: letters and digits
+    # mixed, or joined by _ @ .) gets the items holding them first in every channel's list.
+    prefer_identifiers: bool
     # Thread pool running each (conversation, route)'s channels in parallel (0 = in the calling thread;
     # on 2 cores the channels take ~2 ms in all, so more threads buy nothing).
     threads: int = Field(ge=0)

@@ -50,7 +50,7 @@ from lychee_ray.query.plan import PlanContext, Route, make_planner
 from lychee_ray.query.plan.model import RecentTurn, recent_lines
 from lychee_ray.query.recall import ConversationView, recall_nodes, recall_records, recall_time, recall_turns
 from lychee_ray.query.rerank import CrossEncoderReranker, rerank_order
-from lychee_ray.query.route_filters import prefer_types, without_context
+from lychee_ray.query.route_filters import prefer_identifiers, prefer_types, route_identifiers, without_context
 from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, SearchResult
 from lychee_ray.query.select import select_evidence
 from lychee_ray.text.dates import as_datetime
@@ -442,8 +442,9 @@ class MemoryStore:
             if route.time is not None:
                 lists.append(("time", recall_time(view, qv, route.time, rc.time_depth, rc.time_slack_days,
                                                   rc.time_use_session_date, rc.time_include_turns)))
-            return [RankedList(ch, ri, cid, prefer_types(without_context(hits, view, route.record_types), view,
-                                                         route.record_types))
+            idents = route_identifiers(view, _route_query_text(route)) if rc.prefer_identifiers else []
+            return [RankedList(ch, ri, cid, prefer_identifiers(prefer_types(without_context(hits, view, route.record_types),
+                                                                            view, route.record_types), view, idents))
                     for ch, hits in lists]
 
         return [

@@ -23,6 +23,7 @@ from lychee_ray.text.stopwords import MATCH_STOPWORDS
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 
 _MAX_NGRAM = 4  # longest entity/topic name (in words) matched in a question
+_ROLE_KEYS = frozenset({"user", "assistant", "agent", "tool", "system"})
 # A question about the rules (an agent's policy): its route asks for constraint / procedure records,
 # which also lets a system prompt's rules into recall (query/engine.py).
 _RULE_QUESTION = re.compile(r"\b(?:polic(?:y|ies)|rules?|allowed|permitted|eligib(?:le|ility)|prohibited)\b", re.I)
@@ -77,7 +78,9 @@ class RulesPlanner:
 
     def plan(self, question: str, question_date: datetime | None, ctx: PlanContext, question_id: str | None = None) -> PlanOutcome:
         base = question_route(question, question_date)
-        ent_keys = match_keys(question, ctx.entities)
+        # a speaker named for its role ("User", "Assistant") is in most of an agent log's records:
+        # no route of its own, and not a name to drop from other routes
+        ent_keys = [k for k in match_keys(question, ctx.entities) if k not in _ROLE_KEYS]
         topic_keys = [k for k in match_keys(question, ctx.topics) if k not in ent_keys]
         base.entities = [ctx.entities[k][0] for k in ent_keys]
         base.topics = topic_keys

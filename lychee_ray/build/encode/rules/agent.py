@@ -209,14 +209,19 @@ class AgentRecords:
         return out
 
     def _calls(self, request: EncodeRequest) -> list[_Call]:
-        results = {t.tool_call_id: t for t in request.turns if t.role == "tool" and t.tool_call_id}
+        """The segment's calls in order, each with the result that answers it: the first tool turn
+        after it naming its call id (ids are reused by some models once a call is answered)."""
         request_text: str | None = None
-        out = []
+        out: list[_Call] = []
         for t in request.turns:
             if t.role == "user" and t.content.strip():
                 request_text = self._request_gist(t.content)
+            if t.role == "tool" and t.tool_call_id:
+                waiting = [c for c in out if c.result is None and c.call.call_id == t.tool_call_id]
+                if waiting:
+                    waiting[-1].result = t
             for call in t.tool_calls:
-                out.append(_Call(call, t, results.pop(call.call_id, None), request_text))
+                out.append(_Call(call, t, None, request_text))
         return out
 
     def _request_gist(self, text: str) -> str | None:
