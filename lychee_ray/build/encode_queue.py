@@ -65,6 +65,15 @@ class EncodeQueue:
             self._cond.notify_all()
             return True
 
+    def cancel(self, conversation_id: str) -> bool:
+        """Drop a conversation's waiting catch-up (its erasure: nothing of it is left to encode);
+        True when one was waiting. A catch-up already running is fenced at its commit instead (it
+        read the erased conversation's lineage: build/queued.py)."""
+        with self._cond:
+            found = self._pending.pop(conversation_id, None) is not None
+            self._cond.notify_all()
+            return found
+
     def start(self) -> None:
         """Start the worker (and its ``warm``) now rather than on the first submit."""
         with self._cond:

@@ -218,11 +218,12 @@ class ConversationProcessor:
                 return await self._increment(item, conv, marker, warnings, t0)
             self.reader.refresh()
             previous = self.reader.load(cid)
-        return await self._build(item, conv, warnings, t0, previous)
+        return await self._build(item, conv, warnings, t0, marker, previous)
 
     async def _build(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float,
-                     previous: Any = None) -> Outcome:
-        """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict)."""
+                     marker: CommitMarker | None, previous: Any = None) -> Outcome:
+        """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict);
+        ``marker``: its commit read under the write lock (None: not stored), the commit's fence."""
         cid = conv.conversation_id
         stage = "build"
         try:
@@ -230,7 +231,7 @@ class ConversationProcessor:
             if previous is not None:
                 art.usage = self._with_previous_usage(cid, art.usage)
             stage = "commit"
-            marker = await asyncio.to_thread(self.writer.commit, art, locked=True)
+            marker = await asyncio.to_thread(self.writer.commit, art, locked=True, based_on=marker)
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
@@ -252,7 +253,7 @@ class ConversationProcessor:
             except IncrementError as e:
                 if self.on_conflict == "rebuild":
                     log.warning("%s; rebuilding it from scratch (on_conflict=rebuild)", e)
-                    return await self._build(item, conv, warnings, t0)
+                    return await self._build(item, conv, warnings, t0, marker)
                 return Outcome("failed", cid, "conflict", str(e), item.file, item.line,
                                wall_s=time.perf_counter() - t0, warnings=warnings)
             if conv.num_turns == stored.num_turns and not marker.open_turns:
@@ -261,7 +262,7 @@ class ConversationProcessor:
             if inc.artifacts is None:
                 return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
             stage = "commit"
-            marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True)
+            marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True, based_on=marker)
         except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,

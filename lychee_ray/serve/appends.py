@@ -36,6 +36,7 @@ from lychee_ray.config import LycheeConfig
 from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key
 from lychee_ray.io.store.fs import StorePath, store_root
 from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.io.store.marker import ConversationReplaced
 from lychee_ray.serve.errors import ErrorCode, ServiceError
 from lychee_ray.serve.schemas import AppendBody
 
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 _CONFLICTS: dict[str, tuple[int, ErrorCode]] = {
     "history_conflict": (409, "history_conflict"),
     "conversation_deleting": (409, "conversation_deleting"),
+    "conversation_replaced": (409, "conversation_replaced"),
     "config_mismatch": (409, "config_mismatch"),
     "conversation_busy": (503, "conversation_busy"),
 }
@@ -53,7 +55,7 @@ _CONFLICTS: dict[str, tuple[int, ErrorCode]] = {
 _SESSION_FIELDS = {"started_at": "session_started_at"}
 
 
-def http_error(e: IncrementError | ConversationDeleting, turns: list[AppendTurn], user_id: str | None,
+def http_error(e: IncrementError | ConversationDeleting | ConversationReplaced, turns: list[AppendTurn], user_id: str | None,
                retry_after_s: int) -> Exception:
     """The HTTP answer to a refused append, chosen by ``e.kind``: a :class:`ServiceError`, or a
     ``RequestValidationError`` (FastAPI's 422 shape, ``loc`` naming the field) for the request's
@@ -172,6 +174,11 @@ class IdleFlusher:
         """Conversations waiting for their idle flush."""
         with self._cond:
             return sorted(self._due)
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop a conversation's deadline (erased)."""
+        with self._cond:
+            self._due.pop(conversation_id, None)
 
     def stop(self) -> None:
         """Stop the thread (a flush already running finishes on its own: its commit is atomic)."""
@@ -349,7 +356,7 @@ class Appender:
         try:
             # its own thread (not the search workers): an append embeds, segments, encodes and writes
             return await asyncio.to_thread(self.append_now, request)
-        except (IncrementError, ConversationDeleting) as e:
+        except (IncrementError, ConversationDeleting, ConversationReplaced) as e:
             raise http_error(e, turns, user_id, self.retry_after_s) from None
 
     def stats(self) -> dict[str, Any]:
@@ -358,6 +365,15 @@ class Appender:
                 "idle_flushes": self.flusher.flushes, "idle_flush_errors": self.flusher.errors,
                 "idle_flush_pending": len(self.flusher.pending()), "encode": self.config.serve.append_encode,
                 "encode_queue": self.queue.stats(), "inline_encodes": self.inline_encodes}
+
+    def forget(self, conversation_ids: list[str]) -> None:
+        """Erased conversations: their waiting background encodings are cancelled and nothing kept of
+        them (stored state, idle-flush deadline) survives to meet a re-created id. An encoding
+        already running is fenced at its commit (it read the erased lineage)."""
+        for cid in conversation_ids:
+            self.queue.cancel(cid)
+            self.cache.forget(conversation_key(cid))
+            self.flusher.forget(cid)
 
     def close(self) -> None:
         """Stop the idle flusher and the encode queue (queued turns stay stored: the next replica

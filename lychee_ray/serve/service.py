@@ -238,6 +238,8 @@ class MemoryService:
         return await self._in_worker(self._erase, "user", user_id)
 
     def _erase(self, scope: EraseScope, ident: str) -> EraseReport:
+        if scope == "conversation":  # before the erasure: no queued encoding of it starts meanwhile
+            self.appends.forget([ident])
         try:
             report = erase_conversation(self.root, ident) if scope == "conversation" else erase_user(self.root, ident)
         except NothingToErase:
@@ -245,6 +247,7 @@ class MemoryService:
         self.reload()  # markers re-read, the erased conversations' views dropped from the cache
         self.store.forget(report.conversation_ids)  # a view a search thread re-inserted meanwhile
         self.lister.forget(report.conversation_ids)
+        self.appends.forget(report.conversation_ids)  # (a user's: known only now)
         log.info("erased %d conversation(s) by %s: %d files removed, %d rewritten", report.conversations, scope,
                  report.files_removed, report.files_rewritten)
         return report

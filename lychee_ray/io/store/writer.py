@@ -8,8 +8,9 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Union
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +37,14 @@ from lychee_ray.io.store.layout import (
     new_generation,
 )
 from lychee_ray.io.store.locks import conversation_write_lock
-from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, MarkerCounts
+from lychee_ray.io.store.marker import (
+    MARKER_VERSION,
+    BuildInfo,
+    CommitMarker,
+    ConversationReplaced,
+    MarkerCounts,
+    new_lineage,
+)
 from lychee_ray.io.store.migrate import migrate_conversation
 from lychee_ray.io.store.tables import indexed_tables, table_specs
 
@@ -45,6 +53,35 @@ from lychee_ray.io.store.tables import indexed_tables, table_specs
 # changed history (incremental builds), and the digest over them tells an unchanged input at once.
 TURN_IDENTITY = ("session_id", "session_index", "turn_index", "turn_id", "role", "speaker", "content", "timestamp",
                  "session_started_at", "meta")
+
+
+class _Unfenced(Enum):
+    UNFENCED = "unfenced"
+
+
+# ``based_on`` of a commit that does not say what it read (direct callers, tests): it replaces or
+# extends whatever is committed, as before lineages. Every write path of the package names its base.
+UNFENCED = _Unfenced.UNFENCED
+# What a write read before it built its commit: the marker (its lineage is checked at the commit),
+# None (no committed conversation: the commit must find none either), or UNFENCED.
+BasedOn = Union[CommitMarker, None, _Unfenced]
+
+
+def check_fence(conversation_id: str, current: CommitMarker | None, based_on: BasedOn) -> None:
+    """Refuse (:class:`ConversationReplaced`) a commit whose base is no longer the conversation's
+    history: it read a commit of another lineage (the id was erased, and maybe re-created, since),
+    or it read none and one exists now. Called under the conversation's write lock, right before
+    the marker is written: the one point every write path passes."""
+    if based_on is UNFENCED:
+        return
+    if based_on is None:
+        if current is not None:
+            raise ConversationReplaced(conversation_id, "it was created by another writer meanwhile")
+        return
+    if current is None:
+        raise ConversationReplaced(conversation_id, "it has no commit any more")
+    if not current.same_lineage(based_on):
+        raise ConversationReplaced(conversation_id, "it has another lineage now")
 
 
 def turn_identity(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -203,7 +240,7 @@ class MemoryStoreWriter:
         """Forget a finished run's claims."""
         remove_tree(self.layout.claims_dir(run_id))
 
-    def commit(self, art: ConversationArtifacts, *, locked: bool = False) -> CommitMarker:
+    def commit(self, art: ConversationArtifacts, *, locked: bool = False, based_on: BasedOn = UNFENCED) -> CommitMarker:
         """Publish one conversation as a new generation; returns the commit marker.
 
         The generation's files get names no earlier commit used, the marker naming them is written
@@ -211,12 +248,16 @@ class MemoryStoreWriter:
         describes the protocol). ``locked``: the caller already holds the conversation's write lock
         (:func:`~lychee_ray.io.store.locks.conversation_write_lock`; incremental builds and appends
         hold it from reading the stored state to the commit); otherwise the commit takes it.
+        ``based_on``: the commit the artifacts were built from (None: none) — :func:`check_fence`
+        refuses the commit with :class:`ConversationReplaced` when that is no longer the
+        conversation's lineage. The marker carries the lineage (a first commit stamps a new one).
         """
         if not locked:
             with conversation_write_lock(self.layout, art.conversation_id):
-                return self.commit(art, locked=True)
+                return self.commit(art, locked=True, based_on=based_on)
         key = conversation_key(art.conversation_id)
         previous = self.layout.read_marker(key)
+        check_fence(art.conversation_id, previous, based_on)
         gen = new_generation(previous)
         tables = {spec.name: spec.fill(art) for spec in table_specs()}  # every registered table
         with self._generation_files(key, gen) as index_dir:
@@ -235,21 +276,25 @@ class MemoryStoreWriter:
             open_turns=art.open_turns(),
             base_rows=sum(t.num_rows for t in tables.values()),
             segmentation_epoch=previous.segmentation_epoch + 1 if previous is not None else 0,
+            lineage=previous.lineage if previous is not None and previous.lineage else new_lineage(),
             **art.info.model_dump(),
         )
         self.layout.write_marker(marker)
         self.remove_old_generations(key, keep=gen)
         return marker
 
-    def commit_delta(self, delta: ConversationDelta, *, locked: bool = False) -> CommitMarker:
+    def commit_delta(self, delta: ConversationDelta, *, locked: bool = False,
+                     based_on: BasedOn = UNFENCED) -> CommitMarker:
         """Publish ``delta`` as a delta generation on top of the conversation's current commit
         (io/store/deltas.py); same protocol as :meth:`commit`: its files, then the marker naming
-        base + deltas. The conversation must be committed (a delta needs a base)."""
+        base + deltas. The conversation must be committed (a delta needs a base); ``based_on``: the
+        commit the delta was computed against (checked as in :meth:`commit`)."""
         if not locked:
             with conversation_write_lock(self.layout, delta.conversation_id):
-                return self.commit_delta(delta, locked=True)
+                return self.commit_delta(delta, locked=True, based_on=based_on)
         key = conversation_key(delta.conversation_id)
         previous = self.layout.read_marker(key)
+        check_fence(delta.conversation_id, previous, based_on)
         if previous is None or previous.generation is None:
             raise ValueError(f"conversation {delta.conversation_id!r}: a delta needs a committed base generation")
         gen = self._next_generation(previous)
@@ -281,6 +326,7 @@ class MemoryStoreWriter:
             "segstate_generation": gen if delta.segstate is not None else previous.segstate_generation,
             "unsegmented_turns": delta.unsegmented_turns,
             "segmentation_epoch": previous.segmentation_epoch + (delta.segstate is not None),
+            "lineage": previous.lineage or new_lineage(),
         })
         # nothing earlier became garbage (base and deltas are all still named); a crashed writer's
         # leftovers go with the next fold or full commit, or the garbage sweep
@@ -320,6 +366,7 @@ class MemoryStoreWriter:
                 write_parquet(table, self.layout.part_path(name, key, gen))
             self._write_segstate(key, gen, segstate)
         marker = m.model_copy(update={
+            "version": MARKER_VERSION, "lineage": m.lineage or new_lineage(),
             "generation": gen, "deltas": [], "location": {}, "segstate_generation": None, "delta_rows": 0,
             "base_rows": sum(t.num_rows for t in data.tables.values()),
             "committed_at": datetime.now(timezone.utc).isoformat(),
