@@ -8,9 +8,8 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator, Union
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -37,14 +36,8 @@ from lychee_ray.io.store.layout import (
     new_generation,
 )
 from lychee_ray.io.store.locks import conversation_write_lock
-from lychee_ray.io.store.marker import (
-    MARKER_VERSION,
-    BuildInfo,
-    CommitMarker,
-    ConversationReplaced,
-    MarkerCounts,
-    new_lineage,
-)
+from lychee_ray.io.store.fence import UNFENCED, BasedOn, check_fence
+from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, MarkerCounts, new_lineage
 from lychee_ray.io.store.migrate import migrate_conversation
 from lychee_ray.io.store.tables import indexed_tables, table_specs
 
@@ -53,35 +46,6 @@ from lychee_ray.io.store.tables import indexed_tables, table_specs
 # changed history (incremental builds), and the digest over them tells an unchanged input at once.
 TURN_IDENTITY = ("session_id", "session_index", "turn_index", "turn_id", "role", "speaker", "content", "timestamp",
                  "session_started_at", "meta")
-
-
-class _Unfenced(Enum):
-    UNFENCED = "unfenced"
-
-
-# ``based_on`` of a commit that does not say what it read (direct callers, tests): it replaces or
-# extends whatever is committed, as before lineages. Every write path of the package names its base.
-UNFENCED = _Unfenced.UNFENCED
-# What a write read before it built its commit: the marker (its lineage is checked at the commit),
-# None (no committed conversation: the commit must find none either), or UNFENCED.
-BasedOn = Union[CommitMarker, None, _Unfenced]
-
-
-def check_fence(conversation_id: str, current: CommitMarker | None, based_on: BasedOn) -> None:
-    """Refuse (:class:`ConversationReplaced`) a commit whose base is no longer the conversation's
-    history: it read a commit of another lineage (the id was erased, and maybe re-created, since),
-    or it read none and one exists now. Called under the conversation's write lock, right before
-    the marker is written: the one point every write path passes."""
-    if based_on is UNFENCED:
-        return
-    if based_on is None:
-        if current is not None:
-            raise ConversationReplaced(conversation_id, "it was created by another writer meanwhile")
-        return
-    if current is None:
-        raise ConversationReplaced(conversation_id, "it has no commit any more")
-    if not current.same_lineage(based_on):
-        raise ConversationReplaced(conversation_id, "it has another lineage now")
 
 
 def turn_identity(row: dict[str, Any]) -> tuple[Any, ...]:
