@@ -12,7 +12,8 @@ from fastapi.exceptions import RequestValidationError
 
 # The ``error`` field of every error body: stable, for clients to branch on (``detail`` is prose).
 ErrorCode = Literal[
-    "unauthorized",  # 401: missing or wrong bearer token
+    "unauthorized",  # 401: missing or wrong bearer key
+    "forbidden",  # 403: a tenant's key on an admin endpoint (/v1/admin/*)
     "bad_request",  # 400: unreadable request framing (e.g. Content-Length)
     "too_large",  # 413: body over serve.max_request_bytes
     "not_found",  # 404: unknown conversation/user, or a conversation not the user's

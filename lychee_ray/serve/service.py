@@ -26,9 +26,10 @@ import numpy as np
 
 from lychee_ray import __version__
 from lychee_ray.config import LycheeConfig, load_config
-from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
+from lychee_ray.io.store import NotAStoreError, StoreLayout, conversation_key, read_part
 from lychee_ray.io.store.fs import store_root
 from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, erase_conversation, erase_user
+from lychee_ray.io.store.locks import read_journal
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.results import QueryResult, SearchResult, result_json
@@ -36,6 +37,7 @@ from lychee_ray.serve.appends import Appender, MarkerWatch
 from lychee_ray.serve.embedding import BatchFn, Coalescer, CountingEmbedder, RequestEmbedder, run_in_worker
 from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_field, llm_error_status
 from lychee_ray.serve.listing import ConversationLister
+from lychee_ray.serve.tenancy import ADMIN, KeyRing, Principal
 from lychee_ray.serve.schemas import (
     AppendBody,
     AppendResult,
@@ -81,6 +83,7 @@ class MemoryService:
         if not self.layout.is_store():
             raise NotAStoreError(self.root)
         self.scfg = cfg.serve
+        self.keys = KeyRing(self.scfg.token, self.scfg.keys)  # who a request is (serve/tenancy.py)
         qcfg = cfg.query.model_copy(update={"max_conversations": self.scfg.cache_max_conversations})
         self.config = cfg.model_copy(update={"query": qcfg})
         self._embedder = embedder
@@ -229,37 +232,93 @@ class MemoryService:
             self.store.reader.refresh_conversation(cid)  # one small JSON file
 
     # -- erasure ---------------------------------------------------------------------------------
-    async def delete_conversation(self, conversation_id: str) -> EraseReport:
-        """``DELETE /v1/conversations/{id}``: erase it from the store (every file) and this replica."""
-        return await self._in_worker(self._erase, "conversation", conversation_id)
+    async def delete_conversation(self, conversation_id: str, user_id: str | None = None, *,
+                                  principal: Principal = ADMIN) -> EraseReport:
+        """``DELETE /v1/conversations/{id}``: erase it from the store (every file) and this replica;
+        404 when it is not ``user_id``'s (when given) or outside ``principal``'s scope."""
+        return await self._in_worker(self._erase, "conversation", conversation_id, user_id, principal)
 
-    async def delete_user(self, user_id: str) -> EraseReport:
-        """``DELETE /v1/users/{user_id}``: erase all of the user's conversations."""
-        return await self._in_worker(self._erase, "user", user_id)
+    async def delete_user(self, user_id: str, *, principal: Principal = ADMIN) -> EraseReport:
+        """``DELETE /v1/users/{user_id}``: erase all of the user's conversations (404 outside scope)."""
+        return await self._in_worker(self._erase, "user", user_id, None, principal)
 
-    def _erase(self, scope: EraseScope, ident: str) -> EraseReport:
-        if scope == "conversation":  # before the erasure: no queued encoding of it starts meanwhile
-            self.appends.forget([ident])
+    def _owner_on_disk(self, conversation_id: str) -> str | None:
+        """The owner of a conversation as the store says now: its marker's, or the journal's of an
+        unfinished erasure (None: neither)."""
+        key = conversation_key(conversation_id)
+        m = self.layout.read_marker(key)
+        if m is not None:
+            return m.owner
+        j = read_journal(self.layout.deleting_path(key))
+        return (j.get("user_id") or j["conversation_id"]) if j is not None else None
+
+    def _erase(self, scope: EraseScope, ident: str, user_id: str | None, principal: Principal) -> EraseReport:
+        owner: str | None = None
+        if scope == "conversation":
+            owner = self._owner_on_disk(ident)
+            if not principal.admin or user_id is not None:  # the erasure re-checks the owner under the store lock
+                if owner is None or not principal.allows(owner) or (user_id is not None and owner != user_id):
+                    raise ServiceError(404, "not_found", self._not_found_message(ident, user_id))
+            else:
+                owner = None  # admin without user_id: any owner
+            self.appends.forget([ident])  # before the erasure: no queued encoding of it starts meanwhile
+        elif not principal.allows(ident):
+            raise ServiceError(404, "not_found", f"unknown user {ident!r}")
         try:
-            report = erase_conversation(self.root, ident) if scope == "conversation" else erase_user(self.root, ident)
+            report = (erase_conversation(self.root, ident, owner=owner) if scope == "conversation"
+                      else erase_user(self.root, ident))
         except NothingToErase:
-            raise ServiceError(404, "not_found", f"unknown {scope} {ident!r}") from None
+            raise ServiceError(404, "not_found", self._not_found_message(ident, user_id) if scope == "conversation"
+                               else f"unknown user {ident!r}") from None
         self.reload()  # markers re-read, the erased conversations' views dropped from the cache
         self.store.forget(report.conversation_ids)  # a view a search thread re-inserted meanwhile
         self.lister.forget(report.conversation_ids)
         self.appends.forget(report.conversation_ids)  # (a user's: known only now)
-        log.info("erased %d conversation(s) by %s: %d files removed, %d rewritten", report.conversations, scope,
-                 report.files_removed, report.files_rewritten)
+        log.info("erased %d conversation(s) by %s for key %r: %d files removed, %d rewritten", report.conversations,
+                 scope, principal.name, report.files_removed, report.files_rewritten)
         return report
 
     # -- appends (lychee_ray.serve.appends) -------------------------------------------------------
-    async def append_turns(self, conversation_id: str, body: AppendBody) -> AppendResult:
-        """``POST /v1/conversations/{id}/turns``."""
+    async def append_turns(self, conversation_id: str, body: AppendBody, *,
+                           principal: Principal = ADMIN) -> AppendResult:
+        """``POST /v1/conversations/{id}/turns`` (a tenant: only to a conversation in its scope, or to
+        create one for a user in its scope)."""
+        user_id = await self._in_worker(self._append_user, conversation_id, body.user_id, principal, True)
+        if user_id != body.user_id:
+            body = body.model_copy(update={"user_id": user_id})
         return await self.appends.append(conversation_id, body)
 
-    async def flush(self, conversation_id: str, user_id: str | None = None) -> AppendResult:
+    async def flush(self, conversation_id: str, user_id: str | None = None, *,
+                    principal: Principal = ADMIN) -> AppendResult:
         """``POST /v1/conversations/{id}/flush``."""
+        user_id = await self._in_worker(self._append_user, conversation_id, user_id, principal, False)
         return await self.appends.flush(conversation_id, user_id)
+
+    def _append_user(self, conversation_id: str, user_id: str | None, principal: Principal, create: bool) -> str | None:
+        """The ``user_id`` an append of ``principal`` runs with. A tenant's is pinned to the owner it
+        was checked against (the append re-checks it under the write lock, so a conversation erased
+        and re-created for another owner meanwhile is refused); 404 outside its scope, the message a
+        missing conversation gets."""
+        if principal.admin:
+            return user_id
+        key = conversation_key(conversation_id)
+        m = self.layout.read_marker(key)
+        if m is not None:
+            if principal.allows(m.owner) and (user_id is None or user_id == m.owner):
+                return m.owner
+        elif create and user_id is not None and principal.allows(user_id):
+            return user_id  # a new conversation for a user in scope
+        # (a tenant creating without user_id gets this 404 too, not the admin's 422: else the answer
+        # would tell a missing id from another tenant's)
+        raise ServiceError(404, "not_found", self._not_found_message(conversation_id, user_id))
+
+    @staticmethod
+    def _not_found_message(conversation_id: str, user_id: str | None) -> str:
+        """The one 404 message of a conversation a request may not see (missing, another user's,
+        outside the key's scope: nothing tells them apart)."""
+        if user_id is not None:
+            return f"conversation {conversation_id!r} not found for user {user_id!r}"
+        return f"unknown conversation {conversation_id!r}"
 
     # -- helpers ---------------------------------------------------------------------------------
     async def _in_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -274,16 +333,15 @@ class MemoryService:
             raise invalid_field("budget_tokens", f"budget_tokens may be at most {s.max_budget_tokens}",
                                 "less_than_equal")
 
-    def _check_scope(self, conversation_id: str | None, user_id: str | None) -> None:
-        """404 before any work (and without rescanning the store) for ids this replica does not know."""
+    def _check_scope(self, conversation_id: str | None, user_id: str | None, principal: Principal = ADMIN) -> None:
+        """404 before any work (and without rescanning the store) for ids this replica does not know,
+        and for conversations and users outside ``principal``'s scope (the same answer)."""
         reader = self.store.reader
         if conversation_id is not None:
             m = reader.markers.get(conversation_id)
-            if user_id is not None and (m is None or m.owner != user_id):
-                raise ServiceError(404, "not_found", f"conversation {conversation_id!r} not found for user {user_id!r}")
-            if m is None:
-                raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
-        elif not reader.by_user.get(user_id or ""):
+            if m is None or not principal.allows(m.owner) or (user_id is not None and m.owner != user_id):
+                raise ServiceError(404, "not_found", self._not_found_message(conversation_id, user_id))
+        elif not principal.allows(user_id) or not reader.by_user.get(user_id or ""):
             raise ServiceError(404, "not_found", f"unknown user {user_id!r}")
 
     def llm_backend(self) -> str:
@@ -300,12 +358,13 @@ class MemoryService:
             self._llm_down_until = time.monotonic() + self.scfg.llm_cooldown_s
             log.warning("LLM marked unavailable for %.0f s: %s", self.scfg.llm_cooldown_s, message)
 
-    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: str | None) -> Any:
+    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: str | None,
+                   principal: Principal) -> Any:
         """Run ``store.search``/``store.query`` in a worker; map store errors to HTTP errors."""
         self._check_limits(req)
         await self._maybe_reload()
         await self._drop_erased(req.conversation_id, req.user_id)
-        self._check_scope(req.conversation_id, req.user_id)
+        self._check_scope(req.conversation_id, req.user_id, principal)
         t_enq = time.perf_counter()
         started: list[float] = []
 
@@ -327,8 +386,10 @@ class MemoryService:
         except ValueError as e:
             raise ServiceError(422, "invalid_request", str(e)) from None
         allowed = set(res.conversation_ids)
+        markers = self.store.reader.markers
         if req.conversation_id is not None and allowed != {req.conversation_id} or any(
-                e.conversation_id not in allowed for e in res.evidence):
+                e.conversation_id not in allowed for e in res.evidence) or not principal.admin and any(
+                cid not in markers or not principal.allows(markers[cid].owner) for cid in allowed):
             log.error("scope violation for %s/%s: %s", req.conversation_id, req.user_id, res.conversation_ids)
             raise ServiceError(500, "scope_violation", "internal error: result outside the query's scope")
         res.timings_ms["queue"] = round((started[0] - t_enq) * 1000.0, 3) if started else 0.0
@@ -347,20 +408,20 @@ class MemoryService:
             self._llm_failed(f"plan: {p.fallback_reason}")
 
     # -- endpoints -------------------------------------------------------------------------------
-    async def search(self, req: QueryRequest) -> bytes:
+    async def search(self, req: QueryRequest, *, principal: Principal = ADMIN) -> bytes:
         """The JSON body of ``POST /v1/search`` (:class:`SearchResponse`)."""
-        res = await self._run("search", req, self._planner_llm())
+        res = await self._run("search", req, self._planner_llm(), principal)
         self._note_plan(res)
         return result_json(res)
 
-    async def query(self, req: QueryRequest) -> bytes:
+    async def query(self, req: QueryRequest, *, principal: Principal = ADMIN) -> bytes:
         """The JSON body of ``POST /v1/query`` (:class:`QueryResponse`)."""
         if self.llm_backend() == "openai" and not self.llm_available():
             left = max(1, int(self._llm_down_until - time.monotonic() + 0.999))
             raise ServiceError(503, "llm_unavailable",
                                f"the LLM endpoint is unavailable (last error: {self._llm_last_error}); not retried for "
                                f"another {left} s; /v1/search still works", {"Retry-After": str(left)})
-        res: QueryResult = await self._run("query", req, None)
+        res: QueryResult = await self._run("query", req, None, principal)
         if res.answer_error:
             kind = res.answer_error_kind or "unknown"
             status = llm_error_status(res.answer_error_kind)
@@ -372,30 +433,33 @@ class MemoryService:
                                f"/v1/search still works", headers)
         return result_json(res)
 
-    async def conversation(self, conversation_id: str, user_id: str | None = None) -> ConversationInfo:
+    async def conversation(self, conversation_id: str, user_id: str | None = None, *,
+                           principal: Principal = ADMIN) -> ConversationInfo:
         """``GET /v1/conversations/{id}`` (optionally checked to be ``user_id``'s)."""
         await self._maybe_reload()
         await self._drop_erased(conversation_id, user_id)
-        self._check_scope(conversation_id, user_id)
+        self._check_scope(conversation_id, user_id, principal)
         try:
             return await self._in_worker(self._conversation_info, conversation_id)
         except FileNotFoundError:
             await self._in_worker(self.reload)
-            self._check_scope(conversation_id, user_id)
+            self._check_scope(conversation_id, user_id, principal)
             return await self._in_worker(self._conversation_info, conversation_id)
 
-    async def list_conversations(self, user_id: str | None, offset: int, limit: int | None) -> ConversationPage:
-        """``GET /v1/conversations``: a page of all conversations, or of ``user_id``'s (404 for an
-        unknown user, as everywhere); ``limit`` defaults to ``serve.list_page_size`` and may be at
-        most ``serve.list_max_page_size``."""
+    async def list_conversations(self, user_id: str | None, offset: int, limit: int | None, *,
+                                 principal: Principal = ADMIN) -> ConversationPage:
+        """``GET /v1/conversations``: a page of all conversations ``principal`` may see, or of
+        ``user_id``'s (404 for an unknown user or one outside the scope, as everywhere); ``limit``
+        defaults to ``serve.list_page_size`` and may be at most ``serve.list_max_page_size``."""
         if limit is not None and limit > self.scfg.list_max_page_size:
             raise invalid_field("limit", f"limit may be at most {self.scfg.list_max_page_size}", "less_than_equal",
                                 where="query")
         await self._maybe_reload()
         if user_id is not None:
-            self._check_scope(None, user_id)
+            self._check_scope(None, user_id, principal)
         n = limit if limit is not None else self.scfg.list_page_size
-        return await self._in_worker(self.lister.page, self.store.reader, user_id, offset, n)
+        return await self._in_worker(self.lister.page, self.store.reader, user_id, offset, n,
+                                     None if principal.admin else principal.allows)
 
     def _conversation_info(self, conversation_id: str) -> ConversationInfo:
         m = self.store.reader.markers.get(conversation_id)
@@ -434,6 +498,7 @@ class MemoryService:
             "requests": self.requests,
             "reloads": self.reloads,
             "appends": self.appends.stats(),
+            "auth": {"enabled": self.keys.enabled, "keys": self.keys.names()},  # names only, never a key
             # without batching every search embeds its own texts: one request = one model call
             "embedding": {"requests": self.embed_requests if self.batching else self.embed_model_calls,
                           "model_calls": self.embed_model_calls,

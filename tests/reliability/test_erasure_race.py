@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.reliability]
 
 CI_ROUNDS = int(os.environ.get("LYCHEE_ERASURE_RACE_ROUNDS", "3"))
 SLOW_ROUNDS = 200
+SLOW_TIMEOUT_S = 3600  # 200 rounds take ~6 min on 2 busy cores: far above the suite's 300 s per test
 TOKEN = "race-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CID, USER = "race-conv", "race-user"
@@ -132,6 +133,11 @@ def check_round(c: TestClient, root: Path, secret: str, round_no: int, expect_tu
                for e in found["evidence"]), (round_no, [e["source_turn_ids"] for e in found["evidence"]])
 
 
+def progress(mode: str, n: int, rounds: int, t0: float) -> None:
+    if (n + 1) % 25 == 0 and n + 1 < rounds:
+        print(f"{mode}: {n + 1}/{rounds} rounds clean, {time.monotonic() - t0:.1f} s", flush=True)
+
+
 def wait_for(event: threading.Event, what: str) -> None:
     assert event.wait(GATE_TIMEOUT_S), f"{what} never happened"
 
@@ -156,7 +162,8 @@ def run_queued_rounds(root: Path, embedder: Any, rounds: int) -> None:
             gate.open()  # the encoding of the erased turns goes on, and must not commit
             assert svc.appends.queue.drain(GATE_TIMEOUT_S)
             check_round(c, root, secret, n, expect_turns=2)
-        print(f"queued: {rounds} rounds in {time.monotonic() - t0:.1f} s")
+            progress("queued", n, rounds, t0)
+        print(f"queued: {rounds} rounds in a row in {time.monotonic() - t0:.1f} s, each clean")
     svc.close()
 
 
@@ -192,7 +199,8 @@ def run_inline_rounds(root: Path, embedder: Any, rounds: int) -> None:
                        headers=AUTH)
             assert r.status_code == 200 and r.json()["created"], r.text
             check_round(c, root, secret, n, expect_turns=2)
-        print(f"inline: {rounds} rounds in {time.monotonic() - t0:.1f} s")
+            progress("inline", n, rounds, t0)
+        print(f"inline: {rounds} rounds in a row in {time.monotonic() - t0:.1f} s, each clean")
     svc.close()
 
 
@@ -211,10 +219,12 @@ def test_erase_during_an_inline_append_then_recreate_starts_clean(root, embedder
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SLOW_TIMEOUT_S)
 def test_erasure_race_200_rounds_queued(root, embedder):
     run_queued_rounds(root, embedder, SLOW_ROUNDS)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SLOW_TIMEOUT_S)
 def test_erasure_race_200_rounds_inline(root, embedder):
     run_inline_rounds(root, embedder, SLOW_ROUNDS)
