@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lychee_ray.core.ids import MAX_ID_CHARS, PolicyId
+
 # changed: a stored turn id arrives with other content (role, speaker, text, time, meta, session);
 # removed: a stored turn is missing from the input; reordered: stored turns arrive in another order,
 # or a new turn was inserted before a stored one (also: a turn appended to a session that is not the
@@ -126,12 +128,12 @@ class AppendTurn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    turn_id: str = Field(min_length=1, max_length=512, description="the turn's own id: the idempotency key")
+    turn_id: PolicyId = Field(min_length=1, max_length=MAX_ID_CHARS, description="the turn's own id: the idempotency key")
     role: str = Field("user", description="user / assistant / system / tool")
     speaker: str = Field("", description="display name (default: the role)")
     content: str = Field(description="the turn's text")
     timestamp: str | None = Field(None, description="ISO datetime of the turn")
-    session_id: str | None = Field(None, min_length=1, max_length=512)
+    session_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
     session_started_at: str | None = Field(None, description="ISO start of a new session (default: timestamp)")
     meta: dict[str, Any] = Field(default_factory=dict)
 
@@ -141,10 +143,10 @@ class AppendRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    conversation_id: str = Field(min_length=1, max_length=512)
+    conversation_id: PolicyId = Field(min_length=1, max_length=MAX_ID_CHARS)
     turns: list[AppendTurn] = Field(default_factory=list, description="in conversation order; may be empty with flush")
-    user_id: str | None = Field(None, min_length=1, max_length=512,
-                                description="must equal the stored owner; required to create a conversation")
+    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+                                     description="must equal the stored owner; required to create a conversation")
     flush: bool = Field(False, description="also encode the open tail segment (the segmenter's undecided turns)")
 
 

@@ -47,10 +47,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
+from starlette.convertors import Convertor, register_url_convertor
 
 from lychee_ray import __version__
+from lychee_ray.core.ids import id_problem
 from lychee_ray.serve.docs import OPENAPI_URL, install_docs
 from lychee_ray.serve.middleware import install_guard, principal_of
 from lychee_ray.serve.schemas import (
@@ -91,6 +94,30 @@ _LLM_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+class IdConvertor(Convertor[str]):
+    """A path id is the rest of the path, any characters (``/`` and newlines too: the id policy,
+    not the router, decides what is refused, with FastAPI's 422 naming it)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("id", IdConvertor())
+
+
+def valid_id(value: str | None, where: str, name: str) -> str | None:
+    """A path or query id held to the id policy (core/ids.py): FastAPI's 422 naming it, else as is."""
+    problem = id_problem(value) if value is not None else None
+    if problem is not None:
+        raise RequestValidationError([{"loc": [where, name], "msg": f"{name} {problem}", "type": "value_error"}])
+    return value
+
+
 def create_app(service: MemoryService) -> FastAPI:
     """The FastAPI app over ``service`` (the same app runs under TestClient, uvicorn or Ray Serve)."""
     app = FastAPI(
@@ -129,39 +156,46 @@ def create_app(service: MemoryService) -> FastAPI:
         limit: int | None = Query(None, ge=1, description="page size (default serve.list_page_size, "
                                                           "at most serve.list_max_page_size)"),
     ) -> ConversationPage:
-        return await service.list_conversations(user_id, offset, limit, principal=principal_of(request.scope))
+        return await service.list_conversations(valid_id(user_id, "query", "user_id"), offset, limit,
+                                                principal=principal_of(request.scope))
 
-    @app.get("/v1/conversations/{conversation_id}", response_model=ConversationInfo, tags=["memory"],
+    # ids may hold "/" (core/ids.py): the id is the rest of the path, "a/b" or "a%2Fb" alike
+    @app.get("/v1/conversations/{conversation_id:id}", response_model=ConversationInfo, tags=["memory"],
              dependencies=bearer, responses=_ERRORS, summary="one conversation's counts, sessions and date range")
     async def conversation(conversation_id: str, request: Request, user_id: str | None = None) -> ConversationInfo:
-        return await service.conversation(conversation_id, user_id, principal=principal_of(request.scope))
+        return await service.conversation(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+                                          valid_id(user_id, "query", "user_id"), principal=principal_of(request.scope))
 
-    @app.post("/v1/conversations/{conversation_id}/turns", response_model=AppendResult, tags=["memory"],
+    @app.post("/v1/conversations/{conversation_id:id}/turns", response_model=AppendResult, tags=["memory"],
               dependencies=bearer, responses={**_ERRORS, **_APPEND_ERRORS},
               summary="append turns: stored and searchable at once; closed segments encoded")
     async def append_turns(conversation_id: str, body: AppendBody, request: Request) -> AppendResult:
-        return await service.append_turns(conversation_id, body, principal=principal_of(request.scope))
+        return await service.append_turns(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+                                          body, principal=principal_of(request.scope))
 
-    @app.post("/v1/conversations/{conversation_id}/flush", response_model=AppendResult, tags=["memory"],
+    @app.post("/v1/conversations/{conversation_id:id}/flush", response_model=AppendResult, tags=["memory"],
               dependencies=bearer, responses={**_ERRORS, **_APPEND_ERRORS},
               summary="encode the conversation's open tail segment now")
     async def flush(conversation_id: str, request: Request, body: FlushBody | None = None) -> AppendResult:
-        return await service.flush(conversation_id, body.user_id if body is not None else None,
-                                   principal=principal_of(request.scope))
+        return await service.flush(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+                                   body.user_id if body is not None else None, principal=principal_of(request.scope))
 
-    @app.delete("/v1/conversations/{conversation_id}", response_model=EraseReport, tags=["memory"],
+    @app.delete("/v1/conversations/{conversation_id:id}", response_model=EraseReport, tags=["memory"],
                 dependencies=bearer, responses=_ERRORS,
                 summary="erase a conversation everywhere: store rows and files, indexes, this replica's cache")
     async def delete_conversation(
         conversation_id: str, request: Request,
         user_id: str | None = Query(None, min_length=1, description="erase it only if it is this user's (else 404)"),
     ) -> EraseReport:
-        return await service.delete_conversation(conversation_id, user_id, principal=principal_of(request.scope))
+        return await service.delete_conversation(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+                                                 valid_id(user_id, "query", "user_id"),
+                                                 principal=principal_of(request.scope))
 
-    @app.delete("/v1/users/{user_id}", response_model=EraseReport, tags=["memory"], dependencies=bearer,
+    @app.delete("/v1/users/{user_id:id}", response_model=EraseReport, tags=["memory"], dependencies=bearer,
                 responses=_ERRORS, summary="erase every conversation of a user")
     async def delete_user(user_id: str, request: Request) -> EraseReport:
-        return await service.delete_user(user_id, principal=principal_of(request.scope))
+        return await service.delete_user(valid_id(user_id, "path", "user_id"),  # type: ignore[arg-type]
+                                         principal=principal_of(request.scope))
 
     @app.post("/v1/admin/reload", response_model=ReloadResult, tags=["admin"], dependencies=bearer,
               responses=_ADMIN_ERRORS, summary="pick up conversations a build added or rebuilt (this replica)")

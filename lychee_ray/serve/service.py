@@ -26,10 +26,9 @@ import numpy as np
 
 from lychee_ray import __version__
 from lychee_ray.config import LycheeConfig, load_config
-from lychee_ray.io.store import NotAStoreError, StoreLayout, conversation_key, read_part
+from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
 from lychee_ray.io.store.fs import store_root
 from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, erase_conversation, erase_user
-from lychee_ray.io.store.locks import read_journal
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.results import QueryResult, SearchResult, result_json
@@ -37,6 +36,7 @@ from lychee_ray.serve.appends import Appender, MarkerWatch
 from lychee_ray.serve.embedding import BatchFn, Coalescer, CountingEmbedder, RequestEmbedder, run_in_worker
 from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_field, llm_error_status
 from lychee_ray.serve.listing import ConversationLister
+from lychee_ray.serve.scope import append_user, check_scope, erase_owner, not_found_message
 from lychee_ray.serve.tenancy import ADMIN, KeyRing, Principal
 from lychee_ray.serve.schemas import (
     AppendBody,
@@ -242,25 +242,10 @@ class MemoryService:
         """``DELETE /v1/users/{user_id}``: erase all of the user's conversations (404 outside scope)."""
         return await self._in_worker(self._erase, "user", user_id, None, principal)
 
-    def _owner_on_disk(self, conversation_id: str) -> str | None:
-        """The owner of a conversation as the store says now: its marker's, or the journal's of an
-        unfinished erasure (None: neither)."""
-        key = conversation_key(conversation_id)
-        m = self.layout.read_marker(key)
-        if m is not None:
-            return m.owner
-        j = read_journal(self.layout.deleting_path(key))
-        return (j.get("user_id") or j["conversation_id"]) if j is not None else None
-
     def _erase(self, scope: EraseScope, ident: str, user_id: str | None, principal: Principal) -> EraseReport:
         owner: str | None = None
         if scope == "conversation":
-            owner = self._owner_on_disk(ident)
-            if not principal.admin or user_id is not None:  # the erasure re-checks the owner under the store lock
-                if owner is None or not principal.allows(owner) or (user_id is not None and owner != user_id):
-                    raise ServiceError(404, "not_found", self._not_found_message(ident, user_id))
-            else:
-                owner = None  # admin without user_id: any owner
+            owner = erase_owner(self.layout, ident, user_id, principal)  # 404 outside the scope
             self.appends.forget([ident])  # before the erasure: no queued encoding of it starts meanwhile
         elif not principal.allows(ident):
             raise ServiceError(404, "not_found", f"unknown user {ident!r}")
@@ -268,7 +253,7 @@ class MemoryService:
             report = (erase_conversation(self.root, ident, owner=owner) if scope == "conversation"
                       else erase_user(self.root, ident))
         except NothingToErase:
-            raise ServiceError(404, "not_found", self._not_found_message(ident, user_id) if scope == "conversation"
+            raise ServiceError(404, "not_found", not_found_message(ident, user_id) if scope == "conversation"
                                else f"unknown user {ident!r}") from None
         self.reload()  # markers re-read, the erased conversations' views dropped from the cache
         self.store.forget(report.conversation_ids)  # a view a search thread re-inserted meanwhile
@@ -283,7 +268,7 @@ class MemoryService:
                            principal: Principal = ADMIN) -> AppendResult:
         """``POST /v1/conversations/{id}/turns`` (a tenant: only to a conversation in its scope, or to
         create one for a user in its scope)."""
-        user_id = await self._in_worker(self._append_user, conversation_id, body.user_id, principal, True)
+        user_id = await self._in_worker(append_user, self.layout, conversation_id, body.user_id, principal, True)
         if user_id != body.user_id:
             body = body.model_copy(update={"user_id": user_id})
         return await self.appends.append(conversation_id, body)
@@ -291,34 +276,8 @@ class MemoryService:
     async def flush(self, conversation_id: str, user_id: str | None = None, *,
                     principal: Principal = ADMIN) -> AppendResult:
         """``POST /v1/conversations/{id}/flush``."""
-        user_id = await self._in_worker(self._append_user, conversation_id, user_id, principal, False)
+        user_id = await self._in_worker(append_user, self.layout, conversation_id, user_id, principal, False)
         return await self.appends.flush(conversation_id, user_id)
-
-    def _append_user(self, conversation_id: str, user_id: str | None, principal: Principal, create: bool) -> str | None:
-        """The ``user_id`` an append of ``principal`` runs with. A tenant's is pinned to the owner it
-        was checked against (the append re-checks it under the write lock, so a conversation erased
-        and re-created for another owner meanwhile is refused); 404 outside its scope, the message a
-        missing conversation gets."""
-        if principal.admin:
-            return user_id
-        key = conversation_key(conversation_id)
-        m = self.layout.read_marker(key)
-        if m is not None:
-            if principal.allows(m.owner) and (user_id is None or user_id == m.owner):
-                return m.owner
-        elif create and user_id is not None and principal.allows(user_id):
-            return user_id  # a new conversation for a user in scope
-        # (a tenant creating without user_id gets this 404 too, not the admin's 422: else the answer
-        # would tell a missing id from another tenant's)
-        raise ServiceError(404, "not_found", self._not_found_message(conversation_id, user_id))
-
-    @staticmethod
-    def _not_found_message(conversation_id: str, user_id: str | None) -> str:
-        """The one 404 message of a conversation a request may not see (missing, another user's,
-        outside the key's scope: nothing tells them apart)."""
-        if user_id is not None:
-            return f"conversation {conversation_id!r} not found for user {user_id!r}"
-        return f"unknown conversation {conversation_id!r}"
 
     # -- helpers ---------------------------------------------------------------------------------
     async def _in_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -332,17 +291,6 @@ class MemoryService:
         if req.budget_tokens is not None and req.budget_tokens > s.max_budget_tokens:
             raise invalid_field("budget_tokens", f"budget_tokens may be at most {s.max_budget_tokens}",
                                 "less_than_equal")
-
-    def _check_scope(self, conversation_id: str | None, user_id: str | None, principal: Principal = ADMIN) -> None:
-        """404 before any work (and without rescanning the store) for ids this replica does not know,
-        and for conversations and users outside ``principal``'s scope (the same answer)."""
-        reader = self.store.reader
-        if conversation_id is not None:
-            m = reader.markers.get(conversation_id)
-            if m is None or not principal.allows(m.owner) or (user_id is not None and m.owner != user_id):
-                raise ServiceError(404, "not_found", self._not_found_message(conversation_id, user_id))
-        elif not principal.allows(user_id) or not reader.by_user.get(user_id or ""):
-            raise ServiceError(404, "not_found", f"unknown user {user_id!r}")
 
     def llm_backend(self) -> str:
         """The LLM backend queries use (``openai`` or ``rules``)."""
@@ -364,7 +312,7 @@ class MemoryService:
         self._check_limits(req)
         await self._maybe_reload()
         await self._drop_erased(req.conversation_id, req.user_id)
-        self._check_scope(req.conversation_id, req.user_id, principal)
+        check_scope(self.store.reader, req.conversation_id, req.user_id, principal)
         t_enq = time.perf_counter()
         started: list[float] = []
 
@@ -438,12 +386,12 @@ class MemoryService:
         """``GET /v1/conversations/{id}`` (optionally checked to be ``user_id``'s)."""
         await self._maybe_reload()
         await self._drop_erased(conversation_id, user_id)
-        self._check_scope(conversation_id, user_id, principal)
+        check_scope(self.store.reader, conversation_id, user_id, principal)
         try:
             return await self._in_worker(self._conversation_info, conversation_id)
         except FileNotFoundError:
             await self._in_worker(self.reload)
-            self._check_scope(conversation_id, user_id, principal)
+            check_scope(self.store.reader, conversation_id, user_id, principal)
             return await self._in_worker(self._conversation_info, conversation_id)
 
     async def list_conversations(self, user_id: str | None, offset: int, limit: int | None, *,
@@ -456,7 +404,7 @@ class MemoryService:
                                 where="query")
         await self._maybe_reload()
         if user_id is not None:
-            self._check_scope(None, user_id, principal)
+            check_scope(self.store.reader, None, user_id, principal)
         n = limit if limit is not None else self.scfg.list_page_size
         return await self._in_worker(self.lister.page, self.store.reader, user_id, offset, n,
                                      None if principal.admin else principal.allows)
