@@ -82,10 +82,21 @@ class ServeConfig(Section):
     # monitor): measured ~5 ms of CPU per request on 2 cores, so off unless wanted for auditing;
     # errors are logged either way.
     access_log: bool
-    # Requests one replica works on at once; more wait in Serve's queue.
+    # Requests one replica works on at once (the service's own admission, serve/admission.py); more
+    # wait in its queue.
     max_ongoing_requests: int = Field(ge=1)
-    # Requests queued beyond that before Serve sheds load with 503 (-1 = unbounded).
+    # Requests waiting for a slot per replica beyond that; more get the service's JSON 503
+    # "overloaded" with Retry-After (-1 = unbounded).
     max_queued_requests: int = Field(ge=-1)
+    # A request waiting longer than this for a slot gets that 503 too.
+    max_queue_wait_s: float = Field(gt=0)
+    # Retry-After (seconds) of a 503 "overloaded".
+    overload_retry_after_s: int = Field(ge=1)
+    # Ray Serve hands a replica max_ongoing_requests + max_queued_requests + this many requests at
+    # once (health checks, docs, refusals in flight), so the service sheds load before Serve would.
+    proxy_headroom: int = Field(ge=0)
+    # Serve's own queue in front of the replicas (-1 = unbounded): its plain-text 503 is a backstop.
+    proxy_max_queued_requests: int = Field(ge=-1)
     # Serve's HTTP request timeout (a request still running after this gets 408/503).
     request_timeout_s: float = Field(gt=0)
     autoscaling: ServeAutoscalingConfig

@@ -33,8 +33,9 @@ Status codes: 401 missing/wrong key; 403 a tenant's key on ``/v1/admin/*``; 404 
 conversation or user, a conversation that is not the named user's or outside the key's scope (one
 message for all: nothing leaks); 413 body over ``serve.max_request_bytes``;
 422 malformed body, with the reason; 502 the LLM answered unusably; 503 the LLM endpoint is
-unreachable/overloaded (``Retry-After``; ``/v1/search`` keeps working with the rules planner) — and
-from Ray Serve when its queue is full (load shedding). Appends add 409 (``history_conflict`` with the
+unreachable/overloaded (``Retry-After``; ``/v1/search`` keeps working with the rules planner), and
+``overloaded`` (``Retry-After``) when the replica's own bounded admission is full
+(:mod:`.admission`: ``serve.max_ongoing_requests`` working, ``serve.max_queued_requests`` waiting). Appends add 409 (``history_conflict`` with the
 ``turn_id``, ``conversation_deleting``, ``config_mismatch``) and 503 ``conversation_busy``
 (``Retry-After``); docs/serving.md has the table. Every error body is ``{"detail", "error"}``.
 
@@ -54,6 +55,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from lychee_ray import __version__
 from lychee_ray.core.ids import id_problem
+from lychee_ray.serve.admission import AdmissionMiddleware
 from lychee_ray.serve.docs import OPENAPI_URL, install_docs
 from lychee_ray.serve.middleware import install_guard, principal_of
 from lychee_ray.serve.schemas import (
@@ -90,7 +92,8 @@ _APPEND_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 _LLM_ERRORS: dict[int | str, dict[str, Any]] = {
     502: {"model": ErrorBody, "description": "the LLM answered unusably"},
-    503: {"model": ErrorBody, "description": "the LLM endpoint is unavailable, or the service is overloaded"},
+    503: {"model": ErrorBody, "description": "the LLM endpoint is unavailable (llm_unavailable), or the replica is at "
+                                             "capacity (overloaded); Retry-After says when to retry"},
 }
 
 
@@ -130,6 +133,8 @@ def create_app(service: MemoryService) -> FastAPI:
         docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,  # docs pages with local assets: install_docs
     )
     bearer = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; the guard middleware enforces it
+    # (added first, so it runs inside the guard: a request is authenticated before it takes a slot)
+    app.add_middleware(AdmissionMiddleware, admission=service.admission)
     install_guard(app, service.keys, max_bytes=service.scfg.max_request_bytes)
     install_docs(app)
 

@@ -26,6 +26,7 @@ ErrorCode = Literal[
     "conversation_replaced",  # 409: the conversation was erased and re-created while the write worked (refused)
     "config_mismatch",  # 409: the conversation was built with other settings/models than this service's
     "conversation_busy",  # 503: another writer held the conversation longer than build.append_lock_timeout_s
+    "overloaded",  # 503: the replica's bounded admission is full (Retry-After; serve/admission.py)
 ]
 
 # LLM error kinds that mean "unreachable or overloaded" (503); the rest mean "answered unusably" (502).

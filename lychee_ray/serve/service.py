@@ -32,6 +32,7 @@ from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, e
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.results import QueryResult, SearchResult, result_json
+from lychee_ray.serve.admission import Admission
 from lychee_ray.serve.appends import Appender, MarkerWatch
 from lychee_ray.serve.embedding import BatchFn, Coalescer, CountingEmbedder, RequestEmbedder, run_in_worker
 from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_field, llm_error_status
@@ -84,6 +85,9 @@ class MemoryService:
             raise NotAStoreError(self.root)
         self.scfg = cfg.serve
         self.keys = KeyRing(self.scfg.token, self.scfg.keys)  # who a request is (serve/tenancy.py)
+        # the replica's own bounded admission (serve/admission.py: JSON 503 + Retry-After beyond it)
+        self.admission = Admission(self.scfg.max_ongoing_requests, self.scfg.max_queued_requests,
+                                   self.scfg.max_queue_wait_s, self.scfg.overload_retry_after_s)
         qcfg = cfg.query.model_copy(update={"max_conversations": self.scfg.cache_max_conversations})
         self.config = cfg.model_copy(update={"query": qcfg})
         self._embedder = embedder
@@ -447,6 +451,7 @@ class MemoryService:
             "reloads": self.reloads,
             "appends": self.appends.stats(),
             "auth": {"enabled": self.keys.enabled, "keys": self.keys.names()},  # names only, never a key
+            "admission": self.admission.stats(),
             # without batching every search embeds its own texts: one request = one model call
             "embedding": {"requests": self.embed_requests if self.batching else self.embed_model_calls,
                           "model_calls": self.embed_model_calls,
