@@ -141,7 +141,7 @@ class EncodeQueue:
                     self.done += 1
                     self._lags.append(time.monotonic() - since)
             except Exception as e:  # noqa: BLE001 — the worker outlives one bad catch-up; its turns stay queued in the store
-                retry = getattr(e, "kind", None) == "conversation_busy"
+                retry = getattr(e, "kind", None) in ("conversation_busy", "lease_lost")  # passes by itself
                 with self._cond:
                     self.errors += 1
                 log.warning("background encoding of %r not done (%s): %s", cid, getattr(e, "kind", type(e).__name__), e)

@@ -35,6 +35,7 @@ from lychee_ray.build.turn_log import StoredCache
 from lychee_ray.config import LycheeConfig
 from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key
 from lychee_ray.io.store.fs import StorePath, store_root
+from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.store.marker import ConversationReplaced
 from lychee_ray.serve.errors import ErrorCode, ServiceError
@@ -49,19 +50,20 @@ _CONFLICTS: dict[str, tuple[int, ErrorCode]] = {
     "conversation_replaced": (409, "conversation_replaced"),
     "config_mismatch": (409, "config_mismatch"),
     "conversation_busy": (503, "conversation_busy"),
+    "lease_lost": (503, "conversation_busy"),  # an object store's lock expired under the write: retry
 }
 
 # A turn's session fields as the library's Session model names them -> as AppendTurn does.
 _SESSION_FIELDS = {"started_at": "session_started_at"}
 
 
-def http_error(e: IncrementError | ConversationDeleting | ConversationReplaced, turns: list[AppendTurn], user_id: str | None,
+def http_error(e: IncrementError | ConversationDeleting | ConversationReplaced | LeaseLost, turns: list[AppendTurn], user_id: str | None,
                retry_after_s: int) -> Exception:
     """The HTTP answer to a refused append, chosen by ``e.kind``: a :class:`ServiceError`, or a
     ``RequestValidationError`` (FastAPI's 422 shape, ``loc`` naming the field) for the request's
     own mistakes. Unknown conversations and owner mismatches are 404s with the message a read of a
     conversation that is not the named user's gets (one message: nothing tells them apart)."""
-    cid = e.conversation_id
+    cid = getattr(e, "conversation_id", "")
     if e.kind == "unknown_conversation":
         return ServiceError(404, "not_found", f"unknown conversation {cid!r}")
     if e.kind == "owner_mismatch":
@@ -356,7 +358,7 @@ class Appender:
         try:
             # its own thread (not the search workers): an append embeds, segments, encodes and writes
             return await asyncio.to_thread(self.append_now, request)
-        except (IncrementError, ConversationDeleting, ConversationReplaced) as e:
+        except (IncrementError, ConversationDeleting, ConversationReplaced, LeaseLost) as e:
             raise http_error(e, turns, user_id, self.retry_after_s) from None
 
     def stats(self) -> dict[str, Any]:

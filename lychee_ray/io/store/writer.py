@@ -37,6 +37,7 @@ from lychee_ray.io.store.layout import (
 )
 from lychee_ray.io.store.locks import conversation_write_lock
 from lychee_ray.io.store.fence import UNFENCED, BasedOn, check_fence
+from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, MarkerCounts, new_lineage
 from lychee_ray.io.store.migrate import migrate_conversation
 from lychee_ray.io.store.tables import indexed_tables, table_specs
@@ -243,7 +244,7 @@ class MemoryStoreWriter:
             lineage=previous.lineage if previous is not None and previous.lineage else new_lineage(),
             **art.info.model_dump(),
         )
-        self.layout.write_marker(marker)
+        self._publish(key, gen, marker)
         self.remove_old_generations(key, keep=gen)
         return marker
 
@@ -294,7 +295,7 @@ class MemoryStoreWriter:
         })
         # nothing earlier became garbage (base and deltas are all still named); a crashed writer's
         # leftovers go with the next fold or full commit, or the garbage sweep
-        self.layout.write_marker(marker)
+        self._publish(key, gen, marker)
         return marker
 
     def needs_fold(self, marker: CommitMarker) -> bool:
@@ -335,9 +336,19 @@ class MemoryStoreWriter:
             "base_rows": sum(t.num_rows for t in data.tables.values()),
             "committed_at": datetime.now(timezone.utc).isoformat(),
         })
-        self.layout.write_marker(marker)
+        self._publish(key, gen, marker)
         self.remove_old_generations(key, keep=gen)
         return marker
+
+    def _publish(self, key: str, gen: str, marker: CommitMarker) -> None:
+        """Write the marker naming generation ``gen``; if the writer's lease was lost meanwhile (an
+        object store: :class:`~.lease.LeaseLost`), nothing is published and ``gen``'s files go."""
+        try:
+            self.layout.write_marker(marker)
+        except LeaseLost:
+            for path in self.layout.generation_paths(key, complete=False).get(gen, []):
+                remove_tree(path)
+            raise
 
     @contextmanager
     def _generation_files(self, key: str, gen: str) -> Iterator[AnyPath]:
