@@ -240,11 +240,12 @@ class MemoryService:
                                   principal: Principal = ADMIN) -> EraseReport:
         """``DELETE /v1/conversations/{id}``: erase it from the store (every file) and this replica;
         404 when it is not ``user_id``'s (when given) or outside ``principal``'s scope."""
-        return await self._in_worker(self._erase, "conversation", conversation_id, user_id, principal)
+        # its own thread, not a search worker: an erasure may wait for a writer's lock, searches go on
+        return await asyncio.to_thread(self._erase, "conversation", conversation_id, user_id, principal)
 
     async def delete_user(self, user_id: str, *, principal: Principal = ADMIN) -> EraseReport:
         """``DELETE /v1/users/{user_id}``: erase all of the user's conversations (404 outside scope)."""
-        return await self._in_worker(self._erase, "user", user_id, None, principal)
+        return await asyncio.to_thread(self._erase, "user", user_id, None, principal)
 
     def _erase(self, scope: EraseScope, ident: str, user_id: str | None, principal: Principal) -> EraseReport:
         owner: str | None = None
@@ -272,7 +273,7 @@ class MemoryService:
                            principal: Principal = ADMIN) -> AppendResult:
         """``POST /v1/conversations/{id}/turns`` (a tenant: only to a conversation in its scope, or to
         create one for a user in its scope)."""
-        user_id = await self._in_worker(append_user, self.layout, conversation_id, body.user_id, principal, True)
+        user_id = await self._append_user(conversation_id, body.user_id, principal, True)
         if user_id != body.user_id:
             body = body.model_copy(update={"user_id": user_id})
         return await self.appends.append(conversation_id, body)
@@ -280,8 +281,16 @@ class MemoryService:
     async def flush(self, conversation_id: str, user_id: str | None = None, *,
                     principal: Principal = ADMIN) -> AppendResult:
         """``POST /v1/conversations/{id}/flush``."""
-        user_id = await self._in_worker(append_user, self.layout, conversation_id, user_id, principal, False)
+        user_id = await self._append_user(conversation_id, user_id, principal, False)
         return await self.appends.flush(conversation_id, user_id)
+
+    async def _append_user(self, conversation_id: str, user_id: str | None, principal: Principal,
+                           create: bool) -> str | None:
+        """:func:`~.scope.append_user` (a tenant's: one marker read, in its own thread like the
+        append itself — never a search worker, which an erasure waiting for a lock may hold)."""
+        if principal.admin:
+            return user_id
+        return await asyncio.to_thread(append_user, self.layout, conversation_id, user_id, principal, create)
 
     # -- helpers ---------------------------------------------------------------------------------
     async def _in_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -188,6 +188,9 @@ def run_inline_rounds(root: Path, embedder: Any, rounds: int) -> None:
             while not is_deleting(root, CID):  # the erasure has set its flag and waits for the lock
                 assert time.monotonic() < deadline and erase.is_alive(), f"round {n}: erasure did not start"
                 time.sleep(0.005)
+            # while the erasure waits for the lock, the replica serves others (no search worker is held)
+            other = c.post("/v1/search", json={"conversation_id": "bystander", "question": "Who painted?"}, headers=AUTH)
+            assert other.status_code == 200, other.text
             early = c.post(f"/v1/conversations/{CID}/turns", json={"user_id": USER, "turns": recreate_turns(n)},
                            headers=AUTH)
             assert early.status_code == 409 and early.json()["error"] == "conversation_deleting", early.text
