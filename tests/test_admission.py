@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from lychee_ray.config import load_config
 from lychee_ray.ray.serve import deployment_options, serve_ongoing_requests
 from lychee_ray.serve.admission import Admission, AdmissionMiddleware
+
+pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 
 
 def gated_app(admission: Admission) -> tuple[FastAPI, asyncio.Event]:

@@ -9,9 +9,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from lychee_ray.config import EmbeddingConfig, LLMConfig
 from lychee_ray.llm import backend as backend_mod
 from lychee_ray.llm.backend import resolve_backend
+
+pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 
 
 def test_preparing_the_query_model_logs_one_line_and_no_third_party_lines(tmp_path, caplog):

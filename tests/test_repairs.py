@@ -5,12 +5,15 @@ line, never the conversation that was built from the first one."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+import pytest
 
 from lychee_ray.build.runner import make_context, run_local_build
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import read_input
 from lychee_ray.io.store import MemoryStoreReader
+
+pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 
 
 def locomo_sample(**session_2) -> dict:
