@@ -35,6 +35,9 @@ def ray_session():
 
         for k, v in ServeConfig().ray_env.items():  # the Serve tests run the service as `lychee-ray serve` does
             os.environ.setdefault(k, v)
+        # the suite must pass with every core busy: Ray's raylet then registers slower than its
+        # default wait ("The current node timed out during startup"), so wait longer for it
+        os.environ.setdefault("RAY_raylet_start_wait_time_s", "300")
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
     yield ray
 
