@@ -252,7 +252,8 @@ async def extend_conversation(
         return Increment(None, open_turn_ids=_open_turns(stored.segstate, rows))
     prior = PriorContext(final[-1].resolution_state if final else "",
                          stored.records[:keep] if keep is not None else
-                         stored.records_of(final_ids) if stored is not None else [])
+                         stored.records_of(final_ids) if stored is not None else [],
+                         context_segments={r.segment_id for r in final if r.close_reason == "system_prompt"})
     if keep is not None:  # kept between appends (build/turn_log.py)
         prior.memory = stored.final_memory(prior.records)
     enc_rows, recs = await encode_segments(conv, segs, ctx, reuse, prior, speakers)
@@ -331,8 +332,9 @@ def make_append_context(cfg: Any, backend: str, embedder: Any, llm_client: Any =
 
     if backend == "openai" and llm_client is not None:
         from lychee_ray.build.encode.openai import OpenAIEncoder
+        from lychee_ray.build.encode.system_prompt import SystemPromptOnce
 
-        encoder: Any = OpenAIEncoder(llm_client, cfg.encoder, cfg.tokenizer)
+        encoder: Any = SystemPromptOnce(OpenAIEncoder(llm_client, cfg.encoder, cfg.tokenizer), cfg.build.system_prompt_cache)
     else:
         encoder = make_encoder(cfg, backend)
     ctx = BuildContext(cfg=cfg, embed=embed, embed_dim=embedder.dim, embedder_name=embedder.name, encoder=encoder)
@@ -438,15 +440,20 @@ def commit_increment(writer: MemoryStoreWriter, stored: StoredConversation | Non
                      cache: StoredCache | None = None,
                      adjust: Callable[[ConversationDelta], None] | None = None) -> CommitMarker:
     """Commit an increment — a delta on top of the stored commit (``adjust(delta)`` may amend it
-    first), or a full generation — fold when due (``fold``), and keep the state after it in
+    first), or a full generation; refused with
+    :class:`~lychee_ray.io.store.marker.ConversationReplaced` when the conversation is no longer the
+    lineage ``stored`` was read from (None: when it exists now) — fold when due (``fold``), and keep the state after it in
     ``cache`` for the next increment (not after a full generation or a fold: then the next one
     reads the conversation)."""
+    # fenced: the commit is refused when the conversation is no longer the lineage ``stored`` read
+    # (erased, and maybe re-created, since: io/store/writer.py check_fence)
+    based_on = stored.marker if stored is not None else None
     delta = increment_delta(stored, inc)
     if delta is None:
-        return writer.commit(inc.artifacts, locked=True)
+        return writer.commit(inc.artifacts, locked=True, based_on=based_on)
     if adjust is not None:
         adjust(delta)
-    marker = writer.commit_delta(delta, locked=True)
+    marker = writer.commit_delta(delta, locked=True, based_on=based_on)
     if fold and writer.needs_fold(marker):
         return writer.fold(marker.conversation_id, locked=True) or marker
     if cache is not None and inc.next_state is not None:

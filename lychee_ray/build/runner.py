@@ -21,10 +21,12 @@ from typing import Any, AsyncIterator, Iterable
 import pyarrow as pa
 
 from lychee_ray.io.adapters import AdapterItem, InputIssue, read_input
+from lychee_ray.io.adapters.base import DUPLICATE_CONVERSATION
 from lychee_ray.build.pipeline import BuildContext, build_conversation
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import AsyncBatchEmbedder, Embedder, get_embedder
 from lychee_ray.build.encode.base import SegmentEncoder
+from lychee_ray.build.encode.system_prompt import SystemPromptOnce
 from lychee_ray.llm.backend import BACKEND_DESCRIPTIONS, make_llm_client, resolve_backend
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.build.append_types import IncrementError
@@ -46,7 +48,12 @@ SUMMARY_MAX_IDS = 10
 
 
 def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None) -> SegmentEncoder:
-    """The segment encoder for ``backend``; ``openai`` gets an LLM client using ``limiter``."""
+    """The segment encoder for ``backend`` (``openai`` gets an LLM client using ``limiter``), encoding
+    each distinct system prompt once per process (:class:`SystemPromptOnce`)."""
+    return SystemPromptOnce(_backend_encoder(cfg, backend, limiter), cfg.build.system_prompt_cache)
+
+
+def _backend_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None) -> SegmentEncoder:
     if backend == "openai":
         from lychee_ray.build.encode.openai import OpenAIEncoder
 
@@ -59,7 +66,7 @@ def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = 
         question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
         we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
         max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
-        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words,
+        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words, tools=e.tools,
     )
 
 
@@ -81,7 +88,7 @@ def make_context(
 class Outcome:
     """What happened to one input conversation."""
 
-    status: str  # built | skipped | failed
+    status: str  # built | skipped | failed | duplicate (a later input line repeating an id: skipped, a warning)
     conversation_id: str | None = None
     stage: str | None = None
     message: str | None = None
@@ -154,9 +161,9 @@ def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
     out = [f"{i.field}: {i.message}" if i.field else i.message for i in item.issues if i.level == "warning"]
     conv = item.conversation
     if conv is not None and max_turn_chars:
-        long = [t for *_, t in conv.iter_turns() if len(t.content) > max_turn_chars]
+        long = [t for *_, t in conv.iter_turns() if len(t.text) > max_turn_chars]
         if long:
-            named = ", ".join(f"{t.turn_id} ({len(t.content)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
+            named = ", ".join(f"{t.turn_id} ({len(t.text)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
             out.append(f"{len(long)} turn(s) longer than segmenter.max_turn_chars={max_turn_chars}: {named}; only their first "
                        f"{max_turn_chars} characters are embedded, segmented and encoded, the turns are stored in full")
     return out
@@ -188,6 +195,10 @@ class ConversationProcessor:
     async def process(self, item: AdapterItem) -> Outcome:
         t0 = time.perf_counter()
         conv = item.conversation
+        dup_issue = next((i for i in item.issues if i.kind == DUPLICATE_CONVERSATION), None)
+        if conv is None and dup_issue is not None and not any(i.level == "error" for i in item.issues):
+            return Outcome("duplicate", dup_issue.conversation_id, "input", dup_issue.message, item.file, item.line,
+                           warnings=[f"{dup_issue.field}: {dup_issue.message}"])
         if conv is None:
             errs = [i for i in item.issues if i.level == "error"] or item.issues
             first = errs[0] if errs else None
@@ -195,8 +206,10 @@ class ConversationProcessor:
             return Outcome("failed", first.conversation_id if first else None, "input", msg, item.file, item.line)
         cid = conv.conversation_id
         dup = self.writer.claim(cid, self.run_id, item.where)
-        if dup is not None:
-            return Outcome("failed", cid, "input", f"duplicate conversation id (first seen at {dup}); skipped", item.file, item.line)
+        if dup is not None:  # (a Ray run: another block of the input held the id first)
+            msg = (f"duplicate conversation id: this line ({item.where}) skipped; the conversation is built from its "
+                   f"first occurrence ({dup})")
+            return Outcome("duplicate", cid, "input", msg, item.file, item.line, warnings=[f"conversation_id: {msg}"])
         warnings = input_warnings(item, self.ctx.cfg.segmenter.max_turn_chars)
         try:
             # one writer per conversation (an append may be committing it right now), from reading
@@ -218,11 +231,12 @@ class ConversationProcessor:
                 return await self._increment(item, conv, marker, warnings, t0)
             self.reader.refresh()
             previous = self.reader.load(cid)
-        return await self._build(item, conv, warnings, t0, previous)
+        return await self._build(item, conv, warnings, t0, marker, previous)
 
     async def _build(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float,
-                     previous: Any = None) -> Outcome:
-        """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict)."""
+                     marker: CommitMarker | None, previous: Any = None) -> Outcome:
+        """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict);
+        ``marker``: its commit read under the write lock (None: not stored), the commit's fence."""
         cid = conv.conversation_id
         stage = "build"
         try:
@@ -230,7 +244,7 @@ class ConversationProcessor:
             if previous is not None:
                 art.usage = self._with_previous_usage(cid, art.usage)
             stage = "commit"
-            marker = await asyncio.to_thread(self.writer.commit, art, locked=True)
+            marker = await asyncio.to_thread(self.writer.commit, art, locked=True, based_on=marker)
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
@@ -252,7 +266,7 @@ class ConversationProcessor:
             except IncrementError as e:
                 if self.on_conflict == "rebuild":
                     log.warning("%s; rebuilding it from scratch (on_conflict=rebuild)", e)
-                    return await self._build(item, conv, warnings, t0)
+                    return await self._build(item, conv, warnings, t0, marker)
                 return Outcome("failed", cid, "conflict", str(e), item.file, item.line,
                                wall_s=time.perf_counter() - t0, warnings=warnings)
             if conv.num_turns == stored.num_turns and not marker.open_turns:
@@ -261,7 +275,7 @@ class ConversationProcessor:
             if inc.artifacts is None:
                 return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
             stage = "commit"
-            marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True)
+            marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True, based_on=marker)
         except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
@@ -278,13 +292,15 @@ class ConversationProcessor:
 
 @dataclass
 class BuildSummary:
-    """Accounting of every input conversation: built + skipped + failed = inputs."""
+    """Accounting of every input conversation: built + skipped + failed + duplicate = inputs."""
 
     inputs: int = 0
     built: int = 0
     appended: int = 0  # of the built: stored conversations that gained turns (incremental builds)
     skipped: int = 0
     failed: int = 0
+    # input lines that repeated a conversation id read before: skipped (a warning row each, naming the line)
+    duplicate: int = 0
     failed_segments: int = 0
     records: int = 0
     llm_calls: int = 0
@@ -296,12 +312,17 @@ class BuildSummary:
     errors: list[dict[str, Any]] = field(default_factory=list)
     # Input repairs (one row per conversation and kind; stored in errors/ with stage "warning").
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    # the skipped duplicate lines, "file:line [id]"
+    duplicates: list[str] = field(default_factory=list)
 
     def add(self, o: Outcome) -> None:
         self.inputs += 1
         setattr(self, o.status, getattr(self, o.status) + 1)
         if o.status == "failed":
             self.errors.append(o.error_row())
+        if o.status == "duplicate":
+            self.duplicates.append(f"{o.file or '-'}" + (f":{o.line}" if o.line is not None else "")
+                                   + f" [{o.conversation_id}]")
         for w in o.warnings:
             self.warnings.append({"conversation_id": o.conversation_id, "stage": "warning", "message": w,
                                   "file": o.file, "line": o.line})
@@ -319,6 +340,7 @@ class BuildSummary:
         d = dict(self.__dict__)
         d["errors"] = len(self.errors)
         d["warnings"] = len(self.warnings)
+        d["duplicates"] = list(self.duplicates)
         d["quality"] = self.quality.report()
         return d
 
@@ -348,12 +370,16 @@ class BuildSummary:
         """Final human-readable summary; with ``store``, where to look next (``list``, ``errors``)."""
         rows = [("input conversations", self.inputs), ("built", self.built), ("of which appended (gained turns)", self.appended),
                 ("skipped (already built)", self.skipped),
-                ("failed (see errors/)", self.failed), ("input warnings (errors/, stage warning)", len(self.warnings)),
+                ("failed (see errors/)", self.failed), ("duplicate ids skipped (warnings)", self.duplicate), ("input warnings (errors/, stage warning)", len(self.warnings)),
                 ("failed segments (--retry-failed)", self.failed_segments),
                 ("records", self.records), *self.quality_rows(), ("LLM calls", self.llm_calls),
                 ("prompt / completion tokens", f"{self.prompt_tokens} / {self.completion_tokens}"), ("wall time (s)", self.wall_s)]
         w = max(len(k) for k, _ in rows)
         lines = [f"{k:<{w}}  {v}" for k, v in rows]
+        if self.duplicates:
+            shown = ", ".join(self.duplicates[:SUMMARY_MAX_IDS]) + (
+                f" (+{len(self.duplicates) - SUMMARY_MAX_IDS} more)" if len(self.duplicates) > SUMMARY_MAX_IDS else "")
+            lines.append(f"{'duplicate lines skipped':<{w}}  {shown}")
         failed = self.failed_ids()
         if failed:
             shown = ", ".join(failed[:SUMMARY_MAX_IDS]) + (f" (+{len(failed) - SUMMARY_MAX_IDS} more)" if len(failed) > SUMMARY_MAX_IDS else "")

@@ -17,6 +17,7 @@ from lychee_ray.config.build import (
     PressureConfig,
     SegmenterConfig,
     SurpriseConfig,
+    ToolRecordsConfig,
 )
 from lychee_ray.config.eval import EvalConfig
 from lychee_ray.config.loader import load_config, parse_set, ray_address
@@ -33,13 +34,13 @@ from lychee_ray.config.query import (
 )
 from lychee_ray.config.ray import RayConfig
 from lychee_ray.config.root import FINGERPRINT_OMIT_AT_DEFAULT, LycheeConfig
-from lychee_ray.config.serve import ServeAutoscalingConfig, ServeConfig
+from lychee_ray.config.serve import ApiKeyConfig, ServeAutoscalingConfig, ServeConfig
 from lychee_ray.config.store import StoreConfig
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
+    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
     "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
     "NodesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "RerankConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig", "StoreConfig",
-    "SurpriseConfig", "TokenizerConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",
+    "SurpriseConfig", "TokenizerConfig", "ToolRecordsConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",
 ]
