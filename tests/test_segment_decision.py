@@ -137,7 +137,7 @@ def test_stream_threshold_sets_the_cut_rate_from_the_length_prior():
     rng = np.random.default_rng(0)
     topics = [int(t) for t in rng.integers(0, 32, size=400)]
     turns = make_turns(topics, seed=1)
-    fixed, _ = segment_turn_inputs(turns, SegmenterConfig(), mode="turn")
+    fixed, _ = segment_turn_inputs(turns, SegmenterConfig(calibration={"blend": 0.0}), mode="turn")
     calib = SegmenterConfig(calibration={"blend": 1.0, "segment_turns": 6.0, "min_history": 16})
     stream, _ = segment_turn_inputs(turns, calib, mode="turn")
     assert not 4.0 <= 400 / len(fixed) <= 9.0
