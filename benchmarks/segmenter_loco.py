@@ -83,8 +83,13 @@ INPUTS: dict[str, str] = {
     "question": "cues.w_question", "answer": "cues.w_answer", "lexical": "cues.w_lexical",
 }
 # Where every fit starts (issue 20's embedding decision, no cues; the trace only needs a sane open segment).
+# The switches a design may set are pinned here to their issue-29 values (fixed threshold, every cue in
+# every mode), so that a design means the same whatever configs/default.yaml holds (it holds the chosen one).
+ALL_MODES = ["role", "pair", "turn"]
 START: dict[str, Any] = {"bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_cohesion": 0.45,
-                         "cues.w_question": 0.0, "cues.w_answer": 0.0, "cues.w_lexical": 0.0}
+                         "cues.w_question": 0.0, "cues.w_answer": 0.0, "cues.w_lexical": 0.0,
+                         "calibration.blend": 0.0, "calibration.kind": "quantile", "center_embeddings": True,
+                         "cues.question_modes": ALL_MODES, "cues.answer_modes": ALL_MODES, "cues.lexical_modes": ALL_MODES}
 REFITS = 2
 BIAS_GRID = [-1.0, -0.5, 0.0, 0.5, 1.0]  # offsets from the fitted intercept; then +-0.25 around the best
 SEGMENT_TURNS_GRID = [5.0, 6.0, 7.0, 8.0, 10.0]  # the stream threshold's length prior (blend 1), LoCoMo feasibility decides the ends
@@ -360,6 +365,7 @@ ISSUE29: dict[str, Any] = {
     "bias": -3.05, "role_bias": 1.15, "w_surprise": 0.38, "w_cohesion": 0.42, "w_length": 0.9, "w_count": 0.3,
     "cues.w_question": 1.79, "cues.w_answer": -1.54, "cues.w_lexical": 1.17, "length_pressure.scale": 128.0,
     "surprise.robust_min_history": 3, "placement.modes": [], "calibration.blend": 0.0,
+    "cues.question_modes": ["role", "pair", "turn"], "cues.answer_modes": ["role", "pair", "turn"], "cues.lexical_modes": ["role", "pair", "turn"],
 }
 
 
