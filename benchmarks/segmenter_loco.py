@@ -120,6 +120,9 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "embedding+lexical+role_cues+stream1": {"inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
                                             "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"],
                                                      "cues.question_modes": ["role"]}},
+    # the chosen design without X_t (its -lexical cue variant, under its own name: the best worst held-out margin)
+    "embedding+role_answer+stream1": {"inputs": ["phi", "cohesion", "role", "answer"],
+                                      "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]}},
     "embedding+lexical+role_answer": {"inputs": ["phi", "cohesion", "role", "lexical", "answer"],
                                       "over": {"placement.modes": ["pair"], "cues.answer_modes": ["role"]}},
     "embedding+lexical+role_answer+robust1": {"inputs": ["phi", "cohesion", "role", "lexical", "answer"],

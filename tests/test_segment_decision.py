@@ -132,17 +132,23 @@ def test_stream_threshold_blends_the_fixed_and_the_stream_quantile():
 
 
 def test_stream_threshold_sets_the_cut_rate_from_the_length_prior():
-    """On a stream where every turn is a new direction nothing is unusual for the fixed rule (it leaves
-    the cuts to the token cap); the stream rule cuts about one turn in ``segment_turns``."""
+    """On a stream where every turn is a new direction the stream rule cuts about one turn in
+    ``segment_turns`` and follows that prior; the fixed rule ignores it (its rate is whatever the
+    weights make of this stream)."""
     rng = np.random.default_rng(0)
     topics = [int(t) for t in rng.integers(0, 32, size=400)]
     turns = make_turns(topics, seed=1)
-    fixed, _ = segment_turn_inputs(turns, SegmenterConfig(calibration={"blend": 0.0}), mode="turn")
-    calib = SegmenterConfig(calibration={"blend": 1.0, "segment_turns": 6.0, "min_history": 16})
-    stream, _ = segment_turn_inputs(turns, calib, mode="turn")
-    assert not 4.0 <= 400 / len(fixed) <= 9.0
-    assert 4.0 <= 400 / len(stream) <= 9.0
-    assert_covers(turns, stream)
+
+    def run(blend: float, segment_turns: float) -> list:
+        cfg = SegmenterConfig(calibration={"blend": blend, "segment_turns": segment_turns, "min_history": 16})
+        return segment_turn_inputs(turns, cfg, mode="turn")[0]
+
+    short, long = run(1.0, 6.0), run(1.0, 12.0)
+    assert 4.0 <= 400 / len(short) <= 9.0
+    assert 400 / len(long) > 1.15 * (400 / len(short))  # the pressures add cuts of their own: not proportional
+    assert_covers(turns, short)
+    fixed_a, fixed_b = run(0.0, 6.0), run(0.0, 12.0)
+    assert [s.turn_ids for s in fixed_a] == [s.turn_ids for s in fixed_b]
 
 
 # ---- cue gates -------------------------------------------------------------------------------
