@@ -1,4 +1,4 @@
-"""Cross-corpus calibration of the segmenter (docs/segmenter.md §4) and every figure, as JSON + a table.
+"""Cross-corpus calibration of the segmenter (docs/segmenter.md §5) and every figure, as JSON + a table.
 
     python benchmarks/calibrate_segmenter.py --out benchmarks/results/segmenter_calibration.json --cache-dir /tmp/segcache
 
@@ -150,7 +150,7 @@ def _online_surprise(c: np.ndarray, window: int) -> np.ndarray:
 
 
 def count_diagnostics(dialogues: Sequence[SegDialogue], vectors: np.ndarray, cfg: SegmenterConfig, seeds: int = 20) -> dict[str, Any]:
-    """What knowing each dialogue's true boundary count is worth (utterance units; docs/segmenter.md §4.5).
+    """What knowing each dialogue's true boundary count is worth (utterance units; docs/segmenter.md §5.5).
 
     The online surprise uses the segmenter's centring (running mean over the corpus in file order, prior
     ``cfg.centering_prior``) and trajectory window.

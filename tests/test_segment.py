@@ -166,9 +166,11 @@ def test_hard_cap_is_never_exceeded():
         assert sum(s.tokens for s in segs) == sum(tokens)
         assert_covers(turns, segs)
         assert any(d.reason == "length_cap" for d in decisions)
-    # identical turns never cut semantically, so only the cap closes segments
+    # same-topic turns never cut semantically under the fixed rule, so only the cap closes segments (the
+    # stream threshold cuts the top rho of any stream's evidence: test_identical_turns_stay_together)
     same = make_turns([0] * 50, tokens=[30] * 50)
-    only_cap = SegmenterConfig(max_segment_tokens=100, center_embeddings=False, count_pressure={"start": 0, "scale": 1, "max": 0})
+    only_cap = SegmenterConfig(max_segment_tokens=100, center_embeddings=False, count_pressure={"start": 0, "scale": 1, "max": 0},
+                               calibration={"blend": 0.0})
     segs, _ = segment_turn_inputs(same, only_cap, mode="turn")
     assert [s.num_turns for s in segs] == [3] * 16 + [2]
     assert all(s.reason == "length_cap" for s in segs[:-1])
@@ -305,8 +307,8 @@ def test_question_cue_cuts_and_answer_cue_holds_on_a_flat_embedding_stream():
     texts = ["i like walking my dogs.", "they are lovely animals.", "my dogs sleep a lot.",
              "what is your favourite season?", "winter, because of skiing.", "skiing sounds great."]
     turns = make_turns([0] * 6, texts=texts)
-    cues = {"w_question": 4.0, "w_answer": -4.0, "w_lexical": 0.0, "lexical_window": 2, "min_word_chars": 4}
-    cfg = SegmenterConfig(bias=-2.0, w_surprise=0.0, w_cohesion=0.0, w_length=0.0, w_count=0.0, cues=cues)
+    cues = {"w_question": 4.0, "w_answer": -4.0, "w_lexical": 0.0, "lexical_window": 2, "min_word_chars": 4, "question_modes": ["role", "pair", "turn"], "answer_modes": ["role", "pair", "turn"], "lexical_modes": ["role", "pair", "turn"]}
+    cfg = SegmenterConfig(bias=-2.0, w_surprise=0.0, w_cohesion=0.0, w_length=0.0, w_count=0.0, cues=cues, calibration={"blend": 0.0})
     segs, decisions = segment_turn_inputs(turns, cfg, mode="turn")
     assert cut_points(segs) == [3]
     traced = {d.exchange_index: d for d in decisions if d.p is not None}
@@ -338,8 +340,8 @@ def test_save_restore_keeps_the_cue_state():
     pool = ["do you like jazz?", "yes, jazz records.", "what about football?", "football stadium tickets", "i cook pasta."]
     texts = [pool[int(i)] for i in rng.integers(0, len(pool), size=n)]
     turns = make_turns([int(t) for t in np.repeat(rng.integers(0, 4, size=n // 4), 4)], texts=texts, seed=2)
-    cues = {"w_question": 1.5, "w_answer": -1.5, "w_lexical": 1.0, "lexical_window": 2, "min_word_chars": 4}
-    cfg = SegmenterConfig(cues=cues)
+    cues = {"w_question": 1.5, "w_answer": -1.5, "w_lexical": 1.0, "lexical_window": 2, "min_word_chars": 4, "question_modes": ["role", "pair", "turn"], "answer_modes": ["role", "pair", "turn"], "lexical_modes": ["role", "pair", "turn"]}
+    cfg = SegmenterConfig(cues=cues)  # the default stream threshold: its state is restored too
     whole = make_segmenter(cfg, mode="pair")
     ref = whole.push_turns(turns) + whole.finish()
     for splits in ([1], [7], [3, 4, 30, 31, 59]):
@@ -396,9 +398,19 @@ def test_identical_turns_stay_together():
     turns = make_turns([0] * 40)
     for t in turns:
         t.vector = rng_vec.copy()
-    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(count_pressure={"start": 0, "scale": 1, "max": 0}), mode="turn")
+    no_count = {"count_pressure": {"start": 0, "scale": 1, "max": 0}}
+    # the fixed rule: the length pressure alone never reaches the threshold
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(**no_count, calibration={"blend": 0.0}), mode="turn")
     assert len(segs) == 1
     assert all(d.surprise is None or d.surprise == pytest.approx(0, abs=1e-9) for d in decisions)
+    # the stream threshold (the default) without pressures: equal evidence is never above its own quantile
+    segs, _ = segment_turn_inputs(turns, SegmenterConfig(**no_count, w_length=0.0), mode="turn")
+    assert len(segs) == 1
+    # ... with the length pressure: a cut only where the pressure is above its recent mean (the length prior)
+    segs, decisions = segment_turn_inputs(turns, SegmenterConfig(**no_count), mode="turn")
+    cuts = [d for d in decisions if d.cut and d.reason == "semantic"]
+    assert all(d.length_pressure > 0 for d in cuts)
+    assert all(s.num_turns >= 2 for s in segs[:-1])
 
 
 def test_oversized_turn_is_split_into_pieces_within_the_cap():

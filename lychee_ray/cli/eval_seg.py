@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lychee_ray.eval.runners.segmentation import (
     SegCorpusError,
+    eval_exchange_mode,
     evaluate_dialogues,
     format_report,
     load_seg_corpus,
@@ -27,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="also write the JSON report here")
     p.add_argument("--subset", help="only dialogues whose 'set' field equals this (e.g. test)")
     p.add_argument("--reset-background", action="store_true", help="cold-start every dialogue (no carried statistics)")
+    p.add_argument("--exchange-mode", default="auto", choices=("auto", "turn", "pair", "role"),
+                   help="decision units: auto = role when the corpus has user/agent roles, else turn (each utterance)")
     from lychee_ray.cli.main import add_config_args
 
     add_config_args(p)
@@ -41,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     try:
         dialogues = load_seg_corpus(args.data, args.subset)
-    except SegCorpusError as e:
+        eval_exchange_mode(dialogues, args.exchange_mode)  # refuse a mode the corpus cannot use before embedding it
+    except (SegCorpusError, ValueError) as e:
         print(f"lychee-ray eval-seg: {e}", file=sys.stderr)
         return 2
     embedder = get_embedder(cfg.embedding, cfg.llm)
@@ -49,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     vectors = embedder.encode([u for d in dialogues for u in d.utterances])  # one batched call
     embed_s = time.perf_counter() - t0
     report = evaluate_dialogues(
-        dialogues, vectors, cfg.segmenter, reset_background=args.reset_background, encoding=cfg.tokenizer.encoding
+        dialogues, vectors, cfg.segmenter, reset_background=args.reset_background, encoding=cfg.tokenizer.encoding,
+        exchange_mode=args.exchange_mode,
     )
     report.update(
         data=str(args.data),

@@ -9,9 +9,11 @@ Unknown keys are errors.
 from lychee_ray.config.base import DEFAULT_CONFIG_PATH, ConfigError, Section, deep_merge, packaged_defaults
 from lychee_ray.config.build import (
     BuildConfig,
+    CalibrationConfig,
     EncoderConfig,
     GuardConfig,
     NodesConfig,
+    PlacementConfig,
     PressureConfig,
     SegmenterConfig,
     SurpriseConfig,
@@ -36,9 +38,9 @@ from lychee_ray.config.serve import ApiKeyConfig, ServeAutoscalingConfig, ServeC
 from lychee_ray.config.store import StoreConfig
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "ApiKeyConfig", "BuildConfig", "ChannelWeights",
+    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
     "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
-    "NodesConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
+    "NodesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "RerankConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig", "StoreConfig",
     "SurpriseConfig", "TokenizerConfig", "ToolRecordsConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",
 ]

@@ -41,7 +41,7 @@ class PressureConfig(Section):
     max: float = Field(ge=0)
 
 class CueConfig(Section):
-    """Surface cues of a unit's text next to the embedding signals (docs/segmenter.md §3).
+    """Surface cues of a unit's text next to the embedding signals (docs/segmenter.md §4).
 
     Their weights add to the logit of p_t; they were fitted by benchmarks/fit_segmenter_cues.py.
     """
@@ -51,6 +51,48 @@ class CueConfig(Section):
     w_lexical: float  # on X_t = share of the unit's content words absent from the open segment's recent units
     lexical_window: int = Field(ge=1)  # X_t compares against the open segment's last this-many units
     min_word_chars: int = Field(ge=1)  # content words: at least this many characters (a stop-word list without a language)
+    # The exchange modes in which each cue counts (elsewhere it is 0): a gate the segmenter can observe
+    # in the stream itself (roles present -> role units), chosen by leave-one-corpus-out (issue 38).
+    question_modes: list[Literal["role", "pair", "turn"]]
+    answer_modes: list[Literal["role", "pair", "turn"]]
+    lexical_modes: list[Literal["role", "pair", "turn"]]
+
+
+class PlacementConfig(Section):
+    """Where a semantic cut lands at turn level (docs/segmenter.md §3).
+
+    A unit of two turns (``pair``) can only be cut before its first turn, so a topic that starts at
+    its second turn, or at the second turn of the unit before, is cut one turn off. When a cut fires,
+    the gap before the unit competes with the gap before the open segment's last turn and the gap
+    inside the unit: the gap whose two sides (``window`` turns each, no look-ahead past the unit)
+    are least similar wins, if it beats the unit's own gap by ``margin``.
+    """
+
+    modes: list[Literal["pair", "turn"]]  # exchange modes in which a cut may move by one turn ([] = off)
+    window: int = Field(ge=1)  # turns on each side of a gap for its coherence
+    margin: float = Field(ge=0)  # cosine by which a neighbouring gap must be less coherent than the unit's own
+
+
+class CalibrationConfig(Section):
+    """The cut threshold calibrated from the stream's own decision scores (docs/segmenter.md §3).
+
+    Fixed: cut when the logit z_t > logit(threshold). Stream (lychee_ray/build/segment/calibration.py):
+    ``quantile`` cuts the top rho of the stream's recent evidence, rho = (turns per unit, measured on the
+    stream) / ``segment_turns`` (a segment-length prior); ``robust`` cuts evidence ``spread`` robust
+    standard deviations above the stream's median. The threshold used is the blend
+    ``(1 - blend) * fixed + blend * stream``; ``blend: 0`` is the fixed rule.
+    """
+
+    blend: float = Field(ge=0, le=1)
+    # quantile = cut the stream's top rho (rate from segment_turns); robust = cut what lies `spread`
+    # robust SDs above the stream's median evidence (scale from the stream, rate from its tail).
+    kind: Literal["quantile", "robust"]
+    segment_turns: float = Field(gt=0)  # the segment-length prior: expected turns per segment (quantile)
+    spread: float  # robust: robust standard deviations above the median evidence
+    mad_floor: float = Field(gt=0)  # robust: smallest spread unit (a stream of identical evidence)
+    window: int = Field(ge=1)  # scores remembered for the quantile
+    min_history: int = Field(ge=1)  # fixed threshold alone until this many scores were seen
+    max_rate: float = Field(gt=0, le=1)  # rho is at most this (a unit of many turns is not always cut)
 
 
 class SegmenterConfig(Section):
@@ -94,6 +136,8 @@ class SegmenterConfig(Section):
     count_pressure: PressureConfig
     fixed_window: int = Field(ge=1)  # exchanges per segment when method = fixed
     cues: CueConfig
+    placement: PlacementConfig
+    calibration: CalibrationConfig
 
 class GuardConfig(Section):
     """Memory checks on every encode reply (issue 16; docs/llm-quality.md): grounding, echo, entities, time."""

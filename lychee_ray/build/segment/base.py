@@ -10,12 +10,15 @@ from typing import Any, Literal
 
 import numpy as np
 
+from lychee_ray.build.segment.cues import content_words
 from lychee_ray.build.segment.exchanges import (
     _ExchangeBuilder,
+    _unit,
     fit_to_cap,
     resolve_exchange_mode,
 )
-from lychee_ray.build.segment.state import READABLE_STATE_VERSIONS, STATE_VERSION, _OpenSegment
+from lychee_ray.build.segment.placement import choose_shift
+from lychee_ray.build.segment.state import READABLE_STATE_VERSIONS, STATE_VERSION, _OpenSegment, _TurnPart
 from lychee_ray.build.segment.types import (
     CloseReason,
     Decision,
@@ -146,14 +149,21 @@ class BaseSegmenter:
             closed.append(seg)
         return closed
 
-    def push_exchange(self, ex: Exchange) -> list[Segment]:
-        """Decide one already built unit (at most ``max_segment_tokens`` tokens)."""
+    def push_exchange(self, ex: Exchange, parts: list[_TurnPart] | None = None) -> list[Segment]:
+        """Decide one already built unit (at most ``max_segment_tokens`` tokens).
+
+        ``parts``: the unit's whole turns with their (uncentred) vectors, when every turn of the unit is
+        whole; they let a semantic cut move by one turn (``placement``). None = the cut stays at the unit.
+        """
         if ex.tokens > self.cfg.max_segment_tokens:
             raise ValueError("exchange over the token cap: build units with fit_to_cap()")
         closed: list[Segment] = []
         idx = self._next_exchange
         self._next_exchange += 1
         raw, raw_signal = ex.vector, ex.has_signal
+        cparts = None
+        if parts is not None and self.mode in self.cfg.placement.modes:
+            cparts = [replace(p, vector=self._centered(p.vector)) if np.any(p.vector) else p for p in parts]
         if raw_signal:
             ex = replace(ex, vector=self._centered(raw))
         ids = list(dict.fromkeys(r.turn_id for r in ex.turns))
@@ -171,18 +181,33 @@ class BaseSegmenter:
             else:
                 reason = "append"
         cut = reason not in ("start", "append")
+        shift, moved = 0, None
         if cut:
+            if reason == "semantic" and cparts is not None:
+                shift = self._placement(ex, cparts)
+                if shift == -1:
+                    moved = self._pop_last_turn()  # that turn opens the new segment
+                elif shift == 1:
+                    self._append_part(cparts[0], new_exchange=True)  # the unit's first turn closes the old one
             closed.append(self._close(reason))  # type: ignore[arg-type]
         if self._open is None:
-            self._open = _OpenSegment(self._next_segment, ex.session_index, ex.session_id, idx)
+            first = idx - 1 if moved is not None else idx
+            self._open = _OpenSegment(self._next_segment, ex.session_index, ex.session_id, first)
             self._next_segment += 1
-        self._append(ex)
+        if moved is not None:
+            self._append_part(moved, new_exchange=True)
+        if shift == 1 and cparts is not None:
+            for k, part in enumerate(cparts[1:]):
+                self._append_part(part, new_exchange=k == 0)
+        else:
+            self._append(ex, cparts)
         if sig.get("surprise") is not None:
             self._surprises.append(float(sig["surprise"]))  # type: ignore[arg-type]
         if raw_signal:
             self._bg_sum = raw.copy() if self._bg_sum is None else self._bg_sum + raw
             self._bg_n += 1
         self._last_question = ex.closer_question
+        self._observe(ex, sig)
         self.decisions.append(
             Decision(
                 exchange_index=idx,
@@ -192,6 +217,7 @@ class BaseSegmenter:
                 tokens=ex.tokens,
                 cut=cut,
                 reason=reason,
+                placement=shift if reason == "semantic" and cparts is not None else None,
                 **sig,  # type: ignore[arg-type]
             )
         )
@@ -216,6 +242,7 @@ class BaseSegmenter:
             "bg_sum": None if self._bg_sum is None else self._bg_sum.tolist(),
             "bg_n": self._bg_n,
             "last_question": self._last_question,
+            **self._extra_state(),
         }
 
     @classmethod
@@ -247,6 +274,7 @@ class BaseSegmenter:
         seg._bg_sum = None if state["bg_sum"] is None else np.asarray(state["bg_sum"], dtype=np.float64)
         seg._bg_n = int(state["bg_n"])
         seg._last_question = bool(state.get("last_question", False))
+        seg._load_extra_state(state)
         return seg
 
     def new_stream(self) -> list[Segment]:
@@ -283,9 +311,67 @@ class BaseSegmenter:
     def _push_group(self, group: list[TurnInput]) -> list[Segment]:
         out: list[Segment] = []
         cfg = self.cfg
+        by_pos = {t.ref.position: t for t in group}
         for unit in fit_to_cap(group, cfg.max_segment_tokens, cfg.exchange_weighting, self.encoding, cfg.cues.min_word_chars):
-            out.extend(self.push_exchange(unit))
+            out.extend(self.push_exchange(unit, self._parts(unit, by_pos)))
         return out
+
+    def _parts(self, unit: Exchange, by_pos: dict[tuple[int, int], TurnInput]) -> list[_TurnPart] | None:
+        """The unit's whole turns for placement (None when placement is off here or a turn is a piece)."""
+        if self.mode not in self.cfg.placement.modes or any(r.is_piece for r in unit.turns):
+            return None
+        out = []
+        for r in unit.turns:
+            t = by_pos[r.position]
+            vec = _unit(t.vector) if t.text.strip() else np.zeros_like(t.vector)
+            out.append(_TurnPart(r, vec, t.tokens, content_words([t.text], self.cfg.cues.min_word_chars)))
+        return out
+
+    def _placement(self, ex: Exchange, parts: list[_TurnPart]) -> int:
+        """Turns by which a semantic cut before ``ex`` moves (:mod:`~lychee_ray.build.segment.placement`)."""
+        o = self._open
+        assert o is not None
+        pc = self.cfg.placement
+        # The last turn may move only when it is a whole turn of the open segment (the tail is exactly its
+        # last turns), the segment keeps at least one turn, and the new segment stays under the cap.
+        back = (
+            len(o.tail) >= 2
+            and o.n_turns >= 2
+            and o.tail[-1].ref == o.turns[-1]
+            and o.tail[-1].tokens + ex.tokens <= self.cfg.max_segment_tokens
+        )
+        shift, _ = choose_shift([p.vector for p in o.tail], [p.vector for p in parts], pc.window, pc.margin, allow_back=back)
+        return shift
+
+    def _pop_last_turn(self) -> _TurnPart:
+        """Take the open segment's last (whole) turn out of it, just before the segment is closed."""
+        o = self._open
+        assert o is not None
+        part = o.tail.pop()
+        o.turns.pop()
+        o.tokens -= part.tokens
+        o.n_turns -= 1
+        return part
+
+    def _append_part(self, part: _TurnPart, *, new_exchange: bool) -> None:
+        """Append one turn of a unit split by placement (``new_exchange``: the first piece of that unit here)."""
+        o = self._open
+        assert o is not None
+        if not o.turns or o.turns[-1].position != part.ref.position:
+            o.n_turns += 1
+        o.turns.append(part.ref)
+        o.tokens += part.tokens
+        o.n_exchanges += int(new_exchange)
+        if np.any(part.vector):
+            o.n_vec += 1
+            o.vec_sum = part.vector.copy() if o.vec_sum is None else o.vec_sum + part.vector
+            o.recent.append(part.vector)
+            del o.recent[: -self.cfg.trajectory_window]
+        if part.words:
+            o.recent_words.append(list(part.words))
+            del o.recent_words[: -self.cfg.cues.lexical_window]
+        o.tail.append(part)
+        del o.tail[: -(self.cfg.placement.window + 1)]
 
     def _signals(self, ex: Exchange) -> dict[str, float | None]:
         raise NotImplementedError
@@ -293,7 +379,17 @@ class BaseSegmenter:
     def _wants_cut(self, sig: dict[str, float | None]) -> bool:
         raise NotImplementedError
 
-    def _append(self, ex: Exchange) -> None:
+    def _observe(self, ex: Exchange, sig: dict[str, float | None]) -> None:
+        """Hook after every decided unit (the stream threshold learns from it)."""
+
+    def _extra_state(self) -> dict[str, Any]:
+        """A subclass's own JSON-able state, merged into :meth:`state_dict`."""
+        return {}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`_extra_state` saved."""
+
+    def _append(self, ex: Exchange, parts: list[_TurnPart] | None = None) -> None:
         o = self._open
         assert o is not None
         last = o.turns[-1].position if o.turns else None
@@ -312,6 +408,11 @@ class BaseSegmenter:
         if ex.words:  # units without content words (greetings, "ok") neither add nor displace vocabulary
             o.recent_words.append(list(ex.words))
             del o.recent_words[: -self.cfg.cues.lexical_window]
+        if parts is None:
+            o.tail = []  # a unit without whole-turn parts breaks the run of known last turns
+        else:
+            o.tail.extend(parts)
+            del o.tail[: -(self.cfg.placement.window + 1)]
 
     def _close(self, reason: CloseReason) -> Segment:
         o = self._open

@@ -1,4 +1,4 @@
-"""Surface cues of a decision unit's text, next to the embedding signals (docs/segmenter.md §3).
+"""Surface cues of a decision unit's text, next to the embedding signals (docs/segmenter.md §4).
 
 Sentence embeddings of short chat turns say little about *where* a speaker moves on; the text's form
 does. Two dialogue-act cues and one lexical one, all computed from the unit alone or from the units

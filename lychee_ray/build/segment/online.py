@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from lychee_ray.build.segment.base import BaseSegmenter
+from lychee_ray.build.segment.calibration import StreamThreshold, logit
 from lychee_ray.build.segment.cues import lexical_novelty
 from lychee_ray.build.segment.exchanges import _unit
 from lychee_ray.build.segment.signals import calibrated_surprise, ramp, sigmoid
@@ -28,6 +31,12 @@ class OnlineSegmenter(BaseSegmenter):
 
     method = "semantic"
 
+    def __init__(self, cfg: SegmenterConfig | None = None, *, mode: ExchangeMode | None = None, encoding: str = DEFAULT_ENCODING) -> None:
+        super().__init__(cfg, mode=mode, encoding=encoding)
+        self._calibration = StreamThreshold(self.cfg.calibration)
+        self._z: float | None = None  # the logit of the unit being decided (for the stream threshold)
+        self._pressure = 0.0  # the pressure part of that logit
+
     def _signals(self, ex: Exchange) -> dict[str, float | None]:
         cfg, o = self.cfg, self._open
         assert o is not None
@@ -48,9 +57,11 @@ class OnlineSegmenter(BaseSegmenter):
         phi = calibrated_surprise(s, self._surprises, cfg.surprise)
         prior = self._prior(ex, s)
         cues = cfg.cues
-        q = 1.0 if ex.opener_question else 0.0
-        a = 1.0 if self._last_question else 0.0
-        x = lexical_novelty(ex.words, o.recent_words)
+        # A cue counts only in the exchange modes it is gated to (cues.*_modes): a cue's meaning depends
+        # on the unit (in role mode the answer cue is "the user answers the assistant's question").
+        q = 1.0 if ex.opener_question and self.mode in cues.question_modes else 0.0
+        a = 1.0 if self._last_question and self.mode in cues.answer_modes else 0.0
+        x = lexical_novelty(ex.words, o.recent_words) if self.mode in cues.lexical_modes else None
         z = (
             cfg.bias
             + prior
@@ -62,8 +73,23 @@ class OnlineSegmenter(BaseSegmenter):
             + cues.w_answer * a
             + cues.w_lexical * (x or 0.0)
         )
-        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, answer=a, lexical_novelty=x, p=sigmoid(z))
+        # The stream threshold moves the cut point; p_t is reported against the configured threshold
+        # (p_t > threshold <=> z_t > the calibrated logit threshold), so the trace reads as before.
+        fixed = logit(cfg.threshold)
+        self._z, self._pressure = z, cfg.w_length * lp + cfg.w_count * npr
+        p = sigmoid(z - self._calibration.threshold(fixed) + fixed)
+        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, answer=a, lexical_novelty=x, p=p)
         return out
+
+    def _observe(self, ex: Exchange, sig: dict[str, float | None]) -> None:
+        self._calibration.observe(self._z, self._pressure, len({r.position for r in ex.turns}))
+        self._z, self._pressure = None, 0.0
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"calibration": self._calibration.state_dict()}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        self._calibration.load(state.get("calibration"))
 
     def _prior(self, ex: Exchange, s: float) -> float:
         """Structural log-odds of a boundary at this decision point (from roles, not from a corpus).

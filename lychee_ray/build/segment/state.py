@@ -9,9 +9,28 @@ import numpy as np
 
 from lychee_ray.build.segment.types import TurnRef
 
-STATE_VERSION = 3  # 2: n_turns in the open segment (count pressure over turns); 3: recent_words, last_question
+# 2: n_turns in the open segment (count pressure over turns); 3: recent_words, last_question;
+# 4: the open segment's last turns (turn-level placement) and the stream threshold's history.
+STATE_VERSION = 4
 # Older states this code still reads (the fields added since get their empty values).
-READABLE_STATE_VERSIONS = (2, 3)
+READABLE_STATE_VERSIONS = (2, 3, 4)
+
+
+@dataclass
+class _TurnPart:
+    """One whole turn of a unit as placement needs it: reference, centred vector, tokens, content words."""
+
+    ref: TurnRef
+    vector: np.ndarray
+    tokens: int
+    words: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ref": self.ref.model_dump(), "vector": self.vector.tolist(), "tokens": self.tokens, "words": list(self.words)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> _TurnPart:
+        return cls(TurnRef(**d["ref"]), np.asarray(d["vector"], dtype=np.float64), int(d["tokens"]), tuple(d["words"]))
 
 
 @dataclass
@@ -30,6 +49,8 @@ class _OpenSegment:
     vec_sum: np.ndarray | None = None  # running sum of their unit vectors
     recent: list[np.ndarray] = field(default_factory=list)  # last trajectory_window vectors
     recent_words: list[list[str]] = field(default_factory=list)  # content words of the last lexical_window units
+    # The open segment's last whole turns (placement.window + 1 at most); emptied by a unit of pieces.
+    tail: list[_TurnPart] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +66,7 @@ class _OpenSegment:
             "vec_sum": None if self.vec_sum is None else self.vec_sum.tolist(),
             "recent": [v.tolist() for v in self.recent],
             "recent_words": [list(w) for w in self.recent_words],
+            "tail": [p.to_dict() for p in self.tail],
         }
 
     @classmethod
@@ -62,5 +84,6 @@ class _OpenSegment:
             vec_sum=None if d["vec_sum"] is None else np.asarray(d["vec_sum"], dtype=np.float64),
             recent=[np.asarray(v, dtype=np.float64) for v in d["recent"]],
             recent_words=[list(w) for w in d.get("recent_words", [])],
+            tail=[_TurnPart.from_dict(p) for p in d.get("tail", [])],
         )
 

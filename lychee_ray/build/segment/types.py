@@ -97,6 +97,9 @@ class Decision(BaseModel):
     answer: float | None = None  # A_t: 1 when the previous unit ended with a question
     lexical_novelty: float | None = None  # X_t: share of content words new to the open segment's recent units
     p: float | None = None  # p_t
+    # Turns by which a semantic cut moved from the unit's own gap (docs/segmenter.md §3): -1 = before the
+    # open segment's last turn (that turn joined the new segment), +1 = after the unit's first turn.
+    placement: int | None = None
 
 
 @dataclass(slots=True)

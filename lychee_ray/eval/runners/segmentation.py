@@ -45,7 +45,13 @@ from lychee_ray.build.segment import (
 )
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.eval.baselines.texttiling import texttiling_hearst, texttiling_oracle
-from lychee_ray.eval.metrics.segmentation import evaluate_corpus, paired_difference, per_dialogue_scores
+from lychee_ray.eval.metrics.segmentation import (
+    DEFAULT_RESAMPLES,
+    evaluate_corpus,
+    paired_bootstrap,
+    paired_difference,
+    per_dialogue_scores,
+)
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens
 
 METRIC_KEYS = ("pk", "windowdiff", "f1", "f1_tol1", "mean_segment_len")
@@ -102,10 +108,21 @@ def load_seg_corpus(path: str | Path, subset: str | None = None) -> list[SegDial
     return out
 
 
-def eval_exchange_mode(dialogues: Sequence[SegDialogue]) -> ExchangeMode:
-    """``role`` when the corpus has user/agent roles (topic shifts come with the user's turn), else ``turn``."""
+def eval_exchange_mode(dialogues: Sequence[SegDialogue], requested: str = "auto") -> ExchangeMode:
+    """The units eval-seg decides on: ``requested`` unless ``auto``; for ``auto``, ``role`` when the corpus has
+    user/agent roles (topic shifts come with the user's turn), else ``turn`` (each utterance).
+
+    ``role`` on a corpus without user/agent roles is refused (every utterance would be one user request).
+    """
     roles = {r for d in dialogues for r in (d.roles or ())}
-    return "role" if "user" in roles and roles & ANSWER_ROLES else "turn"
+    has_roles = "user" in roles and bool(roles & ANSWER_ROLES)
+    if requested == "auto":
+        return "role" if has_roles else "turn"
+    if requested == "role" and not has_roles:
+        raise ValueError("exchange mode 'role' needs a corpus with user and agent/assistant roles")
+    if requested not in ("role", "pair", "turn"):
+        raise ValueError(f"unknown exchange mode {requested!r} (auto, role, pair or turn)")
+    return requested  # type: ignore[return-value]
 
 
 def dialogue_turn_inputs(
@@ -158,9 +175,11 @@ def paired_report(
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, ref_hyp in refs.items():
         theirs = per_dialogue_scores(gold, ref_hyp)
-        out[name] = {
-            m: {k: round(v, 4) for k, v in paired_difference(own[m], theirs[m]).items()} for m in ("windowdiff", "pk")
-        }
+        out[name] = {}
+        for m in ("windowdiff", "pk"):
+            d = paired_difference(own[m], theirs[m])
+            boot = paired_bootstrap(own[m], theirs[m], resamples=DEFAULT_RESAMPLES)
+            out[name][m] = {k: round(v, 4) for k, v in {**d, "boot95_low": boot["boot_low"], "boot95_high": boot["boot_high"]}.items()}
     return out
 
 
@@ -191,15 +210,17 @@ def evaluate_dialogues(
     reset_background: bool = False,
     encoding: str = DEFAULT_ENCODING,
     baselines: bool = True,
+    exchange_mode: str = "auto",
 ) -> dict[str, Any]:
     """The eval-seg report for precomputed utterance vectors (rows in corpus order).
 
     ``baselines=False`` skips no-boundary and both TextTilings (for sweeps; the matched fixed
-    window is always computed).
+    window is always computed). ``exchange_mode``: the units (:func:`eval_exchange_mode`); ``pair``
+    decides on two utterances at a time, as the build does for two-person chat (LoCoMo).
     """
     turns = dialogue_turn_inputs(dialogues, vectors, encoding)
     gold = [d.segments for d in dialogues]
-    mode = eval_exchange_mode(dialogues)
+    mode = eval_exchange_mode(dialogues, exchange_mode)
     t0 = time.perf_counter()
     hyp = segment_dialogues(turns, cfg, mode=mode, reset_background=reset_background, encoding=encoding)
     seg_s = time.perf_counter() - t0
