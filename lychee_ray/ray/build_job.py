@@ -199,13 +199,14 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
     cfg_json = cfg.model_dump_json()
     common = {"cfg_json": cfg_json, "out": out, "run_id": run_id, "retry_failed": retry_failed}
     ds = _map(ds, DecideStage, st.decide, {**common, "fingerprint": fingerprint, "progress": counter})
-    ds = _map(ds, EmbedTurnsStage, st.embed_turns, {"cfg_json": cfg_json, "num_gpus": st.embed_turns.num_gpus},
-              num_gpus=st.embed_turns.num_gpus)
+    ds = _map(ds, EmbedTurnsStage, st.embed_turns,
+              {"cfg_json": cfg_json, "num_gpus": st.embed_turns.num_gpus, "progress": counter}, num_gpus=st.embed_turns.num_gpus)
     # an async actor keeps build.conversations_in_flight conversations going over a few batches
     build_tasks = math.ceil(cfg.build.conversations_in_flight / st.build.batch_size) + 1
     stage_kw = {**common, "backend": backend, "limiter": limiter, "on_conflict": on_conflict}
     ds = _map(ds, BuildStage, st.build, stage_kw, tasks_in_flight=build_tasks)
-    ds = _map(ds, EmbedMemoryStage, st.embed_memory, {"cfg_json": cfg_json, "num_gpus": st.embed_memory.num_gpus},
+    ds = _map(ds, EmbedMemoryStage, st.embed_memory,
+              {"cfg_json": cfg_json, "num_gpus": st.embed_memory.num_gpus, "progress": counter},
               num_gpus=st.embed_memory.num_gpus)
     ds = _map(ds, CommitStage, st.commit, {**stage_kw, "progress": counter})
     summary = BuildSummary()
@@ -220,6 +221,7 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
         if prog is not None:
             prog.stop_ticking()
             poll()
+        devices = ray.get(counter.embedding_devices.remote(), timeout=30)
     except BaseException:
         # e.g. a stage actor killed for good (ray.kill): the job fails. What was committed stays
         # committed; a re-run resumes. The claims of this run are dropped, the limiter released.
@@ -235,6 +237,7 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
             if actor is not None:
                 ray.kill(actor)
     summary.wall_s = round(time.perf_counter() - t0, 3)
-    info = {**manifest_info(cfg, backend, summary, "ray"), "ray_placement": placement.to_dict()}
+    info = {**manifest_info(cfg, backend, summary, "ray"), "ray_placement": placement.to_dict(),
+            "embedding_devices": devices}
     finish_run(writer, summary, run_id, info, cfg.build.compact_conversations_per_file)
     return summary

@@ -66,6 +66,14 @@ class ProgressActor:
 
     def __init__(self) -> None:
         self.counts = ProgressCounts()
+        self.devices: dict[str, list[dict[str, Any]]] = {}
+
+    def stage_device(self, stage: str, info: dict[str, Any]) -> None:
+        """Where an embedding stage's actor runs its model (the run's manifest reports it)."""
+        self.devices.setdefault(stage, []).append(info)
+
+    def embedding_devices(self) -> dict[str, list[dict[str, Any]]]:
+        return self.devices
 
     def decided(self, turns: list[int]) -> None:
         for t in turns:
@@ -108,12 +116,19 @@ class _EmbedStage:
     """An embedding stage: the configured model (on CUDA when given GPUs and one is visible)."""
 
     memory = False
+    stage = ""
 
-    def __init__(self, cfg_json: str, num_gpus: float) -> None:
+    def __init__(self, cfg_json: str, num_gpus: float, progress: Any = None) -> None:
         cfg = _cfg(cfg_json)
         ecfg, self.device = stage_embedding_config(cfg.embedding, num_gpus)
-        self.model = with_memo(get_embedder(ecfg, cfg.llm, memory=self.memory), cfg.embedding.memo_texts)
+        model = get_embedder(ecfg, cfg.llm, memory=self.memory)
+        self.model = with_memo(model, cfg.embedding.memo_texts)
         self.max_turn_chars = cfg.segmenter.max_turn_chars
+        if progress is not None:
+            ctx = ray.get_runtime_context()
+            progress.stage_device.remote(self.stage, {
+                "node": ctx.get_node_id(), "device": self.device, "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                "runtime": str(getattr(model, "runtime", ecfg.backend))})
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.model.encode(list(texts))  # one batch at a time per actor: no need to leave the loop
@@ -130,6 +145,8 @@ class _EmbedStage:
 class EmbedTurnsStage(_EmbedStage):
     """Turn vectors for a batch of conversations (one model call)."""
 
+    stage = "embed_turns"
+
     async def run(self, works: list[StageWork]) -> None:
         await embed_turns(works, self.embed, self.model.dim, self.max_turn_chars)
 
@@ -138,6 +155,7 @@ class EmbedMemoryStage(_EmbedStage):
     """Record and node vectors for a batch of conversations (one model call)."""
 
     memory = True
+    stage = "embed_memory"
 
     async def run(self, works: list[StageWork]) -> None:
         await embed_memory(works, self.embed, self.model.dim)

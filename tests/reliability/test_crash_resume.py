@@ -328,17 +328,18 @@ def test_driver_killed_at_random_points_long_loop(ray_session, tmp_path):
 
 
 class ActorKiller(threading.Thread):
-    """After the first commit (+ a seeded random delay) ``ray.kill`` one alive actor of ``cls``."""
+    """After the first commit (or ``ready()``) + a seeded random delay, ``ray.kill`` one alive actor of ``cls``."""
 
-    def __init__(self, out: Path, cls: str, no_restart: bool, seed: str) -> None:
+    def __init__(self, out: Path, cls: str, no_restart: bool, seed: str, ready: Any = None) -> None:
         super().__init__(daemon=True)
         self.out, self.cls, self.no_restart, self.rng = out, cls, no_restart, random.Random(seed)
+        self.ready = ready or (lambda: _commits(self.out) >= 1)
         self.killed: list[str] = []
         self.snapshot: dict = {}
 
     def run(self) -> None:
         deadline = time.time() + 180
-        while _commits(self.out) < 1 and time.time() < deadline:
+        while not self.ready() and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(self.rng.uniform(0.0, 0.3))
         alive = [aid for aid, a in _actors(self.cls).items() if a.get("State") == "ALIVE"]
@@ -413,8 +414,11 @@ def test_rate_limiter_killed_quarantines_segments_then_retry_failed(ray_session,
 
     n = 6
     src, ids, out = _actor_run(tmp_path, n, seed=6)
-    killer = ActorKiller(out, "RateLimiterActor", no_restart=True, seed=f"{SEED}-limiter")
     with OpenAIServer(handler=encoder_reply, latency_s=LATENCY_S) as srv:
+        # killed while segments are being encoded (the LLM work runs ahead of the commits: the
+        # embedding stages behind it may still be loading their model)
+        killer = ActorKiller(out, "RateLimiterActor", no_restart=True, seed=f"{SEED}-limiter",
+                             ready=lambda: len(srv.chat_requests()) >= 3)
         killer.start()
         first = run_ray_build(_cfg(srv, "ray.progress_interval_s=0.1"), "jsonl", src, out, backend="openai", progress=True)
         killer.join(30)
