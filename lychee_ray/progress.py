@@ -72,8 +72,10 @@ class EtaClock:
 class WorkEta:
     """Remaining time of a run whose items differ in size (a build: conversations of 20 or 700
     turns): what is left, in turns, over the rate of the work actually done (turns built per second,
-    measured from the first built item, so start-up does not count). Items finished without work
-    (skipped, failed) shrink what is left without inflating the rate."""
+    measured from the first built item, so start-up and warm-up do not count). Items finished
+    without work (skipped, failed) shrink what is left without inflating the rate. The rate needs
+    ``min_elapsed_s`` seconds and two more built items after the first (items often finish in bursts:
+    a rate over milliseconds would promise the impossible)."""
 
     def __init__(self, policy: EtaPolicy) -> None:
         self.policy = policy
@@ -90,12 +92,10 @@ class WorkEta:
             return None
         if finished >= total:
             return 0.0
-        if self._first is None or now - self.t0 < self.policy.min_elapsed_s or items_worked < 2:
-            return None
-        if finished < self.policy.min_done_fraction * total:
+        if self._first is None or items_worked < 3 or finished < self.policy.min_done_fraction * total:
             return None
         t1, w1 = self._first
-        if worked <= w1 or now <= t1:
+        if worked <= w1 or now - t1 < max(self.policy.min_elapsed_s, 1e-9):
             return None
         return (total - finished) * (now - t1) / (worked - w1)
 

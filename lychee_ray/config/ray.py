@@ -51,7 +51,7 @@ class RayConfig(Section):
     # Seconds between progress lines.
     progress_interval_s: float = Field(gt=0)
     # Honest ETAs (build and eval progress): none until this share of the total is done and this
-    # many seconds have passed (the rate is measured from the first finished item).
+    # many seconds have passed (the build's: since its first built conversation, from which its rate is measured).
     progress_eta_min_done_fraction: float = Field(ge=0, le=1)
     progress_eta_min_elapsed_s: float = Field(ge=0)
     # The run's placement report (manifest "ray_placement") names the node of at most this many
