@@ -63,12 +63,14 @@ def make_context(
     """Embedders (batched across conversations in flight) + encoder + usage ledger for one process.
 
     Without ``embedder``: the configured one for turns and, for records and nodes, the one of
-    ``embedding.memory_quantization``, both behind a memo of ``embedding.memo_texts`` texts. A given
+    ``embedding.memory_quantization``, both on ``embedding.build_threads`` threads and behind a memo
+    of ``embedding.memo_texts`` texts. A given
     ``embedder`` (tests, benchmarks) embeds everything. ``encoder``: one already made (its client
     and ledger are shared)."""
     if embedder is None:
-        turns_model = with_memo(get_embedder(cfg.embedding, cfg.llm), cfg.embedding.memo_texts)
-        memory_model = with_memo(get_embedder(cfg.embedding, cfg.llm, memory=True), cfg.embedding.memo_texts)
+        ecfg = cfg.embedding.for_build()
+        turns_model = with_memo(get_embedder(ecfg, cfg.llm), cfg.embedding.memo_texts)
+        memory_model = with_memo(get_embedder(ecfg, cfg.llm, memory=True), cfg.embedding.memo_texts)
     else:
         turns_model = memory_model = embedder
     batcher = AsyncBatchEmbedder(turns_model, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)

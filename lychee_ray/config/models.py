@@ -47,6 +47,13 @@ class EmbeddingConfig(Section):
     # ONNX Runtime worker threads spin while waiting for work: lower latency, but CPU burnt for
     # nothing when the cores are shared (builds, Ray actors); false = they sleep.
     allow_spinning: bool
+    # Intra-op threads of a build's local models (0 = num_threads): one thread costs the least CPU per
+    # text (a build keeps its cores busy with its stages and conversations instead).
+    build_threads: int = Field(ge=0)
+
+    def for_build(self) -> "EmbeddingConfig":
+        """This section as a build's embedders use it (``build_threads``)."""
+        return self.model_copy(update={"num_threads": self.build_threads}) if self.build_threads else self
 
 class RateLimitConfig(Section):
     # Token buckets refill continuously; 0 disables that bucket.

@@ -120,7 +120,7 @@ class _EmbedStage:
 
     def __init__(self, cfg_json: str, num_gpus: float, progress: Any = None) -> None:
         cfg = _cfg(cfg_json)
-        ecfg, self.device = stage_embedding_config(cfg.embedding, num_gpus)
+        ecfg, self.device = stage_embedding_config(cfg.embedding.for_build(), num_gpus)
         model = get_embedder(ecfg, cfg.llm, memory=self.memory)
         self.model = with_memo(model, cfg.embedding.memo_texts)
         self.max_turn_chars = cfg.segmenter.max_turn_chars

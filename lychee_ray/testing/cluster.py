@@ -82,7 +82,7 @@ class LocalCluster:
     ``head_cpus`` defaults to 0 so that tasks and actors run on the worker nodes (the head keeps the
     GCS, the dashboard, the job supervisor and the job's driver); ``worker_cpus`` is what each worker
     node advertises (whole logical CPUs, as ``ray start`` takes them; actors and tasks ask for
-    fractions of them: ``ray.actor_num_cpus``). ``env`` is added to every node's environment (e.g. ``S3Server.env()``).
+    fractions of them: ``ray.stages.<stage>.num_cpus``). ``env`` is added to every node's environment (e.g. ``S3Server.env()``).
     """
 
     workers: int = 2
