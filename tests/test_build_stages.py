@@ -22,7 +22,7 @@ from lychee_ray.build.stages.commit import Committer
 from lychee_ray.build.stages.construct import Constructor
 from lychee_ray.build.stages.decide import Decider
 from lychee_ray.build.stages.embedding import embed_memory, embed_turns, turn_texts
-from lychee_ray.build.stages.work import StageWork, from_row
+from lychee_ray.build.stages.work import from_row
 from lychee_ray.config import EmbeddingConfig, load_config
 from lychee_ray.embed import get_embedder
 from lychee_ray.embed.memo import MemoEmbedder

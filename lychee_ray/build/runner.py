@@ -60,7 +60,8 @@ def manifest_info(cfg: LycheeConfig, backend: str, summary: BuildSummary, runner
 async def process_stream(
     items: Iterable[AdapterItem], processor: ConversationProcessor, in_flight: int
 ) -> AsyncIterator[Outcome]:
-    """Process items with at most ``in_flight`` conversations at once; yields outcomes as they finish."""
+    """Process items through the one-conversation path alone (how builds ran before the stages; the
+    pre-stage baseline of benchmarks/build_profile.py), at most ``in_flight`` at once; yields outcomes as they finish."""
     pending: set[asyncio.Task[Outcome]] = set()
     for item in items:
         pending.add(asyncio.create_task(processor.process(item)))
