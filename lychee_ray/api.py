@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal
 from lychee_ray.build.runner import BuildSummary, run_local_build_items
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.core.conversation import Conversation
-from lychee_ray.io.adapters import AdapterItem, read_input, read_objects
+from lychee_ray.io.adapters import AdapterItem, read_input, read_objects, survey_input
 
 if TYPE_CHECKING:
     from lychee_ray.eval.runners.run import EvalOptions
@@ -22,9 +22,15 @@ Runner = Literal["local", "ray"]
 Conversations = Iterable[Conversation | dict[str, Any]]
 
 
+def _format(path: str | Path, fmt: str | None) -> str:
+    """``fmt``, or the format the input's content shows (:func:`survey_input`: an input that cannot
+    be built raises :class:`~lychee_ray.io.adapters.InputError` with its kind)."""
+    return fmt if fmt is not None else survey_input(path).format
+
+
 def _items(conversations: Conversations | str | Path, fmt: str | None) -> Iterable[AdapterItem]:
     if isinstance(conversations, (str, Path)):
-        return read_input(fmt or "jsonl", conversations)
+        return read_input(_format(conversations, fmt), conversations)
     if fmt is not None:
         raise ValueError("format applies to an input path, not to conversation objects")
     return read_objects(conversations)
@@ -45,7 +51,8 @@ def build_memory(
 
     ``conversations`` is an iterable of :class:`~lychee_ray.core.conversation.Conversation` objects
     or canonical dicts (``docs``: the JSONL schema), or a path/URI of input files read in ``format``
-    (``jsonl`` when not given; also ``locomo``, ``longmemeval``, ``parquet``). ``llm`` picks the
+    (detected from the content when not given: ``jsonl``, ``parquet``, ``openai``, ``anthropic``,
+    ``chatgpt``, ``locomo``, ``longmemeval``; docs/data-format.md). ``llm`` picks the
     encoder backend (default: ``openai`` when an endpoint is configured, else the offline
     ``rules``). ``runner="ray"`` runs the Ray Data job (local Ray, or ``RAY_ADDRESS``).
     Conversations already committed with the same configuration are skipped when unchanged; a
@@ -64,7 +71,7 @@ def build_memory(
     from lychee_ray.ray.build_job import run_ray_build
 
     if isinstance(conversations, (str, Path)):
-        return run_ray_build(cfg, format or "jsonl", conversations, out, backend=llm, retry_failed=retry_failed,
+        return run_ray_build(cfg, _format(conversations, format), conversations, out, backend=llm, retry_failed=retry_failed,
                              on_conflict=on_conflict)
     return run_ray_build(cfg, "jsonl", "", out, backend=llm, retry_failed=retry_failed,
                          items=list(_items(conversations, format)), on_conflict=on_conflict)

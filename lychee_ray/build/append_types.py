@@ -12,6 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lychee_ray.core.conversation import Turn
+from lychee_ray.core.tools import ToolCall
+
 # changed: a stored turn id arrives with other content (role, speaker, text, time, meta, session);
 # removed: a stored turn is missing from the input; reordered: stored turns arrive in another order,
 # or a new turn was inserted before a stored one (also: a turn appended to a session that is not the
@@ -134,6 +137,15 @@ class AppendTurn(BaseModel):
     session_id: str | None = Field(None, min_length=1, max_length=512)
     session_started_at: str | None = Field(None, description="ISO start of a new session (default: timestamp)")
     meta: dict[str, Any] = Field(default_factory=dict)
+    tool_calls: list[ToolCall] = Field(default_factory=list, description="an assistant turn's tool calls (agent logs)")
+    tool_call_id: str | None = Field(None, description="a tool turn: the call it answers")
+    tool_name: str | None = Field(None, description="a tool turn: the tool whose result it is")
+
+    def to_turn(self) -> Turn:
+        """The turn this appends (validated as any input turn; ``ValidationError`` otherwise)."""
+        return Turn(turn_id=self.turn_id, role=self.role, speaker=self.speaker, content=self.content,
+                    timestamp=self.timestamp, meta=self.meta, tool_calls=self.tool_calls,
+                    tool_call_id=self.tool_call_id, tool_name=self.tool_name)
 
 
 class AppendRequest(BaseModel):

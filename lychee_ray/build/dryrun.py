@@ -4,7 +4,9 @@ For each conversation it reports turns, segments (= encode calls) and the prompt
 encode call with the ``openai`` prompt template, next to the eager per-turn baseline (one call
 per turn, same template) so the ratio is visible. The reference context ρ_k depends on earlier
 LLM output, which a dry run does not have: ``prompt_tokens`` counts the calls with ρ empty, and
-``prompt_tokens_max`` adds the full ρ budget to every call but the first (an upper bound).
+``prompt_tokens_max`` adds the full ρ budget to every call but the first (an upper bound). A system
+prompt is one call per distinct text over the whole run (the build encodes it once per process:
+build/encode/system_prompt.py); the eager baseline sends it once per conversation, as a message.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, Sequence
 
 from lychee_ray.build.encode.base import EncodeRequest
 from lychee_ray.build.encode.openai import build_messages
+from lychee_ray.build.encode.system_prompt import prompt_key
 from lychee_ray.build.pipeline import encode_turns, speakers_of
 from lychee_ray.build.segment import Segment, TurnRef, segment_conversation, turn_embedding_text
 from lychee_ray.config import LycheeConfig
@@ -35,7 +38,7 @@ def segment_request(conv: Conversation, seg: Segment, speakers: Sequence[str], *
     return EncodeRequest(
         conversation_id=conv.conversation_id, user_id=conv.user_id,
         segment_id=segment_id(conv.conversation_id, seg.segment_index), segment_index=seg.segment_index,
-        turns=encode_turns(conv, seg), speakers=list(speakers), prev_resolution_state=prev_resolution_state,
+        kind="system_prompt" if seg.reason == "system_prompt" else "dialogue", turns=encode_turns(conv, seg), speakers=list(speakers), prev_resolution_state=prev_resolution_state,
         prev_records=list(prev_records),
     )
 
@@ -45,9 +48,21 @@ def encode_prompt_tokens(request: EncodeRequest, cfg: LycheeConfig) -> int:
     return count_message_tokens(build_messages(request, cfg.encoder, cfg.tokenizer), cfg.tokenizer.encoding)
 
 
-def _prompt_tokens(conv: Conversation, segments: list[Segment], cfg: LycheeConfig) -> list[int]:
+def _prompt_tokens(conv: Conversation, segments: list[Segment], cfg: LycheeConfig,
+                   seen_prompts: set[str] | None = None) -> list[int]:
+    """Prompt tokens per encode call; with ``seen_prompts``, a system prompt already encoded in
+    this run makes no call (it is left out)."""
     speakers = speakers_of(conv)
-    return [encode_prompt_tokens(segment_request(conv, seg, speakers), cfg) for seg in segments]
+    out = []
+    for seg in segments:
+        request = segment_request(conv, seg, speakers)
+        if seen_prompts is not None and request.kind == "system_prompt":
+            key = prompt_key(request)
+            if key in seen_prompts:
+                continue
+            seen_prompts.add(key)
+        out.append(encode_prompt_tokens(request, cfg))
+    return out
 
 
 def _per_turn_segments(conv: Conversation) -> list[Segment]:
@@ -65,6 +80,7 @@ def dry_run(cfg: LycheeConfig, fmt: str, input_path: str | Path, embedder: Embed
     rho = cfg.encoder.context_token_budget
     convs: dict[str, Any] = {}
     issues: list[str] = []
+    seen_prompts: set[str] = set()
     for item in read_input(fmt, input_path):
         issues.extend(str(i) for i in item.issues if i.level == "error")
         conv = item.conversation
@@ -72,12 +88,12 @@ def dry_run(cfg: LycheeConfig, fmt: str, input_path: str | Path, embedder: Embed
             continue
         vecs = embedder.encode([turn_embedding_text(t, cfg.segmenter.max_turn_chars) for *_, t in conv.iter_turns()])
         segs = segment_conversation(conv, cfg=cfg.segmenter, turn_vectors=vecs, encoding=cfg.tokenizer.encoding).segments
-        lychee = _prompt_tokens(conv, segs, cfg)
+        lychee = _prompt_tokens(conv, segs, cfg, seen_prompts)
         eager = _prompt_tokens(conv, _per_turn_segments(conv), cfg)
         convs[conv.conversation_id] = {
             "turns": conv.num_turns,
             "segments": len(segs),
-            "encode_calls": len(segs),
+            "encode_calls": len(lychee),
             "mean_turns_per_segment": round(conv.num_turns / max(1, len(segs)), 3),
             "prompt_tokens": sum(lychee),
             "prompt_tokens_max": sum(lychee) + rho * max(0, len(lychee) - 1),

@@ -252,7 +252,8 @@ async def extend_conversation(
         return Increment(None, open_turn_ids=_open_turns(stored.segstate, rows))
     prior = PriorContext(final[-1].resolution_state if final else "",
                          stored.records[:keep] if keep is not None else
-                         stored.records_of(final_ids) if stored is not None else [])
+                         stored.records_of(final_ids) if stored is not None else [],
+                         context_segments={r.segment_id for r in final if r.close_reason == "system_prompt"})
     if keep is not None:  # kept between appends (build/turn_log.py)
         prior.memory = stored.final_memory(prior.records)
     enc_rows, recs = await encode_segments(conv, segs, ctx, reuse, prior, speakers)
@@ -324,15 +325,16 @@ def make_append_context(cfg: Any, backend: str, embedder: Any, llm_client: Any =
     worker thread instead of through the build's cross-request batcher; ``llm_client`` (``openai``
     backend) is shared with the caller, and its ledger records the encode calls.
     """
-    from lychee_ray.build.runner import make_encoder  # runner imports this module
+    from lychee_ray.build.processor import make_encoder  # processor imports this module
 
     async def embed(texts: Any) -> np.ndarray:
         return np.asarray(await asyncio.to_thread(embedder.encode, list(texts)), dtype=np.float32)
 
     if backend == "openai" and llm_client is not None:
         from lychee_ray.build.encode.openai import OpenAIEncoder
+        from lychee_ray.build.encode.system_prompt import SystemPromptOnce
 
-        encoder: Any = OpenAIEncoder(llm_client, cfg.encoder, cfg.tokenizer)
+        encoder: Any = SystemPromptOnce(OpenAIEncoder(llm_client, cfg.encoder, cfg.tokenizer), cfg.build.system_prompt_cache)
     else:
         encoder = make_encoder(cfg, backend)
     ctx = BuildContext(cfg=cfg, embed=embed, embed_dim=embedder.dim, embedder_name=embedder.name, encoder=encoder)

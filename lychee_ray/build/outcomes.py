@@ -93,9 +93,9 @@ def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
     out = [f"{i.field}: {i.message}" if i.field else i.message for i in item.issues if i.level == "warning"]
     conv = item.conversation
     if conv is not None and max_turn_chars:
-        long = [t for *_, t in conv.iter_turns() if len(t.content) > max_turn_chars]
+        long = [t for *_, t in conv.iter_turns() if len(t.text) > max_turn_chars]
         if long:
-            named = ", ".join(f"{t.turn_id} ({len(t.content)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
+            named = ", ".join(f"{t.turn_id} ({len(t.text)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
             out.append(f"{len(long)} turn(s) longer than segmenter.max_turn_chars={max_turn_chars}: {named}; only their first "
                        f"{max_turn_chars} characters are embedded, segmented and encoded, the turns are stored in full")
     return out

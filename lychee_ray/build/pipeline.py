@@ -82,6 +82,8 @@ class PriorContext:
     records: list[MemoryRecord] = field(default_factory=list)
     # the guard's memory of exactly ``records``, when the caller keeps one (copied, not changed)
     memory: ConversationMemory | None = None
+    # ids of the stored segments that are system prompts (their records are no reference context)
+    context_segments: set[str] = field(default_factory=set)
 
 
 def encode_turns(conv: Conversation, seg: Segment) -> list[SegmentTurn]:
@@ -92,7 +94,9 @@ def encode_turns(conv: Conversation, seg: Segment) -> list[SegmentTurn]:
         out.append(
             SegmentTurn(
                 index=i, turn_id=rt.turn.turn_id, session_id=s.session_id, session_date=rt.turn.timestamp or s.started_at,
-                speaker=rt.turn.speaker, role=rt.turn.role, content=rt.text,
+                speaker=rt.turn.speaker, role=rt.turn.role, content=rt.text, tool_calls=rt.turn.tool_calls,
+                tool_call_id=rt.turn.tool_call_id, tool_name=rt.turn.tool_name,
+                is_error=rt.turn.meta.get("is_error") is True,
             )
         )
     return out
@@ -130,6 +134,10 @@ async def encode_segments(
     rows: list[SegmentRow] = []
     records: list[MemoryRecord] = list(prior.records) if prior else []  # returned too: callers slice them off
     state = prior.resolution_state if prior else ""
+    # a system prompt's rules are context for the conversation, not what the next segment continues:
+    # they stay out of rho (and its resolution state carries over unchanged)
+    context_ids = set(prior.context_segments) if prior else set()
+    context_ids |= {segment_id(conv.conversation_id, s.segment_index) for s in segments if s.reason == "system_prompt"}
     if prior is not None and prior.memory is not None:
         memory = prior.memory.copy()
     else:
@@ -152,14 +160,16 @@ async def encode_segments(
             continue
         request = EncodeRequest(
             conversation_id=conv.conversation_id, user_id=conv.user_id, segment_id=sid,
-            segment_index=seg.segment_index, turns=encode_turns(conv, seg), speakers=speakers,
+            segment_index=seg.segment_index, kind="system_prompt" if seg.reason == "system_prompt" else "dialogue",
+            turns=encode_turns(conv, seg), speakers=speakers,
             prev_resolution_state=state,
-            prev_records=[r.text for r in records[-cfg.encoder.context_records:]] if cfg.encoder.context_records else [],
+            prev_records=_reference_records(records, context_ids, cfg.encoder.context_records),
         )
         done = await encode_checked(ctx.encoder, request, guard, memory, resolver, cfg.encoder, cfg.build.segment_attempts)
         if done.ok:
             records.extend(done.records)
-            state = done.resolution_state
+            if request.kind == "dialogue":
+                state = done.resolution_state
             rows.append(SegmentRow(**base, status="ok", attempts=done.attempts, num_records=len(done.records),
                                    resolution_state=state, quality=done.quality.to_flat()))
         else:
@@ -167,6 +177,19 @@ async def encode_segments(
             rows.append(SegmentRow(**base, status="failed", error=done.error, error_kind=done.error_kind,
                                    attempts=done.attempts, resolution_state=state, quality=done.quality.to_flat()))
     return rows, records
+
+
+def _reference_records(records: list[MemoryRecord], context_ids: set[str], m: int) -> list[str]:
+    """Texts of the last ``m`` records outside system-prompt segments (rho_k's records)."""
+    if m <= 0:
+        return []
+    out: list[str] = []
+    for r in reversed(records):
+        if r.segment_id not in context_ids:
+            out.append(r.text)
+            if len(out) == m:
+                break
+    return out[::-1]
 
 
 def segments_quality(rows: list[SegmentRow]) -> QualityCounts:

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from lychee_ray.build.append_types import IncrementError
 from lychee_ray.build.encode.base import SegmentEncoder
+from lychee_ray.build.encode.system_prompt import SystemPromptOnce
 from lychee_ray.build.incremental import async_write_lock, extend_conversation
 from lychee_ray.build.outcomes import Outcome, input_warnings
 from lychee_ray.build.pipeline import BuildContext, build_conversation
@@ -39,7 +40,12 @@ log = logging.getLogger(__name__)
 
 
 def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None) -> SegmentEncoder:
-    """The segment encoder for ``backend``; ``openai`` gets an LLM client using ``limiter``."""
+    """The segment encoder for ``backend`` (``openai`` gets an LLM client using ``limiter``), encoding
+    each distinct system prompt once per process (:class:`SystemPromptOnce`)."""
+    return SystemPromptOnce(_backend_encoder(cfg, backend, limiter), cfg.build.system_prompt_cache)
+
+
+def _backend_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None) -> SegmentEncoder:
     if backend == "openai":
         from lychee_ray.build.encode.openai import OpenAIEncoder
 
@@ -52,7 +58,7 @@ def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = 
         question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
         we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
         max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
-        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words,
+        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words, tools=e.tools,
     )
 
 

@@ -7,7 +7,6 @@ conversation's write lock, so that generation stays current while it works).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,8 +144,7 @@ class StoredConversation:
 
 def _turn(r: dict[str, Any]) -> Turn:
     """A turns-table row as a :class:`Turn`."""
-    return Turn(turn_id=r["turn_id"], role=r["role"], speaker=r["speaker"], content=r["content"],
-                timestamp=r["timestamp"], meta=json.loads(r["meta"]) if r["meta"] else {})
+    return Turn.from_row(r)
 
 
 def load_stored(root: str | Path | StoreLayout, marker: CommitMarker,

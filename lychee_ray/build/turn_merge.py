@@ -10,7 +10,6 @@ whole conversation after the append (an append that segments and encodes).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,19 +17,16 @@ from pydantic import ValidationError
 from lychee_ray.build.append_types import AppendRequest, AppendTurn, HistoryConflict, InvalidTurns
 from lychee_ray.build.stored import StoredConversation
 from lychee_ray.build.turn_log import TurnLog
-from lychee_ray.core.conversation import Conversation, Session, Turn
+from lychee_ray.core.conversation import Conversation, Session, Turn, turn_row
 
 # Session id of a conversation created by an append whose turns name no session.
 DEFAULT_SESSION_ID = "s1"
 
 
-def _differences(row: dict[str, Any], t: AppendTurn) -> list[str]:
+def _differences(row: dict[str, Any], t: AppendTurn, turn: Turn) -> list[str]:
     """Fields in which an appended turn differs from the stored turn of the same id."""
-    import json
-
-    mine = {"role": t.role, "speaker": t.speaker or t.role, "content": t.content, "timestamp": t.timestamp,
-            "meta": json.dumps(t.meta, sort_keys=True) if t.meta else None}
-    out = [k for k, v in mine.items() if row[k] != v]
+    mine = turn.row_fields()
+    out = [k for k in ("role", "speaker", "content", "timestamp", "meta") if row[k] != mine[k]]
     if t.session_id is not None and t.session_id != row["session_id"]:
         out.append("session_id")
     return out
@@ -89,9 +85,13 @@ def new_turn_rows(log: TurnLog, request: AppendRequest, user_id: str) -> tuple[l
                                    turn_id=t.turn_id, field="turn_id")
             continue
         seen[t.turn_id] = t
+        try:
+            turn = t.to_turn()
+        except ValidationError as e:
+            raise _invalid(cid, e, t.turn_id) from None
         row = log.rows.get(t.turn_id)
         if row is not None:
-            diff = _differences(row, t)
+            diff = _differences(row, t, turn)
             if diff:
                 raise HistoryConflict("changed", cid, t.turn_id, "fields " + ", ".join(diff))
             dups.append(t.turn_id)
@@ -108,15 +108,7 @@ def new_turn_rows(log: TurnLog, request: AppendRequest, user_id: str) -> tuple[l
             known_sessions.add(sid)
             index += 1
             in_last = 0
-        try:
-            turn = Turn(turn_id=t.turn_id, role=t.role, speaker=t.speaker, content=t.content, timestamp=t.timestamp,
-                        meta=t.meta)
-        except ValidationError as e:
-            raise _invalid(cid, e, t.turn_id) from None
-        rows.append({"conversation_id": cid, "user_id": user_id, "session_id": sid, "session_index": index,
-                     "turn_index": in_last, "turn_id": turn.turn_id, "role": turn.role, "speaker": turn.speaker,
-                     "content": turn.content, "timestamp": turn.timestamp, "session_started_at": started,
-                     "meta": json.dumps(turn.meta, sort_keys=True) if turn.meta else None})
+        rows.append(turn_row(cid, user_id, sid, index, in_last, started, turn))
         turns.append(turn)
         in_last += 1
     return rows, turns, dups

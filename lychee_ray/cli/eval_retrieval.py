@@ -15,10 +15,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval-retrieval", help="id/content coverage of the selected context vs baselines at the same budget (no LLM)")
     p.add_argument("--memory", required=True, help="memory store directory")
     p.add_argument("--data", required=True, help="dataset with QA and gold evidence (e.g. ../shared/data/locomo)")
-    p.add_argument("--format", default="locomo", choices=FORMATS, help="format of --data (default: locomo)")
+    p.add_argument("--format", default=None, choices=FORMATS,
+                   help="format of --data (default: detected; agent logs get questions derived from their tool traffic)")
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
     p.add_argument("--categories", default=None, help="comma-separated categories (default for locomo: 1,2,3,4; else all)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only (quick checks)")
+    p.add_argument("--scope", choices=("conversation", "user"), default="conversation",
+                   help="ask each question of its conversation (default) or of all of its owner's conversations "
+                        "(lychee's user-scoped search; the baselines over the union of those turns)")
     p.add_argument("--baselines", default=None,
                    help="comma-separated baselines (turn_rag,sentence_rag,hybrid_rag,full_context; "
                         "default: eval.retrieval_baselines; 'none' for lychee only)")
@@ -45,6 +49,14 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"lychee-ray eval-retrieval: {e}", file=sys.stderr)
         return 2
+    if args.format is None:
+        from lychee_ray.io.adapters import detect_format
+
+        found = detect_format(args.data)
+        if found is None:
+            print(f"lychee-ray eval-retrieval: cannot tell the format of {args.data}; give --format", file=sys.stderr)
+            return 2
+        args.format = found.format
     cats = args.categories.split(",") if args.categories else (LOCOMO_CATEGORIES if args.format == "locomo" else None)
     baselines = None
     if args.baselines is not None:
@@ -54,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"lychee-ray eval-retrieval: unknown baseline(s) {', '.join(bad)}; known: {', '.join(BASELINES)}",
                   file=sys.stderr)
             return 2
-    evaluate = RetrievalEvaluator.from_data(args.format, args.data, cats, args.limit, args.budget_tokens, baselines)
+    evaluate = RetrievalEvaluator.from_data(args.format, args.data, cats, args.limit, args.budget_tokens, baselines,
+                                            cfg.eval.agentlog, args.scope)
     if not evaluate.questions:
         print("lychee-ray eval-retrieval: no questions with gold evidence", file=sys.stderr)
         return 1

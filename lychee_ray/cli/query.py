@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--question-date", default=None, help="ISO date/datetime that anchors relative times (default: now)")
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
     p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend for plan + answer (default: auto)")
+    p.add_argument("--recent", action="append", default=None, metavar="'ROLE: TEXT'",
+                   help="one of the asking agent's recent turns, oldest first (repeatable): what the question may "
+                        "refer to; shown to the planner")
     p.add_argument("--search-only", "--search", dest="search_only", action="store_true", help="stop before the answer call")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     add_config_args(p)
@@ -49,12 +52,25 @@ def run(args: argparse.Namespace) -> int:
     call = store.search if args.search_only else store.query
     try:
         with store:
-            res = call(args.conversation, args.question, args.question_date, args.budget_tokens, user_id=args.user)
+            res = call(args.conversation, args.question, args.question_date, args.budget_tokens, user_id=args.user,
+                       recent_turns=recent_turns(args.recent))
     except UnknownConversation as e:
         raise CliError("unknown_conversation", unknown_scope_message(args, store.reader)) from e
     except (ScopeError, ValueError) as e:
         raise CliError("usage", message_of(e)) from e
     return print_result(res, args)
+
+
+def recent_turns(values: list[str] | None) -> list[dict[str, str]]:
+    """``--recent 'user: my order is 123'`` values as recent turns (a known role before the first colon)."""
+    out = []
+    for v in values or []:
+        role, sep, text = v.partition(":")
+        if sep and role.strip().lower() in ("user", "assistant", "tool", "system"):
+            out.append({"role": role.strip().lower(), "content": text.strip()})
+        else:
+            out.append({"content": v.strip()})
+    return out
 
 
 def unknown_scope_message(args: argparse.Namespace, reader: Any) -> str:
@@ -84,7 +100,8 @@ def _run_remote(args: argparse.Namespace) -> int:
     ask = client.search if args.search_only else client.query
     try:
         res = ask(args.question, conversation_id=args.conversation, user_id=args.user,
-                  question_date=args.question_date, budget_tokens=args.budget_tokens)
+                  question_date=args.question_date, budget_tokens=args.budget_tokens,
+                  recent_turns=recent_turns(args.recent))
     except RemoteError as e:
         print(f"lychee-ray query: {e}", file=sys.stderr)
         return 2 if e.status in _REQUEST_ERROR_STATUSES else 1

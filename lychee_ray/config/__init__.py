@@ -15,6 +15,7 @@ from lychee_ray.config.build import (
     PressureConfig,
     SegmenterConfig,
     SurpriseConfig,
+    ToolRecordsConfig,
 )
 from lychee_ray.config.eval import EvalConfig
 from lychee_ray.config.loader import load_config, parse_set, ray_address
@@ -40,5 +41,5 @@ __all__ = [
     "NodesConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "BuildStagesConfig", "StageConfig",
     "RerankConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig", "StoreConfig",
-    "SurpriseConfig", "TokenizerConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",
+    "SurpriseConfig", "TokenizerConfig", "ToolRecordsConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",
 ]

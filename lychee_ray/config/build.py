@@ -130,6 +130,30 @@ class GuardConfig(Section):
     repair_mode: Literal["no_records", "do_not_repeat"]
 
 
+class ToolRecordsConfig(Section):
+    """Records from agent work (issue 35; docs/agent-logs.md): how the ``rules`` backend reads tool
+    traffic and system prompts. Tools are told apart by name; matching is case-insensitive."""
+
+    # A tool whose name starts with one of these looks something up (its result is a `fact`); any
+    # other tool acts (its call and result are an `event`).
+    read_prefixes: list[str]
+    # A tool whose name contains one of these hands the conversation over (a `failure_pattern`).
+    transfer_words: list[str]
+    # Tools that only record the agent's own reasoning (the call's arguments are its note).
+    note_tools: list[str]
+    # Characters of one record's text at most (a long result is split into several records).
+    max_record_chars: int = Field(ge=80)
+    # Records one tool result gives at most (fields, or list items: the first ones are kept).
+    max_records_per_result: int = Field(ge=1)
+    # Characters of the request a tool call answered, quoted in its tool_affordance record.
+    request_chars: int = Field(ge=20)
+    # A call is named in records by its scalar arguments up to this many characters each (longer or
+    # nested ones are elided; the call's tool_affordance record lists them all).
+    short_arg_chars: int = Field(ge=8)
+    # Constraint records one system prompt gives at most (its policy sentences, in order).
+    max_policy_records: int = Field(ge=0)
+
+
 class EncoderConfig(Section):
     """Segment encoder (DESIGN §1 step 2): one LLM call per segment."""
 
@@ -178,6 +202,7 @@ class EncoderConfig(Section):
     # copied (records listed as "already stored"); plain = the paper's bare "Recent records" list.
     context_style: Literal["guarded", "plain"]
     guard: GuardConfig
+    tools: ToolRecordsConfig
 
 class NodesConfig(Section):
     """Evidence nodes derived from record metadata (DESIGN §1 step 3)."""
@@ -222,3 +247,6 @@ class BuildConfig(Section):
     # while it encoded (it holds no write lock meanwhile); after this many rounds it gives up
     # (conversation_busy: the turns stay queued and the next append or flush encodes them).
     catch_up_attempts: int = Field(ge=1)
+    # Distinct system prompts whose encoding a process keeps (each is encoded once, its records
+    # stored with every conversation that has it; least recently used dropped beyond this).
+    system_prompt_cache: int = Field(ge=1)

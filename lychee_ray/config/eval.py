@@ -23,6 +23,18 @@ class EvalSplitConfig(Section):
         return self
 
 
+class AgentLogEvalConfig(Section):
+    """Questions derived from agent logs' tool traffic (``eval-retrieval`` on ``openai`` /
+    ``anthropic`` / ``chatgpt`` input; eval/setup/agentlog_questions.py)."""
+
+    # fields of one lookup result asked about (list results: items, one field each)
+    lookup_per_result: int = Field(ge=1)
+    # questions of each kind (lookup, change, failure) one conversation gives at most
+    per_kind: int = Field(ge=1)
+    # a lookup answer must occur at most this many times in its conversation's text (specific)
+    max_answer_occurrences: int = Field(ge=1)
+
+
 class EvalConfig(Section):
     """Benchmark evaluation (``lychee-ray eval``; DESIGN §5)."""
 
@@ -58,6 +70,7 @@ class EvalConfig(Section):
     ablation_rule_twins: list[str]
     # The held-out split of LoCoMo conversations; results are reported per half.
     locomo_split: EvalSplitConfig
+    agentlog: AgentLogEvalConfig
 
     @field_validator("content_coverage_thresholds")
     @classmethod

@@ -28,6 +28,9 @@ class PlannerConfig(Section):
     # plan repeats at temperature 0, and each try costs a prompt plus up to max_completion_tokens.
     # Transport errors (429, 5xx, timeouts) still get llm.max_attempts.
     max_invalid_attempts: int = Field(ge=1)
+    # The asking agent's recent turns (``recent_turns`` of search/query; the paper's H_q) are shown
+    # to both planners up to this many tokens, newest kept; 0 = ignored.
+    recent_turns_tokens: int = Field(ge=0)
 
 
 class RecallConfig(Section):
@@ -49,6 +52,9 @@ class RecallConfig(Section):
     turn_bm25_depth: int = Field(ge=0)  # (f) lexical BM25 over the raw turns alone
     bm25_k1: float = Field(ge=0)
     bm25_b: float = Field(ge=0, le=1)
+    # A route naming identifiers the conversation holds (codes, ids, e-mails: letters and digits
+    # mixed, or joined by _ @ .) gets the items holding them first in every channel's list.
+    prefer_identifiers: bool
     # Thread pool running each (conversation, route)'s channels in parallel (0 = in the calling thread;
     # on 2 cores the channels take ~2 ms in all, so more threads buy nothing).
     threads: int = Field(ge=0)
@@ -112,6 +118,11 @@ class SelectConfig(Section):
     record_lift: float = Field(ge=0)
     # units=turns: a turn whose line is longer than this is shown through its records instead.
     max_turn_tokens: int = Field(ge=1)
+    # units=turns: tool traffic (agent logs: a tool's result, an assistant turn that only calls
+    # tools) that has records is shown through them, as a long turn is — its records keep every
+    # field verbatim in a fraction of the JSON's tokens — and a window around another turn stops
+    # before it.
+    tool_turns_as_records: bool
     # units=turns: records shown under a shown turn at most (each must add min_novel_terms).
     notes_per_turn: int = Field(ge=0)
     # Cost-aware gain: relevance * (median pool cost / item cost) ** exponent (0 = ignore cost).

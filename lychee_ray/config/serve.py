@@ -51,6 +51,8 @@ class ServeConfig(Section):
     max_request_bytes: int = Field(ge=256)
     # Longer questions get 422.
     max_question_chars: int = Field(ge=1)
+    # recent_turns of one query: their characters in all at most (the planner sees a token-bounded part)
+    max_recent_turns_chars: int = Field(ge=0)
     # Largest budget_tokens a request may ask for (422 above).
     max_budget_tokens: int = Field(ge=0)
     # GET /v1/conversations: conversations per page when the request names no limit, and the most it may ask for.

@@ -14,6 +14,8 @@ from typing import Any, Iterator
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lychee_ray.core.tools import TOOL_META_KEY, ToolCall, ToolInfo, render_turn_text, split_tool_meta, tool_meta
+
 ROLES = ("user", "assistant", "system", "tool")
 
 
@@ -28,6 +30,13 @@ class Turn(BaseModel):
     content: str
     timestamp: str | None = Field(default=None, description="ISO datetime of the turn, if the source has one.")
     meta: dict[str, Any] = Field(default_factory=dict, description="Source-specific extras (e.g. has_answer).")
+    # (left out of dumps when empty: a plain turn serialises as it did before agent logs)
+    tool_calls: list[ToolCall] = Field(default_factory=list, description="Calls an assistant turn makes (agent logs).",
+                                       exclude_if=lambda v: not v)
+    tool_call_id: str | None = Field(default=None, description="The call a tool turn answers.",
+                                     exclude_if=lambda v: v is None)
+    tool_name: str | None = Field(default=None, description="The tool whose result a tool turn is.",
+                                  exclude_if=lambda v: v is None)
 
     @field_validator("role")
     @classmethod
@@ -41,11 +50,52 @@ class Turn(BaseModel):
     def _iso_timestamp(cls, v: str | None) -> str | None:
         return None if v is None else _check_iso(v)
 
+    @field_validator("meta")
+    @classmethod
+    def _free_meta(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if TOOL_META_KEY in v:
+            raise ValueError(f"meta key {TOOL_META_KEY!r} is reserved (tool calls go in tool_calls / tool_call_id)")
+        return v
+
     @model_validator(mode="after")
     def _default_speaker(self) -> "Turn":
         if not self.speaker:
             self.speaker = self.role
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(f"tool_calls on a {self.role!r} turn (only assistant turns call tools)")
+        if (self.tool_call_id is not None or self.tool_name is not None) and self.role != "tool":
+            raise ValueError(f"tool_call_id / tool_name on a {self.role!r} turn (only tool turns answer calls)")
         return self
+
+    @property
+    def tool_info(self) -> ToolInfo | None:
+        """The turn's tool fields (None for a plain turn)."""
+        if not self.tool_calls and self.tool_call_id is None and self.tool_name is None:
+            return None
+        return ToolInfo(calls=self.tool_calls, call_id=self.tool_call_id, name=self.tool_name)
+
+    @property
+    def text(self) -> str:
+        """What the turn shows to search, embedding, segmenting and encoding: its content with its
+        tool calls rendered (:func:`~lychee_ray.core.tools.render_turn_text`)."""
+        return render_turn_text(self.content, self.tool_info)
+
+    def row_fields(self) -> dict[str, Any]:
+        """The turn's own columns of :data:`TURN_SCHEMA` (tool fields inside ``meta``)."""
+        meta = tool_meta(self.meta, self.tool_info)
+        return {"turn_id": self.turn_id, "role": self.role, "speaker": self.speaker, "content": self.content,
+                "timestamp": self.timestamp, "meta": json.dumps(meta, sort_keys=True) if meta else None}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Turn":
+        """A turns-table row (or :data:`TURN_STRUCT` value) as a turn: the inverse of :meth:`row_fields`."""
+        meta = row.get("meta")
+        decoded = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
+        user_meta, info = split_tool_meta(decoded) if isinstance(decoded, dict) else (decoded, None)
+        return cls(turn_id=row["turn_id"], role=row["role"], speaker=row["speaker"], content=row["content"],
+                   timestamp=row.get("timestamp"), meta=user_meta,
+                   tool_calls=info.calls if info else [], tool_call_id=info.call_id if info else None,
+                   tool_name=info.name if info else None)
 
 
 class Session(BaseModel):
@@ -115,25 +165,8 @@ class Conversation(BaseModel):
 
     def turn_rows(self, start: int = 0) -> list[dict[str, Any]]:
         """Flatten to rows matching :data:`TURN_SCHEMA` (the turns from position ``start`` on)."""
-        rows = []
-        for si, s, ti, t in self.iter_turns_from(start):
-            rows.append(
-                {
-                    "conversation_id": self.conversation_id,
-                    "user_id": self.user_id,
-                    "session_id": s.session_id,
-                    "session_index": si,
-                    "turn_index": ti,
-                    "turn_id": t.turn_id,
-                    "role": t.role,
-                    "speaker": t.speaker,
-                    "content": t.content,
-                    "timestamp": t.timestamp,
-                    "session_started_at": s.started_at,
-                    "meta": json.dumps(t.meta, sort_keys=True) if t.meta else None,
-                }
-            )
-        return rows
+        return [turn_row(self.conversation_id, self.user_id, s.session_id, si, ti, s.started_at, t)
+                for si, s, ti, t in self.iter_turns_from(start)]
 
 
 class QAItem(BaseModel):
@@ -150,6 +183,14 @@ class QAItem(BaseModel):
     question_date: str | None = None
     answer_session_ids: list[str] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict)
+
+
+def turn_row(conversation_id: str, user_id: str, session_id: str, session_index: int, turn_index: int,
+             session_started_at: str | None, turn: Turn) -> dict[str, Any]:
+    """One :data:`TURN_SCHEMA` row: the one place a turn becomes a stored row (:meth:`Turn.from_row` reads it back)."""
+    return {"conversation_id": conversation_id, "user_id": user_id, "session_id": session_id,
+            "session_index": session_index, "turn_index": turn_index, **turn.row_fields(),
+            "session_started_at": session_started_at}
 
 
 def _check_iso(v: str) -> str:
@@ -229,17 +270,7 @@ def conversation_to_row(conv: Conversation) -> dict[str, Any]:
             {
                 "session_id": s.session_id,
                 "started_at": s.started_at,
-                "turns": [
-                    {
-                        "turn_id": t.turn_id,
-                        "role": t.role,
-                        "speaker": t.speaker,
-                        "content": t.content,
-                        "timestamp": t.timestamp,
-                        "meta": json.dumps(t.meta, sort_keys=True) if t.meta else None,
-                    }
-                    for t in s.turns
-                ],
+                "turns": [t.row_fields() for t in s.turns],
             }
             for s in conv.sessions
         ],
@@ -257,6 +288,17 @@ def _row_meta(v: Any) -> Any:
     return {} if v is None else v
 
 
+def _turn_object(t: dict[str, Any]) -> dict[str, Any]:
+    """A :data:`TURN_STRUCT` value as a turn object: meta decoded, tool fields out of it."""
+    meta = _row_meta(t.get("meta"))
+    if isinstance(meta, dict) and TOOL_META_KEY in meta:
+        meta, info = split_tool_meta(meta)
+        if info is not None:
+            extra = {"tool_calls": [c.model_dump() for c in info.calls], "tool_call_id": info.call_id, "tool_name": info.name}
+            return {**t, "meta": meta, **{k: v for k, v in extra.items() if v}}
+    return {**t, "meta": meta}
+
+
 def conversation_object_from_row(row: dict[str, Any]) -> dict[str, Any]:
     """A row of :data:`CONVERSATION_SCHEMA` as a plain conversation object (meta strings decoded),
     ready for repair and validation; shapes it cannot read are passed through for validation to report."""
@@ -265,7 +307,7 @@ def conversation_object_from_row(row: dict[str, Any]) -> dict[str, Any]:
     sessions = obj.get("sessions")
     if isinstance(sessions, list):
         obj["sessions"] = [
-            {**s, "turns": [{**t, "meta": _row_meta(t.get("meta"))} if isinstance(t, dict) else t for t in s["turns"]]}
+            {**s, "turns": [_turn_object(t) if isinstance(t, dict) else t for t in s["turns"]]}
             if isinstance(s, dict) and isinstance(s.get("turns"), list) else s
             for s in sessions
         ]

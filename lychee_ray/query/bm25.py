@@ -22,7 +22,7 @@ import numpy as np
 
 from lychee_ray.query.hits import Hit, ItemKind
 from lychee_ray.query.pacing import Pause, paced
-from lychee_ray.text.lexical import lexical_terms
+from lychee_ray.text.lexical import search_terms
 
 if TYPE_CHECKING:
     from lychee_ray.query.recall import ConversationView
@@ -37,7 +37,7 @@ _EMPTY_F32 = np.zeros(0, dtype=np.float32)
 
 def doc_terms(text: str) -> list[str]:
     """The terms a document is indexed by (never empty)."""
-    return lexical_terms(text) or [_EMPTY_DOC]
+    return search_terms(text) or [_EMPTY_DOC]
 
 
 class _Postings:
@@ -156,7 +156,7 @@ class BM25Index:
 
     def search(self, query: str, depth: int) -> list[Hit]:
         """The ``depth`` best-scoring items with a positive score, best first (ties by position)."""
-        terms = [t for t in dict.fromkeys(lexical_terms(query)) if self.has_term(t)]
+        terms = [t for t in dict.fromkeys(search_terms(query)) if self.has_term(t)]
         if not terms or depth <= 0 or not self.ids:
             return []
         scores = self.scores(terms)

@@ -28,7 +28,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -45,11 +45,12 @@ from lychee_ray.query.cache import ConversationCache
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
-from lychee_ray.query.hits import Hit
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
+from lychee_ray.query.plan.model import RecentTurn, recent_lines
 from lychee_ray.query.recall import ConversationView, recall_nodes, recall_records, recall_time, recall_turns
 from lychee_ray.query.rerank import CrossEncoderReranker, rerank_order
+from lychee_ray.query.route_filters import prefer_identifiers, prefer_types, route_identifiers, without_context
 from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, SearchResult
 from lychee_ray.query.select import select_evidence
 from lychee_ray.text.dates import as_datetime
@@ -62,18 +63,6 @@ STAGES = ("load", "plan", "embed", "channels", "fusion", "rerank", "selection", 
 def _route_query_text(route: Route) -> str:
     """BM25 query of a route: its search texts plus its entity and topic words."""
     return " ".join([*route.search_texts, *route.entities, *route.topics])
-
-
-def _prefer_types(hits: list[Hit], view: ConversationView, types: list[str]) -> list[Hit]:
-    """Soft record-type constraint: records of the route's types first, the rest after (stable)."""
-    if not types:
-        return hits
-    allowed = set(types)
-
-    def ok(h: Hit) -> bool:
-        return h.kind != "record" or view.record_type[view.record_pos[h.id]] in allowed
-
-    return [h for h in hits if ok(h)] + [h for h in hits if not ok(h)]
 
 
 class MemoryStore:
@@ -310,10 +299,14 @@ class MemoryStore:
         user_id: str | None = None,
         llm: str | None = None,
         question_id: str | None = None,
+        recent_turns: Sequence[RecentTurn | str | dict] | None = None,
     ) -> SearchResult:
-        """Plan, recall, fuse, rerank and select — everything but the answer call."""
+        """Plan, recall, fuse, rerank and select — everything but the answer call. ``recent_turns``: the
+        asking agent's last turns (what "it" or "that reservation" refers to), shown to the planner
+        up to ``query.planner.recent_turns_tokens``."""
         with self.cache.request():  # a background view rebuild pauses meanwhile
-            res, _sel, _qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id)
+            res, _sel, _qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id,
+                                            recent_turns)
         return res
 
     def query(
@@ -326,14 +319,17 @@ class MemoryStore:
         user_id: str | None = None,
         llm: str | None = None,
         question_id: str | None = None,
+        recent_turns: Sequence[RecentTurn | str | dict] | None = None,
     ) -> QueryResult:
         """Answer ``question`` from the memory of one conversation (or of ``user_id``'s conversations).
 
         ``question_date`` anchors relative times ("last week"); None = today. ``budget_tokens``
         overrides ``query.select.budget_tokens``. ``llm`` overrides the backend (openai | rules).
+        ``recent_turns``: as for :meth:`search`.
         """
         with self.cache.request():
-            res, sel, qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id)
+            res, sel, qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id,
+                                          recent_turns)
         backend = self.backend(llm)
         t0 = time.perf_counter()
         client = self.llm_client() if backend == "openai" else None
@@ -360,6 +356,7 @@ class MemoryStore:
     def _retrieve(
         self, conversation_id: str | None, question: str, question_date: Any, budget_tokens: int | None,
         user_id: str | None, llm: str | None, question_id: str | None,
+        recent_turns: Sequence[RecentTurn | str | dict] | None = None,
     ) -> tuple[SearchResult, Selection, datetime]:
         if not question or not question.strip():
             raise ValueError("empty question")
@@ -379,6 +376,7 @@ class MemoryStore:
 
         t0 = time.perf_counter()
         ctx = _plan_context(views.values())
+        ctx.recent = recent_lines(list(recent_turns or []), self.qcfg.planner.recent_turns_tokens, self.encoding)
         planner = make_planner(backend, self.qcfg.planner, self.llm_client() if backend == "openai" else None, self.encoding)
         plan_out = planner.plan(question, qd, ctx, question_id=qid)
         plan = plan_out.plan
@@ -444,7 +442,10 @@ class MemoryStore:
             if route.time is not None:
                 lists.append(("time", recall_time(view, qv, route.time, rc.time_depth, rc.time_slack_days,
                                                   rc.time_use_session_date, rc.time_include_turns)))
-            return [RankedList(ch, ri, cid, _prefer_types(hits, view, route.record_types)) for ch, hits in lists]
+            idents = route_identifiers(view, _route_query_text(route)) if rc.prefer_identifiers else []
+            return [RankedList(ch, ri, cid, prefer_identifiers(prefer_types(without_context(hits, view, route.record_types),
+                                                                            view, route.record_types), view, idents))
+                    for ch, hits in lists]
 
         return [
             (lambda cid=cid, view=view, ri=ri, route=route, qv=qv: route_task(cid, view, ri, route, qv))

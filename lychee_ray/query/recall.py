@@ -33,6 +33,7 @@ import pyarrow as pa
 from lychee_ray.core.keys import normalise_key
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.io.store import ConversationData
+from lychee_ray.core.tools import render_turn_text, tool_info_from_meta
 from lychee_ray.query.bm25 import BM25Index, doc_terms
 from lychee_ray.query.hits import Hit, ItemKind
 from lychee_ray.query.pacing import PAUSE_EVERY_ROWS, Pause, paced
@@ -85,6 +86,8 @@ class TurnColumns:
     ids: list[str]
     text: list[str]
     speaker: list[str]
+    role: list[str]
+    tool: list[bool]  # tool traffic: a tool's result, or an assistant turn that only calls tools
     session: list[int]
     dates: list[str | None]  # the turn's time, else its session's
     segment: list[int]  # segment index (-1 = none)
@@ -96,11 +99,18 @@ class TurnColumns:
     @classmethod
     def of(cls, trn: dict[str, list], segment_of: dict[str, int], pause: Pause | None = None) -> "TurnColumns":
         ids = [str(t) for t in trn["turn_id"]]
-        text = [str(c) for c in trn["content"]]
+        # a turn's text with its tool calls rendered (agent logs), as embedded and encoded
+        metas = trn.get("meta") or [None] * len(ids)
+        infos = [tool_info_from_meta(m) for m in metas]
+        text = [render_turn_text(str(c), info) for c, info in zip(trn["content"], infos)]
+        roles = [str(r) for r in trn["role"]]
+        tool = [r == "tool" or (info is not None and bool(info.calls) and not str(c).strip())
+                for r, c, info in zip(roles, trn["content"], infos)]
         speaker = [str(s) for s in trn["speaker"]]
         dates = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"])]
         lines = [f"{s}: {t}" for s, t in zip(speaker, text)]
-        return cls(ids=ids, text=text, speaker=speaker, session=list(trn["session_index"]), dates=dates,
+        return cls(ids=ids, text=text, speaker=speaker, role=roles, tool=tool,
+                   session=list(trn["session_index"]), dates=dates,
                    segment=[segment_of.get(t, -1) for t in ids], lines=lines,
                    tokens=[doc_terms(t) for t in paced(lines, pause)],
                    terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in paced(zip(speaker, text), pause)],
@@ -139,6 +149,8 @@ class ConversationView:
     turn_ids: list[str]
     turn_text: list[str]
     turn_speaker: list[str]
+    turn_role: list[str]
+    turn_tool: list[bool]  # tool traffic (a tool result, a turn that only calls tools)
     turn_session: list[int]
     turn_session_date: list[str | None]
     turn_segment: list[int]  # index of the semantic segment each turn was encoded in (-1 = none)
@@ -180,6 +192,22 @@ class ConversationView:
     # turn's segment index, and source turn ids records cite that are not (yet) stored turns
     segment_of: dict[str, int] = field(default_factory=dict)
     missing_sources: frozenset[str] = frozenset()
+    # segments that are system prompts (agent logs): their turns and records are the agent's
+    # instructions, context rather than memory (recall leaves them out unless a route asks for rules)
+    context_segments: frozenset[int] = frozenset()
+
+    def is_context_turn(self, pos: int) -> bool:
+        """The turn is (part of) a system prompt."""
+        return bool(self.context_segments) and self.turn_segment[pos] in self.context_segments
+
+    def is_context_record(self, pos: int) -> bool:
+        """The record was written from a system prompt (every turn it cites is one)."""
+        src = self.record_turns[pos]
+        return bool(self.context_segments) and bool(src) and all(self.is_context_turn(tp) for tp in src)
+
+    def is_tool_traffic(self, pos: int) -> bool:
+        """The turn is a tool's output or an assistant turn that only calls tools (agent logs)."""
+        return self.turn_tool[pos]
 
     @classmethod
     def from_data(cls, data: ConversationData, bm25_k1: float = 1.2, bm25_b: float = 0.75,
@@ -204,6 +232,9 @@ class ConversationView:
         for idx, tids in paced(zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist()), pause):
             for t in tids or []:
                 seg_of[t] = int(idx)
+        context = frozenset(int(i) for i, why in zip(data.segments.column("index").to_pylist(),
+                                                     data.segments.column("close_reason").to_pylist())
+                            if why == "system_prompt")
         tc = TurnColumns.of(trn, seg_of, pause)
         turn_pos = {t: i for i, t in enumerate(tc.ids)}
         record_pos = {r: i for i, r in enumerate(rec["record_id"])}
@@ -233,7 +264,8 @@ class ConversationView:
             record_time=times, record_span=spans, record_session_date=list(rec["created_at"]),
             record_sources=[list(s or []) for s in rec["source_turn_ids"]],
             record_vecs=flat_vectors(data.record_index, n_rec, dim), record_index=data.record_index,
-            turn_ids=tc.ids, turn_text=tc.text, turn_speaker=tc.speaker, turn_session=tc.session,
+            turn_ids=tc.ids, turn_text=tc.text, turn_speaker=tc.speaker, turn_role=tc.role, turn_tool=tc.tool,
+            turn_session=tc.session,
             turn_session_date=tc.dates, turn_segment=tc.segment,
             turn_vecs=flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
             node_kind=list(nod["kind"]), node_key=list(nod["key"]), node_records=node_records, node_index=data.node_index,
@@ -251,6 +283,7 @@ class ConversationView:
         view.source = view.derived_from = data
         view.segment_of = seg_of
         view.missing_sources = missing
+        view.context_segments = context
         return view
 
     @property

@@ -116,7 +116,8 @@ def select_items(
     lam = cfg.mmr_lambda
     max_sim = np.zeros(n, dtype=np.float64)
     alive = np.ones(n, dtype=bool)
-    shown: dict[str, Shown] = {cid: Shown() for cid in views}
+    texts: set[str] = set()  # shown record texts across conversations (a user's scope shows one copy)
+    shown: dict[str, Shown] = {cid: Shown(texts=texts) for cid in views}
     chosen: list[Evidence] = []
     groups: set[tuple[str, str | None]] = set()
     remaining = budget_tokens

@@ -42,6 +42,7 @@ from lychee_ray.query.windows import (
     record_is_redundant,
     record_tokens,
     scaled,
+    through_records,
     turn_window,
     window_tokens,
 )
@@ -61,11 +62,15 @@ class _Candidate:
     channels: set[str] = field(default_factory=set)
     routes: set[int] = field(default_factory=set)
     first_seen: int = 0
+    # record position -> the relevance it lifted this turn by (consumed once the record is shown)
+    lifts: dict[int, float] = field(default_factory=dict)
 
-    def absorb(self, it: FusedItem, score: float) -> None:
+    def absorb(self, it: FusedItem, score: float, record: int | None = None) -> None:
         self.score += score
         self.channels |= it.channels
         self.routes |= it.routes
+        if record is not None:
+            self.lifts[record] = self.lifts.get(record, 0.0) + score
 
     def item(self, view: ConversationView) -> FusedItem:
         """The candidate as a pool item (what :func:`build_unit` and the evidence report read)."""
@@ -75,6 +80,10 @@ class _Candidate:
 
 
 def _long(view: ConversationView, tp: int, cfg: SelectConfig, encoding: str) -> bool:
+    """A turn shown through its records rather than whole: too long, or tool traffic that has
+    records (``tool_turns_as_records``)."""
+    if through_records(view, tp, cfg):
+        return True
     return turn_line_tokens(view, tp, cfg.show_source_ids, encoding) > cfg.max_turn_tokens
 
 
@@ -84,11 +93,11 @@ def _candidates(pool: Sequence[FusedItem], rel: np.ndarray, views: dict[str, Con
     cands: dict[tuple[str, str, int], _Candidate] = {}
     pooled_records: dict[tuple[str, int], list[int]] = {}
 
-    def add(cid: str, kind: str, p: int, it: FusedItem, score: float) -> None:
+    def add(cid: str, kind: str, p: int, it: FusedItem, score: float, record: int | None = None) -> None:
         c = cands.get((cid, kind, p))
         if c is None:
             c = cands[(cid, kind, p)] = _Candidate(cid, kind, p, first_seen=len(cands))
-        c.absorb(it, score)
+        c.absorb(it, score, record)
 
     for i, it in enumerate(pool):
         cid = it.key.conversation_id
@@ -98,13 +107,16 @@ def _candidates(pool: Sequence[FusedItem], rel: np.ndarray, views: dict[str, Con
             continue
         rp = v.record_pos[it.key.id]
         src = v.record_turns[rp]
-        short = [tp for tp in src if not _long(v, tp, cfg, encoding)]
+        # turns a record lifts: those that can be shown whole, and tool traffic / system prompts,
+        # which are shown through their records (the turn then collects its records' relevance as
+        # any turn does, and each pick shows its next best record)
+        lifted = [tp for tp in src if not _long(v, tp, cfg, encoding) or through_records(v, tp, cfg)]
         for tp in src:
             pooled_records.setdefault((cid, tp), []).append(rp)
         if cfg.record_lift > 0:
-            for tp in short:
-                add(cid, "turn", tp, it, cfg.record_lift * float(rel[i]))
-        if len(short) < len(src) or not src or cfg.record_lift == 0:
+            for tp in lifted:
+                add(cid, "turn", tp, it, cfg.record_lift * float(rel[i]), rp)
+        if len(lifted) < len(src) or not src or cfg.record_lift == 0:
             add(cid, "record", rp, it, float(rel[i]))
     return list(cands.values()), pooled_records
 
@@ -140,6 +152,14 @@ def select_turn_units(
     lam = cfg.mmr_lambda
     max_sim = np.zeros(n, dtype=np.float64)
     alive = np.ones(n, dtype=bool)
+    # a turn shown through its records (tool traffic, a system prompt), picked again, ranks by the
+    # records it has left: once shown, a record's lift is spent on every such turn it lifted
+    lifted_by: dict[tuple[str, int], list[int]] = {}
+    for j, c in enumerate(cands):
+        if c.kind == "turn" and through_records(views[c.conversation_id], c.pos, cfg):
+            for rp in c.lifts:
+                lifted_by.setdefault((c.conversation_id, rp), []).append(j)
+    raw = np.asarray([c.score for c in cands], dtype=np.float64)
     while alive.any() and picker.remaining > 0:
         mmr = lam * gain - (1 - lam) * max_sim
         mmr[~alive] = -np.inf
@@ -147,10 +167,22 @@ def select_turn_units(
         if mmr[i] == -np.inf:
             break
         c = cands[i]
+        shown_before = len(picker.chosen)
         placed, keep = picker.place(c, float(score[i]))
         alive[i] = keep
         if placed:
             max_sim = np.maximum(max_sim, vecs @ vecs[i])
+            for unit in picker.chosen[shown_before:]:
+                if unit.kind != "record":
+                    continue
+                rp = views[unit.conversation_id].record_pos[unit.id]
+                for j in lifted_by.get((unit.conversation_id, rp), ()):
+                    spent = cands[j].lifts.pop(rp, 0.0)
+                    if spent and raw[j] > 0:
+                        left = max(0.0, raw[j] - spent)
+                        gain[j] *= left / raw[j]
+                        score[j] *= left / raw[j]
+                        raw[j] = left
     return finish(picker.chosen, budget_tokens, show_conv, encoding, len(pool), skipped)
 
 
@@ -168,7 +200,10 @@ class _Picker:
         self.pooled_records = pooled_records
         self.turn_score = turn_score  # normalised relevance of every candidate turn
         self.skipped = skipped
-        self.shown: dict[str, Shown] = {cid: Shown() for cid in views}
+        # one set of shown record texts across conversations: in a user's scope the same record text
+        # (a system prompt's rule kept by each conversation) is shown once
+        texts: set[str] = set()
+        self.shown: dict[str, Shown] = {cid: Shown(texts=texts) for cid in views}
         self.groups: set[tuple[str, str | None]] = set()
         self.chosen: list[Evidence] = []
 
@@ -227,7 +262,8 @@ class _Picker:
             return False, False
         group = (c.conversation_id, fmt_day(view.turn_session_date[c.pos]))
         if not _long(view, c.pos, cfg, self.encoding) or not view.turn_records[c.pos]:
-            window = turn_window(view, shown, c.pos, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment)
+            window = turn_window(view, shown, c.pos, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment,
+                                 stop=lambda p: through_records(view, p, cfg))
             for win in (window, [c.pos]):  # the window, else the turn alone
                 tokens = window_tokens(view, win, cfg, self.encoding)
                 if self._cost(tokens, group) <= self.remaining:

@@ -73,6 +73,8 @@ def extend_with_turns(view: ConversationView, data: ConversationData, committed_
         turn_ids=view.turn_ids + tc.ids,
         turn_text=view.turn_text + tc.text,
         turn_speaker=view.turn_speaker + tc.speaker,
+        turn_role=view.turn_role + tc.role,
+        turn_tool=view.turn_tool + tc.tool,
         turn_session=view.turn_session + tc.session,
         turn_session_date=view.turn_session_date + tc.dates,
         turn_segment=view.turn_segment + tc.segment,

@@ -14,7 +14,7 @@ Content terms are the stemmed, stop-worded words and numbers of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -99,17 +99,28 @@ def record_is_redundant(view: ConversationView, shown: Shown, rp: int, min_novel
     return _novel(view.record_terms[rp], [view.turn_terms[t] for t in src]) < min_novel
 
 
+def through_records(view: ConversationView, tp: int, cfg: SelectConfig) -> bool:
+    """A turn shown through its records, not as a line: a system prompt (its rules are what memory
+    keeps of it; in a user's scope each distinct rule shows once), and tool traffic with
+    ``select.tool_turns_as_records``."""
+    if not view.turn_records[tp]:
+        return False
+    return view.is_context_turn(tp) or (cfg.tool_turns_as_records and view.is_tool_traffic(tp))
+
+
 def turn_window(view: ConversationView, shown: Shown, center: int, width: int, min_novel: int,
-                within_segment: bool = False) -> list[int]:
+                within_segment: bool = False, stop: Callable[[int], bool] | None = None) -> list[int]:
     """The centre turn plus up to ``width`` neighbours per side in its session (and segment when
-    ``within_segment``) that are not yet shown and not redundant with shown records; only the
-    contiguous run around the centre is kept."""
+    ``within_segment``) that are not yet shown and not redundant with shown records (nor ``stop``
+    turns); only the contiguous run around the centre is kept."""
     out = [center]
     for step in (-1, 1):
         p = center
         for _ in range(width):
             p += step
             if p < 0 or p >= view.num_turns or not _same_unit(view, p, center, within_segment) or p in shown.turns:
+                break
+            if stop is not None and stop(p):
                 break
             if turn_is_redundant(view, shown, p, min_novel):
                 break

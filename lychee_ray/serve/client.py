@@ -62,14 +62,18 @@ class MemoryClient:
         self._http = http
 
     def search(self, question: str, *, conversation_id: str | None = None, user_id: str | None = None,
-               question_date: str | None = None, budget_tokens: int | None = None) -> SearchResult:
-        """Scoped evidence for ``question`` (no answer call)."""
-        return self._ask("/v1/search", SearchResult, question, conversation_id, user_id, question_date, budget_tokens)
+               question_date: str | None = None, budget_tokens: int | None = None,
+               recent_turns: list[dict[str, Any] | str] | None = None) -> SearchResult:
+        """Scoped evidence for ``question`` (no answer call); ``recent_turns``: the agent's last turns."""
+        return self._ask("/v1/search", SearchResult, question, conversation_id, user_id, question_date, budget_tokens,
+                         recent_turns)
 
     def query(self, question: str, *, conversation_id: str | None = None, user_id: str | None = None,
-              question_date: str | None = None, budget_tokens: int | None = None) -> QueryResult:
+              question_date: str | None = None, budget_tokens: int | None = None,
+              recent_turns: list[dict[str, Any] | str] | None = None) -> QueryResult:
         """The answer to ``question`` from scoped memory, with its evidence."""
-        return self._ask("/v1/query", QueryResult, question, conversation_id, user_id, question_date, budget_tokens)
+        return self._ask("/v1/query", QueryResult, question, conversation_id, user_id, question_date, budget_tokens,
+                         recent_turns)
 
     def append_turns(self, conversation_id: str, turns: list[AppendTurn | dict[str, Any]], *,
                      user_id: str | None = None, flush: bool = False) -> AppendResult:
@@ -95,9 +99,12 @@ class MemoryClient:
         return EraseReport.model_validate(self._send("DELETE", f"/v1/users/{quote(user_id, safe='')}"))
 
     def _ask(self, path: str, model: type[R], question: str, conversation_id: str | None, user_id: str | None,
-             question_date: str | None, budget_tokens: int | None) -> R:
-        body = {"conversation_id": conversation_id, "user_id": user_id, "question": question,
-                "question_date": question_date, "budget_tokens": budget_tokens}
+             question_date: str | None, budget_tokens: int | None,
+             recent_turns: list[dict[str, Any] | str] | None = None) -> R:
+        body: dict[str, Any] = {"conversation_id": conversation_id, "user_id": user_id, "question": question,
+                                "question_date": question_date, "budget_tokens": budget_tokens}
+        if recent_turns:
+            body["recent_turns"] = [{"content": t} if isinstance(t, str) else t for t in recent_turns]
         d = self._post(path, {k: v for k, v in body.items() if v is not None})
         d["timings_ms"] = d.pop("timings", {})  # the JSON's name for it (serialization alias)
         return model.model_validate(d)

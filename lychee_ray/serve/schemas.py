@@ -16,6 +16,7 @@ from lychee_ray.build.append_types import AppendResult, AppendTurn  # the append
 from lychee_ray.io.store.erase import EraseReport  # the DELETE endpoints' body (re-exported here)
 from lychee_ray.query.results import EvidenceItem, QueryUsage
 from lychee_ray.query.plan import QueryPlan
+from lychee_ray.query.plan.model import RecentTurn  # recent_turns items (re-exported)
 from lychee_ray.query.rerank import RerankReport
 from lychee_ray.text.dates import as_datetime
 
@@ -35,6 +36,10 @@ class QueryRequest(BaseModel):
     question_date: str | None = Field(None, max_length=64,
                                       description="ISO date/datetime anchoring relative times ('last week'); default now")
     budget_tokens: int | None = Field(None, ge=0, description="context token budget (default query.select.budget_tokens)")
+    recent_turns: list[RecentTurn] = Field(
+        default_factory=list, max_length=64,
+        description="the asking agent's last turns, oldest first (what 'it' or 'that order' refers to); shown to the "
+                    "planner up to query.planner.recent_turns_tokens, newest kept")
 
     @field_validator("question")
     @classmethod

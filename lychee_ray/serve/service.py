@@ -267,6 +267,10 @@ class MemoryService:
         if len(req.question) > s.max_question_chars:
             raise invalid_field("question", f"question has {len(req.question)} characters; "
                                             f"at most {s.max_question_chars} allowed", "string_too_long")
+        recent = sum(len(t.content) for t in req.recent_turns)
+        if recent > s.max_recent_turns_chars:
+            raise invalid_field("recent_turns", f"recent_turns have {recent} characters in all; at most "
+                                                f"{s.max_recent_turns_chars} allowed", "string_too_long")
         if req.budget_tokens is not None and req.budget_tokens > s.max_budget_tokens:
             raise invalid_field("budget_tokens", f"budget_tokens may be at most {s.max_budget_tokens}",
                                 "less_than_equal")
@@ -309,7 +313,8 @@ class MemoryService:
         def call() -> Any:
             started.append(time.perf_counter())
             fn = getattr(self.store, method)
-            return fn(req.conversation_id, req.question, req.question_date, req.budget_tokens, user_id=req.user_id, llm=llm)
+            return fn(req.conversation_id, req.question, req.question_date, req.budget_tokens, user_id=req.user_id, llm=llm,
+                      recent_turns=req.recent_turns)
 
         self.requests += 1
         try:

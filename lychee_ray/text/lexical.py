@@ -45,6 +45,32 @@ def lexical_terms(text: str) -> list[str]:
             if t not in LEXICAL_STOPWORDS and (len(t) > 1 or t.isdigit())]
 
 
+# Identifier-like tokens: letters and digits mixed, or joined by "_", "@", "." or "+" (reservation
+# codes, order numbers, e-mail addresses, user ids). Kept whole, unstemmed, beside their pieces.
+_IDENT = re.compile(r"[a-z0-9][a-z0-9_@.+]*[a-z0-9]")
+_HAS_LETTER = re.compile(r"[a-z]")
+_HAS_DIGIT = re.compile(r"[0-9]")
+
+
+def identifier_terms(text: str) -> list[str]:
+    """The identifier-like tokens of ``text``, whole and lower-cased (``fq8ape``, ``gift_card_8190333``,
+    ``mia.li3818@example.com``): what an exact id search must match as one term."""
+    out = []
+    for tok in _IDENT.findall(text.lower()):
+        if "@" in tok or "_" in tok or (_HAS_LETTER.search(tok) and _HAS_DIGIT.search(tok)) or \
+                ("." in tok and _HAS_DIGIT.search(tok) and _HAS_LETTER.search(tok)):
+            out.append(tok)
+    return out
+
+
+def search_terms(text: str) -> list[str]:
+    """:func:`lexical_terms` plus the whole identifiers among them (:func:`identifier_terms`) that
+    the word split or the stemmer changed: the lexical channel's vocabulary (documents and queries)."""
+    terms = lexical_terms(text)
+    have = set(terms)
+    return terms + [t for t in identifier_terms(text) if t not in have]
+
+
 # Attribution words a record adds around a turn's content ("Caroline said: ...", "Melanie shared a
 # photo ...") — not new information when comparing a record with the turn it came from.
 ATTRIBUTION_WORDS = frozenset("said say says saying ask asked asks asking tell told tells mention mentioned share shared "
@@ -53,4 +79,5 @@ ATTRIBUTION_WORDS = frozenset("said say says saying ask asked asks asking tell t
 ATTRIBUTION_TERMS = frozenset(stem(w) for w in ATTRIBUTION_WORDS)
 
 
-__all__ = ["ATTRIBUTION_TERMS", "ATTRIBUTION_WORDS", "lexical_terms", "normalised_text", "stem"]
+__all__ = ["ATTRIBUTION_TERMS", "ATTRIBUTION_WORDS", "identifier_terms", "lexical_terms", "normalised_text", "search_terms",
+           "stem"]

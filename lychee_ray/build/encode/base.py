@@ -17,6 +17,7 @@ from typing import Iterable, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from lychee_ray.core.records import RECORD_TYPES, MemoryRecord, TimeSpan, normalise_type
+from lychee_ray.core.tools import ToolCall
 from lychee_ray.llm.errors import AttemptError
 from lychee_ray.text.time.normalise import TimeResolver
 
@@ -34,7 +35,17 @@ class SegmentTurn(BaseModel):
     session_date: str | None
     speaker: str
     role: str
-    content: str
+    content: str = Field(description="the turn's text as shown to a model: its tool calls rendered (Turn.text)")
+    # agent logs: the turn's calls (assistant), or the call it answers and the tool (tool turns)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = Field(False, description="the source marked this tool result as an error")
+
+
+# What a segment is: dialogue (turns to write memories of) or a system prompt (the conversation's
+# instructions: rules to keep as constraints, encoded once per distinct text).
+SegmentKind = Literal["dialogue", "system_prompt"]
 
 
 class EncodeRequest(BaseModel):
@@ -46,6 +57,7 @@ class EncodeRequest(BaseModel):
     user_id: str
     segment_id: str
     segment_index: int
+    kind: SegmentKind = "dialogue"
     turns: list[SegmentTurn]
     speakers: list[str] = Field(default_factory=list, description="All speakers of the conversation.")
     prev_resolution_state: str = ""

@@ -60,14 +60,41 @@ GUARDED_CONTEXT_RULE = (
 )
 
 
-def instructions_for(cfg: EncoderConfig) -> str:
+# Agent logs (issue 35): segments with tool calls ("-> tool(args)") and tool results. Shown only for
+# such segments (a second static prefix: provider prompt caching still applies per variant).
+AGENT_RULES = (
+    "Agent logs: turns may be an assistant's tool calls ('-> tool(key=value)') and tool results ('tool result: ...').\n"
+    "- attribute by role: what the assistant said or did is the agent's ('the agent cancelled ...'), what the user\n"
+    "  said is the user's; a tool result is what the tool returned, never something the user said;\n"
+    "- keep identifiers verbatim: reservation/order codes, ids, e-mails, amounts, dates, flight numbers, names;\n"
+    "- event = an action that changed something (the tool, its key arguments and the result); fact = state a\n"
+    "  lookup returned (one record per entity looked up); tool_affordance = which tool, with which arguments,\n"
+    "  served which request; failure_pattern = a tool error, a refusal, a hand-over to a human, or the user\n"
+    "  correcting the agent (say what failed and why); procedure = a multi-step flow that reached its goal.\n"
+)
+
+# A system prompt (kind "system_prompt") is the agent's instructions, encoded once per distinct text.
+SYSTEM_PROMPT_INSTRUCTIONS = f"""You write long-term memory records from an AI agent's system prompt (its instructions).
+Return JSON with "records" and "resolution_state" (an empty string).
+Write one record per rule the agent must follow: type constraint, ONE standalone sentence starting with
+"Policy:", keeping numbers, limits and conditions verbatim; a step-by-step flow the prompt prescribes is
+one record of type procedure. Skip greetings, formatting and text that states no rule. Do not invent rules.
+Fields: type (one of {", ".join(RECORD_TYPES)}), text, entities (named things), topics (1-4 lowercase
+keywords), time (null), source_turns ([index] of the prompt turn).
+"""
+
+
+def instructions_for(cfg: EncoderConfig, agent: bool = False) -> str:
     """Static system prompt for ``encoder.mode`` (atomic records or one summary record) and
-    ``encoder.context_style`` (the guarded style adds the do-not-copy rule)."""
+    ``encoder.context_style`` (the guarded style adds the do-not-copy rule); ``agent``: the segment
+    has tool traffic (:data:`AGENT_RULES` added)."""
     base = SUMMARY_INSTRUCTIONS if cfg.mode == "summary" else INSTRUCTIONS
-    if cfg.context_style != "guarded":
-        return base
     anchor = "- write in the language of the segment's turns (do not translate).\n"
-    return base.replace(anchor, anchor + GUARDED_CONTEXT_RULE, 1)
+    if cfg.context_style == "guarded":
+        base = base.replace(anchor, anchor + GUARDED_CONTEXT_RULE, 1)
+    if agent:
+        base = base.replace(anchor, anchor + AGENT_RULES, 1)
+    return base
 
 
 def _format_turn(t: Any, max_chars: int) -> str:
@@ -114,6 +141,11 @@ def reference_context(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tok
 
 def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> list[dict[str, str]]:
     """The chat messages of one encode call (system = static instructions)."""
+    if request.kind == "system_prompt":
+        prompt = "\n".join(_format_turn(t, cfg.max_turn_chars) for t in request.turns)
+        return [{"role": "system", "content": SYSTEM_PROMPT_INSTRUCTIONS},
+                {"role": "user", "content": f"System prompt:\n{prompt}"}]
+    agent = any(t.tool_calls or t.role == "tool" for t in request.turns)
     dates = ", ".join(request.session_dates) or "unknown"
     rho = reference_context(request, cfg, tokenizer)
     speakers = ", ".join(request.speakers)
@@ -124,7 +156,7 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
         f"Reference context from earlier segments:\n{rho or '(none)'}\n\n"
         f"Segment turns:\n{turns}"
     )
-    return [{"role": "system", "content": instructions_for(cfg)}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": instructions_for(cfg, agent)}, {"role": "user", "content": user}]
 
 
 class OpenAIEncoder:

@@ -61,6 +61,8 @@ class BaseSegmenter:
         self._next_exchange = 0
         self._next_segment = 0
         self._last_session = -1
+        # the session whose dialogue has started (a system turn before it is a context unit)
+        self._dialogue_session = -1
         self._surprises: deque[float] = deque(maxlen=self.cfg.surprise.robust_window)
         # Background mean of the exchange vectors seen so far (for centering); survives new_stream().
         self._bg_sum: np.ndarray | None = None
@@ -92,8 +94,36 @@ class BaseSegmenter:
             if t.ref.session_index < self._last_session:
                 raise ValueError(f"turn {t.ref.turn_id!r}: session {t.ref.session_index} after {self._last_session}")
             self._last_session = t.ref.session_index
+            if t.role == "system" and t.ref.session_index != self._dialogue_session:
+                closed.extend(self._push_context(t))
+                continue
+            self._dialogue_session = t.ref.session_index
             for group in self._builder.add(t):
                 closed.extend(self._push_group(group))
+        return closed
+
+    def _push_context(self, t: TurnInput) -> list[Segment]:
+        """A system turn that opens a session (a system prompt): its own closed segment, after the
+        earlier session's pending exchange and open segment are closed. It is context for the
+        conversation, not dialogue: no signal, no effect on the statistics of later cuts."""
+        closed: list[Segment] = []
+        assert self._builder is not None
+        for group in self._builder.flush():
+            closed.extend(self._push_group(group))
+        if self._open is not None:  # (of an earlier session: this session has no dialogue yet)
+            seg = self._close("session_boundary")
+            self.decisions.append(Decision(exchange_index=None, segment_index=seg.segment_index,
+                                           session_index=seg.session_index, cut=True, reason="session_boundary"))
+            closed.append(seg)
+        idx = self._next_exchange
+        self._next_exchange += 1
+        seg = Segment(segment_index=self._next_segment, session_index=t.ref.session_index, session_id=t.ref.session_id,
+                      turns=[t.ref], num_exchanges=1, first_exchange=idx, tokens=t.tokens, reason="system_prompt",
+                      method=self.method)
+        self._next_segment += 1
+        self.decisions.append(Decision(exchange_index=idx, segment_index=seg.segment_index, session_index=seg.session_index,
+                                       turn_ids=[t.ref.turn_id], tokens=t.tokens, cut=True, reason="system_prompt"))
+        closed.append(seg)
         return closed
 
     def finish(self) -> list[Segment]:
@@ -181,6 +211,7 @@ class BaseSegmenter:
             "next_exchange": self._next_exchange,
             "next_segment": self._next_segment,
             "last_session": self._last_session,
+            "dialogue_session": self._dialogue_session,
             "surprises": list(self._surprises),
             "bg_sum": None if self._bg_sum is None else self._bg_sum.tolist(),
             "bg_n": self._bg_n,
@@ -210,6 +241,8 @@ class BaseSegmenter:
         seg._next_exchange = state["next_exchange"]
         seg._next_segment = state["next_segment"]
         seg._last_session = state["last_session"]
+        # (states saved before context units: every session seen had dialogue)
+        seg._dialogue_session = state.get("dialogue_session", state["last_session"])
         seg._surprises.extend(float(s) for s in state["surprises"])
         seg._bg_sum = None if state["bg_sum"] is None else np.asarray(state["bg_sum"], dtype=np.float64)
         seg._bg_n = int(state["bg_n"])
@@ -227,6 +260,7 @@ class BaseSegmenter:
         self._open = None
         self._next_exchange = self._next_segment = 0
         self._last_session = -1
+        self._dialogue_session = -1
         self._last_question = False  # a new dialogue answers nothing of the previous one
         return closed
 

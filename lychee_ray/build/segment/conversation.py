@@ -42,9 +42,10 @@ def segment_turn_inputs(
 
 
 def turn_embedding_text(turn: Turn, max_chars: int = 0) -> str:
-    """The text embedded for a turn (segmenter and raw-turn index share it): its content, or its
-    first ``max_chars`` characters (``segmenter.max_turn_chars``; 0 = all)."""
-    return turn.content[:max_chars] if max_chars and len(turn.content) > max_chars else turn.content
+    """The text embedded for a turn (segmenter and raw-turn index share it): its text (content and
+    tool calls, :attr:`Turn.text`), or its first ``max_chars`` characters (``segmenter.max_turn_chars``; 0 = all)."""
+    text = turn.text
+    return text[:max_chars] if max_chars and len(text) > max_chars else text
 
 
 def embed_turns(conv: Conversation, embedder: Any, max_chars: int = 0) -> np.ndarray:
@@ -68,7 +69,7 @@ def conversation_turn_inputs(
     out = []
     for row, (si, s, ti, t) in enumerate(conv.iter_turns_from(start)):
         ref = TurnRef(session_index=si, turn_index=ti, turn_id=t.turn_id, session_id=s.session_id)
-        text = t.content
+        text = t.text
         if max_turn_chars and len(text) > max_turn_chars:
             text = text[:max_turn_chars]
             ref = ref.model_copy(update={"char_start": 0, "char_end": max_turn_chars})
@@ -167,5 +168,5 @@ def segment_turns(conv: Conversation, segment: Segment) -> list[ResolvedTurn]:
     out = []
     for r in segment.turns:
         t = conv.sessions[r.session_index].turns[r.turn_index]
-        out.append(ResolvedTurn(r, t, r.slice(t.content)))
+        out.append(ResolvedTurn(r, t, r.slice(t.text)))
     return out

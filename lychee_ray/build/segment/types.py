@@ -9,8 +9,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 ExchangeMode = Literal["role", "pair", "turn"]
-CloseReason = Literal["semantic", "window", "length_cap", "session_boundary", "end_of_stream"]
-DecisionReason = Literal["start", "append", "semantic", "window", "length_cap", "session_boundary", "end_of_stream"]
+# system_prompt: a session's leading system turn is a context unit of its own (agent logs), never
+# part of a dialogue segment: closed as soon as it is seen.
+CloseReason = Literal["semantic", "window", "length_cap", "session_boundary", "end_of_stream", "system_prompt"]
+DecisionReason = Literal["start", "append", "semantic", "window", "length_cap", "session_boundary", "end_of_stream",
+                         "system_prompt"]
 
 
 class TurnRef(BaseModel):

@@ -98,13 +98,70 @@ def pack(ranked: Sequence[Evidence], budget: int, encoding: str) -> Selected:
     return Selected(chosen, context, tokens)
 
 
-class TurnUnits:
-    """Every turn of a conversation as one plain-line unit (built once per conversation)."""
+@dataclass
+class MergedTurns:
+    """Several conversations' turns as one view for the baselines (a user's scope): turn ids are
+    qualified ``<conversation id>/<turn id>``, the dense index holds every turn vector."""
 
-    def __init__(self, view: ConversationView, encoding: str) -> None:
+    conversation_id: str
+    turn_ids: list[str]
+    turn_text: list[str]
+    turn_speaker: list[str]
+    turn_session_date: list[str | None]
+    turn_index: Any
+    dim: int
+    context: frozenset[int]
+    turn_pos: dict[str, int]
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turn_ids)
+
+    def is_context_turn(self, pos: int) -> bool:
+        return pos in self.context
+
+
+def qualified(conversation_id: str, turn_id: str) -> str:
+    """A turn id that names its conversation (``c-1/m4``): unique in a user's scope."""
+    return f"{conversation_id}/{turn_id}"
+
+
+def merged_turns(views: Sequence[ConversationView], name: str) -> MergedTurns:
+    """The turns of ``views`` (in order) as one :class:`MergedTurns` called ``name``."""
+    import faiss
+
+    ids, text, speaker, dates, vecs, context = [], [], [], [], [], []
+    for v in views:
+        base = len(ids)
+        ids += [qualified(v.conversation_id, t) for t in v.turn_ids]
+        text += v.turn_text
+        speaker += v.turn_speaker
+        dates += v.turn_session_date
+        vecs.append(np.asarray(v.turn_vecs, dtype=np.float32))
+        context += [base + p for p in range(v.num_turns) if v.is_context_turn(p)]
+    dim = views[0].dim if views else 0
+    index = faiss.IndexFlatIP(dim)
+    if ids:
+        index.add(np.ascontiguousarray(np.concatenate(vecs), dtype=np.float32))
+    return MergedTurns(name, ids, text, speaker, dates, index, dim, frozenset(context), {t: i for i, t in enumerate(ids)})
+
+
+class TurnUnits:
+    """Every turn of a conversation (or of a :class:`MergedTurns` scope) as one plain-line unit.
+
+    A system prompt (agent logs) is no unit: it is the agent's own instructions, which a retrieval
+    baseline would not index as memory either (and a 6,000-character policy that lexically matches
+    every question would crowd out the messages at some budgets and not others)."""
+
+    def __init__(self, view: ConversationView | MergedTurns, encoding: str) -> None:
         self.view = view
         self.encoding = encoding
         self.units = [_unit(view, view.turn_ids[p], p, 0, view.turn_text[p], encoding) for p in range(view.num_turns)]
+        self.excluded = frozenset(p for p in range(view.num_turns) if view.is_context_turn(p))
+
+    def usable(self, units: Sequence[Evidence]) -> list[Evidence]:
+        """``units`` without the excluded turns' (system prompts)."""
+        return [u for u in units if u.order[0] not in self.excluded] if self.excluded else list(units)
 
     def dense_order(self, qvec: np.ndarray) -> list[int]:
         """Turn positions by cosine to ``qvec``, best first."""
@@ -112,7 +169,7 @@ class TurnUnits:
         if v.num_turns == 0:
             return []
         _, ids = v.turn_index.search(np.ascontiguousarray(qvec[None, :], dtype=np.float32), v.num_turns)
-        return [int(p) for p in ids[0] if p >= 0]
+        return [int(p) for p in ids[0] if p >= 0]  # (a merged scope's index ids are its row positions too)
 
 
 class TurnRAG:
@@ -125,7 +182,8 @@ class TurnRAG:
 
     def select(self, question: str, qvec: np.ndarray, budget: int) -> Selected:
         """The plain selection for one question."""
-        return pack([self.turns.units[p] for p in self.turns.dense_order(qvec)], budget, self.turns.encoding)
+        return pack(self.turns.usable([self.turns.units[p] for p in self.turns.dense_order(qvec)]), budget,
+                    self.turns.encoding)
 
 
 class SentenceRAG:
@@ -148,7 +206,7 @@ class SentenceRAG:
             return Selected([], "", 0)
         sims = self.vectors @ np.asarray(qvec, dtype=np.float32)
         order = np.lexsort((np.arange(len(sims)), -sims))  # similarity desc, position asc (deterministic)
-        return pack([self.units[i] for i in order], budget, self.turns.encoding)
+        return pack(self.turns.usable([self.units[i] for i in order]), budget, self.turns.encoding)
 
 
 class HybridRAG:
@@ -171,7 +229,8 @@ class HybridRAG:
         lexical = self.bm25.search(question, v.num_turns)
         fused = rrf([RankedList("dense", 0, v.conversation_id, dense), RankedList("bm25", 0, v.conversation_id, lexical)],
                     k=self.rrf_k)
-        return pack([self.turns.units[self.pos[it.key.id]] for it in fused], budget, self.turns.encoding)
+        return pack(self.turns.usable([self.turns.units[self.pos[it.key.id]] for it in fused]), budget,
+                    self.turns.encoding)
 
 
 class FullContext:
@@ -187,14 +246,14 @@ class FullContext:
     def selection(self) -> Selected:
         """The conversation's plain context (computed once)."""
         units, used = [], 0
-        for u in reversed(self.turns.units):  # newest first: a conversation that does not fit keeps its latest turns
+        for u in reversed(self.turns.usable(self.turns.units)):  # newest first: a conversation that does not fit keeps its latest turns
             if used + u.tokens > self.limit:
                 break
             units.append(u)
             used += u.tokens
         units.reverse()
         sel = pack(units, self.limit, self.turns.encoding)
-        sel.truncated = len(sel.units) < len(self.turns.units)
+        sel.truncated = len(sel.units) < len(self.turns.usable(self.turns.units))
         return sel
 
     def select(self, question: str, qvec: np.ndarray, budget: int) -> Selected:
@@ -217,5 +276,6 @@ def make_baseline(name: str, turns: TurnUnits, cfg: Any, embedder: Any = None) -
     raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
 
 
-__all__ = ["BASELINES", "FullContext", "HybridRAG", "Selected", "SentenceRAG", "TurnRAG", "TurnUnits",
+__all__ = ["BASELINES", "FullContext", "HybridRAG", "MergedTurns", "Selected", "SentenceRAG", "TurnRAG", "TurnUnits",
+           "merged_turns", "qualified",
            "lychee_plain_context", "make_baseline", "pack", "plain_context", "plain_line"]

@@ -20,10 +20,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from lychee_ray.config.eval import AgentLogEvalConfig
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import QAItem
 from lychee_ray.eval.runners.answerer import QuestionAnswerer
-from lychee_ray.eval.runners.retrieval import QuestionResult, evaluate_retrieval, load_questions
+from lychee_ray.eval.runners.retrieval import QuestionResult, Scope, evaluate_retrieval, load_questions
 from lychee_ray.eval.runners.segmentation import (
     SegDialogue,
     evaluate_dialogues,
@@ -76,21 +77,25 @@ class RetrievalEvaluator:
     """
 
     def __init__(self, questions: list[QAItem], budget_tokens: int | None = None,
-                 baselines: Sequence[str] | None = None) -> None:
+                 baselines: Sequence[str] | None = None, scope: Scope = "conversation") -> None:
         self.questions = questions
         self.budget_tokens = budget_tokens
         self.baselines = baselines
+        self.scope = scope
 
     @classmethod
     def from_data(cls, fmt: str, data: str | Path, categories: Iterable[str] | None = None, limit: int | None = None,
-                  budget_tokens: int | None = None, baselines: Sequence[str] | None = None) -> "RetrievalEvaluator":
-        """The questions with gold evidence of a dataset (in ``categories``; the first ``limit``)."""
-        questions = load_questions(fmt, data, categories)
-        return cls(questions[:limit] if limit else questions, budget_tokens, baselines)
+                  budget_tokens: int | None = None, baselines: Sequence[str] | None = None,
+                  agentlog: AgentLogEvalConfig | None = None, scope: Scope = "conversation") -> "RetrievalEvaluator":
+        """The questions with gold evidence of a dataset (in ``categories``; the first ``limit``);
+        agent logs: the questions derived from their tool traffic (``agentlog`` limits)."""
+        questions = load_questions(fmt, data, categories, agentlog)
+        return cls(questions[:limit] if limit else questions, budget_tokens, baselines, scope)
 
     def __call__(self, store: MemoryStore, progress: ProgressFn | None = None) -> tuple[dict[str, Any], list[QuestionResult]]:
         """(report, per-question results) on ``store``; the budget defaults to ``query.select.budget_tokens``."""
-        return evaluate_retrieval(store, self.questions, self.budget_tokens, baselines=self.baselines, progress=progress)
+        return evaluate_retrieval(store, self.questions, self.budget_tokens, baselines=self.baselines, progress=progress,
+                                  scope=self.scope)
 
 
 class SegmentationEvaluator:

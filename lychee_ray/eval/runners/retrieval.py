@@ -30,16 +30,19 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 import numpy as np
 
 from lychee_ray.core.conversation import QAItem
 from lychee_ray.eval.baselines.retrieval import (
     FullContext,
+    MergedTurns,
     TurnUnits,
     lychee_plain_context,
     make_baseline,
+    merged_turns,
+    qualified,
 )
 from lychee_ray.eval.metrics.context import (
     answer_in_context,
@@ -49,8 +52,12 @@ from lychee_ray.eval.metrics.context import (
     normalized_context,
 )
 from lychee_ray.eval.metrics.evidence import coverage
+from lychee_ray.eval.metrics.locomo import locomo_normalize
 from lychee_ray.eval.setup.datasets import conversation_split
+from lychee_ray.config.eval import AgentLogEvalConfig
+from lychee_ray.eval.setup.agentlog_questions import QuestionLimits, derive_questions
 from lychee_ray.io.adapters import read_input
+from lychee_ray.io.adapters.registry import adapter
 from lychee_ray.llm.prompts import prompt_tokens_estimate
 from lychee_ray.query.answer import AnswerReply, answer_messages
 from lychee_ray.query.engine import MemoryStore
@@ -60,6 +67,7 @@ from lychee_ray.text.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
+Scope = Literal["conversation", "user"]
 LOCOMO_CATEGORIES = ("1", "2", "3", "4")  # the paper's 1,540 questions (5 = adversarial, no evidence)
 # Decimal places of reported fractions and of mean token counts.
 FRACTION_DIGITS = 4
@@ -101,12 +109,23 @@ def last_session_date(view: ConversationView) -> datetime | None:
     return as_datetime(max(dates)) if dates else None
 
 
-def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None) -> list[QAItem]:
-    """QA items with gold evidence (and, when given, in ``categories``), in input order."""
+def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None,
+                   agentlog: AgentLogEvalConfig | None = None) -> list[QAItem]:
+    """QA items with gold evidence (and, when given, in ``categories``), in input order. Agent logs
+    (``openai``, ``anthropic``, ``chatgpt``) have none: their questions are derived from their tool
+    traffic (:mod:`lychee_ray.eval.setup.agentlog_questions`, limits ``eval.agentlog``)."""
     cats = set(categories) if categories else None
+    derive = adapter(fmt).agent_log
+    limits = None
+    if derive:
+        a = agentlog or AgentLogEvalConfig()
+        limits = QuestionLimits(a.lookup_per_result, a.per_kind, a.max_answer_occurrences)
     out = []
     for item in read_input(fmt, data):
-        for q in item.qa:
+        qa = item.qa
+        if limits is not None and item.conversation is not None:
+            qa = derive_questions(item.conversation, limits, locomo_normalize)
+        for q in qa:
             if q.evidence and (cats is None or q.category in cats):
                 out.append(q)
     return out
@@ -115,7 +134,7 @@ def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None)
 class _Measure:
     """Scores one system's selection for one question against its gold turns."""
 
-    def __init__(self, q: QAItem, view: ConversationView, thresholds: Sequence[float]) -> None:
+    def __init__(self, q: QAItem, view: ConversationView | MergedTurns, thresholds: Sequence[float]) -> None:
         self.q = q
         self.thresholds = thresholds
         pos = view.turn_pos
@@ -177,6 +196,19 @@ def summarise(results: list[QuestionResult], system: str) -> dict[str, Any]:
     return out
 
 
+def _groups(store: MemoryStore, questions: list[QAItem], scope: Scope) -> list[tuple[str, list[str], list[QAItem]]]:
+    """(scope name, its conversation ids, its questions): one conversation each, or one user's
+    conversations (every conversation of the question's owner)."""
+    by: dict[str, list[QAItem]] = {}
+    for q in questions:
+        m = store.reader.markers.get(q.conversation_id)
+        key = q.conversation_id if scope == "conversation" or m is None else m.owner
+        by.setdefault(key, []).append(q)
+    if scope == "conversation":
+        return [(cid, [cid], qs) for cid, qs in by.items()]
+    return [(user, sorted(store.reader.by_user.get(user, [])), qs) for user, qs in by.items()]
+
+
 def evaluate_retrieval(
     store: MemoryStore,
     questions: list[QAItem],
@@ -184,8 +216,14 @@ def evaluate_retrieval(
     *,
     baselines: Sequence[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    scope: Scope = "conversation",
 ) -> tuple[dict[str, Any], list[QuestionResult]]:
-    """Run lychee search (rules planner: no LLM) and the baselines (default ``eval.retrieval_baselines``)."""
+    """Run lychee search (rules planner: no LLM) and the baselines (default ``eval.retrieval_baselines``).
+
+    ``scope="user"``: every question is asked of all the conversations of its conversation's owner
+    (lychee's user-scoped search; the baselines over the union of those conversations' turns), the
+    scope an agent serving that user has; gold turns are matched by conversation and turn id.
+    """
     t0 = time.perf_counter()
     cfg = store.config
     budget = store.qcfg.select.budget_tokens if budget_tokens is None else budget_tokens
@@ -197,46 +235,47 @@ def evaluate_retrieval(
         from lychee_ray.embed import get_embedder
 
         doc_embedder = get_embedder(cfg.embedding, cfg.llm)  # the model the store's turn vectors come from
-    by_conv: dict[str, list[QAItem]] = {}
-    for q in questions:
-        by_conv.setdefault(q.conversation_id, []).append(q)
     results: list[QuestionResult] = []
-    missing = [c for c in by_conv if c not in store.reader.markers]
+    missing = sorted({q.conversation_id for q in questions if q.conversation_id not in store.reader.markers})
     if missing:
         log.warning("%d conversation(s) with questions are not in the store: %s", len(missing), missing[:5])
     done = 0
-    for cid, qs in by_conv.items():
-        if cid in missing:
-            continue
-        view = store.view(cid)
-        turns = TurnUnits(view, enc)
+    for name, cids, qs in _groups(store, [q for q in questions if q.conversation_id not in missing], scope):
+        views = {cid: store.view(cid) for cid in cids}
+        scoped = views[cids[0]] if scope == "conversation" else merged_turns(list(views.values()), f"user:{name}")
+        turns = TurnUnits(scoped, enc)
         systems = {n: make_baseline(n, turns, cfg, doc_embedder) for n in names}
-        fixed: dict[str, str] = {}  # full context: one text per conversation, normalised once
+        fixed: dict[str, str] = {}  # full context: one text per scope, normalised once
         qvecs = np.asarray(store.embedder.encode([q.question for q in qs]), dtype=np.float32)
-        default_date = last_session_date(view)
-        split = conversation_split(cfg, cid)
         for q, qv in zip(qs, qvecs):
-            qd = as_datetime(q.question_date) if q.question_date else default_date
-            measure = _Measure(q, view, thresholds)
-            res = store.search(cid, q.question, qd, budget, llm="rules", question_id=q.question_id)
+            cid = q.conversation_id
+            qd = as_datetime(q.question_date) if q.question_date else last_session_date(views[cid])
+            gold = q if scope == "conversation" else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
+            measure = _Measure(gold, scoped, thresholds)
+            if scope == "conversation":
+                res = store.search(cid, q.question, qd, budget, llm="rules", question_id=q.question_id)
+                cited = [(e.source_turn_ids, e.text) for e in res.evidence]
+            else:
+                res = store.search(None, q.question, qd, budget, user_id=name, llm="rules", question_id=q.question_id)
+                cited = [([qualified(e.conversation_id, t) for t in e.source_turn_ids], e.text) for e in res.evidence]
             plain = lychee_plain_context(res.evidence)
             u = res.usage
-            lychee = measure([(e.source_turn_ids, e.text) for e in res.evidence], plain, u.context_tokens,
-                             u.plan_prompt_tokens, u.answer_prompt_tokens)
+            lychee = measure(cited, plain, u.context_tokens, u.plan_prompt_tokens, u.answer_prompt_tokens)
             lychee.plain_tokens = count_tokens(plain, enc)
             out = {"lychee": lychee}
-            for name, system in systems.items():
+            for bname, system in systems.items():
                 sel = system.select(q.question, qv, budget)
                 norm = None
                 if isinstance(system, FullContext):
-                    if name not in fixed:
-                        fixed[name] = normalized_context(sel.context)
-                    norm = fixed[name]
+                    if bname not in fixed:
+                        fixed[bname] = normalized_context(sel.context)
+                    norm = fixed[bname]
                 prompt = prompt_tokens_estimate(answer_messages(q.question, qd, sel.context), AnswerReply, enc)
-                c = measure([(u.turn_ids, u.text) for u in sel.units], sel.context, sel.tokens, 0, prompt, norm)
+                c = measure([(un.turn_ids, un.text) for un in sel.units], sel.context, sel.tokens, 0, prompt, norm)
                 c.plain_tokens = sel.tokens
-                out[name] = c
-            results.append(QuestionResult(q.question_id, cid, q.category, split, q.question, list(q.evidence), out))
+                out[bname] = c
+            results.append(QuestionResult(q.question_id, cid, q.category, conversation_split(cfg, cid), q.question,
+                                          list(q.evidence), out))
             done += 1
             if progress is not None:
                 progress(done, len(questions))
@@ -252,6 +291,7 @@ def evaluate_retrieval(
                          "context (session-date headers, turn lines, record notes; ids and tags only when configured) "
                          "counts against the budget, its measured text is the plain projection (turn lines and record "
                          "texts); full_context is the unbudgeted ceiling",
+        "scope": scope,
         "memory": str(store.root),
         "backend": store.reader.manifest.get("backend"),
         "wall_s": round(time.perf_counter() - t0, 2),
@@ -279,5 +319,6 @@ __all__ = [
     "last_session_date",
     "load_questions",
     "question_rows",
+    "Scope",
     "summarise",
 ]

@@ -3,32 +3,33 @@
 ``lychee-ray build`` asks :func:`survey_input` first: the format is detected when not given, a
 given format that does not match what the input looks like is refused with what it looks like, and
 an input that yields no conversation is refused — all before Ray starts or the store directory is
-created. Detection reads suffixes and the first bytes of one file only:
+created. Detection reads the first bytes of one file (its first line whole, for JSON lines) and asks every
+registered format in turn (:mod:`.registry`): a suffix is not enough (``.jsonl`` holds canonical
+conversations and chat logs alike):
 
-* ``*.parquet`` (or the ``PAR1`` magic) → ``parquet``; ``*.jsonl`` / ``*.ndjson`` → ``jsonl``;
-* a JSON file whose first line is a whole object with ``sessions`` → ``jsonl`` (one conversation per line);
+* the ``PAR1`` magic → ``parquet``;
+* a first object with ``sessions`` → ``jsonl`` (canonical, one conversation per line);
+* a ``mapping`` tree → ``chatgpt``; ``messages`` with a top-level ``system`` or ``tool_use`` /
+  ``tool_result`` blocks → ``anthropic``; other ``messages`` lists → ``openai``;
 * a JSON document naming ``haystack_sessions`` → ``longmemeval``; naming ``session_1`` / ``sample_id`` /
   ``conversation`` → ``locomo``;
-* a directory → the format of its files (``.json`` files are sniffed as above).
+* a directory → the format of its files.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from lychee_ray.io.adapters import jsonl, locomo, longmemeval, parquet
 from lychee_ray.io.adapters.base import is_uri, list_input_files, open_input
+from lychee_ray.io.adapters.registry import adapter, adapters, format_names, sniff
 
 # Bytes of a file read to recognise it (a LoCoMo sample names its first session well within this).
 SNIFF_BYTES = 64 * 1024
-_PARQUET_MAGIC = b"PAR1"
-_NAMES = {"jsonl": "JSONL", "locomo": "LoCoMo", "longmemeval": "LongMemEval JSON",
-          "parquet": "Parquet"}
-_SUFFIX_FORMAT = {**{s: "jsonl" for s in jsonl.SUFFIXES}, **{s: "parquet" for s in parquet.SUFFIXES}}
-_JSON_SUFFIXES = set(locomo.SUFFIXES) | set(longmemeval.SUFFIXES)
+# A first line of JSON lines is read whole up to this many bytes (one agent log can be long).
+SNIFF_LINE_BYTES = 8 * 1024 * 1024
+_INPUT_SUFFIXES = {s for a in adapters() for s in a.suffixes}
 
 InputErrorKind = Literal["not_found", "unknown_format", "format_mismatch", "no_files", "empty"]
 
@@ -61,71 +62,58 @@ class InputSurvey:
 
 def format_name(fmt: str) -> str:
     """Human name of a format (``locomo`` → ``LoCoMo``)."""
-    return _NAMES.get(fmt, fmt)
+    try:
+        return adapter(fmt).title
+    except ValueError:
+        return fmt
 
 
 def sniff_bytes(head: bytes) -> str | None:
     """Format of a file from its first bytes (None when it is none of the known ones)."""
-    if head.startswith(_PARQUET_MAGIC):
-        return "parquet"
-    text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    if not text.startswith(("{", "[")):
-        return None
-    first = text.split("\n", 1)[0].strip()
-    if first.startswith("{"):
-        try:
-            obj = json.loads(first, strict=False)
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict) and "sessions" in obj:
-            return "jsonl"
-    if '"haystack_sessions"' in text or '"haystack_session_ids"' in text:
-        return "longmemeval"
-    if '"session_1"' in text or '"sample_id"' in text or '"conversation"' in text:
-        return "locomo"
-    if '"sessions"' in text and '"conversation_id"' in text:
-        return "jsonl"
-    return None
+    return sniff(head)
 
 
 def _sniff_file(path: str) -> str | None:
-    suffix = Path(path).suffix.lower()
-    if suffix in _SUFFIX_FORMAT:
-        return _SUFFIX_FORMAT[suffix]
     try:
         with open_input(path) as fh:
-            return sniff_bytes(fh.read(SNIFF_BYTES))
+            head = fh.read(SNIFF_BYTES)
+            if b"\n" not in head and len(head) == SNIFF_BYTES:  # a long first line: read it whole (bounded)
+                head += fh.readline(SNIFF_LINE_BYTES)
     except OSError:
         return None
+    return sniff_bytes(head)
+
+
+def _is_empty_file(path: str | Path) -> bool:
+    """A file with nothing but whitespace (no format can be told from it, and none is needed)."""
+    try:
+        with open_input(path) as fh:
+            return not fh.read(SNIFF_BYTES).strip() and not fh.read(1)
+    except (OSError, IsADirectoryError):
+        return False
 
 
 def detect_format(path: str | Path) -> Detection | None:
     """The format ``path`` (a file or directory) looks like, or None when it cannot tell."""
-    if is_uri(path):
-        fmt = _SUFFIX_FORMAT.get(Path(str(path)).suffix.lower())
+    if is_uri(path) or Path(path).is_file():
+        fmt = _sniff_file(str(path))
         return Detection(fmt, f"a {format_name(fmt)} file") if fmt else None
     p = Path(path)
-    if p.is_file():
-        fmt = _sniff_file(str(p))
-        return Detection(fmt, f"a {format_name(fmt)} file") if fmt else None
     if not p.is_dir():
         return None
     by_suffix: dict[str, list[Path]] = {}
     for f in p.iterdir():
-        if f.is_file():
+        if f.is_file() and f.suffix.lower() in _INPUT_SUFFIXES:
             by_suffix.setdefault(f.suffix.lower(), []).append(f)
     found: dict[str, int] = {}
-    for suffix, files in by_suffix.items():
-        if suffix in _SUFFIX_FORMAT:
-            found[_SUFFIX_FORMAT[suffix]] = found.get(_SUFFIX_FORMAT[suffix], 0) + len(files)
-        elif suffix in _JSON_SUFFIXES:
-            fmt = _sniff_file(str(sorted(files)[0]))
-            if fmt:
-                found[fmt] = found.get(fmt, 0) + len(files)
+    for suffix, files in by_suffix.items():  # one file of each suffix speaks for its kind
+        fmt = _sniff_file(str(sorted(files)[0]))
+        if fmt:
+            found[fmt] = found.get(fmt, 0) + len(files)
     if len(found) != 1:
         return None
     fmt, n = next(iter(found.items()))
-    suffixes = sorted(s for s, fs in by_suffix.items() if s in _SUFFIX_FORMAT or s in _JSON_SUFFIXES)
+    suffixes = sorted(by_suffix)
     return Detection(fmt, f"a {format_name(fmt)} directory ({n} {'/'.join(suffixes)} file{'s' if n != 1 else ''})")
 
 
@@ -135,30 +123,8 @@ def count_conversations(fmt: str, files: list[str]) -> int:
     Unreadable content counts as one item each (the build reports it as an error), so zero means
     the files are really empty.
     """
-    n = 0
-    for f in files:
-        if fmt == "jsonl":
-            with open_input(f) as fh:
-                n += sum(1 for line in fh if line.strip())
-        elif fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            try:
-                n += pq.ParquetFile(open_input(f)).metadata.num_rows
-            except Exception:  # noqa: BLE001 — a corrupt file is reported by the build, not here
-                n += 1
-        else:
-            with open_input(f) as fh:
-                data = fh.read()
-            if not data.strip():
-                continue
-            try:
-                doc = json.loads(data.decode("utf-8", errors="replace").lstrip("\ufeff"), strict=False)
-            except json.JSONDecodeError:
-                n += 1
-                continue
-            n += len(doc) if isinstance(doc, list) else 1
-    return n
+    count = adapter(fmt).count
+    return sum(count(f) for f in files)
 
 
 def survey_input(path: str | Path, fmt: str | None = None) -> InputSurvey:
@@ -173,21 +139,22 @@ def survey_input(path: str | Path, fmt: str | None = None) -> InputSurvey:
     given = fmt
     detected = detect_format(path)
     if fmt is None:
+        if detected is None and _is_empty_file(path):
+            raise InputError("empty", f"no conversations in {path}: the file is empty")
         if detected is None:
             raise InputError("unknown_format", f"cannot tell the format of {path}; give --format "
-                                               f"({', '.join(_NAMES)})")
+                                               f"({', '.join(format_names())})")
         fmt = detected.format
     elif detected is not None and detected.format != fmt:
         raise InputError("format_mismatch", f"{path} looks like {detected.looks_like}, not {fmt}: "
                                             f"use --format {detected.format} (or leave --format out)")
-    from lychee_ray.io.adapters import SUFFIXES
-
+    suffixes = adapter(fmt).suffixes
     try:
-        files = list_input_files(path, SUFFIXES[fmt])
+        files = list_input_files(path, suffixes)
     except FileNotFoundError as e:
         raise InputError("not_found", str(e)) from e
     if not files:
-        raise InputError("no_files", f"no {'/'.join(SUFFIXES[fmt])} files in {path} (--format {fmt})")
+        raise InputError("no_files", f"no {'/'.join(suffixes)} files in {path} (--format {fmt})")
     n = count_conversations(fmt, files)
     if n == 0:
         what = "file is" if len(files) == 1 else f"{len(files)} files are"

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.llm.usage import CallUsage
 from lychee_ray.text.time.query import parse_query_time
+from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens, truncate_to_tokens
 
 RouteOrigin = Literal["question", "entity", "llm", "fallback"]
 QUESTION_TYPES = ("single_hop", "multi_hop", "temporal", "open_domain", "preference", "procedural", "other")
@@ -47,6 +48,40 @@ class QueryPlan(BaseModel):
     fallback_kind: str | None = None
 
 
+class RecentTurn(BaseModel):
+    """One of the asking agent's recent turns (the paper's H_q): context for planning, not memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field("user", max_length=32, description="user / assistant / tool / system")
+    speaker: str = Field("", max_length=200, description="display name (default: the role)")
+    content: str = Field(description="the turn's text")
+
+    def line(self) -> str:
+        return f"{self.speaker or self.role}: {' '.join(self.content.split())}"
+
+
+def recent_lines(turns: "list[RecentTurn | str | dict] | None", max_tokens: int, encoding: str = DEFAULT_ENCODING) -> list[str]:
+    """The recent turns as ``speaker: text`` lines, oldest first, keeping the newest that fit
+    ``max_tokens`` (a turn that alone does not fit is cut to the budget left; 0 = none)."""
+    if not turns or max_tokens <= 0:
+        return []
+    items = [t if isinstance(t, RecentTurn) else RecentTurn(content=t) if isinstance(t, str) else RecentTurn.model_validate(t)
+             for t in turns]
+    kept: list[str] = []
+    used = 0
+    for t in reversed(items):
+        line = t.line()
+        n = count_tokens(line, encoding) + 1
+        if used + n > max_tokens:
+            if not kept:  # the newest turn is what the question most likely refers to: keep its head
+                kept.append(truncate_to_tokens(line, max_tokens - 1, encoding))
+            break
+        kept.append(line)
+        used += n
+    return kept[::-1]
+
+
 @dataclass
 class PlanContext:
     """What the planner may know about the memory being queried (scoped conversations only).
@@ -58,6 +93,8 @@ class PlanContext:
     entities: dict[str, tuple[str, int]] = field(default_factory=dict)
     topics: set[str] = field(default_factory=set)
     speakers: list[str] = field(default_factory=list)
+    # the asking agent's recent turns (H_q), bounded lines, oldest first (:func:`recent_lines`)
+    recent: list[str] = field(default_factory=list)
 
     def top_entities(self, n: int) -> list[str]:
         """Display names of the ``n`` most-referenced entities (speakers first)."""
@@ -96,5 +133,6 @@ def question_route(question: str, question_date: datetime | None, origin: RouteO
 
 
 __all__ = [
-    "PlanContext", "PlanOutcome", "Planner", "QUESTION_TYPES", "QueryPlan", "Route", "RouteOrigin", "question_route",
+    "PlanContext", "PlanOutcome", "Planner", "QUESTION_TYPES", "QueryPlan", "RecentTurn", "Route", "RouteOrigin",
+    "question_route", "recent_lines",
 ]

@@ -42,7 +42,8 @@ class OpenAIPlanner:
         self.encoding = encoding
 
     def plan(self, question: str, question_date: datetime | None, ctx: PlanContext, question_id: str | None = None) -> PlanOutcome:
-        msgs = plan_messages(question, question_date, ctx.top_entities(self.cfg.context_entities), self.cfg.max_routes)
+        msgs = plan_messages(question, question_date, ctx.top_entities(self.cfg.context_entities), self.cfg.max_routes,
+                             ctx.recent)
         estimate = prompt_tokens_estimate(msgs, PlanReply, self.encoding)
         keys = {"question_id": question_id} if question_id else None
         try:

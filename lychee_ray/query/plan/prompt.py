@@ -76,13 +76,18 @@ PLAN_SYSTEM = (
 )
 
 
-def plan_messages(question: str, question_date: datetime | None, known_names: list[str], max_routes: int) -> list[dict[str, str]]:
-    """The openai planner's chat messages (static instructions first, for prompt caching)."""
+def plan_messages(question: str, question_date: datetime | None, known_names: list[str], max_routes: int,
+                  recent: list[str] | None = None) -> list[dict[str, str]]:
+    """The openai planner's chat messages (static instructions first, for prompt caching);
+    ``recent``: the asking agent's recent turns (bounded lines), which the question may refer to."""
     lines = []
     if question_date is not None:
         lines.append(f"Question date: {question_date.date().isoformat()} ({question_date:%A})")
     if known_names:
         lines.append("Known names: " + ", ".join(known_names))
+    if recent:
+        lines.append("Recent turns (what the question may refer to):")
+        lines.extend(f"- {r}" for r in recent)
     lines.append(f"Question: {question}")
     return [
         {"role": "system", "content": PLAN_SYSTEM.replace("{max_routes}", str(max_routes))},

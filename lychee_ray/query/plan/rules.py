@@ -2,7 +2,8 @@
 
 The question as one route, one more route per known entity when the question names several
 (matched by normalised key against the conversation's entity nodes; each entity route drops the
-other names from its search text), and a time constraint when the question names a date, month,
+other names from its search text), the known names and ids the asking agent's recent turns
+mention (added to the question route, as a second search text), and a time constraint when the question names a date, month,
 year or relative time (:func:`~lychee_ray.text.time.query.parse_query_time`).
 """
 
@@ -22,6 +23,10 @@ from lychee_ray.text.stopwords import MATCH_STOPWORDS
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 
 _MAX_NGRAM = 4  # longest entity/topic name (in words) matched in a question
+_ROLE_KEYS = frozenset({"user", "assistant", "agent", "tool", "system"})
+# A question about the rules (an agent's policy): its route asks for constraint / procedure records,
+# which also lets a system prompt's rules into recall (query/engine.py).
+_RULE_QUESTION = re.compile(r"\b(?:polic(?:y|ies)|rules?|allowed|permitted|eligib(?:le|ility)|prohibited)\b", re.I)
 
 
 def match_keys(question: str, keys: set[str] | dict[str, Any], max_ngram: int = _MAX_NGRAM) -> list[str]:
@@ -43,6 +48,11 @@ def match_keys(question: str, keys: set[str] | dict[str, Any], max_ngram: int = 
                 for j in range(i, i + n):
                     taken[j] = True
     return [k for _, k in sorted(found)]
+
+
+def _is_identifier(name: str) -> bool:
+    """A code or id rather than a name: digits in it, or joined by ``_`` / ``@``."""
+    return any(c.isdigit() for c in name) or "_" in name or "@" in name
 
 
 def guess_question_type(question: str, time: TimeSpan | None, n_entities: int) -> str:
@@ -68,10 +78,20 @@ class RulesPlanner:
 
     def plan(self, question: str, question_date: datetime | None, ctx: PlanContext, question_id: str | None = None) -> PlanOutcome:
         base = question_route(question, question_date)
-        ent_keys = match_keys(question, ctx.entities)
+        # a speaker named for its role ("User", "Assistant") is in most of an agent log's records:
+        # no route of its own, and not a name to drop from other routes
+        ent_keys = [k for k in match_keys(question, ctx.entities) if k not in _ROLE_KEYS]
         topic_keys = [k for k in match_keys(question, ctx.topics) if k not in ent_keys]
         base.entities = [ctx.entities[k][0] for k in ent_keys]
         base.topics = topic_keys
+        if _RULE_QUESTION.search(question):
+            base.record_types = ["constraint", "procedure"]
+        if ctx.recent:  # H_q: names and ids of the agent's recent turns the question may refer to
+            recent_keys = [k for k in match_keys(" ".join(ctx.recent), ctx.entities) if k not in ent_keys]
+            names = [ctx.entities[k][0] for k in recent_keys]
+            if names:
+                base.entities = [*base.entities, *names]
+                base.search_texts = [question, f"{question} ({', '.join(names)})"][: self.cfg.max_search_texts]
         routes = [base]
         # One route per named entity — only when the question names several: with a single entity
         # the question route already carries it (exact node matches), and an identical second route
@@ -80,7 +100,9 @@ class RulesPlanner:
             if len(routes) >= self.cfg.max_routes:
                 break
             name = ctx.entities[k][0]
-            others = [ctx.entities[o][0] for o in ent_keys if o != k]
+            # the other names leave this route's text; identifiers (codes, ids: they have digits)
+            # stay — a route that lost the reservation code it asks about finds other reservations
+            others = [ctx.entities[o][0] for o in ent_keys if o != k and not _is_identifier(ctx.entities[o][0])]
             text = question
             for o in others:  # the route is about this entity: drop the other names from its search text
                 text = re.sub(re.escape(o), " ", text, flags=re.I)
@@ -95,7 +117,8 @@ class RulesPlanner:
             question=question, question_date=question_date.isoformat() if question_date else None,
             question_type=guess_question_type(question, base.time, len(ent_keys)), routes=routes, backend=self.backend,
         )
-        msgs = plan_messages(question, question_date, ctx.top_entities(self.cfg.context_entities), self.cfg.max_routes)
+        msgs = plan_messages(question, question_date, ctx.top_entities(self.cfg.context_entities), self.cfg.max_routes,
+                             ctx.recent)
         return PlanOutcome(plan=plan, prompt_tokens=prompt_tokens_estimate(msgs, PlanReply, self.encoding))
 
 

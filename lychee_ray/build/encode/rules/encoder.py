@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Literal
 
 from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, EncodeResult, RecordDraft, SegmentTurn, TimeDraft, merge_to_summary
+from lychee_ray.build.encode.rules.agent import AgentRecords, policy_records, strip_calls
 from lychee_ray.build.encode.rules.answers import OpenQuestion, fold_answer, short_answer
 from lychee_ray.build.encode.rules.captions import caption_record, split_captions
 from lychee_ray.build.encode.rules.cleaning import vocative_pattern
@@ -21,6 +22,7 @@ from lychee_ray.build.encode.rules.speakers import (
     segment_names,
 )
 from lychee_ray.build.encode.rules.units import RecordUnit, record_units
+from lychee_ray.config import ToolRecordsConfig
 from lychee_ray.text.dates import parse_iso_datetime
 from lychee_ray.text.time.rewrite import rewrite_relative
 
@@ -48,7 +50,9 @@ class RulesEncoder:
     - ``pair_answers`` (True), ``pair_max_answer_words`` (15): fold a short answer into the record of
       the question that ended the previous turn (step 9 of :mod:`lychee_ray.build.encode.rules`);
     - ``summary`` (False): ``encoder.mode: summary`` — the segment's sentences are merged into ONE
-      summary record (:func:`~lychee_ray.build.encode.base.merge_to_summary`), the paper's summary-level ablation.
+      summary record (:func:`~lychee_ray.build.encode.base.merge_to_summary`), the paper's summary-level ablation;
+    - ``tools`` (``encoder.tools``): how agent logs' tool traffic and system prompts become records
+      (:mod:`lychee_ray.build.encode.rules.agent`); tool results are not split into sentences.
     """
 
     backend = "rules"
@@ -70,6 +74,7 @@ class RulesEncoder:
         summary: bool = False,
         pair_answers: bool = True,
         pair_max_answer_words: int = 15,
+        tools: ToolRecordsConfig | None = None,
     ) -> None:
         if we_mode not in ("auto", "pair", "keep"):
             raise ValueError(f"we_mode must be auto, pair or keep, got {we_mode!r}")
@@ -86,6 +91,8 @@ class RulesEncoder:
         self.summary = summary
         self.pair_answers = pair_answers
         self.pair_max_answer_words = pair_max_answer_words
+        self.tools = tools or ToolRecordsConfig()
+        self.agent = AgentRecords(self.tools, max_entities, max_topics)
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:
         """Encode one segment (pure CPU, well under 1 ms per chat turn; nothing to await)."""
@@ -95,6 +102,9 @@ class RulesEncoder:
 
     def encode_sync(self, request: EncodeRequest) -> EncodeOutput:
         """The synchronous core of :meth:`encode` (also handy for benchmarks)."""
+        if request.kind == "system_prompt":  # the conversation's instructions: its rules, nothing else
+            return EncodeOutput(records=policy_records(request, self.tools, self.max_topics),
+                                resolution_state=request.prev_resolution_state)
         seg_names = segment_names(request)
         all_names, known = known_names(request)
         # nicknames: name prefixes of ≥3 letters used as a vocative ("Hey Mel!", "Thanks, Mel.")
@@ -108,10 +118,13 @@ class RulesEncoder:
         # the question that ended the previous turn
         open_question: OpenQuestion | None = None
         for turn in request.turns:
+            said = strip_calls(turn.content) if turn.tool_calls else turn.content
+            if turn.role == "tool" or not said.strip():
+                continue  # tool traffic: records from its structure (agent.py), not its sentences
             speaker = display_name(turn.speaker, turn.role)
             other = other_speaker(speaker, request, seg_names, all_names)
             ref = parse_iso_datetime(turn.session_date)
-            captions, content = split_captions(turn.content)
+            captions, content = split_captions(said)
             units, trailing_question = record_units(
                 content, vocative, names_low, min_words=self.min_words, keep_questions=self.keep_questions,
                 question_min_content_words=self.question_min_content_words,
@@ -150,6 +163,7 @@ class RulesEncoder:
                 for cap in captions:
                     records.append(caption_record(cap, speaker, known, seen_caps, turn.index, max_entities=self.max_entities,
                                                   max_topics=self.max_topics, bigrams=self.topic_bigrams))
+        records.extend(self.agent.segment_records(request))
         state = resolution_state(seg_names, last_entities, last_topics, request.prev_resolution_state)
         return EncodeOutput(records=_first_of_each(records), resolution_state=state)
 
@@ -183,8 +197,11 @@ class RulesEncoder:
         if timed:
             t = timed[0].time
             time = TimeDraft(start=t.start, end=t.end, expression=t.expression)
+        rtype = classify(text, bool(timed))
+        if rtype == "preference" and turn.role == "assistant":  # an assistant offering options has no preferences
+            rtype = "fact"
         return RecordDraft(
-            type=classify(text, bool(timed)),
+            type=rtype,
             text=body,
             entities=entities,
             topics=topics,

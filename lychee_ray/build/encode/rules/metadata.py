@@ -14,7 +14,7 @@ NON_ENTITY_CAPS = frozenset(
     Where Why How Who Which Yes Yeah Yep No Oh Wow Hey Hi Hello Thanks Thank Well So But And Or If Also Just Maybe
     Sure Okay OK Ok Good Great Nice Cool Awesome Amazing Totally Definitely Absolutely Really Let Let's Please Haha Lol
     Omg Aw Aww Hmm On In At For From With After Before Since During Last Next Once Then Now Today Tomorrow Yesterday
-    Tonight Said Asked Shared Congrats Congratulations Hope Glad Love Life Sounds Looks Mom Dad""".split()
+    Tonight Said Asked Shared Congrats Congratulations Hope Glad Love Life Sounds Looks Mom Dad ID IDs""".split()
 )
 # Lowercase words that may join the capitalised words of one entity ("University of Michigan").
 ENTITY_CONNECTORS = frozenset({"of", "the", "de", "del", "da", "von", "van", "&"})

@@ -25,15 +25,21 @@ def display_name(speaker: str, role: str = "") -> str:
     return s.capitalize() if s.lower() in _ROLE_NAMES else s
 
 
+# Roles that are not parties of the dialogue (a tool's output, the system prompt): never who "you" is.
+_NON_PARTY_ROLES = frozenset({"tool", "system"})
+_NON_PARTY_NAMES = frozenset(r.capitalize() for r in _NON_PARTY_ROLES)
+
+
 def segment_names(request: EncodeRequest) -> list[str]:
-    """Display names of the segment's speakers, in order of appearance."""
-    return list(dict.fromkeys(display_name(t.speaker, t.role) for t in request.turns))
+    """Display names of the segment's speakers (the dialogue's parties: not tools, not the system
+    prompt), in order of appearance."""
+    return list(dict.fromkeys(display_name(t.speaker, t.role) for t in request.turns if t.role not in _NON_PARTY_ROLES))
 
 
 def known_names(request: EncodeRequest) -> tuple[list[str], dict[str, str]]:
     """Display names in the segment and conversation (order of appearance) and a lowercase alias → name map."""
     seg = segment_names(request)
-    every = list(dict.fromkeys(seg + [display_name(s) for s in request.speakers if s]))
+    every = list(dict.fromkeys(seg + [display_name(s) for s in request.speakers if s and display_name(s) not in _NON_PARTY_NAMES]))
     known: dict[str, str] = {}
     for name in every:
         known[name.lower()] = name
