@@ -35,6 +35,13 @@ def ray_session():
 
         for k, v in ServeConfig().ray_env.items():  # the Serve tests run the service as `lychee-ray serve` does
             os.environ.setdefault(k, v)
+        # the suite must pass with every core busy: Ray's raylet then registers slower than its
+        # default wait ("The current node timed out during startup"), so wait longer for it
+        os.environ.setdefault("RAY_raylet_start_wait_time_s", "300")
+        # ... and Serve's controller kills a proxy that is not ready within 5 s (healthy within 10 s)
+        # before it ever ran; under that load it needs longer
+        os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
+        os.environ.setdefault("RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S", "60")
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
     yield ray
 

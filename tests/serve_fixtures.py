@@ -3,8 +3,8 @@
 ``serve_url`` is registered by ``tests/conftest.py`` so that every module (``test_serve_ray.py``,
 the reliability suite) shares the same deployment. Its store holds ``c-1`` (user ``u-1``) and
 ``c-2`` (user ``u-2``, the same turns and the first four of the same records): an isolation probe.
-The deployment is deliberately small — ``max_ongoing_requests=2``, ``max_queued_requests=2`` — so a
-burst is shed with 503s.
+The deployment is deliberately small — the replica admits ``max_ongoing_requests=2`` and lets
+``max_queued_requests=2`` wait (serve/admission.py) — so a burst is shed with its JSON 503s.
 """
 
 from __future__ import annotations

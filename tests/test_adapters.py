@@ -61,7 +61,7 @@ def test_jsonl_bad_lines_are_reported_and_rest_converted(tmp_path: Path):
     src.write_text("\n".join(lines) + "\n")
     rep = convert("jsonl", src, tmp_path / "out.jsonl")
     assert rep.conversations == 3
-    assert (rep.errors, rep.warnings) == (4, 1)
+    assert (rep.errors, rep.warnings) == (3, 2)  # the duplicate line is skipped with a warning (issue 39)
     out = [json.loads(l) for l in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [c["conversation_id"] for c in out] == ["good-1", "bad-date", "good-2"]
     assert out[1]["sessions"][0]["started_at"] is None
@@ -73,6 +73,7 @@ def test_jsonl_bad_lines_are_reported_and_rest_converted(tmp_path: Path):
     assert by_line[4]["level"] == "warning" and "yesterday-ish" in by_line[4]["message"]
     assert "no turns" in by_line[5]["message"]
     assert "duplicate" in by_line[6]["message"] and by_line[6]["field"] == "conversation_id"
+    assert by_line[6]["level"] == "warning" and f"{src}:6" in by_line[6]["message"] and f"{src}:1" in by_line[6]["message"]
     assert all(e["file"] == str(src) for e in errs)
 
 

@@ -22,7 +22,7 @@ from lychee_ray.build.stages.commit import Committer
 from lychee_ray.build.stages.construct import Constructor
 from lychee_ray.build.stages.decide import Decider
 from lychee_ray.build.stages.embedding import embed_memory, embed_turns, turn_texts
-from lychee_ray.build.stages.work import from_row
+from lychee_ray.build.stages.work import MarkerSeen, from_row
 from lychee_ray.config import EmbeddingConfig, load_config
 from lychee_ray.embed import get_embedder
 from lychee_ray.embed.memo import MemoEmbedder
@@ -88,11 +88,12 @@ def test_decide_routes_before_any_embedding(tmp_path):
     assert not w_more.done and w_more.route == "classic"
     other = Decider(writer, "run-3", "another-fingerprint", CFG.segmenter.max_turn_chars)
     assert other.decide(AdapterItem(file="mem", line=2, conversation=convs[2])).route == "build"
-    # duplicates in one run and unreadable inputs are quarantined at once
+    # a duplicate id in one run is skipped with a warning naming both lines; unreadable inputs are quarantined
     dup = decider2.decide(AdapterItem(file="other", line=9, conversation=convs[0]))
-    assert dup.done and dup.outcome.status == "failed" and "duplicate" in dup.outcome.message
+    assert dup.done and dup.outcome.status == "duplicate" and "duplicate" in dup.outcome.message
+    assert "other:9" in dup.outcome.warnings[0] and "mem:0" in dup.outcome.warnings[0]
     bad = decider2.decide(AdapterItem(file="in.jsonl", line=3, conversation=None))
-    assert bad.done and bad.outcome.stage == "input"
+    assert bad.done and bad.outcome.status == "failed" and bad.outcome.stage == "input"
     assert len(emb.calls) == 2  # the first run's two model calls (turns, records and nodes); deciding embeds nothing
 
 
@@ -138,6 +139,31 @@ def test_commit_rechecks_the_marker_under_the_lock(tmp_path):
     (m,) = list(iter_markers(tmp_path / "st"))
     assert m.counts.turns == conv.num_turns
     assert MemoryStoreReader(tmp_path / "st").load(conv.conversation_id).turns.num_rows == conv.num_turns
+
+
+def test_commit_stage_is_fenced_on_the_lineage_it_read(tmp_path, monkeypatch):
+    """The writer's fence (issue 39) backs the re-check: were the re-check wrong, a staged build of a
+    conversation the decision found new is still refused once another writer has created it."""
+    ctx, writer, decider, constructor, committer = stages(tmp_path)
+    (item,) = items(1)
+    work = decider.decide(item)
+    assert work.route == "build" and work.seen is None
+
+    async def build_then_recreate():
+        await embed_turns([work], ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars)
+        await constructor.run([work])
+        await embed_memory([work], ctx.memory_embed, ctx.embed_dim)
+        await asyncio.to_thread(run_local_build_items, CFG, [AdapterItem(file="other", line=1, conversation=item.conversation)],
+                                tmp_path / "st", backend="rules", ctx=make_context(CFG, "rules", HashEmbedder()))
+        return await committer.run([work])
+
+    monkeypatch.setattr(MarkerSeen, "unchanged", staticmethod(lambda seen, marker: True))  # the re-check disabled
+    before = writer.commit_marker(item.conversation.conversation_id)
+    (o,) = asyncio.run(build_then_recreate())
+    after = writer.commit_marker(item.conversation.conversation_id)
+    assert o.status == "failed" and o.stage == "commit" and "ConversationReplaced" in (o.message or "")
+    # the other writer's commit stands: nothing of the refused build was committed over it
+    assert before is None and after is not None and [m.generation for m in iter_markers(tmp_path / "st")] == [after.generation]
 
 
 def test_work_travels_as_one_row(tmp_path):

@@ -396,6 +396,7 @@ def test_client_needs_endpoint_or_key():
 
 def test_resolve_backend(monkeypatch, caplog):
     monkeypatch.setattr(backend_mod, "_logged_rules", False)
+    monkeypatch.delenv(backend_mod.NOTICE_ENV, raising=False)
     assert resolve_backend(LLMConfig(base_url="http://x/v1")) == "openai"
     assert resolve_backend(LLMConfig(api_key="sk-1")) == "openai"
     assert resolve_backend(LLMConfig(base_url="http://x/v1"), explicit="rules") == "rules"

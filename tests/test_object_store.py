@@ -5,7 +5,8 @@ production code path; only the endpoint (``AWS_ENDPOINT_URL``) differs.
 * build → verify → search → delete on ``s3://``; the store equals a local build of the same input;
 * incremental builds on ``s3://`` (old generations removed), the commit protocol after a writer that
   crashed half-way (readers keep the old generation; the garbage goes with the next commit);
-* lease locks (object stores have no flock): exclusion, expiry take-over, non-blocking refusal;
+* lease locks (object stores have no flock): exclusion (also with every core busy), expiry
+  take-over, non-blocking refusal, and no commit by a writer whose lease may have lapsed;
 * the bounded FAISS cache; no secret from the URI in any object written.
 
 A hashing embedder keeps it fast (the store code does not care which embedder made the vectors).
@@ -320,6 +321,131 @@ def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server):
     assert taken is not None and time.monotonic() - t0 < 2.0
     assert read_lease(path)["owner"] == taken.owner
     taken.release()
+
+
+def _cpu_burners() -> list:
+    """One busy loop per core (the CPU-starved run of issue 39 item 5); terminate them after."""
+    import os
+    import subprocess
+    import sys
+
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+
+
+def test_lease_lock_excludes_while_every_core_is_busy(s3_server):
+    """Issue 39 item 5: under CPU starvation (a busy loop on every core beside the moto server and
+    the writers) the lock still excludes, every writer gets it in bounded time, and no lease expires
+    while its holder is confirming it: the settle wait is capped at a renewal period."""
+    settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
+    uri = s3_server.bucket("lychee-lease-busy") + "/store"
+    layout = MemoryStoreWriter(uri, settings).layout
+    inside, overlaps, order, errors = [0], [0], [], []
+
+    def worker(i: int) -> None:
+        try:
+            with conversation_write_lock(layout, "c-1"):
+                inside[0] += 1
+                overlaps[0] = max(overlaps[0], inside[0])
+                order.append(i)
+                time.sleep(0.15)
+                inside[0] -= 1
+        except Exception as e:  # noqa: BLE001 — reported below
+            errors.append(repr(e))
+
+    burners = _cpu_burners()
+    try:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        elapsed = time.monotonic() - t0
+    finally:
+        for b in burners:
+            b.terminate()
+        for b in burners:
+            b.wait(10)
+    assert not errors and sorted(order) == [0, 1, 2, 3] and overlaps[0] == 1, (errors, order, overlaps)
+    assert elapsed < 120
+
+
+def test_lease_lock_with_round_trips_slowed_down_as_under_starvation(s3_server, monkeypatch):
+    """What made the lock test fail on a loaded machine, made deterministic: every lease read and
+    write takes 0.3 s (the moto server and the writers starved of CPU). The read+write-based settle
+    wait then outgrew the lease, so each writer's lease expired while it was being confirmed and
+    was taken over — nobody ever held it. Capped at a renewal period (and renewed while confirmed),
+    every writer gets it, one at a time."""
+    from lychee_ray.io.store import lease as lease_module
+
+    slow_s = 0.3
+    real_read, real_write = lease_module.read_lease, lease_module._write
+
+    def slow_read(path):
+        time.sleep(slow_s)
+        return real_read(path)
+
+    def slow_write(path, owner, lease_s):
+        time.sleep(slow_s)
+        real_write(path, owner, lease_s)
+
+    monkeypatch.setattr(lease_module, "read_lease", slow_read)
+    monkeypatch.setattr(lease_module, "_write", slow_write)
+    settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
+    layout = MemoryStoreWriter(s3_server.bucket("lychee-lease-slow") + "/store", settings).layout
+    inside, overlaps, order = [0], [0], []
+
+    def worker(i: int) -> None:
+        with conversation_write_lock(layout, "c-1"):
+            inside[0] += 1
+            overlaps[0] = max(overlaps[0], inside[0])
+            order.append(i)
+            time.sleep(0.15)
+            inside[0] -= 1
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(order) == [0, 1, 2] and overlaps[0] == 1, (order, overlaps)
+
+
+def test_a_writer_whose_lease_may_have_lapsed_does_not_commit(s3_server, ctx, convs):
+    """A holder whose renewals fell behind (its process starved: the renewer thread late) or whose
+    lease another writer took over refuses to commit — LeaseLost, the marker unchanged, the new
+    generation's files removed — instead of overwriting the rival's commit."""
+    from lychee_ray.io.store.lease import LeaseLost, check_held
+
+    uri = s3_server.bucket("lychee-lease-fence") + "/store"
+    assert build(ctx, uri, convs[:1]).built == 1
+    c = convs[0]
+    writer = MemoryStoreWriter(uri)
+    layout = writer.layout
+    key = conversation_key(c.conversation_id)
+    before = layout.read_marker(key)
+    stored = load_stored(uri, before)
+    lock = layout.write_lock_path(key)
+    for lapse in ("starved", "taken_over"):
+        with conversation_write_lock(layout, c.conversation_id):
+            from lychee_ray.io.store.lease import _HELD  # the lease this process holds for the lock
+
+            lease = _HELD[str(lock)]
+            check_held(lock)  # healthy: no error
+            if lapse == "starved":  # no renewal for two thirds of the lease: it may expire any moment
+                lease.renewed -= layout.settings.lock_lease_s * 0.7
+            else:  # a rival saw it expired and wrote its own
+                lock.write_text(json.dumps({"owner": "rival", "expires_at": time.time() + 60}))
+            with pytest.raises(LeaseLost) as e:
+                writer.commit(_artifacts_from(stored, c), locked=True)
+            assert e.value.kind == "lease_lost"
+        assert layout.read_marker(key) == before  # nothing published
+        assert list(layout.generation_paths(key)) == [before.generation]  # its files went
+        if lapse == "taken_over":
+            assert read_lease(lock)["owner"] == "rival"  # the holder did not remove the rival's lease
+            lock.unlink()
+    assert verify_store(uri)["ok"]
+    assert writer.commit(_artifacts_from(stored, c)).generation != before.generation  # a fresh lock commits
 
 
 def test_index_cache_is_bounded_and_reused(local_and_s3, tmp_path, monkeypatch):

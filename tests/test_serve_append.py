@@ -321,7 +321,10 @@ def test_idle_flush_encodes_the_open_tail(store, embedder):
         while layout.read_marker(key).open_turns and time.monotonic() < deadline:
             time.sleep(0.1)
         assert layout.read_marker(key).open_turns == 0 and layout.read_marker(key).counts.records > 0
-        stats = c.get("/v1/admin/stats", headers=AUTH).json()["appends"]
+        # the flusher counts its flush once the call returns, just after the commit: wait for that too
+        while (stats := c.get("/v1/admin/stats", headers=AUTH).json()["appends"])["idle_flushes"] < 1 \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert (stats["idle_flushes"], stats["idle_flush_errors"], stats["idle_flush_pending"]) == (1, 0, 0)
         assert with_turn(search(c, "c-idle", "Where is the cabin?"), "i0", records=True)
     svc.close()

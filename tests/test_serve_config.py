@@ -61,7 +61,7 @@ def test_import_path_and_args_build_the_application(small_store, tmp_path):
     from ray.serve.deployment import Application
 
     from lychee_ray.config import ServeConfig
-    from lychee_ray.ray.serve import DEPLOYMENT_NAME
+    from lychee_ray.ray.serve import DEPLOYMENT_NAME, serve_ongoing_requests
 
     app_cfg = _file()["applications"][0]
     extra = tmp_path / "extra.yaml"
@@ -72,7 +72,9 @@ def test_import_path_and_args_build_the_application(small_store, tmp_path):
     dep = app._bound_deployment
     assert dep.name == DEPLOYMENT_NAME
     # the lychee config (file, then --set) supplies the deployment's defaults
-    assert dep.max_ongoing_requests == 5 and dep.ray_actor_options["num_cpus"] == 0.3
+    # (Serve gets more than the replica admits itself: it sheds load with its own JSON 503, serve/admission.py)
+    assert dep.max_ongoing_requests == serve_ongoing_requests(ServeConfig(max_ongoing_requests=5)) == 5 + 64 + 64
+    assert dep.ray_actor_options["num_cpus"] == 0.3
     assert dep.ray_actor_options["runtime_env"]["env_vars"] == ServeConfig().ray_env
     memory, config = app._bound_deployment.init_args
     assert memory == small_store and config["serve"]["max_ongoing_requests"] == 5
@@ -120,7 +122,7 @@ def _deploy_and_search(serve_url: str, memory: str, env: dict[str, str]) -> None
     app["args"]["memory"] = memory
     app["args"]["set"] = [*app["args"]["set"], "llm.backend=rules", f"serve.token={TOKEN}"]
     (dep,) = app["deployments"]
-    dep["max_ongoing_requests"] = 3             # not the code default (serve.max_ongoing_requests = 8)
+    dep["max_ongoing_requests"] = 3             # not the code's (serve_ongoing_requests: 8 + 64 + 64)
     dep["ray_actor_options"]["num_cpus"] = 0.25  # leave the session's 2 CPUs to the other Ray tests
     dep["autoscaling_config"].update(min_replicas=1, initial_replicas=1, max_replicas=1)
     config = ServeDeploySchema.model_validate(raw)
@@ -134,7 +136,7 @@ def _deploy_and_search(serve_url: str, memory: str, env: dict[str, str]) -> None
         dc = details["deployment_config"]
         # the file's options win; one it leaves out keeps the lychee config's value (the code's default)
         assert dc["max_ongoing_requests"] == 3 and "max_queued_requests" not in dep
-        assert dc["max_queued_requests"] == ServeConfig().max_queued_requests != -1
+        assert dc["max_queued_requests"] == ServeConfig().proxy_max_queued_requests != -1
         assert dc["autoscaling_config"]["max_replicas"] == 1 and dc["ray_actor_options"]["num_cpus"] == 0.25
         with httpx.Client(base_url=serve_url + PREFIX, timeout=30) as c:
             body = {"conversation_id": "c-1", "question": Q, "question_date": "2023-08-01"}

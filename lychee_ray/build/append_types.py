@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lychee_ray.core.conversation import Turn
 from lychee_ray.core.tools import ToolCall
+from lychee_ray.core.ids import MAX_ID_CHARS, PolicyId
 
 # changed: a stored turn id arrives with other content (role, speaker, text, time, meta, session);
 # removed: a stored turn is missing from the input; reordered: stored turns arrive in another order,
@@ -129,12 +130,12 @@ class AppendTurn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    turn_id: str = Field(min_length=1, max_length=512, description="the turn's own id: the idempotency key")
+    turn_id: PolicyId = Field(min_length=1, max_length=MAX_ID_CHARS, description="the turn's own id: the idempotency key")
     role: str = Field("user", description="user / assistant / system / tool")
     speaker: str = Field("", description="display name (default: the role)")
     content: str = Field(description="the turn's text")
     timestamp: str | None = Field(None, description="ISO datetime of the turn")
-    session_id: str | None = Field(None, min_length=1, max_length=512)
+    session_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
     session_started_at: str | None = Field(None, description="ISO start of a new session (default: timestamp)")
     meta: dict[str, Any] = Field(default_factory=dict)
     tool_calls: list[ToolCall] = Field(default_factory=list, description="an assistant turn's tool calls (agent logs)")
@@ -153,10 +154,10 @@ class AppendRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    conversation_id: str = Field(min_length=1, max_length=512)
+    conversation_id: PolicyId = Field(min_length=1, max_length=MAX_ID_CHARS)
     turns: list[AppendTurn] = Field(default_factory=list, description="in conversation order; may be empty with flush")
-    user_id: str | None = Field(None, min_length=1, max_length=512,
-                                description="must equal the stored owner; required to create a conversation")
+    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+                                     description="must equal the stored owner; required to create a conversation")
     flush: bool = Field(False, description="also encode the open tail segment (the segmenter's undecided turns)")
 
 

@@ -65,6 +65,15 @@ class EncodeQueue:
             self._cond.notify_all()
             return True
 
+    def cancel(self, conversation_id: str) -> bool:
+        """Drop a conversation's waiting catch-up (its erasure: nothing of it is left to encode);
+        True when one was waiting. A catch-up already running is fenced at its commit instead (it
+        read the erased conversation's lineage: build/queued.py)."""
+        with self._cond:
+            found = self._pending.pop(conversation_id, None) is not None
+            self._cond.notify_all()
+            return found
+
     def start(self) -> None:
         """Start the worker (and its ``warm``) now rather than on the first submit."""
         with self._cond:
@@ -132,7 +141,7 @@ class EncodeQueue:
                     self.done += 1
                     self._lags.append(time.monotonic() - since)
             except Exception as e:  # noqa: BLE001 — the worker outlives one bad catch-up; its turns stay queued in the store
-                retry = getattr(e, "kind", None) == "conversation_busy"
+                retry = getattr(e, "kind", None) in ("conversation_busy", "lease_lost")  # passes by itself
                 with self._cond:
                     self.errors += 1
                 log.warning("background encoding of %r not done (%s): %s", cid, getattr(e, "kind", type(e).__name__), e)

@@ -440,15 +440,20 @@ def commit_increment(writer: MemoryStoreWriter, stored: StoredConversation | Non
                      cache: StoredCache | None = None,
                      adjust: Callable[[ConversationDelta], None] | None = None) -> CommitMarker:
     """Commit an increment — a delta on top of the stored commit (``adjust(delta)`` may amend it
-    first), or a full generation — fold when due (``fold``), and keep the state after it in
+    first), or a full generation; refused with
+    :class:`~lychee_ray.io.store.marker.ConversationReplaced` when the conversation is no longer the
+    lineage ``stored`` was read from (None: when it exists now) — fold when due (``fold``), and keep the state after it in
     ``cache`` for the next increment (not after a full generation or a fold: then the next one
     reads the conversation)."""
+    # fenced: the commit is refused when the conversation is no longer the lineage ``stored`` read
+    # (erased, and maybe re-created, since: io/store/writer.py check_fence)
+    based_on = stored.marker if stored is not None else None
     delta = increment_delta(stored, inc)
     if delta is None:
-        return writer.commit(inc.artifacts, locked=True)
+        return writer.commit(inc.artifacts, locked=True, based_on=based_on)
     if adjust is not None:
         adjust(delta)
-    marker = writer.commit_delta(delta, locked=True)
+    marker = writer.commit_delta(delta, locked=True, based_on=based_on)
     if fold and writer.needs_fold(marker):
         return writer.fold(marker.conversation_id, locked=True) or marker
     if cache is not None and inc.next_state is not None:

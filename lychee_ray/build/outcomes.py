@@ -1,4 +1,4 @@
-"""What becomes of each input conversation: :class:`Outcome` (built, skipped or failed) and the
+"""What becomes of each input conversation: :class:`Outcome` (built, skipped, failed or duplicate) and the
 run's :class:`BuildSummary`, plus the row forms that carry items and outcomes through Ray Data."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.io.adapters import AdapterItem, InputIssue
+from lychee_ray.io.adapters.base import DUPLICATE_CONVERSATION
 
 # Failed conversation ids named in the summary table (the rest: `lychee-ray list` / `errors`).
 SUMMARY_MAX_IDS = 10
@@ -20,7 +21,7 @@ SUMMARY_MAX_IDS = 10
 class Outcome:
     """What happened to one input conversation."""
 
-    status: str  # built | skipped | failed
+    status: str  # built | skipped | failed | duplicate (a later input line repeating an id: skipped, a warning)
     conversation_id: str | None = None
     stage: str | None = None
     message: str | None = None
@@ -88,6 +89,27 @@ def row_to_item(row: dict[str, Any]) -> AdapterItem:
     )
 
 
+def unreadable_outcome(item: AdapterItem) -> Outcome:
+    """The outcome of an item without a conversation: ``duplicate`` when the adapter saw its id
+    before (and nothing else is wrong with it: a warning), else ``failed`` at stage ``input``."""
+    dup = next((i for i in item.issues if i.kind == DUPLICATE_CONVERSATION), None)
+    if dup is not None and not any(i.level == "error" for i in item.issues):
+        return Outcome("duplicate", dup.conversation_id, "input", dup.message, item.file, item.line,
+                       warnings=[f"{dup.field}: {dup.message}"])
+    errs = [i for i in item.issues if i.level == "error"] or item.issues
+    first = errs[0] if errs else None
+    msg = "; ".join(f"{i.field}: {i.message}" if i.field else i.message for i in errs) or "unreadable input"
+    return Outcome("failed", first.conversation_id if first else None, "input", msg, item.file, item.line)
+
+
+def duplicate_outcome(item: AdapterItem, cid: str, first_seen: str) -> Outcome:
+    """A line whose id another block of the input claimed first in this run (a Ray run): skipped,
+    with a warning naming both lines."""
+    msg = (f"duplicate conversation id: this line ({item.where}) skipped; the conversation is built from its "
+           f"first occurrence ({first_seen})")
+    return Outcome("duplicate", cid, "input", msg, item.file, item.line, warnings=[f"conversation_id: {msg}"])
+
+
 def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
     """The item's warning-level issues plus one line for turns over ``segmenter.max_turn_chars``."""
     out = [f"{i.field}: {i.message}" if i.field else i.message for i in item.issues if i.level == "warning"]
@@ -103,13 +125,15 @@ def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
 
 @dataclass
 class BuildSummary:
-    """Accounting of every input conversation: built + skipped + failed = inputs."""
+    """Accounting of every input conversation: built + skipped + failed + duplicate = inputs."""
 
     inputs: int = 0
     built: int = 0
     appended: int = 0  # of the built: stored conversations that gained turns (incremental builds)
     skipped: int = 0
     failed: int = 0
+    # input lines that repeated a conversation id read before: skipped (a warning row each, naming the line)
+    duplicate: int = 0
     failed_segments: int = 0
     records: int = 0
     llm_calls: int = 0
@@ -121,12 +145,17 @@ class BuildSummary:
     errors: list[dict[str, Any]] = field(default_factory=list)
     # Input repairs (one row per conversation and kind; stored in errors/ with stage "warning").
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    # the skipped duplicate lines, "file:line [id]"
+    duplicates: list[str] = field(default_factory=list)
 
     def add(self, o: Outcome) -> None:
         self.inputs += 1
         setattr(self, o.status, getattr(self, o.status) + 1)
         if o.status == "failed":
             self.errors.append(o.error_row())
+        if o.status == "duplicate":
+            self.duplicates.append(f"{o.file or '-'}" + (f":{o.line}" if o.line is not None else "")
+                                   + f" [{o.conversation_id}]")
         for w in o.warnings:
             self.warnings.append({"conversation_id": o.conversation_id, "stage": "warning", "message": w,
                                   "file": o.file, "line": o.line})
@@ -144,6 +173,7 @@ class BuildSummary:
         d = dict(self.__dict__)
         d["errors"] = len(self.errors)
         d["warnings"] = len(self.warnings)
+        d["duplicates"] = list(self.duplicates)
         d["quality"] = self.quality.report()
         return d
 
@@ -173,12 +203,16 @@ class BuildSummary:
         """Final human-readable summary; with ``store``, where to look next (``list``, ``errors``)."""
         rows = [("input conversations", self.inputs), ("built", self.built), ("of which appended (gained turns)", self.appended),
                 ("skipped (already built)", self.skipped),
-                ("failed (see errors/)", self.failed), ("input warnings (errors/, stage warning)", len(self.warnings)),
+                ("failed (see errors/)", self.failed), ("duplicate ids skipped (warnings)", self.duplicate), ("input warnings (errors/, stage warning)", len(self.warnings)),
                 ("failed segments (--retry-failed)", self.failed_segments),
                 ("records", self.records), *self.quality_rows(), ("LLM calls", self.llm_calls),
                 ("prompt / completion tokens", f"{self.prompt_tokens} / {self.completion_tokens}"), ("wall time (s)", self.wall_s)]
         w = max(len(k) for k, _ in rows)
         lines = [f"{k:<{w}}  {v}" for k, v in rows]
+        if self.duplicates:
+            shown = ", ".join(self.duplicates[:SUMMARY_MAX_IDS]) + (
+                f" (+{len(self.duplicates) - SUMMARY_MAX_IDS} more)" if len(self.duplicates) > SUMMARY_MAX_IDS else "")
+            lines.append(f"{'duplicate lines skipped':<{w}}  {shown}")
         failed = self.failed_ids()
         if failed:
             shown = ", ".join(failed[:SUMMARY_MAX_IDS]) + (f" (+{len(failed) - SUMMARY_MAX_IDS} more)" if len(failed) > SUMMARY_MAX_IDS else "")
@@ -190,4 +224,5 @@ class BuildSummary:
         return "\n".join(lines)
 
 
-__all__ = ["BuildSummary", "Outcome", "SUMMARY_MAX_IDS", "input_warnings", "item_to_row", "row_to_item"]
+__all__ = ["BuildSummary", "Outcome", "SUMMARY_MAX_IDS", "duplicate_outcome", "input_warnings", "item_to_row",
+           "row_to_item", "unreadable_outcome"]

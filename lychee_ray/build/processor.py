@@ -21,7 +21,7 @@ from lychee_ray.build.append_types import IncrementError
 from lychee_ray.build.encode.base import SegmentEncoder
 from lychee_ray.build.encode.system_prompt import SystemPromptOnce
 from lychee_ray.build.incremental import async_write_lock, extend_conversation
-from lychee_ray.build.outcomes import Outcome, input_warnings
+from lychee_ray.build.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.build.pipeline import BuildContext, build_conversation
 from lychee_ray.build.stored import check_history, load_stored
 from lychee_ray.config import LycheeConfig
@@ -118,14 +118,11 @@ class ConversationProcessor:
         t0 = time.perf_counter()
         conv = item.conversation
         if conv is None:
-            errs = [i for i in item.issues if i.level == "error"] or item.issues
-            first = errs[0] if errs else None
-            msg = "; ".join(f"{i.field}: {i.message}" if i.field else i.message for i in errs) or "unreadable input"
-            return Outcome("failed", first.conversation_id if first else None, "input", msg, item.file, item.line)
+            return unreadable_outcome(item)
         cid = conv.conversation_id
         dup = self.writer.claim(cid, self.run_id, item.where)
         if dup is not None:
-            return Outcome("failed", cid, "input", f"duplicate conversation id (first seen at {dup}); skipped", item.file, item.line)
+            return duplicate_outcome(item, cid, dup)
         warnings = input_warnings(item, self.ctx.cfg.segmenter.max_turn_chars)
         try:
             # one writer per conversation (an append may be committing it right now), from reading
@@ -147,11 +144,12 @@ class ConversationProcessor:
                 return await self._increment(item, conv, marker, warnings, t0)
             self.reader.refresh()
             previous = self.reader.load(cid)
-        return await self._build(item, conv, warnings, t0, previous)
+        return await self._build(item, conv, warnings, t0, marker, previous)
 
     async def _build(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float,
-                     previous: Any = None) -> Outcome:
-        """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict)."""
+                     marker: CommitMarker | None, previous: Any = None) -> Outcome:
+        """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict);
+        ``marker``: its commit read under the write lock (None: not stored), the commit's fence."""
         cid = conv.conversation_id
         stage = "build"
         try:
@@ -159,7 +157,7 @@ class ConversationProcessor:
             if previous is not None:
                 art.usage = self._with_previous_usage(cid, art.usage)
             stage = "commit"
-            marker = await asyncio.to_thread(self.writer.commit, art, locked=True)
+            marker = await asyncio.to_thread(self.writer.commit, art, locked=True, based_on=marker)
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
@@ -181,7 +179,7 @@ class ConversationProcessor:
             except IncrementError as e:
                 if self.on_conflict == "rebuild":
                     log.warning("%s; rebuilding it from scratch (on_conflict=rebuild)", e)
-                    return await self._build(item, conv, warnings, t0)
+                    return await self._build(item, conv, warnings, t0, marker)
                 return Outcome("failed", cid, "conflict", str(e), item.file, item.line,
                                wall_s=time.perf_counter() - t0, warnings=warnings)
             if conv.num_turns == stored.num_turns and not marker.open_turns:
@@ -190,7 +188,7 @@ class ConversationProcessor:
             if inc.artifacts is None:
                 return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
             stage = "commit"
-            marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True)
+            marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True, based_on=marker)
         except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build
             log.exception("conversation %s failed at %s", cid, stage)
             return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,

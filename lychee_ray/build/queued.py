@@ -40,7 +40,7 @@ from lychee_ray.build.turn_log import StoredCache
 from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.io.store import MemoryStoreWriter, StoreLayout
 from lychee_ray.io.store.deltas import ConversationDelta, TableDelta, TableVectors
-from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, LastIncrement
+from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, ConversationReplaced, LastIncrement
 from lychee_ray.io.store.writer import turns_digest
 
 
@@ -97,7 +97,7 @@ async def append_turns_queued(
                 counts=counts, open_turns=marker.open_turns + len(rows), info=BuildInfo(**info), dim=ctx.embed_dim,
                 unsegmented_turns=marker.unsegmented_turns + len(rows))
             t_commit = time.perf_counter()
-            committed = await asyncio.to_thread(writer.commit_delta, delta, locked=True)
+            committed = await asyncio.to_thread(writer.commit_delta, delta, locked=True, based_on=marker)
             timings["commit"] = (time.perf_counter() - t_commit) * 1e3
             log.marker = committed
             log.add(rows)
@@ -126,7 +126,9 @@ async def catch_up_async(
     of the segments, records and nodes — provided no other commit changed the segmentation since
     (``segmentation_epoch``; turns queued in between are fine: they stay queued, and the loop goes
     on while any are left). Otherwise it starts over from the newer state, at most
-    ``build.catch_up_attempts`` times. Returns what the last round did."""
+    ``build.catch_up_attempts`` times. A conversation erased and re-created meanwhile (another
+    lineage) gets nothing of this encoding: the commit is fenced (``check_fence``), and the loop
+    starts over on the new conversation. Returns what the last round did."""
     t0 = time.perf_counter()
     bc, cid = ctx.cfg.build, request.conversation_id
     timeout = bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s
@@ -172,6 +174,14 @@ async def catch_up_async(
                 current = writer.commit_marker(cid)
                 if current is None:
                     raise UnknownConversationError(cid)  # erased while it encoded: nothing to write back
+                if not current.same_lineage(marker):
+                    # erased and re-created while it encoded: what it encoded is the erased
+                    # conversation's; drop it and catch up the new one (if it queued anything)
+                    if cache is not None:
+                        cache.forget(marker.key)
+                    if attempts >= bc.catch_up_attempts:
+                        raise ConversationReplaced(cid, "erased and re-created while it was encoded")
+                    continue
                 added = current.counts.turns - marker.counts.turns
                 # a full generation holds only the turns it encoded: with turns queued meanwhile it
                 # would drop them (start over, reading them too)

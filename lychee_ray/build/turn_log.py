@@ -76,6 +76,10 @@ class _Bounded:
         with self._lock:
             return self._items.pop(key, None)
 
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
     def put(self, key: str, value: Any) -> None:
         with self._lock:
             self._items.pop(key, None)
@@ -156,6 +160,12 @@ class StoredCache:
     def put_data(self, key: str, data: Any) -> None:
         """Keep a conversation's loaded tables."""
         self._data.put(key, data)
+
+    def forget(self, key: str) -> None:
+        """Drop everything kept of conversation ``key`` (erased: nothing of it may seed a re-created
+        id's state; entries are also checked by lineage when taken, see ``CommitMarker.extends``)."""
+        for part in (self._logs, self._stored, self._data):
+            part.drop(key)
 
 
 __all__ = ["StoredCache", "TurnLog"]

@@ -16,6 +16,7 @@ import sys
 
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 from lychee_ray.cli.store_view import open_layout
+from lychee_ray.core.ids import id_problem, printable
 from lychee_ray.io.store import conversation_key
 from lychee_ray.io.store.erase import (
     EraseReport,
@@ -46,9 +47,13 @@ def run(args: argparse.Namespace) -> int:
         found = [args.conversation] if layout.read_marker(conversation_key(args.conversation)) else []
     else:
         found = sorted(m.conversation_id for m in layout.iter_markers() if m.owner == args.user)
+    problem = id_problem(ident)
+    if problem is not None and not found:  # (an id an older version stored as it is can still be erased)
+        raise CliError("usage", f"the {scope} id {problem}", EXIT_USAGE)
     if not args.yes and sys.stdin.isatty():
-        what = (f"conversation {ident!r}" if scope == "conversation"
-                else f"user {ident!r} ({len(found)} conversation{'s' if len(found) != 1 else ''}: {', '.join(found[:5])}"
+        what = (f"conversation {printable(ident)!r}" if scope == "conversation"
+                else f"user {printable(ident)!r} ({len(found)} conversation{'s' if len(found) != 1 else ''}: "
+                     f"{printable(', '.join(found[:5]))}"
                      f"{', ...' if len(found) > 5 else ''})")
         answer = input(f"Erase {what} from {args.memory}, with every trace of it? This cannot be undone. [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
@@ -57,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = erase_conversation(layout, ident) if scope == "conversation" else erase_user(layout, ident)
     except NothingToErase as e:
-        raise CliError("unknown_conversation", f"unknown {e.scope} {e.ident!r} in {args.memory}: nothing deleted",
+        raise CliError("unknown_conversation", f"unknown {e.scope} {printable(e.ident)!r} in {args.memory}: nothing deleted",
                        EXIT_USAGE) from None
     if args.json:
         print(report.model_dump_json(indent=1))
@@ -69,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
 def summary(r: EraseReport, scope: str, ident: str) -> str:
     """What was removed, in three lines."""
     rows = ", ".join(f"{t} {n}" for t, n in r.rows_removed.items())
-    return (f"deleted {scope} {ident!r}: {r.conversations} conversation{'s' if r.conversations != 1 else ''}"
-            f"{' (' + ', '.join(r.conversation_ids) + ')' if scope == 'user' and r.conversation_ids else ''}\n"
+    return (f"deleted {scope} {printable(ident)!r}: {r.conversations} conversation{'s' if r.conversations != 1 else ''}"
+            f"{' (' + printable(', '.join(r.conversation_ids)) + ')' if scope == 'user' and r.conversation_ids else ''}\n"
             f"rows removed: {sum(r.rows_removed.values())} ({rows})\n"
             f"files: {r.files_removed} removed, {r.files_rewritten} rewritten; {r.bytes_freed / 1024:.1f} KiB freed "
             f"in {r.seconds:.2f} s")

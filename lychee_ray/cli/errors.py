@@ -18,6 +18,8 @@ import os
 import sys
 from typing import Literal
 
+from lychee_ray.core.ids import printable
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -58,13 +60,14 @@ def _is_expected(e: BaseException) -> bool:
 
 
 def message_of(e: BaseException) -> str:
-    """One line: the message without the quotes ``KeyError`` adds, newlines folded."""
+    """One line: the message without the quotes ``KeyError`` adds, newlines folded, characters a
+    terminal would interpret (an id's escape codes) escaped."""
     text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
     if isinstance(e, FileNotFoundError) and e.filename and not text.strip():
         text = f"not found: {e.filename}"
     elif isinstance(e, FileNotFoundError) and e.strerror and e.filename:
         text = f"{e.strerror.lower()}: {e.filename}"
-    return " ".join(text.split()) or type(e).__name__
+    return printable(" ".join(text.split())) or type(e).__name__
 
 
 def report(e: BaseException, prog: str) -> int:

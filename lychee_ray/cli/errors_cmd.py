@@ -7,6 +7,7 @@ import argparse
 import json
 
 from lychee_ray.cli.store_view import error_rows, open_layout
+from lychee_ray.core.ids import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def format_row(r: dict) -> str:
     """``file:line [conversation] stage: message``."""
     where = (r.get("file") or "-") + (f":{r['line']}" if r.get("line") is not None else "")
-    return f"{where} [{r.get('conversation_id') or '-'}] {r.get('stage')}: {r.get('message')}"
+    return printable(f"{where} [{r.get('conversation_id') or '-'}] {r.get('stage')}: {r.get('message')}")
 
 
 def run(args: argparse.Namespace) -> int:

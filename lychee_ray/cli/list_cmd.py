@@ -6,6 +6,7 @@ import argparse
 import json
 
 from lychee_ray.cli.store_view import conversation_rows, format_table, open_layout
+from lychee_ray.core.ids import printable
 
 COLUMNS = ["conversation_id", "status", "user_id", "sessions", "turns", "records", "failed_segments", "committed_at"]
 
@@ -30,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     def cell(r, c: str):
         v = getattr(r, c)
-        return v[:19].replace("T", " ") + " UTC" if c == "committed_at" and v else v  # seconds are enough here
+        if c == "committed_at" and v:
+            return v[:19].replace("T", " ") + " UTC"  # seconds are enough here
+        return printable(v) if isinstance(v, str) else v  # ids an older version stored unchecked: escaped
 
     print(format_table(COLUMNS, [[cell(r, c) for c in COLUMNS] for r in rows]))
     built = sum(r.status == "built" for r in rows)

@@ -13,6 +13,7 @@ import sys
 
 from lychee_ray.cli.errors import report
 from lychee_ray.config import LycheeConfig, load_config
+from lychee_ray.core.ids import id_problem
 from lychee_ray.logs import configure_logging, set_quiet
 
 # Each module exposes ``register(subparsers)`` and sets ``func`` on its parser; order = help order.
@@ -38,6 +39,15 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     """``--config FILE`` (repeatable) and ``--set key=value`` (repeatable)."""
     p.add_argument("--config", action="append", default=[], metavar="FILE", help="YAML config merged over the defaults")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key, e.g. llm.model=gpt-4o-mini")
+
+
+def id_arg(value: str) -> str:
+    """argparse ``type`` of an id argument (``--conversation``, ``--user``): the one id policy
+    (core/ids.py), so the CLI refuses what the HTTP API refuses, with the reason."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"the id {problem}")
+    return value
 
 
 def config_from_args(args: argparse.Namespace) -> LycheeConfig:

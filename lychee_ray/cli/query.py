@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK, CliError, message_of
-from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.cli.main import add_config_args, config_from_args, id_arg
 
 # Environment variable holding the service's bearer token (as for `lychee-ray serve`).
 TOKEN_ENV = "LYCHEE_SERVE_TOKEN"
@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default=None, help=f"bearer token for --url (default: env {TOKEN_ENV})")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait for --url (default 120)")
     scope = p.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--conversation", help="conversation id to query")
-    scope.add_argument("--user", help="query all conversations of this user id")
+    scope.add_argument("--conversation", type=id_arg, help="conversation id to query")
+    scope.add_argument("--user", type=id_arg, help="query all conversations of this user id")
     p.add_argument("--question-date", default=None, help="ISO date/datetime that anchors relative times (default: now)")
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
     p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend for plan + answer (default: auto)")

@@ -12,6 +12,7 @@ import ipaddress
 import logging
 import socket
 import sys
+from typing import Any
 
 from lychee_ray.cli.main import add_config_args, config_from_args
 from lychee_ray.io.store import NotAStoreError, StoreLayout
@@ -28,6 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--replicas", type=int, default=None, help="replicas (default serve.replicas)")
     add_config_args(p)
     p.set_defaults(func=run)
+
+
+def _auth_summary(s: Any) -> str:
+    """How requests are authenticated, by key names (never a key)."""
+    if not s.keys:
+        return "on (one token, admin)" if s.token else "off"
+    admins = sum(k.admin for k in s.keys) + bool(s.token)
+    return f"on ({len(s.keys) - sum(k.admin for k in s.keys)} tenant key(s), {admins} admin)"
 
 
 def _is_loopback(host: str) -> bool:
@@ -69,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         log.warning("%s has no manifest.json (build not finished?); serving the committed conversations", root)
     if not _is_loopback(s.host):
         log.warning("binding %s: the service is reachable from other machines%s", s.host,
-                    "" if s.token else " and NO bearer token is set (serve.token / LYCHEE_SERVE_TOKEN)")
+                    "" if s.token or s.keys else " and NO key is set (serve.keys / LYCHEE_SERVE_KEYS, serve.token / "
+                                                 "LYCHEE_SERVE_TOKEN)")
 
     from lychee_ray.config import ray_address
     from lychee_ray.ray.serve import serve_until_stopped
@@ -81,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     def ready(url: str) -> None:
         print(f"lychee-ray serve: {root} at {url}  (API docs {url}/docs; "
-              f"auth {'on' if s.token else 'off'}; Ctrl-C stops)", flush=True)
+              f"auth {_auth_summary(s)}; Ctrl-C stops)", flush=True)
 
     def stopping() -> None:
         print("lychee-ray serve: shutting down", file=sys.stderr, flush=True)

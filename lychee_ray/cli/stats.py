@@ -13,7 +13,9 @@ import json
 from typing import Any
 
 from lychee_ray.cli.errors import EXIT_USAGE, CliError
+from lychee_ray.cli.main import id_arg
 from lychee_ray.cli.store_view import format_table, open_layout
+from lychee_ray.core.ids import printable
 from lychee_ray.core.quality import REJECT_REASONS, REPAIR_KINDS, QualityCounts
 
 COLUMNS = ["conversation_id", "segments", "drafts", "records", "rec/seg", "rejected", "repaired", "repaired_seg",
@@ -24,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stats", help="memory quality of a store: records per segment, rejected / repaired records",
                        epilog="reasons and repairs: docs/llm-quality.md")
     p.add_argument("--memory", required=True, help="memory store directory")
-    p.add_argument("--conversation", help="only this conversation")
+    p.add_argument("--conversation", type=id_arg, help="only this conversation")
     p.add_argument("--json", action="store_true", help="the figures as JSON ({total, conversations})")
     p.set_defaults(func=run)
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats, indent=1, ensure_ascii=False))
         return 0
-    rows = [[cid, q["segments_encoded"], q["drafts"], q["records"], q["records_per_segment"], q["rejected_total"],
+    rows = [[printable(cid), q["segments_encoded"], q["drafts"], q["records"], q["records_per_segment"], q["rejected_total"],
              sum(q["repaired"].values()), q["segments_repaired"], q["segments_degenerate"]]
             for cid, q in stats["conversations"].items()]
     t = stats["total"]

@@ -32,11 +32,11 @@ from lychee_ray.config.query import (
 )
 from lychee_ray.config.ray import BuildStagesConfig, RayConfig, StageConfig
 from lychee_ray.config.root import FINGERPRINT_OMIT_AT_DEFAULT, LycheeConfig
-from lychee_ray.config.serve import ServeAutoscalingConfig, ServeConfig
+from lychee_ray.config.serve import ApiKeyConfig, ServeAutoscalingConfig, ServeConfig
 from lychee_ray.config.store import StoreConfig
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "BuildConfig", "ChannelWeights",
+    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "ApiKeyConfig", "BuildConfig", "ChannelWeights",
     "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
     "NodesConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "BuildStagesConfig", "StageConfig",

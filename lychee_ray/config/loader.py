@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -44,12 +46,37 @@ def _env_overrides(env: dict[str, str]) -> dict[str, Any]:
         out["serve"] = {"token": env["LYCHEE_SERVE_TOKEN"]}
     return out
 
+
+def _env_keys(env: dict[str, str]) -> list[dict[str, Any]]:
+    """``LYCHEE_SERVE_KEYS``: a JSON list of ``{name, key, users, user_prefixes, admin}``; each
+    plaintext ``key`` is replaced by its SHA-256 here, so no key is kept in the configuration."""
+    raw = env.get("LYCHEE_SERVE_KEYS")
+    if not raw:
+        return []
+    try:
+        items = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"LYCHEE_SERVE_KEYS is not JSON: {e.msg} at character {e.pos}") from None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise ConfigError("LYCHEE_SERVE_KEYS must be a JSON list of objects {name, key, users, user_prefixes, admin}")
+    out = []
+    for i, item in enumerate(items):
+        item = dict(item)
+        key = item.pop("key", None)
+        if key is not None:
+            if not isinstance(key, str) or not key:
+                raise ConfigError(f"LYCHEE_SERVE_KEYS[{i}].key must be a non-empty string")
+            item["sha256"] = hashlib.sha256(key.encode("utf-8")).hexdigest()
+        out.append(item)
+    return out
+
 def load_config(
     files: list[str | Path] | None = None,
     sets: list[str] | None = None,
     env: dict[str, str] | None = None,
 ) -> LycheeConfig:
-    """Build the effective config: defaults (``default.yaml``) < each file < each ``--set`` < env.
+    """Build the effective config: defaults (``default.yaml``) < each file < each ``--set`` < env
+    (``LYCHEE_SERVE_KEYS`` adds API keys to ``serve.keys``).
 
     Raises :class:`ConfigError` with the offending key on error.
     """
@@ -58,7 +85,13 @@ def load_config(
         data = deep_merge(data, read_yaml(Path(f)))
     for s in sets or []:
         data = deep_merge(data, parse_set(s))
-    data = deep_merge(data, _env_overrides(dict(os.environ) if env is None else env))
+    environ = dict(os.environ) if env is None else env
+    data = deep_merge(data, _env_overrides(environ))
+    extra_keys = _env_keys(environ)  # added to the configured keys (a merge would replace the list)
+    if extra_keys:
+        serve = dict(data.get("serve") or {})
+        serve["keys"] = [*(serve.get("keys") or []), *extra_keys]
+        data["serve"] = serve
     try:
         return LycheeConfig.model_validate(data)
     except ValidationError as e:

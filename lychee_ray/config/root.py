@@ -40,7 +40,7 @@ class LycheeConfig(Section):
 
     def fingerprint(self, *sections: str) -> str:
         """Stable hash of the named sections (all when none), secrets excluded."""
-        data = self.model_dump(mode="json", include=set(sections) or None, exclude={"llm": {"api_key"}, "serve": {"token"}})
+        data = self.model_dump(mode="json", include=set(sections) or None, exclude={"llm": {"api_key"}, "serve": {"token", "keys"}})
         for sec, key in FINGERPRINT_OMIT_AT_DEFAULT:
             # keys added later: existing stores keep their fingerprint
             if key in data.get(sec, {}) and data[sec][key] == packaged_default(sec, key):
@@ -56,6 +56,8 @@ class LycheeConfig(Section):
             data["llm"]["api_key"] = "***"
         if data["serve"].get("token"):
             data["serve"]["token"] = "***"
+        for k in data["serve"].get("keys") or []:
+            k["sha256"] = "***"
         return data
 
 

@@ -2,11 +2,53 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lychee_ray.config.base import Section
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+class ApiKeyConfig(BaseModel):
+    """One API key of the query service (docs/serving.md "Tenancy"): who holds it (``name``, shown in
+    logs and stats instead of the key), the SHA-256 of the key (hex; the key itself is never kept in
+    configuration) and what it may touch — conversations whose owner is one of ``users`` or starts
+    with one of ``user_prefixes`` — or everything, with ``admin``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=128)
+    sha256: str = Field(repr=False)
+    users: list[str] = Field(default_factory=list)
+    user_prefixes: list[str] = Field(default_factory=list)
+    admin: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_plaintext(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "key" in v:
+            raise ValueError("a plaintext key does not belong in configuration: give its sha256 (hex of "
+                             "`printf '%s' KEY | sha256sum`), or pass the key in env LYCHEE_SERVE_KEYS")
+        return v
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, v: str) -> str:
+        v = v.strip().lower()
+        if not _SHA256_HEX.fullmatch(v):
+            raise ValueError("sha256 must be 64 hex digits (the SHA-256 of the key)")
+        return v
+
+    @model_validator(mode="after")
+    def _scoped(self) -> "ApiKeyConfig":
+        if any(not p for p in self.user_prefixes):
+            raise ValueError(f"key {self.name!r}: an empty user prefix would match every user; use admin: true")
+        if not self.admin and not self.users and not self.user_prefixes:
+            raise ValueError(f"key {self.name!r} may touch nothing: give users, user_prefixes or admin: true")
+        return self
 
 
 class ServeAutoscalingConfig(Section):
@@ -26,8 +68,12 @@ class ServeConfig(Section):
     # Bind address of Serve's HTTP proxy: loopback unless deliberately opened.
     host: str
     port: int = Field(ge=1, le=65535)
-    # Bearer token required on every endpoint except /healthz and the API docs (None = no auth); env LYCHEE_SERVE_TOKEN.
+    # Bearer token required on every endpoint except /healthz and the API docs (None = no auth); env
+    # LYCHEE_SERVE_TOKEN. With per-tenant keys it stays valid as an admin key (backward compatible).
     token: str | None = Field(repr=False)
+    # Per-tenant API keys (hashed), each scoped to users or user-id prefixes, or admin; env
+    # LYCHEE_SERVE_KEYS adds keys given in plaintext (hashed when read). Empty and no token = no auth.
+    keys: list[ApiKeyConfig] = Field(repr=False)
     # Fixed replica count (ignored when autoscaling is enabled).
     replicas: int = Field(ge=1)
     # CPUs Ray reserves per replica (fractional: a 2-core machine also runs the proxy and the clients).
@@ -36,10 +82,21 @@ class ServeConfig(Section):
     # monitor): measured ~5 ms of CPU per request on 2 cores, so off unless wanted for auditing;
     # errors are logged either way.
     access_log: bool
-    # Requests one replica works on at once; more wait in Serve's queue.
+    # Requests one replica works on at once (the service's own admission, serve/admission.py); more
+    # wait in its queue.
     max_ongoing_requests: int = Field(ge=1)
-    # Requests queued beyond that before Serve sheds load with 503 (-1 = unbounded).
+    # Requests waiting for a slot per replica beyond that; more get the service's JSON 503
+    # "overloaded" with Retry-After (-1 = unbounded).
     max_queued_requests: int = Field(ge=-1)
+    # A request waiting longer than this for a slot gets that 503 too.
+    max_queue_wait_s: float = Field(gt=0)
+    # Retry-After (seconds) of a 503 "overloaded".
+    overload_retry_after_s: int = Field(ge=1)
+    # Ray Serve hands a replica max_ongoing_requests + max_queued_requests + this many requests at
+    # once (health checks, docs, refusals in flight), so the service sheds load before Serve would.
+    proxy_headroom: int = Field(ge=0)
+    # Serve's own queue in front of the replicas (-1 = unbounded): its plain-text 503 is a backstop.
+    proxy_max_queued_requests: int = Field(ge=-1)
     # Serve's HTTP request timeout (a request still running after this gets 408/503).
     request_timeout_s: float = Field(gt=0)
     autoscaling: ServeAutoscalingConfig
@@ -108,6 +165,15 @@ class ServeConfig(Section):
         if isinstance(v, dict):
             return {str(k): ("1" if x else "0") if isinstance(x, bool) else str(x) for k, x in v.items()}
         return v
+
+    @model_validator(mode="after")
+    def _unique_keys(self) -> "ServeConfig":
+        seen: dict[str, str] = {}
+        for k in self.keys:
+            if k.sha256 in seen:
+                raise ValueError(f"serve.keys: {k.name!r} and {seen[k.sha256]!r} are the same key")
+            seen[k.sha256] = k.name
+        return self
 
     @model_validator(mode="after")
     def _page_sizes(self) -> "ServeConfig":

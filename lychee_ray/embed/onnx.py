@@ -22,13 +22,14 @@ use it by default (``embedding.query_quantization``) and stored vectors stay fp3
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -145,6 +146,38 @@ def _export(model: Any, path: Path, input_names: list[str]) -> None:
             os.unlink(tmp)
 
 
+# packages whose log records below ERROR are dropped while the model is prepared: ONNX Runtime's
+# quantizer logs every tensor it skips through the root logger (~40 INFO lines and an advice WARNING)
+_NOISY_PACKAGES = ("onnxruntime", "onnx", "torch")
+
+
+class _DropThirdParty(logging.Filter):
+    """Drops records below ERROR emitted by code of :data:`_NOISY_PACKAGES` (by the emitting file)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        path = record.pathname.replace(os.sep, "/")
+        return not any(f"/{p}/" in path for p in _NOISY_PACKAGES) and not record.name.startswith(_NOISY_PACKAGES)
+
+
+@contextlib.contextmanager
+def quiet_third_party_logs() -> Iterator[None]:
+    """Mute the export and quantization tools' own log records (errors still show) for the block:
+    on the root logger (the quantizer logs through ``logging.info``) and on every root handler
+    (records of named loggers reach those without passing the root logger's filters)."""
+    root = logging.getLogger()
+    f = _DropThirdParty()
+    targets: list[Any] = [root, *root.handlers]
+    for t in targets:
+        t.addFilter(f)
+    try:
+        yield
+    finally:
+        for t in targets:
+            t.removeFilter(f)
+
+
 # per-channel signed int8 weights of MatMul nodes only (see _quantize_int8)
 INT8_SCHEME = "int8pc-matmul"
 
@@ -231,15 +264,17 @@ class OnnxSentenceEncoder(OnnxEncoder):
         input_names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in probe]
         fp32, path = onnx_paths(cache_dir, type(model[0].auto_model).__name__, _weights_key(model), quantize)
         with _EXPORT_LOCK:
-            if not fp32.exists():
-                log.info("exporting the embedding model to ONNX: %s", fp32)
-                with warnings.catch_warnings():  # the exporter's deprecation chatter is not actionable
-                    warnings.simplefilter("ignore")
+            steps = (["ONNX export"] if not fp32.exists() else []) + (
+                [f"{quantize} quantisation"] if not path.exists() else [])
+            if steps:  # one line says what the one-time wait is; the tools' own chatter is muted
+                log.info("preparing the embedding model once (%s, a few seconds) into %s; later runs load it from there",
+                         " and ".join(steps), path.parent)
+            # (the exporter's deprecation warnings and the quantizer's ~40 INFO lines are not actionable)
+            with warnings.catch_warnings(), quiet_third_party_logs():
+                warnings.simplefilter("ignore")
+                if not fp32.exists():
                     _export(model, fp32, input_names)
-            if not path.exists():
-                log.info("quantizing the embedding model (%s): %s", quantize, path)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
+                if not path.exists():
                     _quantize_int8(fp32, path)
 
         def tokenize(texts: list[str]) -> dict[str, np.ndarray]:
@@ -250,4 +285,4 @@ class OnnxSentenceEncoder(OnnxEncoder):
 
 
 __all__ = ["INT8_SCHEME", "OnnxEncoder", "OnnxSentenceEncoder", "Tokenize", "default_cache_dir", "onnx_paths",
-           "open_session", "unsupported_reason", "weights_key"]
+           "open_session", "quiet_third_party_logs", "unsupported_reason", "weights_key"]

@@ -8,6 +8,7 @@ which backend is in effect and builds the ``openai`` transport.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Literal, get_args
 
@@ -32,13 +33,17 @@ BACKEND_DESCRIPTIONS: dict[str, str] = {
 
 _logged_rules = False
 _log_lock = threading.Lock()
+# Set once the notice was logged, so the processes a command starts after it (a local Ray's
+# workers, subprocesses) do not log it again: one notice per command.
+NOTICE_ENV = "LYCHEE_BACKEND_NOTICE"
 
 
 def resolve_backend(llm_cfg: LLMConfig, explicit: str | None = None) -> BackendName:
     """The backend in effect: ``explicit`` (``--llm``) wins, then ``llm.backend``.
 
     ``auto`` means openai when ``llm.base_url`` or ``llm.api_key`` is set, else rules; choosing
-    rules that way logs one line (once per process) saying so and why.
+    rules that way logs one line saying so and why, once per command (per process, and not again in
+    processes it starts afterwards: :data:`NOTICE_ENV`).
     """
     choice = explicit if explicit is not None else llm_cfg.backend
     if choice not in (*BACKENDS, "auto"):
@@ -49,8 +54,9 @@ def resolve_backend(llm_cfg: LLMConfig, explicit: str | None = None) -> BackendN
         return OPENAI_BACKEND
     global _logged_rules
     with _log_lock:
-        if not _logged_rules:
+        if not _logged_rules and os.environ.get(NOTICE_ENV) != RULES_BACKEND:
             _logged_rules = True
+            os.environ[NOTICE_ENV] = RULES_BACKEND  # inherited by the command's workers (Ray, subprocesses)
             log.warning(
                 "LLM backend: rules (offline deterministic heuristics, not an LLM) because no endpoint is "
                 "configured — set OPENAI_BASE_URL / LYCHEE_LLM_BASE_URL or OPENAI_API_KEY, or llm.base_url, "

@@ -12,7 +12,8 @@ Any other change (records, nodes or segments touched: an encoding, a flush) is n
 the cache then builds the view again — or, with ``allow_lag``, takes the old view's records and
 nodes with *all* turns of the new commit (a *lagging* view, ``ConversationView.lagging``) while it
 rebuilds in the background (query/cache.py). A commit that changed or removed a turn the view
-shows is never extended either way.
+shows is never extended either way, nor one of another lineage (the id was erased and re-created:
+its records must never be shown with the erased conversation's).
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ def appended_turns(view: ConversationView, data: ConversationData) -> int | None
     """How many turns ``data`` adds after the ones ``view`` shows, when it keeps those as they are
     (None when it changed or removed one)."""
     old = view.source
-    if old is None:
+    if old is None or not _same_lineage(old, data):
         return None
     n, turns = view.num_turns, data.turns
     if turns.num_rows < n or not turns.slice(0, n).equals(old.turns):
         return None
     return turns.num_rows - n
+
+
+def _same_lineage(old: ConversationData, new: ConversationData) -> bool:
+    """Whether two loads are of one conversation history: an id erased and re-created since (another
+    lineage) shares nothing with the view, even when its first turns are the same."""
+    return old.marker is not None and new.marker is not None and new.marker.same_lineage(old.marker)
 
 
 def derived_unchanged(view: ConversationView, data: ConversationData) -> bool:

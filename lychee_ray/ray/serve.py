@@ -15,8 +15,10 @@ On a cluster, Serve runs it from a config file instead (``serve run|deploy confi
 Each replica opens the store from its directory (manifest + commit markers), loads the embedding
 model once, and serves :func:`lychee_ray.serve.create_app` as its FastAPI ingress. Query
 embeddings of concurrent requests in a replica go through one ``@serve.batch`` method.
-Replicas / autoscaling, ``max_ongoing_requests`` and ``max_queued_requests`` (load shedding: Serve
-answers 503 when the queue is full) come from the ``serve`` config section.
+Replicas / autoscaling and the request bounds come from the ``serve`` config section: a replica
+sheds load itself (``serve/admission.py``: JSON 503 ``overloaded`` with Retry-After), and Serve is
+told to hand it more than that (:func:`serve_ongoing_requests`), so Serve's own plain-text 503 is
+only a backstop.
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ def replica_env(cfg: LycheeConfig) -> dict[str, str]:
     return {k: os.environ.get(k, v) for k, v in cfg.serve.ray_env.items()}
 
 
+def serve_ongoing_requests(s: Any) -> int:
+    """Serve's ``max_ongoing_requests`` for the ``serve`` section ``s``: more than the replica admits
+    itself (``serve/admission.py``: ``max_ongoing_requests`` working + ``max_queued_requests``
+    waiting) plus ``proxy_headroom``, so the replica, not Serve's proxy, answers overload (its JSON
+    503 with Retry-After). An unbounded service queue leaves Serve the headroom beyond its slots."""
+    return s.max_ongoing_requests + max(0, s.max_queued_requests) + s.proxy_headroom
+
+
 def deployment_options(cfg: LycheeConfig, *, env_vars: dict[str, str] | None = None) -> dict[str, Any]:
     """``.options(...)`` of the deployment from the ``serve`` config section (``env_vars``: the
     replicas' ``runtime_env`` variables). A Serve config file's ``deployments:`` entry overrides
@@ -111,8 +121,8 @@ def deployment_options(cfg: LycheeConfig, *, env_vars: dict[str, str] | None = N
     if env_vars:
         actor["runtime_env"] = {"env_vars": dict(env_vars)}
     opts: dict[str, Any] = {
-        "max_ongoing_requests": s.max_ongoing_requests,
-        "max_queued_requests": s.max_queued_requests,
+        "max_ongoing_requests": serve_ongoing_requests(s),
+        "max_queued_requests": s.proxy_max_queued_requests,
         "ray_actor_options": actor,
         "health_check_timeout_s": HEALTH_CHECK_TIMEOUT_S,
         "graceful_shutdown_timeout_s": GRACEFUL_SHUTDOWN_TIMEOUT_S,
@@ -230,5 +240,5 @@ def serve_until_stopped(memory: str | Path, cfg: LycheeConfig, *, log_to_driver:
 
 
 __all__ = ["APP_NAME", "DEPLOYMENT_NAME", "MemoryDeployment", "apply_ray_env", "apply_thread_limits", "build_application",
-           "deployment_options", "replica_env", "serve_until_stopped", "service_url", "start_service", "stop_service",
+           "deployment_options", "serve_ongoing_requests", "replica_env", "serve_until_stopped", "service_url", "start_service", "stop_service",
            "store_location"]

@@ -5,8 +5,10 @@ Plain Python, testable without Ray (``fastapi.testclient.TestClient(create_app(s
 delegate: the work is :class:`~lychee_ray.serve.service.MemoryService`'s, the bodies are in
 :mod:`lychee_ray.serve.schemas`, auth and limits in :mod:`lychee_ray.serve.middleware`.
 
-Endpoints (JSON; every one but ``/healthz`` and the docs needs ``Authorization: Bearer <serve.token>``
-when a token is configured)::
+Endpoints (JSON; every one but ``/healthz`` and the docs needs ``Authorization: Bearer <key>`` when a
+key is configured: ``serve.keys`` (per tenant, scoped to users; :mod:`.tenancy`) or the single
+``serve.token`` (admin)). A tenant's key reaches only conversations whose owner is in its scope —
+any other answers 404, as a missing one — and never ``/v1/admin/*`` (403)::
 
     POST /v1/query                 answer a question from one conversation's (or user's) memory
     POST /v1/search                the same without the answer call (works while the LLM is down)
@@ -15,7 +17,8 @@ when a token is configured)::
     POST /v1/conversations/{id}/turns  append turns (idempotent by turn id; creates the conversation
                                    when build.append_create and a user_id allow it)
     POST /v1/conversations/{id}/flush  encode the open tail segment now
-    DELETE /v1/conversations/{id}  erase the conversation everywhere (store files, indexes, caches)
+    DELETE /v1/conversations/{id}  erase the conversation everywhere (store files, indexes, caches);
+                                   ?user_id= erases it only if it is that user's
     DELETE /v1/users/{user_id}     erase all of the user's conversations (docs/erasure.md)
     POST /v1/admin/reload          pick up conversations a build added or rebuilt
     GET  /v1/admin/stats           cache (count/bytes), resident memory, embedding batches, LLM state
@@ -26,11 +29,13 @@ when a token is configured)::
 Search/query bodies are :func:`lychee_ray.query.results.result_json`, the same JSON as
 ``lychee-ray query --json``.
 
-Status codes: 401 missing/wrong token; 404 unknown conversation or user, or a conversation that is
-not the named user's (one message for both: nothing leaks); 413 body over ``serve.max_request_bytes``;
+Status codes: 401 missing/wrong key; 403 a tenant's key on ``/v1/admin/*``; 404 unknown
+conversation or user, a conversation that is not the named user's or outside the key's scope (one
+message for all: nothing leaks); 413 body over ``serve.max_request_bytes``;
 422 malformed body, with the reason; 502 the LLM answered unusably; 503 the LLM endpoint is
-unreachable/overloaded (``Retry-After``; ``/v1/search`` keeps working with the rules planner) — and
-from Ray Serve when its queue is full (load shedding). Appends add 409 (``history_conflict`` with the
+unreachable/overloaded (``Retry-After``; ``/v1/search`` keeps working with the rules planner), and
+``overloaded`` (``Retry-After``) when the replica's own bounded admission is full
+(:mod:`.admission`: ``serve.max_ongoing_requests`` working, ``serve.max_queued_requests`` waiting). Appends add 409 (``history_conflict`` with the
 ``turn_id``, ``conversation_deleting``, ``config_mismatch``) and 503 ``conversation_busy``
 (``Retry-After``); docs/serving.md has the table. Every error body is ``{"detail", "error"}``.
 
@@ -42,13 +47,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Depends, FastAPI, Query
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
+from starlette.convertors import Convertor, register_url_convertor
 
 from lychee_ray import __version__
+from lychee_ray.core.ids import id_problem
+from lychee_ray.serve.admission import AdmissionMiddleware
 from lychee_ray.serve.docs import OPENAPI_URL, install_docs
-from lychee_ray.serve.middleware import install_guard
+from lychee_ray.serve.middleware import install_guard, principal_of
 from lychee_ray.serve.schemas import (
     AppendBody,
     AppendResult,
@@ -67,10 +76,13 @@ from lychee_ray.serve.service import MemoryService
 
 _JSON = "application/json"
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody, "description": "missing or invalid bearer token"},
-    404: {"model": ErrorBody, "description": "unknown conversation/user, or a conversation not the user's"},
+    401: {"model": ErrorBody, "description": "missing or invalid bearer key"},
+    404: {"model": ErrorBody, "description": "unknown conversation/user, a conversation not the user's, or outside "
+                                             "the key's scope (the same answer)"},
     413: {"model": ErrorBody, "description": "request body too large"},
 }
+_ADMIN_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS, 403: {"model": ErrorBody, "description": "a tenant's key: admin endpoints need an admin key"}}
 _APPEND_ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "unknown conversation (and creating it is off), or not the user's"},
     409: {"model": ErrorBody, "description": "history_conflict (a turn id stored with other content: turn_id), "
@@ -80,8 +92,33 @@ _APPEND_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 _LLM_ERRORS: dict[int | str, dict[str, Any]] = {
     502: {"model": ErrorBody, "description": "the LLM answered unusably"},
-    503: {"model": ErrorBody, "description": "the LLM endpoint is unavailable, or the service is overloaded"},
+    503: {"model": ErrorBody, "description": "the LLM endpoint is unavailable (llm_unavailable), or the replica is at "
+                                             "capacity (overloaded); Retry-After says when to retry"},
 }
+
+
+class IdConvertor(Convertor[str]):
+    """A path id is the rest of the path, any characters (``/`` and newlines too: the id policy,
+    not the router, decides what is refused, with FastAPI's 422 naming it)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("id", IdConvertor())
+
+
+def valid_id(value: str | None, where: str, name: str) -> str | None:
+    """A path or query id held to the id policy (core/ids.py): FastAPI's 422 naming it, else as is."""
+    problem = id_problem(value) if value is not None else None
+    if problem is not None:
+        raise RequestValidationError([{"loc": [where, name], "msg": f"{name} {problem}", "type": "value_error"}])
+    return value
 
 
 def create_app(service: MemoryService) -> FastAPI:
@@ -90,12 +127,15 @@ def create_app(service: MemoryService) -> FastAPI:
         title="lychee-ray memory service",
         version=__version__,
         description="LycheeMemory V2 long-term memory: scoped search and question answering over a memory store. "
-                    "Every endpoint except /healthz and the docs requires `Authorization: Bearer <token>` when a "
-                    "token is configured.",
+                    "Every endpoint except /healthz and the docs requires `Authorization: Bearer <key>` when a "
+                    "key is configured; a tenant's key reaches only its users' conversations (404 for any other) "
+                    "and never /v1/admin/* (403).",
         docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,  # docs pages with local assets: install_docs
     )
     bearer = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; the guard middleware enforces it
-    install_guard(app, token=service.scfg.token, max_bytes=service.scfg.max_request_bytes)
+    # (added first, so it runs inside the guard: a request is authenticated before it takes a slot)
+    app.add_middleware(AdmissionMiddleware, admission=service.admission)
+    install_guard(app, service.keys, max_bytes=service.scfg.max_request_bytes)
     install_docs(app)
 
     @app.get("/healthz", response_model=Health, tags=["service"], summary="liveness (no auth)")
@@ -104,58 +144,70 @@ def create_app(service: MemoryService) -> FastAPI:
 
     @app.post("/v1/query", response_model=QueryResponse, tags=["memory"], dependencies=bearer,
               responses={**_ERRORS, **_LLM_ERRORS}, summary="answer a question from scoped memory")
-    async def query(req: QueryRequest) -> Response:
-        return Response(await service.query(req), media_type=_JSON)
+    async def query(req: QueryRequest, request: Request) -> Response:
+        return Response(await service.query(req, principal=principal_of(request.scope)), media_type=_JSON)
 
     @app.post("/v1/search", response_model=SearchResponse, tags=["memory"], dependencies=bearer,
               responses={**_ERRORS, 503: _LLM_ERRORS[503]}, summary="scoped evidence for a question, no answer call")
-    async def search(req: QueryRequest) -> Response:
-        return Response(await service.search(req), media_type=_JSON)
+    async def search(req: QueryRequest, request: Request) -> Response:
+        return Response(await service.search(req, principal=principal_of(request.scope)), media_type=_JSON)
 
     @app.get("/v1/conversations", response_model=ConversationPage, tags=["memory"], dependencies=bearer,
              responses=_ERRORS, summary="a page of conversations (all, or one user's) with their counts")
     async def conversations(
+        request: Request,
         user_id: str | None = Query(None, min_length=1, description="only this user's conversations"),
         offset: int = Query(0, ge=0, description="conversations to skip (ordered by id)"),
         limit: int | None = Query(None, ge=1, description="page size (default serve.list_page_size, "
                                                           "at most serve.list_max_page_size)"),
     ) -> ConversationPage:
-        return await service.list_conversations(user_id, offset, limit)
+        return await service.list_conversations(valid_id(user_id, "query", "user_id"), offset, limit,
+                                                principal=principal_of(request.scope))
 
-    @app.get("/v1/conversations/{conversation_id}", response_model=ConversationInfo, tags=["memory"],
+    # ids may hold "/" (core/ids.py): the id is the rest of the path, "a/b" or "a%2Fb" alike
+    @app.get("/v1/conversations/{conversation_id:id}", response_model=ConversationInfo, tags=["memory"],
              dependencies=bearer, responses=_ERRORS, summary="one conversation's counts, sessions and date range")
-    async def conversation(conversation_id: str, user_id: str | None = None) -> ConversationInfo:
-        return await service.conversation(conversation_id, user_id)
+    async def conversation(conversation_id: str, request: Request, user_id: str | None = None) -> ConversationInfo:
+        return await service.conversation(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+                                          valid_id(user_id, "query", "user_id"), principal=principal_of(request.scope))
 
-    @app.post("/v1/conversations/{conversation_id}/turns", response_model=AppendResult, tags=["memory"],
+    @app.post("/v1/conversations/{conversation_id:id}/turns", response_model=AppendResult, tags=["memory"],
               dependencies=bearer, responses={**_ERRORS, **_APPEND_ERRORS},
               summary="append turns: stored and searchable at once; closed segments encoded")
-    async def append_turns(conversation_id: str, body: AppendBody) -> AppendResult:
-        return await service.append_turns(conversation_id, body)
+    async def append_turns(conversation_id: str, body: AppendBody, request: Request) -> AppendResult:
+        return await service.append_turns(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+                                          body, principal=principal_of(request.scope))
 
-    @app.post("/v1/conversations/{conversation_id}/flush", response_model=AppendResult, tags=["memory"],
+    @app.post("/v1/conversations/{conversation_id:id}/flush", response_model=AppendResult, tags=["memory"],
               dependencies=bearer, responses={**_ERRORS, **_APPEND_ERRORS},
               summary="encode the conversation's open tail segment now")
-    async def flush(conversation_id: str, body: FlushBody | None = None) -> AppendResult:
-        return await service.flush(conversation_id, body.user_id if body is not None else None)
+    async def flush(conversation_id: str, request: Request, body: FlushBody | None = None) -> AppendResult:
+        return await service.flush(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+                                   body.user_id if body is not None else None, principal=principal_of(request.scope))
 
-    @app.delete("/v1/conversations/{conversation_id}", response_model=EraseReport, tags=["memory"],
+    @app.delete("/v1/conversations/{conversation_id:id}", response_model=EraseReport, tags=["memory"],
                 dependencies=bearer, responses=_ERRORS,
                 summary="erase a conversation everywhere: store rows and files, indexes, this replica's cache")
-    async def delete_conversation(conversation_id: str) -> EraseReport:
-        return await service.delete_conversation(conversation_id)
+    async def delete_conversation(
+        conversation_id: str, request: Request,
+        user_id: str | None = Query(None, min_length=1, description="erase it only if it is this user's (else 404)"),
+    ) -> EraseReport:
+        return await service.delete_conversation(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+                                                 valid_id(user_id, "query", "user_id"),
+                                                 principal=principal_of(request.scope))
 
-    @app.delete("/v1/users/{user_id}", response_model=EraseReport, tags=["memory"], dependencies=bearer,
+    @app.delete("/v1/users/{user_id:id}", response_model=EraseReport, tags=["memory"], dependencies=bearer,
                 responses=_ERRORS, summary="erase every conversation of a user")
-    async def delete_user(user_id: str) -> EraseReport:
-        return await service.delete_user(user_id)
+    async def delete_user(user_id: str, request: Request) -> EraseReport:
+        return await service.delete_user(valid_id(user_id, "path", "user_id"),  # type: ignore[arg-type]
+                                         principal=principal_of(request.scope))
 
     @app.post("/v1/admin/reload", response_model=ReloadResult, tags=["admin"], dependencies=bearer,
-              responses=_ERRORS, summary="pick up conversations a build added or rebuilt (this replica)")
+              responses=_ADMIN_ERRORS, summary="pick up conversations a build added or rebuilt (this replica)")
     async def reload() -> ReloadResult:
         return await service.reload_async()
 
-    @app.get("/v1/admin/stats", tags=["admin"], dependencies=bearer, responses=_ERRORS,
+    @app.get("/v1/admin/stats", tags=["admin"], dependencies=bearer, responses=_ADMIN_ERRORS,
              summary="cache, memory, batching and LLM state of the replica that answers")
     async def stats() -> dict[str, Any]:
         return service.stats()

@@ -35,7 +35,9 @@ from lychee_ray.build.turn_log import StoredCache
 from lychee_ray.config import LycheeConfig
 from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key
 from lychee_ray.io.store.fs import StorePath, store_root
+from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.io.store.marker import ConversationReplaced
 from lychee_ray.serve.errors import ErrorCode, ServiceError
 from lychee_ray.serve.schemas import AppendBody
 
@@ -45,21 +47,23 @@ log = logging.getLogger(__name__)
 _CONFLICTS: dict[str, tuple[int, ErrorCode]] = {
     "history_conflict": (409, "history_conflict"),
     "conversation_deleting": (409, "conversation_deleting"),
+    "conversation_replaced": (409, "conversation_replaced"),
     "config_mismatch": (409, "config_mismatch"),
     "conversation_busy": (503, "conversation_busy"),
+    "lease_lost": (503, "conversation_busy"),  # an object store's lock expired under the write: retry
 }
 
 # A turn's session fields as the library's Session model names them -> as AppendTurn does.
 _SESSION_FIELDS = {"started_at": "session_started_at"}
 
 
-def http_error(e: IncrementError | ConversationDeleting, turns: list[AppendTurn], user_id: str | None,
+def http_error(e: IncrementError | ConversationDeleting | ConversationReplaced | LeaseLost, turns: list[AppendTurn], user_id: str | None,
                retry_after_s: int) -> Exception:
     """The HTTP answer to a refused append, chosen by ``e.kind``: a :class:`ServiceError`, or a
     ``RequestValidationError`` (FastAPI's 422 shape, ``loc`` naming the field) for the request's
     own mistakes. Unknown conversations and owner mismatches are 404s with the message a read of a
     conversation that is not the named user's gets (one message: nothing tells them apart)."""
-    cid = e.conversation_id
+    cid = getattr(e, "conversation_id", "")
     if e.kind == "unknown_conversation":
         return ServiceError(404, "not_found", f"unknown conversation {cid!r}")
     if e.kind == "owner_mismatch":
@@ -172,6 +176,11 @@ class IdleFlusher:
         """Conversations waiting for their idle flush."""
         with self._cond:
             return sorted(self._due)
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop a conversation's deadline (erased)."""
+        with self._cond:
+            self._due.pop(conversation_id, None)
 
     def stop(self) -> None:
         """Stop the thread (a flush already running finishes on its own: its commit is atomic)."""
@@ -349,7 +358,7 @@ class Appender:
         try:
             # its own thread (not the search workers): an append embeds, segments, encodes and writes
             return await asyncio.to_thread(self.append_now, request)
-        except (IncrementError, ConversationDeleting) as e:
+        except (IncrementError, ConversationDeleting, ConversationReplaced, LeaseLost) as e:
             raise http_error(e, turns, user_id, self.retry_after_s) from None
 
     def stats(self) -> dict[str, Any]:
@@ -358,6 +367,15 @@ class Appender:
                 "idle_flushes": self.flusher.flushes, "idle_flush_errors": self.flusher.errors,
                 "idle_flush_pending": len(self.flusher.pending()), "encode": self.config.serve.append_encode,
                 "encode_queue": self.queue.stats(), "inline_encodes": self.inline_encodes}
+
+    def forget(self, conversation_ids: list[str]) -> None:
+        """Erased conversations: their waiting background encodings are cancelled and nothing kept of
+        them (stored state, idle-flush deadline) survives to meet a re-created id. An encoding
+        already running is fenced at its commit (it read the erased lineage)."""
+        for cid in conversation_ids:
+            self.queue.cancel(cid)
+            self.cache.forget(conversation_key(cid))
+            self.flusher.forget(cid)
 
     def close(self) -> None:
         """Stop the idle flusher and the encode queue (queued turns stay stored: the next replica

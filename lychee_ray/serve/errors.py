@@ -12,7 +12,8 @@ from fastapi.exceptions import RequestValidationError
 
 # The ``error`` field of every error body: stable, for clients to branch on (``detail`` is prose).
 ErrorCode = Literal[
-    "unauthorized",  # 401: missing or wrong bearer token
+    "unauthorized",  # 401: missing or wrong bearer key
+    "forbidden",  # 403: a tenant's key on an admin endpoint (/v1/admin/*)
     "bad_request",  # 400: unreadable request framing (e.g. Content-Length)
     "too_large",  # 413: body over serve.max_request_bytes
     "not_found",  # 404: unknown conversation/user, or a conversation not the user's
@@ -22,8 +23,10 @@ ErrorCode = Literal[
     "llm_bad_reply",  # 502: the LLM answered unusably
     "history_conflict",  # 409: an appended turn id is stored with other content (``turn_id`` in the body)
     "conversation_deleting",  # 409: an append while the conversation is being erased (refused, not lost)
+    "conversation_replaced",  # 409: the conversation was erased and re-created while the write worked (refused)
     "config_mismatch",  # 409: the conversation was built with other settings/models than this service's
     "conversation_busy",  # 503: another writer held the conversation longer than build.append_lock_timeout_s
+    "overloaded",  # 503: the replica's bounded admission is full (Retry-After; serve/admission.py)
 ]
 
 # LLM error kinds that mean "unreachable or overloaded" (503); the rest mean "answered unusably" (502).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from lychee_ray.io.store import CommitMarker, StoreLayout, read_part
 from lychee_ray.serve.schemas import ConversationPage, ConversationSummary
@@ -27,9 +27,16 @@ class ConversationLister:
         self._sessions: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
 
-    def page(self, reader: Any, user_id: str | None, offset: int, limit: int) -> ConversationPage:
-        """Conversations in scope (all, or ``user_id``'s), ordered by id, ``limit`` from ``offset``."""
-        ids = sorted(reader.by_user.get(user_id, [])) if user_id is not None else sorted(reader.markers)
+    def page(self, reader: Any, user_id: str | None, offset: int, limit: int,
+             allows: Callable[[str], bool] | None = None) -> ConversationPage:
+        """Conversations in scope (all, or ``user_id``'s; ``allows``: only those whose owner it
+        accepts, a tenant's scope), ordered by id, ``limit`` from ``offset``."""
+        if user_id is not None:
+            ids = sorted(reader.by_user.get(user_id, []))
+        elif allows is not None:
+            ids = sorted(cid for owner, cids in reader.by_user.items() if allows(owner) for cid in cids)
+        else:
+            ids = sorted(reader.markers)
         rows = []
         for cid in ids[offset: offset + limit]:
             m = reader.markers.get(cid)

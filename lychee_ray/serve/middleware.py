@@ -1,9 +1,9 @@
-"""What stands between a request and the routes: the bearer-token / body-size guard (pure ASGI,
-before FastAPI parses anything) and the mapping of :class:`ServiceError` to an error response."""
+"""What stands between a request and the routes: the bearer-key / body-size guard (pure ASGI,
+before FastAPI parses anything), which resolves the key to a :class:`~.tenancy.Principal` the
+routes read (:func:`principal_of`), and the mapping of :class:`ServiceError` to an error response."""
 
 from __future__ import annotations
 
-import hmac
 import json
 from typing import Any, Callable
 
@@ -12,12 +12,17 @@ from fastapi.responses import Response
 
 from lychee_ray.serve.docs import ASSETS, ASSETS_URL, DOCS_URL, OPENAPI_URL, REDOC_URL
 from lychee_ray.serve.errors import ErrorCode, ServiceError
+from lychee_ray.serve.tenancy import ADMIN, KeyRing, Principal
 
 # Paths served without the bearer token: liveness, and the API docs (pages, schema, assets: they
 # describe the API and hold no memory; a browser fetching them sends no token).
 OPEN_PATHS = frozenset({"/healthz", DOCS_URL, REDOC_URL, OPENAPI_URL, *(f"{ASSETS_URL}/{name}" for name in ASSETS)})
 # Methods whose request body is size-checked and buffered.
 _BODY_METHODS = ("POST", "PUT", "PATCH")
+# Paths only an admin key may use (a tenant gets 403: they hold no conversation id to leak).
+ADMIN_PREFIX = "/v1/admin/"
+# Where the guard leaves the request's principal in the ASGI scope (routes: principal_of()).
+PRINCIPAL_SCOPE_KEY = "lychee.principal"
 
 
 def _error_body(code: ErrorCode, message: str) -> bytes:
@@ -34,26 +39,44 @@ def route_path(scope: dict) -> str:
     return path
 
 
-class GuardMiddleware:
-    """401 without the bearer token (except ``OPEN_PATHS``, below the root path); 413 for bodies over ``max_bytes``
-    (by Content-Length up front, or while reading a chunked body). The body is buffered (it is
-    small by construction) and replayed to the app."""
+def principal_of(scope: dict) -> Principal:
+    """The principal the guard resolved for this request (a route without one is a wiring error:
+    refused, never treated as admin)."""
+    p = scope.get(PRINCIPAL_SCOPE_KEY)
+    if not isinstance(p, Principal):
+        raise ServiceError(401, "unauthorized", "missing or invalid bearer token", {"WWW-Authenticate": "Bearer"})
+    return p
 
-    def __init__(self, app: Any, token: str | None, max_bytes: int) -> None:
+
+class GuardMiddleware:
+    """401 without a valid bearer key (except ``OPEN_PATHS``, below the root path), 403 for a
+    tenant's key on ``/v1/admin/*``; 413 for bodies over ``max_bytes`` (by Content-Length up front,
+    or while reading a chunked body). The body is buffered (it is small by construction) and
+    replayed to the app. The resolved principal goes into the scope (:func:`principal_of`); with no
+    key configured every request is the admin."""
+
+    def __init__(self, app: Any, keys: KeyRing, max_bytes: int) -> None:
         self.app = app
-        self.token = token.encode("utf-8") if token else None
+        self.keys = keys
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.lower(): v for k, v in scope.get("headers") or []}
-        if self.token is not None and route_path(scope) not in OPEN_PATHS:
+        path = route_path(scope)
+        principal: Principal | None = ADMIN
+        if self.keys.enabled and path not in OPEN_PATHS:
             auth = headers.get(b"authorization", b"")
             scheme, _, given = auth.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self.token):
+            given = given.strip()
+            principal = self.keys.resolve(given) if scheme.lower() == b"bearer" and given else None
+            if principal is None:
                 return await _send_error(send, 401, "unauthorized", "missing or invalid bearer token",
                                          {"WWW-Authenticate": "Bearer"})
+            if not principal.admin and path.startswith(ADMIN_PREFIX):
+                return await _send_error(send, 403, "forbidden", "this endpoint needs an admin key")
+        scope[PRINCIPAL_SCOPE_KEY] = principal
         if scope.get("method") in _BODY_METHODS:
             cl = headers.get(b"content-length")
             if cl is not None:
@@ -101,10 +124,10 @@ async def _send_error(send: Callable, status: int, code: ErrorCode, message: str
     await send({"type": "http.response.body", "body": body})
 
 
-def install_guard(app: FastAPI, token: str | None, max_bytes: int) -> None:
-    """Guard ``app``: bearer ``token`` (None = no auth) and bodies of at most ``max_bytes``; a
-    :class:`ServiceError` raised by a route becomes its status, headers and error body."""
-    app.add_middleware(GuardMiddleware, token=token, max_bytes=max_bytes)
+def install_guard(app: FastAPI, keys: KeyRing, max_bytes: int) -> None:
+    """Guard ``app``: bearer ``keys`` (none configured = no auth) and bodies of at most
+    ``max_bytes``; a :class:`ServiceError` raised by a route becomes its status, headers and error body."""
+    app.add_middleware(GuardMiddleware, keys=keys, max_bytes=max_bytes)
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, e: ServiceError) -> Response:
@@ -117,4 +140,5 @@ def _json_error(e: ServiceError) -> Response:
     return Response(body, status_code=e.status, media_type="application/json", headers=e.headers)
 
 
-__all__ = ["OPEN_PATHS", "GuardMiddleware", "install_guard", "route_path"]
+__all__ = ["ADMIN_PREFIX", "OPEN_PATHS", "PRINCIPAL_SCOPE_KEY", "GuardMiddleware", "install_guard", "principal_of",
+           "route_path"]

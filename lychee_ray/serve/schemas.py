@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lychee_ray.build.append_types import AppendResult, AppendTurn  # the append endpoints' bodies (re-exported)
+from lychee_ray.core.ids import MAX_ID_CHARS, PolicyId
 from lychee_ray.io.store.erase import EraseReport  # the DELETE endpoints' body (re-exported here)
 from lychee_ray.query.results import EvidenceItem, QueryUsage
 from lychee_ray.query.plan import QueryPlan
@@ -27,10 +28,10 @@ class QueryRequest(BaseModel):
         {"conversation_id": "locomo-26", "question": "When did Caroline go to the LGBTQ support group?",
          "question_date": "2023-08-01"}]})
 
-    conversation_id: str | None = Field(None, min_length=1, max_length=512,
+    conversation_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
                                         description="the conversation to read (needs no user_id)")
-    user_id: str | None = Field(None, min_length=1, max_length=512,
-                                description="read all of this user's conversations; with conversation_id: that "
+    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+                                     description="read all of this user's conversations; with conversation_id: that "
                                             "conversation must be this user's")
     question: str = Field(min_length=1, description="the question (at most serve.max_question_chars characters)")
     question_date: str | None = Field(None, max_length=64,
@@ -75,8 +76,8 @@ class AppendBody(BaseModel):
 
     turns: list[AppendTurn] = Field(min_length=1, description="turns with their own ids (the idempotency key); "
                                                               "a session_id not stored yet opens a new session")
-    user_id: str | None = Field(None, min_length=1, max_length=512,
-                                description="must equal the conversation's owner; required to create it")
+    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+                                     description="must equal the conversation's owner; required to create it")
     flush: bool = Field(False, description="also encode the open tail segment after these turns")
 
 
@@ -85,7 +86,8 @@ class FlushBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: str | None = Field(None, min_length=1, max_length=512, description="must equal the conversation's owner")
+    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+                                     description="must equal the conversation's owner")
 
 
 class SearchResponse(BaseModel):

@@ -32,10 +32,13 @@ from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, e
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.results import QueryResult, SearchResult, result_json
+from lychee_ray.serve.admission import Admission
 from lychee_ray.serve.appends import Appender, MarkerWatch
 from lychee_ray.serve.embedding import BatchFn, Coalescer, CountingEmbedder, RequestEmbedder, run_in_worker
 from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_field, llm_error_status
 from lychee_ray.serve.listing import ConversationLister
+from lychee_ray.serve.scope import append_user, check_scope, erase_owner, not_found_message
+from lychee_ray.serve.tenancy import ADMIN, KeyRing, Principal
 from lychee_ray.serve.schemas import (
     AppendBody,
     AppendResult,
@@ -81,6 +84,10 @@ class MemoryService:
         if not self.layout.is_store():
             raise NotAStoreError(self.root)
         self.scfg = cfg.serve
+        self.keys = KeyRing(self.scfg.token, self.scfg.keys)  # who a request is (serve/tenancy.py)
+        # the replica's own bounded admission (serve/admission.py: JSON 503 + Retry-After beyond it)
+        self.admission = Admission(self.scfg.max_ongoing_requests, self.scfg.max_queued_requests,
+                                   self.scfg.max_queue_wait_s, self.scfg.overload_retry_after_s)
         qcfg = cfg.query.model_copy(update={"max_conversations": self.scfg.cache_max_conversations})
         self.config = cfg.model_copy(update={"query": qcfg})
         self._embedder = embedder
@@ -229,34 +236,61 @@ class MemoryService:
             self.store.reader.refresh_conversation(cid)  # one small JSON file
 
     # -- erasure ---------------------------------------------------------------------------------
-    async def delete_conversation(self, conversation_id: str) -> EraseReport:
-        """``DELETE /v1/conversations/{id}``: erase it from the store (every file) and this replica."""
-        return await self._in_worker(self._erase, "conversation", conversation_id)
+    async def delete_conversation(self, conversation_id: str, user_id: str | None = None, *,
+                                  principal: Principal = ADMIN) -> EraseReport:
+        """``DELETE /v1/conversations/{id}``: erase it from the store (every file) and this replica;
+        404 when it is not ``user_id``'s (when given) or outside ``principal``'s scope."""
+        # its own thread, not a search worker: an erasure may wait for a writer's lock, searches go on
+        return await asyncio.to_thread(self._erase, "conversation", conversation_id, user_id, principal)
 
-    async def delete_user(self, user_id: str) -> EraseReport:
-        """``DELETE /v1/users/{user_id}``: erase all of the user's conversations."""
-        return await self._in_worker(self._erase, "user", user_id)
+    async def delete_user(self, user_id: str, *, principal: Principal = ADMIN) -> EraseReport:
+        """``DELETE /v1/users/{user_id}``: erase all of the user's conversations (404 outside scope)."""
+        return await asyncio.to_thread(self._erase, "user", user_id, None, principal)
 
-    def _erase(self, scope: EraseScope, ident: str) -> EraseReport:
+    def _erase(self, scope: EraseScope, ident: str, user_id: str | None, principal: Principal) -> EraseReport:
+        owner: str | None = None
+        if scope == "conversation":
+            owner = erase_owner(self.layout, ident, user_id, principal)  # 404 outside the scope
+            self.appends.forget([ident])  # before the erasure: no queued encoding of it starts meanwhile
+        elif not principal.allows(ident):
+            raise ServiceError(404, "not_found", f"unknown user {ident!r}")
         try:
-            report = erase_conversation(self.root, ident) if scope == "conversation" else erase_user(self.root, ident)
+            report = (erase_conversation(self.root, ident, owner=owner) if scope == "conversation"
+                      else erase_user(self.root, ident))
         except NothingToErase:
-            raise ServiceError(404, "not_found", f"unknown {scope} {ident!r}") from None
+            raise ServiceError(404, "not_found", not_found_message(ident, user_id) if scope == "conversation"
+                               else f"unknown user {ident!r}") from None
         self.reload()  # markers re-read, the erased conversations' views dropped from the cache
         self.store.forget(report.conversation_ids)  # a view a search thread re-inserted meanwhile
         self.lister.forget(report.conversation_ids)
-        log.info("erased %d conversation(s) by %s: %d files removed, %d rewritten", report.conversations, scope,
-                 report.files_removed, report.files_rewritten)
+        self.appends.forget(report.conversation_ids)  # (a user's: known only now)
+        log.info("erased %d conversation(s) by %s for key %r: %d files removed, %d rewritten", report.conversations,
+                 scope, principal.name, report.files_removed, report.files_rewritten)
         return report
 
     # -- appends (lychee_ray.serve.appends) -------------------------------------------------------
-    async def append_turns(self, conversation_id: str, body: AppendBody) -> AppendResult:
-        """``POST /v1/conversations/{id}/turns``."""
+    async def append_turns(self, conversation_id: str, body: AppendBody, *,
+                           principal: Principal = ADMIN) -> AppendResult:
+        """``POST /v1/conversations/{id}/turns`` (a tenant: only to a conversation in its scope, or to
+        create one for a user in its scope)."""
+        user_id = await self._append_user(conversation_id, body.user_id, principal, True)
+        if user_id != body.user_id:
+            body = body.model_copy(update={"user_id": user_id})
         return await self.appends.append(conversation_id, body)
 
-    async def flush(self, conversation_id: str, user_id: str | None = None) -> AppendResult:
+    async def flush(self, conversation_id: str, user_id: str | None = None, *,
+                    principal: Principal = ADMIN) -> AppendResult:
         """``POST /v1/conversations/{id}/flush``."""
+        user_id = await self._append_user(conversation_id, user_id, principal, False)
         return await self.appends.flush(conversation_id, user_id)
+
+    async def _append_user(self, conversation_id: str, user_id: str | None, principal: Principal,
+                           create: bool) -> str | None:
+        """:func:`~.scope.append_user` (a tenant's: one marker read, in its own thread like the
+        append itself — never a search worker, which an erasure waiting for a lock may hold)."""
+        if principal.admin:
+            return user_id
+        return await asyncio.to_thread(append_user, self.layout, conversation_id, user_id, principal, create)
 
     # -- helpers ---------------------------------------------------------------------------------
     async def _in_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -275,18 +309,6 @@ class MemoryService:
             raise invalid_field("budget_tokens", f"budget_tokens may be at most {s.max_budget_tokens}",
                                 "less_than_equal")
 
-    def _check_scope(self, conversation_id: str | None, user_id: str | None) -> None:
-        """404 before any work (and without rescanning the store) for ids this replica does not know."""
-        reader = self.store.reader
-        if conversation_id is not None:
-            m = reader.markers.get(conversation_id)
-            if user_id is not None and (m is None or m.owner != user_id):
-                raise ServiceError(404, "not_found", f"conversation {conversation_id!r} not found for user {user_id!r}")
-            if m is None:
-                raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
-        elif not reader.by_user.get(user_id or ""):
-            raise ServiceError(404, "not_found", f"unknown user {user_id!r}")
-
     def llm_backend(self) -> str:
         """The LLM backend queries use (``openai`` or ``rules``)."""
         return self.store.backend()
@@ -301,12 +323,13 @@ class MemoryService:
             self._llm_down_until = time.monotonic() + self.scfg.llm_cooldown_s
             log.warning("LLM marked unavailable for %.0f s: %s", self.scfg.llm_cooldown_s, message)
 
-    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: str | None) -> Any:
+    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: str | None,
+                   principal: Principal) -> Any:
         """Run ``store.search``/``store.query`` in a worker; map store errors to HTTP errors."""
         self._check_limits(req)
         await self._maybe_reload()
         await self._drop_erased(req.conversation_id, req.user_id)
-        self._check_scope(req.conversation_id, req.user_id)
+        check_scope(self.store.reader, req.conversation_id, req.user_id, principal)
         t_enq = time.perf_counter()
         started: list[float] = []
 
@@ -329,8 +352,10 @@ class MemoryService:
         except ValueError as e:
             raise ServiceError(422, "invalid_request", str(e)) from None
         allowed = set(res.conversation_ids)
+        markers = self.store.reader.markers
         if req.conversation_id is not None and allowed != {req.conversation_id} or any(
-                e.conversation_id not in allowed for e in res.evidence):
+                e.conversation_id not in allowed for e in res.evidence) or not principal.admin and any(
+                cid not in markers or not principal.allows(markers[cid].owner) for cid in allowed):
             log.error("scope violation for %s/%s: %s", req.conversation_id, req.user_id, res.conversation_ids)
             raise ServiceError(500, "scope_violation", "internal error: result outside the query's scope")
         res.timings_ms["queue"] = round((started[0] - t_enq) * 1000.0, 3) if started else 0.0
@@ -349,20 +374,20 @@ class MemoryService:
             self._llm_failed(f"plan: {p.fallback_reason}")
 
     # -- endpoints -------------------------------------------------------------------------------
-    async def search(self, req: QueryRequest) -> bytes:
+    async def search(self, req: QueryRequest, *, principal: Principal = ADMIN) -> bytes:
         """The JSON body of ``POST /v1/search`` (:class:`SearchResponse`)."""
-        res = await self._run("search", req, self._planner_llm())
+        res = await self._run("search", req, self._planner_llm(), principal)
         self._note_plan(res)
         return result_json(res)
 
-    async def query(self, req: QueryRequest) -> bytes:
+    async def query(self, req: QueryRequest, *, principal: Principal = ADMIN) -> bytes:
         """The JSON body of ``POST /v1/query`` (:class:`QueryResponse`)."""
         if self.llm_backend() == "openai" and not self.llm_available():
             left = max(1, int(self._llm_down_until - time.monotonic() + 0.999))
             raise ServiceError(503, "llm_unavailable",
                                f"the LLM endpoint is unavailable (last error: {self._llm_last_error}); not retried for "
                                f"another {left} s; /v1/search still works", {"Retry-After": str(left)})
-        res: QueryResult = await self._run("query", req, None)
+        res: QueryResult = await self._run("query", req, None, principal)
         if res.answer_error:
             kind = res.answer_error_kind or "unknown"
             status = llm_error_status(res.answer_error_kind)
@@ -374,30 +399,33 @@ class MemoryService:
                                f"/v1/search still works", headers)
         return result_json(res)
 
-    async def conversation(self, conversation_id: str, user_id: str | None = None) -> ConversationInfo:
+    async def conversation(self, conversation_id: str, user_id: str | None = None, *,
+                           principal: Principal = ADMIN) -> ConversationInfo:
         """``GET /v1/conversations/{id}`` (optionally checked to be ``user_id``'s)."""
         await self._maybe_reload()
         await self._drop_erased(conversation_id, user_id)
-        self._check_scope(conversation_id, user_id)
+        check_scope(self.store.reader, conversation_id, user_id, principal)
         try:
             return await self._in_worker(self._conversation_info, conversation_id)
         except FileNotFoundError:
             await self._in_worker(self.reload)
-            self._check_scope(conversation_id, user_id)
+            check_scope(self.store.reader, conversation_id, user_id, principal)
             return await self._in_worker(self._conversation_info, conversation_id)
 
-    async def list_conversations(self, user_id: str | None, offset: int, limit: int | None) -> ConversationPage:
-        """``GET /v1/conversations``: a page of all conversations, or of ``user_id``'s (404 for an
-        unknown user, as everywhere); ``limit`` defaults to ``serve.list_page_size`` and may be at
-        most ``serve.list_max_page_size``."""
+    async def list_conversations(self, user_id: str | None, offset: int, limit: int | None, *,
+                                 principal: Principal = ADMIN) -> ConversationPage:
+        """``GET /v1/conversations``: a page of all conversations ``principal`` may see, or of
+        ``user_id``'s (404 for an unknown user or one outside the scope, as everywhere); ``limit``
+        defaults to ``serve.list_page_size`` and may be at most ``serve.list_max_page_size``."""
         if limit is not None and limit > self.scfg.list_max_page_size:
             raise invalid_field("limit", f"limit may be at most {self.scfg.list_max_page_size}", "less_than_equal",
                                 where="query")
         await self._maybe_reload()
         if user_id is not None:
-            self._check_scope(None, user_id)
+            check_scope(self.store.reader, None, user_id, principal)
         n = limit if limit is not None else self.scfg.list_page_size
-        return await self._in_worker(self.lister.page, self.store.reader, user_id, offset, n)
+        return await self._in_worker(self.lister.page, self.store.reader, user_id, offset, n,
+                                     None if principal.admin else principal.allows)
 
     def _conversation_info(self, conversation_id: str) -> ConversationInfo:
         m = self.store.reader.markers.get(conversation_id)
@@ -436,6 +464,8 @@ class MemoryService:
             "requests": self.requests,
             "reloads": self.reloads,
             "appends": self.appends.stats(),
+            "auth": {"enabled": self.keys.enabled, "keys": self.keys.names()},  # names only, never a key
+            "admission": self.admission.stats(),
             # without batching every search embeds its own texts: one request = one model call
             "embedding": {"requests": self.embed_requests if self.batching else self.embed_model_calls,
                           "model_calls": self.embed_model_calls,

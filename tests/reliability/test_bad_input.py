@@ -106,12 +106,16 @@ def build(path: Path, out: Path, embedder, *sets: str) -> Built:
     return Built(path, out, s, MemoryStoreReader(out), list(read_input("jsonl", path)), wall)
 
 
-def check_file(b: Built, built: set[str], failed: dict[int, str], warned: dict[str, list[str]]) -> None:
+def check_file(b: Built, built: set[str], failed: dict[int, str], warned: dict[str, list[str]],
+               duplicates: dict[int, str] | None = None) -> None:
     """Accounting, verify, turn preservation and reported repairs for one bad-input file."""
     lines = raw_lines(b.path)
     s = b.summary
-    # every input conversation is accounted for: built or failed with file:line and a reason
-    assert s.inputs == len(lines) and s.built + s.skipped + s.failed == s.inputs
+    # every input conversation is accounted for: built, failed with file:line and a reason, or a
+    # skipped duplicate line (a warning naming the line)
+    assert s.inputs == len(lines) and s.built + s.skipped + s.failed + s.duplicate == s.inputs
+    assert s.duplicate == len(duplicates or {}) and sorted(s.duplicates) == sorted(
+        f"{b.path}:{line} [{cid}]" for line, cid in (duplicates or {}).items())
     assert set(b.reader.conversation_ids()) == built and s.built == len(built) and s.skipped == 0
     errors = {e["line"]: e for e in s.errors}
     assert set(errors) == set(failed) and s.failed == len(failed)
@@ -206,12 +210,18 @@ def test_missing_speakers(tmp_path, embedder):
 def test_duplicate_ids(tmp_path, embedder):
     b = build(BAD / "duplicate_ids.jsonl", tmp_path / "st", embedder)
     path_id = "../../escape/../dup-path id"
+    # the repeated id is not a failure (the conversation is built): each later line is skipped with a
+    # warning naming that line and the one used, and the summary names the lines (issue 39)
     check_file(b, {"dup-conv", "dup-turn-ids", "dup-session-ids", "dup-missing-ids", "4242", path_id, "dup-good-2"},
-               {2: "duplicate conversation id (first seen at", 3: "duplicate conversation id (first seen at"},
-               {"dup-turn-ids": ["duplicate turn id renamed", "'t1' -> 't1#2'"],
+               {},
+               {"dup-conv": [f"this line ({b.path}:2) skipped", f"this line ({b.path}:3) skipped",
+                             f"built from its first occurrence ({b.path}:1)"],
+                "dup-turn-ids": ["duplicate turn id renamed", "'t1' -> 't1#2'"],
                 "dup-session-ids": ["duplicate session id renamed", "'s1' -> 's1#2'"],
-                "dup-missing-ids": ["missing session id generated", "missing turn id generated"]})
-    assert all(e["message"].endswith(f"{b.path}:1); skipped") for e in b.summary.errors)
+                "dup-missing-ids": ["missing session id generated", "missing turn id generated"]},
+               duplicates={2: "dup-conv", 3: "dup-conv"})
+    assert not b.summary.errors and "failed conversations" not in b.summary.table()
+    assert f"{b.path}:2 [dup-conv]" in b.summary.table()
     # the first occurrence wins, with its own content
     first = raw_object(raw_lines(b.path)[1])
     assert by_turn(b, "dup-conv", "content") == [t["content"] for t in raw_turns(first)]
@@ -233,6 +243,8 @@ def test_bad_dates(tmp_path, embedder):
         "date-extremes": ["date in the future (kept)", "9999-12-31"],
         "date-unparseable": ["unparseable date dropped", "'not a date'", "'yesterday-ish'", "'2023-02-30T10:00:00'"],
         "date-formats": ["date normalised to ISO", "'1:56 pm on 8 May, 2023' -> 2023-05-08T13:56:00", "epoch date normalised"],
+        # its second session starts the day before the first: kept, and reported (issue 39)
+        "date-timezones": ["session starts before the session before it (kept)", "2023-05-07T09:00:00 < "],
     })
     assert set(by_turn(b, "date-future", "session_started_at")) == {"2099-12-31T23:59:59"}
     assert by_turn(b, "date-extremes", "timestamp")[:2] == ["0001-01-01T00:00:00", "9999-12-31"]

@@ -1,7 +1,9 @@
-"""Load: the session's Ray Serve deployment (max_ongoing_requests=2, max_queued_requests=2) under a
-bounded burst of 32 concurrent clients sheds the excess with 503s — no timeouts, no connection
-errors, no other 5xx, bounded latency — and answers normally right after (same replica: it did
-not crash or restart).
+"""Load: the session's Ray Serve deployment (the replica admits max_ongoing_requests=2 and lets
+max_queued_requests=2 wait: serve/admission.py) under a bounded burst of 32 concurrent clients sheds
+the excess with the service's own JSON 503 ``overloaded`` and ``Retry-After`` — never Ray Serve's
+plain-text 503, no timeouts, no connection errors, no other 5xx, bounded latency — and answers
+normally right after (same replica: it did not crash or restart). A 200-client burst of appends
+and searches (issue 39): 0 plain-text errors, every 503 has Retry-After, every accepted append is stored.
 
 ``LYCHEE_RELIABILITY_BURST_S`` (default 10 s) sets the CI burst; the ``slow`` variant runs 30 s.
 """
@@ -33,6 +35,16 @@ def _body(rng: random.Random) -> dict:
     return {"conversation_id": rng.choice(["c-1", "c-2"]), "question": rng.choice(QUESTIONS), "question_date": "2023-08-01"}
 
 
+def refusal_problem(r: httpx.Response) -> str | None:
+    """Why a 503 is not the service's documented overload answer (None: it is)."""
+    if "application/json" not in r.headers.get("content-type", ""):
+        return f"plain-text 503: {r.text[:120]!r}"
+    if not r.headers.get("retry-after", "").isdigit():
+        return f"503 without Retry-After: {r.text[:120]}"
+    err = r.json().get("error")
+    return None if err in ("overloaded", "conversation_busy") else f"503 {err}: {r.text[:120]}"
+
+
 async def _burst(url: str, seconds: float) -> tuple[Counter, list[float], list[str]]:
     codes: Counter = Counter()
     latencies: list[float] = []
@@ -58,6 +70,9 @@ async def _burst(url: str, seconds: float) -> tuple[Counter, list[float], list[s
                     if {e["conversation_id"] for e in d["evidence"]} - {d["conversation_ids"][0]}:
                         failures.append("evidence outside the scope under load")
                 elif r.status_code == 503:
+                    problem = refusal_problem(r)
+                    if problem:
+                        failures.append(problem)
                     await asyncio.sleep(0.02)  # a client backs off a little, then comes straight back
                 else:
                     failures.append(f"{r.status_code}: {r.text[:200]}")
@@ -113,3 +128,62 @@ def test_burst_is_shed_with_503_and_service_recovers(serve_url):
 @pytest.mark.slow
 def test_burst_30s_is_shed_with_503_and_service_recovers(serve_url):
     _run_burst(serve_url, 30.0)
+
+
+BURST_CLIENTS = 200
+
+
+async def _append_burst(url: str, tag: str) -> tuple[Counter, list[str], list[tuple[str, str]]]:
+    """BURST_CLIENTS clients at once, each appending one turn to its own new conversation and then
+    searching it; returns the status counts, failures, and the (conversation, turn) of each accepted append."""
+    codes: Counter = Counter()
+    failures: list[str] = []
+    accepted: list[tuple[str, str]] = []
+    limits = httpx.Limits(max_connections=BURST_CLIENTS + 8, max_keepalive_connections=BURST_CLIENTS)
+    start = asyncio.Event()
+
+    async def client(c: httpx.AsyncClient, i: int) -> None:
+        cid, tid = f"burst-{tag}-{i}", f"b{i}"
+        await start.wait()
+        try:
+            r = await c.post(f"/v1/conversations/{cid}/turns", json={"user_id": f"u-burst-{tag}", "turns": [
+                {"turn_id": tid, "role": "user", "speaker": "Ann", "content": f"My locker number is {1000 + i}."}]})
+            codes[r.status_code] += 1
+            if r.status_code == 200:
+                accepted.append((cid, tid))
+                r = await c.post("/v1/search", json={"conversation_id": cid, "question": "What is my locker number?"})
+                codes[r.status_code] += 1
+            if r.status_code == 503:
+                problem = refusal_problem(r)
+                if problem:
+                    failures.append(problem)
+            elif r.status_code != 200:
+                failures.append(f"{r.status_code}: {r.text[:200]}")
+        except httpx.HTTPError as e:  # timeout, refused, reset: never acceptable
+            failures.append(f"{type(e).__name__}: {e}")
+
+    async with httpx.AsyncClient(base_url=url, headers=SERVE_AUTH, timeout=CLIENT_TIMEOUT_S * 3, limits=limits) as c:
+        tasks = [asyncio.create_task(client(c, i)) for i in range(BURST_CLIENTS)]
+        await asyncio.sleep(0.1)
+        start.set()  # all at once
+        await asyncio.gather(*tasks)
+    return codes, failures, accepted
+
+
+def test_200_client_burst_refusals_are_json_with_retry_after_and_accepted_appends_are_stored(serve_url):
+    tag = f"{random.Random().randrange(1 << 30):x}"
+    codes, failures, accepted = asyncio.run(_append_burst(serve_url, tag))
+    print(f"burst of {BURST_CLIENTS} clients (append + search): {dict(codes)}; {len(accepted)} appends accepted")
+    assert not failures, (len(failures), failures[:5])
+    assert set(codes) <= {200, 503} and codes[503] >= 1 and accepted, codes
+    with httpx.Client(base_url=serve_url, timeout=60, headers=SERVE_AUTH) as c:
+        stats = c.get("/v1/admin/stats").json()
+        assert stats["admission"]["refused"] + stats["admission"]["timed_out"] >= 1
+        for cid, tid in accepted:  # nothing accepted is lost
+            info = c.get(f"/v1/conversations/{cid}")
+            assert info.status_code == 200 and info.json()["turns"] == 1, (cid, info.text)
+        for cid, _ in accepted:  # leave the session's store as it was
+            assert c.delete(f"/v1/conversations/{cid}").status_code == 200
+        refused = {f"burst-{tag}-{i}" for i in range(BURST_CLIENTS)} - {cid for cid, _ in accepted}
+        listed = {x["conversation_id"] for x in c.get("/v1/conversations", params={"limit": 500}).json()["conversations"]}
+        assert not refused & listed  # a refused append wrote nothing

@@ -290,7 +290,7 @@ def _routes(app) -> list[tuple[str, set[str]]]:
         path = getattr(r, "path", None)
         assert path is not None, r
         assert getattr(r, "methods", None), f"{path}: a non-HTTP route (websocket?) bypasses GuardMiddleware"
-        out.append((path, set(r.methods)))
+        out.append((re.sub(r"\{(\w+):\w+\}", r"{\1}", path), set(r.methods)))  # "{id:path}" as OpenAPI names it
     return out
 
 

@@ -57,7 +57,11 @@ class Committer:
             async with async_write_lock(self.writer.layout, cid):
                 marker = self.writer.current_marker(cid)  # we hold its write lock (a version-1 marker is migrated)
                 if MarkerSeen.unchanged(work.seen, marker):
-                    committed = await asyncio.to_thread(self.writer.commit, pending.artifacts, locked=True)
+                    # fenced (io/store/fence.py): a conversation the decision found new must still have
+                    # no commit; a stored one, the lineage the decision saw (checked with it above)
+                    based_on = None if work.seen is None else marker
+                    committed = await asyncio.to_thread(self.writer.commit, pending.artifacts, locked=True,
+                                                        based_on=based_on)
                 else:
                     committed = None
         except ConversationDeleting as e:

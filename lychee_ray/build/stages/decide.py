@@ -4,15 +4,15 @@ Reads the conversation's commit marker (one small read, no lock: a marker is wri
 and routes the conversation: **skip** (committed with this configuration and exactly these turns),
 **build** (not committed, or committed with another configuration) through the stages, or
 **classic** (a stored conversation with new turns, ``--retry-failed``, a marker to migrate) through
-the one-conversation path under the write lock. Unreadable inputs and duplicate ids in the run
-are quarantined here. The commit stage checks the marker again under the lock.
+the one-conversation path under the write lock. Unreadable inputs are quarantined here; a later line
+repeating an id of the run is skipped with a warning (``duplicate``). The commit stage checks the marker again under the lock.
 """
 
 from __future__ import annotations
 
 import time
 
-from lychee_ray.build.outcomes import Outcome, input_warnings
+from lychee_ray.build.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.build.processor import unchanged_input
 from lychee_ray.build.stages.work import MarkerSeen, StageWork
 from lychee_ray.io.adapters import AdapterItem
@@ -36,16 +36,12 @@ class Decider:
         work = StageWork(item, t0=time.time())
         conv = item.conversation
         if conv is None:
-            errs = [i for i in item.issues if i.level == "error"] or item.issues
-            first = errs[0] if errs else None
-            msg = "; ".join(f"{i.field}: {i.message}" if i.field else i.message for i in errs) or "unreadable input"
-            work.outcome = Outcome("failed", first.conversation_id if first else None, "input", msg, item.file, item.line)
+            work.outcome = unreadable_outcome(item)
             return work
         cid = conv.conversation_id
         dup = self.writer.claim(cid, self.run_id, item.where)
         if dup is not None:
-            work.outcome = Outcome("failed", cid, "input", f"duplicate conversation id (first seen at {dup}); skipped",
-                                   item.file, item.line)
+            work.outcome = duplicate_outcome(item, cid, dup)
             return work
         work.warnings = input_warnings(item, self.max_turn_chars)
         marker = self.writer.commit_marker(cid)

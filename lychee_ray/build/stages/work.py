@@ -39,10 +39,12 @@ class MarkerSeen:
 
     generation: str | None
     committed_at: str | None
+    # the conversation's history (issue 39): an erased and re-created id has another lineage
+    lineage: str | None = None
 
     @classmethod
     def of(cls, marker: CommitMarker | None) -> "MarkerSeen | None":
-        return None if marker is None else cls(marker.generation, marker.committed_at)
+        return None if marker is None else cls(marker.generation, marker.committed_at, marker.lineage)
 
     @staticmethod
     def unchanged(seen: "MarkerSeen | None", marker: CommitMarker | None) -> bool:

@@ -165,5 +165,23 @@ def conversation_item(obj: dict[str, Any], turns: list[dict[str, Any]], warnings
     return canonical_item(canonical, file, line, issues)
 
 
-__all__ = ["MESSAGE_ROLES", "SESSION_ID", "ToolLinker", "arguments_text", "content_text", "conversation_item",
+def message_log_item(obj: dict[str, Any], turns: list[dict[str, Any]], warnings: list[tuple[str, str]], file: str,
+                     line: int, known_keys: set[str], id_source: list[Any]) -> AdapterItem:
+    """The item of one message-log conversation object (``openai`` / ``anthropic`` shape): its
+    ``conversation_id``/``id``, ``user_id``/``user``, ``started_at``/``created`` and ``metadata``
+    (plus ``model``; keys outside ``known_keys`` are kept in meta with a warning)."""
+    unknown = sorted(set(obj) - known_keys)
+    meta = dict(obj["metadata"]) if isinstance(obj.get("metadata"), dict) else {}
+    if unknown:
+        meta.update({k: obj[k] for k in unknown})
+        warnings.append((unknown[0], f"unknown conversation keys kept in meta: {', '.join(unknown)}"))
+    if isinstance(obj.get("model"), str):
+        meta.setdefault("model", obj["model"])
+    user = obj.get("user_id", obj.get("user"))
+    return conversation_item(obj, turns, warnings, file, line, conversation_id=obj.get("conversation_id", obj.get("id")),
+                             user_id=user, started_at=obj.get("started_at", obj.get("created")), meta=meta,
+                             id_source=[user, *id_source])
+
+
+__all__ = ["MESSAGE_ROLES", "message_log_item", "SESSION_ID", "ToolLinker", "arguments_text", "content_text", "conversation_item",
            "epoch_iso", "generated_conversation_id"]

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from lychee_ray.io.adapters.agent_turns import ToolLinker, arguments_text, content_text, conversation_item
+from lychee_ray.io.adapters.agent_turns import ToolLinker, arguments_text, content_text, message_log_item
 from lychee_ray.io.adapters.base import AdapterItem
 from lychee_ray.io.adapters.chat_completions import looks_anthropic, turn_id_of
 from lychee_ray.io.adapters.documents import read_objects_as
@@ -102,17 +102,7 @@ def convert_conversation(obj: dict[str, Any], file: str, line: int) -> AdapterIt
                 turn["meta"] = {"thinking": thinking}
             turns.append(turn)
     linker.finish()
-    unknown = sorted(set(obj) - _KNOWN)
-    meta = dict(obj.get("metadata") or {}) if isinstance(obj.get("metadata"), dict) else {}
-    if unknown:
-        meta.update({k: obj[k] for k in unknown})
-        warnings.append((unknown[0], f"unknown conversation keys kept in meta: {', '.join(unknown)}"))
-    if isinstance(obj.get("model"), str):
-        meta.setdefault("model", obj["model"])
-    user = obj.get("user_id", obj.get("user"))
-    return conversation_item(obj, turns, warnings, file, line, conversation_id=obj.get("conversation_id", obj.get("id")),
-                             user_id=user, started_at=obj.get("started_at", obj.get("created")), meta=meta,
-                             id_source=[user, json.dumps(obj.get("system"), ensure_ascii=False), *messages[:2]])
+    return message_log_item(obj, turns, warnings, file, line, _KNOWN, [json.dumps(obj.get("system"), ensure_ascii=False), *messages[:2]])
 
 
 def read_anthropic(path: str | Path) -> Iterator[AdapterItem]:

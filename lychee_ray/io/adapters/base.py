@@ -26,6 +26,9 @@ class InputIssue:
     field: str | None = None
     conversation_id: str | None = None
     level: str = "error"
+    # what the issue is, as data, where a consumer acts on it ("duplicate_conversation": a later
+    # line repeating an id already read, skipped with a warning; None: not needed)
+    kind: str | None = None
 
     def __str__(self) -> str:
         where = self.file + (f":{self.line}" if self.line is not None else "")
@@ -78,6 +81,9 @@ def canonical_item(obj: dict[str, Any], file: str, line: int | None, issues: lis
     cid = obj.get("conversation_id") if isinstance(obj.get("conversation_id"), str) else None
     issues = [i if i.conversation_id else replace(i, conversation_id=cid) for i in issues or []]
     issues += [InputIssue(file, msg, line=line, field=fld, conversation_id=cid, level="warning") for fld, msg in notes.messages()]
+    if notes.errors:  # ids no repair can fix (core/ids.py): the conversation is rejected, naming them
+        return AdapterItem(file, line, issues=issues + [InputIssue(file, msg, line=line, field=fld, conversation_id=cid)
+                                                        for fld, msg in notes.errors])
     try:
         conv = Conversation.model_validate(obj)
     except ValidationError as e:
@@ -157,8 +163,12 @@ def list_input_files(path: str | Path, suffixes: Iterable[str]) -> list[str]:
     return [str(f) for f in sorted(files, key=lambda f: natural(f.name))]
 
 
+DUPLICATE_CONVERSATION = "duplicate_conversation"
+
+
 def dedupe_conversations(items: Iterable[AdapterItem]) -> Iterator[AdapterItem]:
-    """Turn a repeated conversation id into an error on the later occurrence (the first wins)."""
+    """Skip a later occurrence of a conversation id (the first wins), with a warning naming the
+    skipped line and the line that was used: the conversation itself is built, so it is not an error."""
     seen: dict[str, str] = {}
     for item in items:
         conv = item.conversation
@@ -168,7 +178,10 @@ def dedupe_conversations(items: Iterable[AdapterItem]) -> Iterator[AdapterItem]:
                 line=item.line,
                 field="conversation_id",
                 conversation_id=conv.conversation_id,
-                message=f"duplicate conversation id (first seen at {seen[conv.conversation_id]}); skipped",
+                message=f"duplicate conversation id: this line ({item.where}) skipped; the conversation is built "
+                        f"from its first occurrence ({seen[conv.conversation_id]})",
+                level="warning",
+                kind=DUPLICATE_CONVERSATION,
             )
             yield AdapterItem(file=item.file, line=item.line, issues=[*item.issues, issue])
             continue

@@ -9,7 +9,10 @@ Every repair is *reported* (an :class:`~lychee_ray.io.adapters.base.InputIssue` 
   of the text is kept as it is (prompt-injection-looking text is ordinary content).
 * **ids**: numbers become strings; a missing session or turn id is generated from its position; a
   repeated session id or turn id gets a ``#2``, ``#3`` … suffix (the source id is kept in the turn's
-  ``meta.source_turn_id``) — the conversation is built instead of rejected.
+  ``meta.source_turn_id``) — the conversation is built instead of rejected. Every id is then held to
+  the one id policy (:mod:`lychee_ray.core.ids`, the rule the HTTP API rejects by): control,
+  format (bidi, zero-width) and separator characters removed and whitespace trimmed, with a
+  warning; an id that cannot be repaired (empty, over ``MAX_ID_CHARS``) rejects the conversation.
 * **speaker / role**: null, blank or missing speakers default to the role; null or blank roles
   default to ``user``; roles are case-folded and common aliases mapped (``human`` → ``user``,
   ``ai``/``bot``/``gpt``/``model`` → ``assistant``, ``function`` → ``tool``); an unknown role is read
@@ -18,7 +21,8 @@ Every repair is *reported* (an :class:`~lychee_ray.io.adapters.base.InputIssue` 
   parseable strings (LoCoMo / LongMemEval styles, "8 May 2023") and epoch numbers (seconds, or
   milliseconds above 1e11) are normalised to ISO; an unparseable date is dropped (the session or
   turn is kept) with its raw value in the warning; a date more than a day in the future is kept and
-  reported.
+  reported; a session that starts before the one before it, or a turn timestamp earlier than the
+  turn before it, is kept and reported (:func:`time_order_notes`).
 * **empty input**: ``turns: null`` reads as an empty session; ``content: null`` as empty text.
 """
 
@@ -30,6 +34,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from lychee_ray.core.conversation import ROLES
+from lychee_ray.core.ids import InvalidId, repair_id
 
 # Terminal escape sequences first (so their parameter bytes go with them), then single characters.
 _ESCAPES = (
@@ -73,6 +78,7 @@ class Notes:
     def __init__(self) -> None:
         self.by_kind: dict[str, list[str]] = defaultdict(list)
         self.details: dict[str, list[str]] = defaultdict(list)
+        self.errors: list[tuple[str, str]] = []  # (field, message): what no repair can fix (the item is rejected)
 
     def add(self, kind: str, field: str, detail: str = "") -> None:
         self.by_kind[kind].append(field)
@@ -154,6 +160,57 @@ def normalise_date(value: Any, field: str, notes: Notes, now: datetime) -> Any:
     return out
 
 
+def policy_id(value: Any, field: str, notes: Notes) -> Any:
+    """A string id held to the id policy: repaired with a warning, or an error noted (the value is
+    then kept for the error report); other values pass through (validation reports them)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        fixed, change = repair_id(value, field.rsplit(".", 1)[-1])
+    except InvalidId as e:
+        notes.errors.append((field, str(e)))
+        return value
+    if change is not None:
+        notes.add("id repaired (control/format characters removed, whitespace trimmed)", field, change)
+    return fixed
+
+
+def _instant(value: Any) -> datetime | None:
+    """A normalised ISO date as a naive UTC datetime (None: absent or not a date)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return dt.astimezone(timezone.utc).replace(tzinfo=None) if dt.tzinfo else dt
+
+
+def time_order_notes(sessions: list[Any], notes: Notes) -> None:
+    """Report times that go backwards (kept as they are: the input may mean it, and the time
+    resolution reads each turn's own date): a session starting before the session before it, a
+    turn timestamp before the previous turn's. ``sessions``: canonical session dicts, dates normalised."""
+    last_start: tuple[datetime, str] | None = None
+    last_turn: tuple[datetime, str] | None = None
+    for si, s in enumerate(sessions):
+        if not isinstance(s, dict):
+            continue
+        start = _instant(s.get("started_at"))
+        if start is not None:
+            if last_start is not None and start < last_start[0]:
+                notes.add("session starts before the session before it (kept)", f"sessions.{si}.started_at",
+                          f"{s.get('started_at')} < {last_start[1]}")
+            last_start = (start, str(s.get("started_at")))
+        for ti, t in enumerate(s.get("turns") or []):
+            at = _instant(t.get("timestamp")) if isinstance(t, dict) else None
+            if at is None:
+                continue
+            if last_turn is not None and at < last_turn[0]:
+                notes.add("turn timestamp before the previous turn's (kept)", f"sessions.{si}.turns.{ti}.timestamp",
+                          f"{t.get('timestamp')} < {last_turn[1]}")
+            last_turn = (at, str(t.get("timestamp")))
+
+
 def _unique(wanted: str, taken: set[str]) -> str:
     k = 2
     while f"{wanted}#{k}" in taken:
@@ -205,13 +262,13 @@ def repair_conversation(obj: dict[str, Any], now: datetime | None = None) -> tup
     now = now or datetime.now()
     notes = Notes()
     obj = clean_strings(obj, notes)
-    obj["conversation_id"] = _id_text(obj.get("conversation_id"))
+    obj["conversation_id"] = policy_id(_id_text(obj.get("conversation_id")), "conversation_id", notes)
     if obj["conversation_id"] is None:
         del obj["conversation_id"]
     if obj.get("user_id") is None:
         obj.pop("user_id", None)
     else:
-        obj["user_id"] = _id_text(obj["user_id"])
+        obj["user_id"] = policy_id(_id_text(obj["user_id"]), "user_id", notes)
     if obj.get("meta") is None:
         obj.pop("meta", None)
     sessions = obj.get("sessions")
@@ -226,7 +283,8 @@ def repair_conversation(obj: dict[str, Any], now: datetime | None = None) -> tup
             continue
         s = dict(s)
         sf = f"sessions.{si}"
-        sid = _id_text(s.get("session_id"))
+        sid = policy_id(_id_text(s.get("session_id")), f"{sf}.session_id", notes) \
+            if isinstance(s.get("session_id"), str) and s["session_id"].strip() else _id_text(s.get("session_id"))
         if sid is None or (isinstance(sid, str) and not sid.strip()):
             sid = f"session-{si + 1}"
             notes.add("missing session id generated", f"{sf}.session_id", sid)
@@ -253,6 +311,8 @@ def repair_conversation(obj: dict[str, Any], now: datetime | None = None) -> tup
                 tf = f"{sf}.turns.{ti}"
                 t = repair_turn(t, tf, notes, now)
                 tid = t.get("turn_id")
+                if isinstance(tid, str) and tid.strip():
+                    tid = policy_id(tid, f"{tf}.turn_id", notes)
                 if tid is None or (isinstance(tid, str) and not tid.strip()):
                     tid = f"{sid}:{ti + 1}"
                     notes.add("missing turn id generated", f"{tf}.turn_id", repr(tid))
@@ -271,4 +331,5 @@ def repair_conversation(obj: dict[str, Any], now: datetime | None = None) -> tup
             s["turns"] = fixed
         out_sessions.append(s)
     obj["sessions"] = out_sessions
+    time_order_notes(out_sessions, notes)
     return obj, notes

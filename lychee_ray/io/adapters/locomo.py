@@ -5,6 +5,11 @@ Sessions are taken in numeric order; ``session_N_date_time`` becomes the session
 evidence lists that are malformed in the source (``"D8:6; D9:17"``, ``"D"``, ``"D:11:26"``,
 ``"D30:05"``) are split and repaired where the repair resolves to a real turn; the rest are dropped
 from ``evidence`` and reported as warnings (kept verbatim in ``meta.evidence_raw``).
+
+Missing fields are repaired and each repair is reported as a warning (docs/data-format.md): a turn
+without ``speaker`` (read as the role), ``dia_id`` (generated ``D<session>:<position>``) or text (an
+empty turn), a session without ``session_N_date_time`` (no start time); sessions whose dates go
+backwards are kept and reported. A turn that is not an object rejects the sample, naming it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pydantic import ValidationError
 
 from lychee_ray.core.conversation import Conversation, QAItem, Session, Turn
 from lychee_ray.io.adapters.base import AdapterItem, InputIssue, decode_text, with_warnings, issues_from_validation, list_input_files, open_input
-from lychee_ray.io.adapters.clean import Notes, clean_strings
+from lychee_ray.io.adapters.clean import Notes, clean_strings, policy_id, time_order_notes
 from lychee_ray.io.adapters.dates import parse_datetime
 
 SUFFIXES = (".json",)
@@ -55,10 +60,22 @@ def _resolve_evidence(raw: list[Any], turn_ids: set[str]) -> tuple[list[str], li
     return list(dict.fromkeys(ok)), bad
 
 
+def _note_missing(t: dict[str, Any], field: str, generated_id: str, notes: Notes) -> None:
+    """Warnings for the fields of one LoCoMo turn that are missing and repaired."""
+    if not str(t.get("speaker") or "").strip():
+        notes.add("missing speaker (read as the role 'user')", f"{field}.speaker")
+    if not t.get("dia_id"):
+        notes.add("missing dia_id generated", f"{field}.dia_id", generated_id)
+    if not str(t.get("text") or "").strip() and not t.get("blip_caption"):
+        notes.add("missing text (an empty turn)", f"{field}.text")
+
+
 def convert_sample(sample: dict[str, Any], conversation_id: str, file: str) -> AdapterItem:
     """One LoCoMo sample to a conversation plus its QA items."""
     conv_obj = sample.get("conversation", sample)  # the combined locomo10.json nests it
     issues: list[InputIssue] = []
+    notes = Notes()  # repairs of missing fields (warnings)
+    kept: list[int] = []  # the session numbers of ``sessions``
     sessions: list[Session] = []
     numbers = sorted(int(m.group(1)) for k in conv_obj if (m := _SESSION_KEY.fullmatch(k)))
     for n in numbers:
@@ -71,8 +88,15 @@ def convert_sample(sample: dict[str, Any], conversation_id: str, file: str) -> A
         except ValueError as e:
             issues.append(InputIssue(file, str(e), field=f"session_{n}_date_time", conversation_id=conversation_id))
             return AdapterItem(file, issues=issues)
+        if not date_raw:
+            notes.add("missing session date (no start time)", f"session_{n}_date_time")
         turns = []
         for i, t in enumerate(turns_raw):
+            if not isinstance(t, dict):
+                issues.append(InputIssue(file, f"a turn is a {type(t).__name__}, not an object", field=f"session_{n}.{i}",
+                                         conversation_id=conversation_id))
+                return AdapterItem(file, issues=issues)
+            _note_missing(t, f"session_{n}.{i}", f"D{n}:{i + 1}", notes)
             meta = {k: t[k] for k in ("img_url", "query") if k in t}
             turn_id = str(t.get("dia_id") or f"D{n}:{i + 1}")
             try:
@@ -81,11 +105,16 @@ def convert_sample(sample: dict[str, Any], conversation_id: str, file: str) -> A
                 issues.extend(issues_from_validation(e, file, None, conversation_id, prefix=f"session_{n}.{i}"))
                 return AdapterItem(file, issues=issues)
         sessions.append(Session(session_id=f"session_{n}", started_at=started, turns=turns))
+        kept.append(n)
     meta = {k: conv_obj[k] for k in ("speaker_a", "speaker_b") if k in conv_obj}
     try:
         conv = Conversation(conversation_id=conversation_id, sessions=sessions, meta=meta)
     except ValidationError as e:
         return AdapterItem(file, issues=issues + issues_from_validation(e, file, None, conversation_id))
+    time_order_notes([{"started_at": s.started_at, "turns": []} for s in sessions], notes)
+    fields = {f"sessions.{i}.started_at": f"session_{n}_date_time" for i, n in enumerate(kept)}
+    issues += [InputIssue(file, msg, field=fields.get(fld, fld), conversation_id=conversation_id, level="warning")
+               for fld, msg in notes.messages()]
 
     turn_ids = {t.turn_id for _, _, _, t in conv.iter_turns()}
     qa: list[QAItem] = []
@@ -146,4 +175,9 @@ def read_locomo(path: str | Path) -> Iterator[AdapterItem]:
                 cid = f"{cid}-{i}"
             notes = Notes()
             sample = clean_strings(sample, notes)
+            cid = policy_id(cid, "sample_id", notes)  # the one id policy (core/ids.py)
+            if notes.errors:
+                yield AdapterItem(f, issues=[*(file_issues if i == 0 else []), *(
+                    InputIssue(f, msg, field=fld) for fld, msg in notes.errors)])
+                continue
             yield with_warnings(convert_sample(sample, cid, f), notes, file_issues if i == 0 else None)

@@ -17,7 +17,7 @@ from lychee_ray.io.store.layout import (
     conversation_key,
     iter_markers,
 )
-from lychee_ray.io.store.marker import CommitMarker, MarkerError
+from lychee_ray.io.store.marker import CommitMarker, ConversationReplaced, MarkerError
 from lychee_ray.io.store.tables import TableSpec, VectorIndex, register_table, table_names, table_specs, unregister_table
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, is_deleting
 from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, read_part
@@ -28,6 +28,6 @@ __all__ = [
     "MemoryStoreWriter", "NotAStoreError", "StoreLayout", "TableSpec", "VectorIndex", "atomic_write_text",
     "build_flat_index", "compact", "conversation_key", "iter_markers", "read_part", "register_table", "table_names",
     "table_specs", "unregister_table",
-    "ConversationDeleting", "EraseReport", "NothingToErase", "conversation_write_lock", "erase_conversation",
+    "ConversationDeleting", "ConversationReplaced", "EraseReport", "NothingToErase", "conversation_write_lock", "erase_conversation",
     "erase_user", "is_deleting",
 ]

@@ -102,11 +102,15 @@ class NothingToErase(KeyError):
         self.ident = ident
 
 
-def erase_conversation(root: str | Path | StorePath | StoreLayout, conversation_id: str) -> EraseReport:
+def erase_conversation(root: str | Path | StorePath | StoreLayout, conversation_id: str, *,
+                       owner: str | None = None) -> EraseReport:
     """Remove every trace of ``conversation_id`` from the store at ``root`` (see the module doc).
 
-    Raises :class:`NothingToErase` when the store holds nothing of it, :class:`NotAStoreError`
-    when ``root`` is not a store. Running it again after a crash finishes the erasure.
+    ``owner``: erase it only if it belongs to this user (checked under the store lock: a
+    conversation re-created for another owner meanwhile is not touched). Raises
+    :class:`NothingToErase` when the store holds nothing of it (or it is not ``owner``'s),
+    :class:`NotAStoreError` when ``root`` is not a store. Running it again after a crash finishes
+    the erasure.
     """
     layout = _open(root)
     with store_lock(layout):
@@ -115,6 +119,8 @@ def erase_conversation(root: str | Path | StorePath | StoreLayout, conversation_
         target = _journal(marker) if marker is not None else read_journal(layout.deleting_path(key))
         if target is None and any(p.exists() for p in layout.conversation_paths(key)):
             target = {"conversation_id": conversation_id, "key": key}  # files of an unfinished build
+        if owner is not None and (target is None or _owner(target) != owner):
+            raise NothingToErase("conversation", conversation_id)
         return _erase(layout, "conversation", conversation_id, [target] if target else [], {conversation_id})
 
 

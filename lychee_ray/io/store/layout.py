@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from lychee_ray.config.store import StoreConfig
+from lychee_ray.io.store.lease import check_held
 from lychee_ray.io.store.marker import CommitMarker, MarkerError
 from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.fs import AnyPath, StorePath, default_settings, display_uri, listing_state, store_root
@@ -321,8 +322,13 @@ class StoreLayout:
             return None  # absent, or being replaced or removed right now: not visible
 
     def write_marker(self, marker: CommitMarker) -> None:
-        """Publish ``marker`` (one atomic write; the caller holds the conversation's write lock)."""
-        atomic_write_text(self.marker_path(marker.key), marker.to_json())
+        """Publish ``marker`` (one atomic write; the caller holds the conversation's write lock). On
+        an object store the caller's lease is checked first (:func:`~.lease.check_held`): a writer
+        whose lease may have expired raises :class:`~.lease.LeaseLost` and publishes nothing."""
+        path = self.marker_path(marker.key)
+        if isinstance(path, StorePath):
+            check_held(self.write_lock_path(marker.key))
+        atomic_write_text(path, marker.to_json())
 
     def iter_markers(self) -> Iterator[CommitMarker]:
         """Commit markers of all visible conversations, in key order."""

@@ -9,6 +9,14 @@ holds it and the others wait. A background thread renews the lease every
 third of ``store.lock_lease_s``; a writer that dies stops renewing, and its lease may be taken over
 once expired (so a crashed writer never blocks a conversation for longer than one lease).
 
+A lease must never be trusted past its expiry, however starved its holder is: the settle wait is
+capped at a third of the lease, and a lease confirmed slowly is renewed while it is confirmed, so
+a slow store cannot make every writer's lease expire before it is confirmed. And every commit
+checks the lease right before it writes the commit marker (:meth:`Lease.check`, called by
+``StoreLayout.write_marker`` through :func:`check_held`): a holder whose renewals fell behind — its
+process starved of CPU, its renewer thread late — or whose lease another writer took over refuses
+to commit with :class:`LeaseLost` (``kind="lease_lost"``) instead of writing over a rival.
+
 Limits, stated plainly: without conditional writes (which ``pyarrow.fs`` does not expose) two
 writers whose write-then-read-back windows interleave exactly can both believe they hold the
 lease, and expiry compares wall clocks of different machines. The commit protocol does not depend
@@ -30,31 +38,87 @@ from typing import Any
 
 from lychee_ray.io.store.fs import StorePath
 
+# the holder renews every this fraction of the lease; it trusts its lease for commits only while
+# its last renewal is at most twice that old, so at least this fraction of the lease is left
+_RENEW_FRACTION = 1 / 3
+
+
+class LeaseLost(RuntimeError):
+    """A writer's lease may have expired, or another writer took it over: the commit is refused
+    (nothing published). ``kind`` is ``"lease_lost"``; retrying (a fresh lock) is safe."""
+
+    kind = "lease_lost"
+
+    def __init__(self, path: StorePath, why: str) -> None:
+        super().__init__(f"write lock {path} lost ({why}); nothing was committed")
+        self.path = path
+
+
+# leases this process holds, by lock path: what write_marker checks before it publishes
+_HELD: dict[str, "Lease"] = {}
+_HELD_LOCK = threading.Lock()
+
 
 class Lease:
-    """A held lease (renewed in the background until :meth:`release`)."""
+    """A held lease (renewed in the background until :meth:`release`). ``renewed`` is the
+    monotonic time of the last write of it known to have landed."""
 
-    def __init__(self, path: StorePath, owner: str) -> None:
+    def __init__(self, path: StorePath, owner: str, renewed: float) -> None:
         self.path = path
         self.owner = owner
+        self.renewed = renewed
+        self.lost: str | None = None  # why it is known lost (taken over)
         self._stop = threading.Event()
+        with _HELD_LOCK:
+            _HELD[str(path)] = self
         self._thread = threading.Thread(target=self._renew, name="lychee-lease", daemon=True)
         self._thread.start()
 
     def _renew(self) -> None:
         lease_s = self.path.settings.lock_lease_s
-        while not self._stop.wait(lease_s / 3):
+        while not self._stop.wait(lease_s * _RENEW_FRACTION):
+            if time.monotonic() - self.renewed > lease_s:
+                self.lost = "not renewed within the lease (the process was starved)"
+                return  # may have expired: reviving it could overlap a rival that took it over
             held = read_lease(self.path)
             if held is None or held.get("owner") != self.owner:
-                return  # lost it (expired and taken over): nothing to renew
+                self.lost = "another writer took it over"
+                return  # nothing to renew
+            t = time.monotonic()
             _write(self.path, self.owner, lease_s)
+            self.renewed = t
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless the lease is surely still this holder's: renewed recently
+        enough that at least a third of it is left, and the object still names this holder."""
+        if self.lost:
+            raise LeaseLost(self.path, self.lost)
+        lease_s = self.path.settings.lock_lease_s
+        age = time.monotonic() - self.renewed
+        if age > lease_s * (1 - _RENEW_FRACTION):
+            raise LeaseLost(self.path, f"last renewed {age:.1f} s ago, lease {lease_s:g} s: it may expire any moment")
+        held = read_lease(self.path)
+        if held is None or held.get("owner") != self.owner:
+            raise LeaseLost(self.path, "another writer holds it")
 
     def release(self) -> None:
         """Stop renewing and remove the lease object if it is still this holder's."""
         self._stop.set()
+        with _HELD_LOCK:
+            if _HELD.get(str(self.path)) is self:
+                del _HELD[str(self.path)]
         held = read_lease(self.path)
         if held is not None and held.get("owner") == self.owner:
             self.path.unlink(missing_ok=True)
+
+
+def check_held(path: StorePath) -> None:
+    """Before a commit publishes under the lock at ``path``: :meth:`Lease.check` of this process's
+    lease there (nothing to check when it holds none: a caller that holds no lock)."""
+    with _HELD_LOCK:
+        lease = _HELD.get(str(path))
+    if lease is not None:
+        lease.check()
 
 
 # a read that races the holder's rewrite or removal of the lease can fail transiently on some
@@ -81,14 +145,21 @@ def _write(path: StorePath, owner: str, lease_s: float) -> None:
     path.write_text(json.dumps({"owner": owner, "expires_at": time.time() + lease_s}), encoding="utf-8")
 
 
-def _confirmed(path: StorePath, owner: str, settle_s: float, reads: int) -> bool:
-    """Whether ``reads`` read-backs, each after ``settle_s``, all show ``owner``'s lease."""
+def _confirmed(path: StorePath, owner: str, settle_s: float, reads: int, written: float) -> float | None:
+    """Whether ``reads`` read-backs, each after ``settle_s``, all show ``owner``'s lease; the time of
+    its last write when they do (None: a rival's). A confirmation slow enough to use up a renewal
+    period renews the lease (it is unexpired and ours), so it cannot expire while it is confirmed."""
+    lease_s = path.settings.lock_lease_s
     for _ in range(reads):
         time.sleep(settle_s)
         back = read_lease(path)
         if back is None or back.get("owner") != owner:
-            return False
-    return True
+            return None
+        if time.monotonic() - written > lease_s * _RENEW_FRACTION:
+            t = time.monotonic()
+            _write(path, owner, lease_s)
+            written = t
+    return written
 
 
 def acquire_lease(path: StorePath, *, blocking: bool = True) -> Lease | None:
@@ -99,15 +170,19 @@ def acquire_lease(path: StorePath, *, blocking: bool = True) -> Lease | None:
         t0 = time.monotonic()
         held = read_lease(path)
         if held is None or float(held.get("expires_at", 0)) < time.time():
+            t_write = time.monotonic()
             _write(path, owner, s.lock_lease_s)
             # a rival that read the lease as free writes within about one read+write of its own: wait
-            # several of ours (measured now, under the current load) and look more than once
-            settle = max(s.lock_settle_s, s.lock_settle_rtt_factor * (time.monotonic() - t0))
-            if _confirmed(path, owner, settle, s.lock_confirm_reads):
-                return Lease(path, owner)
+            # several of ours (measured now, under the current load) and look more than once; never
+            # longer than a renewal period, or a slow store would let every lease expire unconfirmed
+            settle = min(max(s.lock_settle_s, s.lock_settle_rtt_factor * (time.monotonic() - t0)),
+                         s.lock_lease_s * _RENEW_FRACTION)
+            written = _confirmed(path, owner, settle, s.lock_confirm_reads, t_write)
+            if written is not None:
+                return Lease(path, owner, written)
         if not blocking:
             return None
         time.sleep(s.lock_poll_s)
 
 
-__all__ = ["Lease", "acquire_lease", "read_lease"]
+__all__ = ["Lease", "LeaseLost", "acquire_lease", "check_held", "read_lease"]

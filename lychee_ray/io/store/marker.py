@@ -11,17 +11,25 @@ Versions: ``version`` 2 markers (this code) always name a generation. Markers wi
 marker without ``generation`` names the fixed pre-generation paths, which only the migration
 (:mod:`.migrate`) still reads. A marker of a newer version than this code knows is refused with
 :class:`MarkerError` (``kind="unsupported_version"``) rather than misread.
+
+Lineage (issue 39): a conversation's first commit stamps a random :attr:`CommitMarker.lineage`;
+every later commit, fold, compaction or erasure re-point carries it. An erased and re-created id
+gets a new one, so a write that read the erased conversation (a background encoding, a cached
+state) can tell, and the writer refuses it (:class:`ConversationReplaced`). Markers written before
+lineages have none (``None``, one legacy lineage); the migration or the next commit stamps one.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-# The marker format this code writes (and the newest it reads). 3: delta generations (issue 28).
-MARKER_VERSION = 3
+# The marker format this code writes (and the newest it reads). 3: delta generations (issue 28);
+# 4: lineage (issue 39).
+MARKER_VERSION = 4
 # Markers written before the version field existed.
 LEGACY_MARKER_VERSION = 1
 
@@ -37,6 +45,24 @@ class MarkerError(ValueError):
         super().__init__(f"{path}: {message}" if path else message)
         self.kind: MarkerErrorKind = kind
         self.path = path
+
+
+class ConversationReplaced(RuntimeError):
+    """A write built on a commit of a conversation that was erased (and possibly re-created) since:
+    the conversation's current lineage is not the one the write read, or it has no commit at all.
+    Nothing was written. ``kind`` is ``"conversation_replaced"``; ``conversation_id`` names it."""
+
+    kind: Literal["conversation_replaced"] = "conversation_replaced"
+
+    def __init__(self, conversation_id: str, detail: str) -> None:
+        super().__init__(f"conversation {conversation_id!r} was erased or replaced since this write read it "
+                         f"({detail}); nothing was written")
+        self.conversation_id = conversation_id
+
+
+def new_lineage() -> str:
+    """A fresh lineage id (random: it says nothing about the conversation)."""
+    return uuid.uuid4().hex
 
 
 class _Frozen(BaseModel):
@@ -128,6 +154,9 @@ class CommitMarker(BuildInfo):
     # not by queued appends or folds. A background encoding commits only if it is unchanged since
     # the state it encoded from (build/incremental.py catch_up_async).
     segmentation_epoch: int = 0
+    # random id stamped by the conversation's first commit and carried by every later one: an erased
+    # and re-created id has a new one (None: written before lineages, see the module doc)
+    lineage: str | None = None
 
     @property
     def owner(self) -> str:
@@ -143,16 +172,21 @@ class CommitMarker(BuildInfo):
         """The base generation and its deltas, in the order readers apply them."""
         return ([self.generation] if self.generation is not None else []) + list(self.deltas)
 
+    def same_lineage(self, other: "CommitMarker | None") -> bool:
+        """True when ``other`` is a commit of the same conversation history as this one: same key and
+        lineage (not an erased id's, nor one re-created since)."""
+        return other is not None and (other.key, other.lineage) == (self.key, self.lineage)
+
     def extends(self, older: "CommitMarker") -> bool:
-        """True when this commit is ``older`` plus delta generations (same base, same compaction):
-        a reader holding ``older``'s data needs only the deltas after it."""
-        return (older.key == self.key and older.generation == self.generation and older.location == self.location
+        """True when this commit is ``older`` plus delta generations (same lineage, same base, same
+        compaction): a reader holding ``older``'s data needs only the deltas after it."""
+        return (self.same_lineage(older) and older.generation == self.generation and older.location == self.location
                 and self.deltas[: len(older.deltas)] == older.deltas)
 
     def same_commit(self, other: "CommitMarker | None") -> bool:
         """True when ``other`` is this very commit (not one written since)."""
-        return other is not None and (other.key, other.generation, other.committed_at) == (
-            self.key, self.generation, self.committed_at)
+        return other is not None and self.same_lineage(other) and (other.generation, other.committed_at) == (
+            self.generation, self.committed_at)
 
     def same_files(self, other: "CommitMarker | None") -> bool:
         """True when ``other`` is this commit with its rows where they were: compaction and erasure
@@ -186,5 +220,5 @@ class CommitMarker(BuildInfo):
         return cls.from_dict(json.loads(text), path)
 
 
-__all__ = ["BuildInfo", "CommitMarker", "LEGACY_MARKER_VERSION", "LastIncrement", "MARKER_VERSION", "MarkerCounts",
-           "MarkerError", "MarkerErrorKind", "TableLocation"]
+__all__ = ["BuildInfo", "CommitMarker", "ConversationReplaced", "LEGACY_MARKER_VERSION", "LastIncrement", "MARKER_VERSION", "MarkerCounts",
+           "MarkerError", "MarkerErrorKind", "TableLocation", "new_lineage"]

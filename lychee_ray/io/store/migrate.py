@@ -26,7 +26,7 @@ from pathlib import Path
 from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree
 from lychee_ray.io.store.layout import LEGACY_STORE_VERSION, STORE_VERSION, StoreLayout, as_layout, atomic_write_text, new_generation
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
-from lychee_ray.io.store.marker import MARKER_VERSION, CommitMarker
+from lychee_ray.io.store.marker import MARKER_VERSION, CommitMarker, new_lineage
 from lychee_ray.io.store.tables import table_names
 
 
@@ -75,8 +75,9 @@ def migrate_conversation(layout: StoreLayout, marker: CommitMarker) -> CommitMar
     paths; the new marker is written. The caller holds the conversation's write lock."""
     if marker.version >= MARKER_VERSION and marker.generation is not None:
         return marker
+    lineage = marker.lineage or new_lineage()  # markers older than lineages get one now (issue 39)
     if marker.generation is not None:  # a generation-era marker: only the format changes
-        new = marker.model_copy(update={"version": MARKER_VERSION})
+        new = marker.model_copy(update={"version": MARKER_VERSION, "lineage": lineage})
         layout.write_marker(new)
         return new
     key = marker.key
@@ -88,7 +89,7 @@ def migrate_conversation(layout: StoreLayout, marker: CommitMarker) -> CommitMar
     own_parts = [t for t in table_names() if t not in marker.location and layout.v1_part_path(t, key).exists()]
     for t in own_parts:
         _copy(layout.v1_part_path(t, key), layout.part_path(t, key, gen))
-    new = marker.model_copy(update={"version": MARKER_VERSION, "generation": gen})
+    new = marker.model_copy(update={"version": MARKER_VERSION, "generation": gen, "lineage": lineage})
     layout.write_marker(new)  # from here on readers load the generation
     for t in own_parts:
         layout.v1_part_path(t, key).unlink(missing_ok=True)

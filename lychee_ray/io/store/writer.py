@@ -36,7 +36,9 @@ from lychee_ray.io.store.layout import (
     new_generation,
 )
 from lychee_ray.io.store.locks import conversation_write_lock
-from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, MarkerCounts
+from lychee_ray.io.store.fence import UNFENCED, BasedOn, check_fence
+from lychee_ray.io.store.lease import LeaseLost
+from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, MarkerCounts, new_lineage
 from lychee_ray.io.store.migrate import migrate_conversation
 from lychee_ray.io.store.tables import indexed_tables, table_specs
 
@@ -203,7 +205,7 @@ class MemoryStoreWriter:
         """Forget a finished run's claims."""
         remove_tree(self.layout.claims_dir(run_id))
 
-    def commit(self, art: ConversationArtifacts, *, locked: bool = False) -> CommitMarker:
+    def commit(self, art: ConversationArtifacts, *, locked: bool = False, based_on: BasedOn = UNFENCED) -> CommitMarker:
         """Publish one conversation as a new generation; returns the commit marker.
 
         The generation's files get names no earlier commit used, the marker naming them is written
@@ -211,12 +213,16 @@ class MemoryStoreWriter:
         describes the protocol). ``locked``: the caller already holds the conversation's write lock
         (:func:`~lychee_ray.io.store.locks.conversation_write_lock`; incremental builds and appends
         hold it from reading the stored state to the commit); otherwise the commit takes it.
+        ``based_on``: the commit the artifacts were built from (None: none) — :func:`check_fence`
+        refuses the commit with :class:`ConversationReplaced` when that is no longer the
+        conversation's lineage. The marker carries the lineage (a first commit stamps a new one).
         """
         if not locked:
             with conversation_write_lock(self.layout, art.conversation_id):
-                return self.commit(art, locked=True)
+                return self.commit(art, locked=True, based_on=based_on)
         key = conversation_key(art.conversation_id)
         previous = self.layout.read_marker(key)
+        check_fence(art.conversation_id, previous, based_on)
         gen = new_generation(previous)
         tables = {spec.name: spec.fill(art) for spec in table_specs()}  # every registered table
         with self._generation_files(key, gen) as index_dir:
@@ -235,21 +241,25 @@ class MemoryStoreWriter:
             open_turns=art.open_turns(),
             base_rows=sum(t.num_rows for t in tables.values()),
             segmentation_epoch=previous.segmentation_epoch + 1 if previous is not None else 0,
+            lineage=previous.lineage if previous is not None and previous.lineage else new_lineage(),
             **art.info.model_dump(),
         )
-        self.layout.write_marker(marker)
+        self._publish(key, gen, marker)
         self.remove_old_generations(key, keep=gen)
         return marker
 
-    def commit_delta(self, delta: ConversationDelta, *, locked: bool = False) -> CommitMarker:
+    def commit_delta(self, delta: ConversationDelta, *, locked: bool = False,
+                     based_on: BasedOn = UNFENCED) -> CommitMarker:
         """Publish ``delta`` as a delta generation on top of the conversation's current commit
         (io/store/deltas.py); same protocol as :meth:`commit`: its files, then the marker naming
-        base + deltas. The conversation must be committed (a delta needs a base)."""
+        base + deltas. The conversation must be committed (a delta needs a base); ``based_on``: the
+        commit the delta was computed against (checked as in :meth:`commit`)."""
         if not locked:
             with conversation_write_lock(self.layout, delta.conversation_id):
-                return self.commit_delta(delta, locked=True)
+                return self.commit_delta(delta, locked=True, based_on=based_on)
         key = conversation_key(delta.conversation_id)
         previous = self.layout.read_marker(key)
+        check_fence(delta.conversation_id, previous, based_on)
         if previous is None or previous.generation is None:
             raise ValueError(f"conversation {delta.conversation_id!r}: a delta needs a committed base generation")
         gen = self._next_generation(previous)
@@ -281,10 +291,11 @@ class MemoryStoreWriter:
             "segstate_generation": gen if delta.segstate is not None else previous.segstate_generation,
             "unsegmented_turns": delta.unsegmented_turns,
             "segmentation_epoch": previous.segmentation_epoch + (delta.segstate is not None),
+            "lineage": previous.lineage or new_lineage(),
         })
         # nothing earlier became garbage (base and deltas are all still named); a crashed writer's
         # leftovers go with the next fold or full commit, or the garbage sweep
-        self.layout.write_marker(marker)
+        self._publish(key, gen, marker)
         return marker
 
     def needs_fold(self, marker: CommitMarker) -> bool:
@@ -320,13 +331,24 @@ class MemoryStoreWriter:
                 write_parquet(table, self.layout.part_path(name, key, gen))
             self._write_segstate(key, gen, segstate)
         marker = m.model_copy(update={
+            "version": MARKER_VERSION, "lineage": m.lineage or new_lineage(),
             "generation": gen, "deltas": [], "location": {}, "segstate_generation": None, "delta_rows": 0,
             "base_rows": sum(t.num_rows for t in data.tables.values()),
             "committed_at": datetime.now(timezone.utc).isoformat(),
         })
-        self.layout.write_marker(marker)
+        self._publish(key, gen, marker)
         self.remove_old_generations(key, keep=gen)
         return marker
+
+    def _publish(self, key: str, gen: str, marker: CommitMarker) -> None:
+        """Write the marker naming generation ``gen``; if the writer's lease was lost meanwhile (an
+        object store: :class:`~.lease.LeaseLost`), nothing is published and ``gen``'s files go."""
+        try:
+            self.layout.write_marker(marker)
+        except LeaseLost:
+            for path in self.layout.generation_paths(key, complete=False).get(gen, []):
+                remove_tree(path)
+            raise
 
     @contextmanager
     def _generation_files(self, key: str, gen: str) -> Iterator[AnyPath]:
