@@ -231,6 +231,23 @@ def run_in_process(src: Path, out: str, sets: list[str], llm_pid: int
     return summary.to_dict(), {"local": round(rss.peak_total, 1), "driver": round(rss.peak_driver, 1)}, wall, cpu.totals()
 
 
+def distinct_texts(path: Path) -> None:
+    """Rewrite the generated conversations so that no two turns say the same: each turn gains a
+    short clause naming its conversation and turn (the embedder then sees as many distinct texts
+    as there are turns, as in real logs)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for n, line in enumerate(lines):
+        conv = json.loads(line)
+        k = 0
+        for session in conv["sessions"]:
+            for turn in session["turns"]:
+                k += 1
+                turn["content"] = f"{turn['content']} (noted in chat {n} as item {k})"
+        out.append(json.dumps(conv))
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--conversations", type=int, default=1000)
@@ -252,12 +269,17 @@ def main() -> int:
     ap.add_argument("--timeout-s", type=float, default=7200.0, help="give up on the build job after this long")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration override for the job (repeatable), e.g. ray.stages.build.batch_size=8")
+    ap.add_argument("--distinct-texts", action="store_true",
+                    help="make every turn's text distinct (the generator repeats ~600 texts: the embedding memo "
+                         "and deduplication would make the model's cost vanish, unlike real logs)")
     ap.add_argument("--out", required=True, help="JSON result file")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="lychee-throughput-"))
     src = work / "conversations.jsonl"
     turns = write_jsonl(str(src), args.conversations, seed=args.seed, sessions=2, topics_per_session=2)
+    if args.distinct_texts:
+        distinct_texts(src)
     out = args.out_uri or str(work / "store")
     with s3_server(args.s3_local, args.out_uri) as (s3_env, s3), LLMServerProcess(args.latency_s) as llm:
         sets = [f"llm.rate_limit.requests_per_min={args.limit_rpm}", f"build.conversations_in_flight={args.in_flight}",
@@ -329,6 +351,7 @@ def main() -> int:
         "latency_s": args.latency_s,
         "in_flight_per_actor": args.in_flight,
         "embedding": args.embedding,
+        "distinct_texts": args.distinct_texts,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
