@@ -289,37 +289,52 @@ def test_commit_state_changes_when_a_conversation_commits(s3_server, ctx, convs)
     assert layout.commit_state() != s0
 
 
+def _contend(layout, workers: int, join_s: float) -> tuple[list[int], int, list[str], float]:
+    """``workers`` threads take the write lock of one conversation, each holding it 0.15 s; returns
+    the order they got it in, the most holders seen at once, their errors and the elapsed time."""
+    inside, overlaps, order, errors = [0], [0], [], []
+
+    def worker(i: int) -> None:
+        try:
+            with conversation_write_lock(layout, "c-1"):
+                inside[0] += 1
+                overlaps[0] = max(overlaps[0], inside[0])
+                order.append(i)
+                time.sleep(0.15)
+                inside[0] -= 1
+        except Exception as e:  # noqa: BLE001 — reported to the caller
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(workers)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_s)
+    return order, overlaps[0], errors, time.monotonic() - t0
+
+
 def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server):
     settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
     uri = s3_server.bucket("lychee-lease") + "/store"
     layout = MemoryStoreWriter(uri, settings).layout
-    inside, overlaps, order = [0], [0], []
-
-    def worker(i: int) -> None:
-        with conversation_write_lock(layout, "c-1"):
-            inside[0] += 1
-            overlaps[0] = max(overlaps[0], inside[0])
-            order.append(i)
-            time.sleep(0.15)
-            inside[0] -= 1
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert sorted(order) == [0, 1, 2] and overlaps[0] == 1
+    order, overlaps, errors, _ = _contend(layout, 3, 30)
+    assert not errors and sorted(order) == [0, 1, 2] and overlaps == 1, (errors, order, overlaps)
     path = layout.write_lock_path("c-2")
     assert path.settings is settings  # the lock path carries the store's settings, not a process-wide value
     held = flock_path(path)
     assert flock_path(path, blocking=False) is None  # held: refused at once
     release(held, path)
     assert read_lease(path) is None  # released: the lease object is gone
-    path.write_text(json.dumps({"owner": "dead-writer", "expires_at": time.time() - 1}))  # a crashed holder
+    # A crashed holder's expired lease is taken at once, not after a lease period of its own: a
+    # long lease makes "at once" a bound that holds on a starved machine (a few slow round trips).
+    long = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=60.0, lock_poll_s=0.02, lock_settle_s=0.05)
+    dead = MemoryStoreWriter(uri, long).layout.write_lock_path("c-3")
+    dead.write_text(json.dumps({"owner": "dead-writer", "expires_at": time.time() - 1}))
     t0 = time.monotonic()
-    taken = acquire_lease(path, blocking=True)
-    assert taken is not None and time.monotonic() - t0 < 2.0
-    assert read_lease(path)["owner"] == taken.owner
+    taken = acquire_lease(dead, blocking=True)
+    assert taken is not None and time.monotonic() - t0 < long.lock_lease_s / 2
+    assert read_lease(dead)["owner"] == taken.owner
     taken.release()
 
 
@@ -339,34 +354,15 @@ def test_lease_lock_excludes_while_every_core_is_busy(s3_server):
     settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
     uri = s3_server.bucket("lychee-lease-busy") + "/store"
     layout = MemoryStoreWriter(uri, settings).layout
-    inside, overlaps, order, errors = [0], [0], [], []
-
-    def worker(i: int) -> None:
-        try:
-            with conversation_write_lock(layout, "c-1"):
-                inside[0] += 1
-                overlaps[0] = max(overlaps[0], inside[0])
-                order.append(i)
-                time.sleep(0.15)
-                inside[0] -= 1
-        except Exception as e:  # noqa: BLE001 — reported below
-            errors.append(repr(e))
-
     burners = _cpu_burners()
     try:
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        elapsed = time.monotonic() - t0
+        order, overlaps, errors, elapsed = _contend(layout, 4, 120)
     finally:
         for b in burners:
             b.terminate()
         for b in burners:
             b.wait(10)
-    assert not errors and sorted(order) == [0, 1, 2, 3] and overlaps[0] == 1, (errors, order, overlaps)
+    assert not errors and sorted(order) == [0, 1, 2, 3] and overlaps == 1, (errors, order, overlaps)
     assert elapsed < 120
 
 
@@ -393,22 +389,8 @@ def test_lease_lock_with_round_trips_slowed_down_as_under_starvation(s3_server, 
     monkeypatch.setattr(lease_module, "_write", slow_write)
     settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
     layout = MemoryStoreWriter(s3_server.bucket("lychee-lease-slow") + "/store", settings).layout
-    inside, overlaps, order = [0], [0], []
-
-    def worker(i: int) -> None:
-        with conversation_write_lock(layout, "c-1"):
-            inside[0] += 1
-            overlaps[0] = max(overlaps[0], inside[0])
-            order.append(i)
-            time.sleep(0.15)
-            inside[0] -= 1
-
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert sorted(order) == [0, 1, 2] and overlaps[0] == 1, (order, overlaps)
+    order, overlaps, errors, _ = _contend(layout, 3, 60)
+    assert not errors and sorted(order) == [0, 1, 2] and overlaps == 1, (errors, order, overlaps)
 
 
 def test_a_writer_whose_lease_may_have_lapsed_does_not_commit(s3_server, ctx, convs):

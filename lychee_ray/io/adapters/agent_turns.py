@@ -165,6 +165,18 @@ def conversation_item(obj: dict[str, Any], turns: list[dict[str, Any]], warnings
     return canonical_item(canonical, file, line, issues)
 
 
+def message_list_mismatch(obj: dict[str, Any], shape: str) -> str | None:
+    """What ``obj`` looks like when it is not a message-list conversation (``shape`` names the one
+    expected, e.g. "chat-completion"); None when it has a ``messages`` list and is no other format."""
+    if "sessions" in obj:
+        return "a canonical conversation (--format jsonl)"
+    if "mapping" in obj:
+        return "a ChatGPT export conversation (--format chatgpt)"
+    if not isinstance(obj.get("messages"), list):
+        return f"no {shape} conversation (no messages list)"
+    return None
+
+
 def message_log_item(obj: dict[str, Any], turns: list[dict[str, Any]], warnings: list[tuple[str, str]], file: str,
                      line: int, known_keys: set[str], id_source: list[Any]) -> AdapterItem:
     """The item of one message-log conversation object (``openai`` / ``anthropic`` shape): its

@@ -18,7 +18,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from lychee_ray.io.adapters.agent_turns import ToolLinker, arguments_text, content_text, message_log_item
+from lychee_ray.io.adapters.agent_turns import (ToolLinker, arguments_text, content_text, message_list_mismatch,
+                                               message_log_item)
 from lychee_ray.io.adapters.base import AdapterItem
 from lychee_ray.io.adapters.chat_completions import looks_anthropic, turn_id_of
 from lychee_ray.io.adapters.documents import read_objects_as
@@ -33,12 +34,9 @@ _THINKING = ("thinking", "redacted_thinking")
 
 def recognise(obj: dict[str, Any]) -> str | None:
     """None when ``obj`` reads as an Anthropic Messages conversation, else what it looks like."""
-    if "sessions" in obj:
-        return "a canonical conversation (--format jsonl)"
-    if "mapping" in obj:
-        return "a ChatGPT export conversation (--format chatgpt)"
-    if not isinstance(obj.get("messages"), list):
-        return "no Messages conversation (no messages list)"
+    mismatch = message_list_mismatch(obj, "Messages")
+    if mismatch is not None:
+        return mismatch
     if not looks_anthropic(obj) and any(isinstance(m, dict) and (m.get("tool_calls") or m.get("role") in ("tool", "system"))
                                         for m in obj["messages"]):
         return "an OpenAI chat-completion conversation (--format openai)"

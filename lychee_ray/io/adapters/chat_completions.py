@@ -16,7 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from lychee_ray.io.adapters.agent_turns import MESSAGE_ROLES, ToolLinker, arguments_text, content_text, message_log_item
+from lychee_ray.io.adapters.agent_turns import (MESSAGE_ROLES, ToolLinker, arguments_text, content_text,
+                                               message_list_mismatch, message_log_item)
 from lychee_ray.io.adapters.base import AdapterItem
 from lychee_ray.io.adapters.documents import read_objects_as
 
@@ -34,12 +35,9 @@ def turn_id_of(message: dict[str, Any], position: int) -> str:
 
 def recognise(obj: dict[str, Any]) -> str | None:
     """None when ``obj`` reads as a chat-completion conversation, else what it looks like."""
-    if "sessions" in obj:
-        return "a canonical conversation (--format jsonl)"
-    if "mapping" in obj:
-        return "a ChatGPT export conversation (--format chatgpt)"
-    if not isinstance(obj.get("messages"), list):
-        return "no chat-completion conversation (no messages list)"
+    mismatch = message_list_mismatch(obj, "chat-completion")
+    if mismatch is not None:
+        return mismatch
     if looks_anthropic(obj):
         return "an Anthropic Messages conversation (--format anthropic)"
     return None
