@@ -17,6 +17,8 @@ from typing import IO, Any, Callable
 TTY_REFRESH_S = 0.5
 # tqdm's format without its own remaining-time field: our ETA (or nothing) travels in the postfix.
 _BAR_FORMAT = "{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+# ProgressDisplay.update's default: the ETA of its own item clock
+_CLOCK: Any = object()
 
 
 def is_terminal(stream: Any) -> bool:
@@ -67,6 +69,37 @@ class EtaClock:
         return (total - done) * (now - t1) / (done - d1)
 
 
+class WorkEta:
+    """Remaining time of a run whose items differ in size (a build: conversations of 20 or 700
+    turns): what is left, in turns, over the rate of the work actually done (turns built per second,
+    measured from the first built item, so start-up and warm-up do not count). Items finished
+    without work (skipped, failed) shrink what is left without inflating the rate. The rate needs
+    ``min_elapsed_s`` seconds and two more built items after the first (items often finish in bursts:
+    a rate over milliseconds would promise the impossible)."""
+
+    def __init__(self, policy: EtaPolicy) -> None:
+        self.policy = policy
+        self.t0 = time.perf_counter()
+        self._first: tuple[float, int] | None = None  # (time, worked) at the first worked item
+
+    def remaining_s(self, worked: int, finished: int, total: int | None, items_worked: int) -> float | None:
+        """Seconds left, or None while too little is done to tell: ``worked`` units built so far
+        (``items_worked`` items), ``finished`` units done in any way, ``total`` units in all."""
+        now = time.perf_counter()
+        if worked > 0 and self._first is None:
+            self._first = (now, worked)
+        if not total:
+            return None
+        if finished >= total:
+            return 0.0
+        if self._first is None or items_worked < 3 or finished < self.policy.min_done_fraction * total:
+            return None
+        t1, w1 = self._first
+        if worked <= w1 or now - t1 < max(self.policy.min_elapsed_s, 1e-9):
+            return None
+        return (total - finished) * (now - t1) / (worked - w1)
+
+
 def format_seconds(s: float) -> str:
     """``42s``, ``3m05s``, ``1h02m``."""
     s = int(round(s))
@@ -103,17 +136,26 @@ class ProgressDisplay:
         finished = bool(self.total) and self.done >= self.total
         return "" if left is None or finished else f"ETA {format_seconds(left)}"
 
-    def update(self, done: int, detail: str | Callable[[], str] = "", force: bool = False) -> None:
+    def update(self, done: int, detail: str | Callable[[], str] = "", force: bool = False,
+               remaining_s: float | None | Callable[[], float | None] = _CLOCK) -> None:
         """Show ``done`` items finished; ``detail`` is a short status (or a function making it, called
-        only when something is shown)."""
+        only when something is shown); ``remaining_s``: an ETA the caller measures (seconds, None =
+        none yet; a function is called only when shown) instead of the item clock's."""
         self.done = done
-        eta = self.eta_text()
+        if remaining_s is _CLOCK:
+            eta = self.eta_text()
+        else:
+            eta = ""  # (the caller's estimate is read below, only when a line is shown)
         now = time.perf_counter()
         wait = TTY_REFRESH_S if self._bar is not None else self.interval_s
         if not force and self._last_line is not None and now - self._last_line < wait:
             return
         self._last_line = now
         detail = detail() if callable(detail) else detail
+        if remaining_s is not _CLOCK:
+            left = remaining_s() if callable(remaining_s) else remaining_s
+            finished = bool(self.total) and done >= (self.total or 0)
+            eta = "" if left is None or finished else f"ETA {format_seconds(left)}"
         if self._bar is not None:
             self._bar.n = done
             self._bar.set_postfix_str(", ".join(x for x in (detail, eta) if x), refresh=False)
@@ -129,10 +171,10 @@ class ProgressDisplay:
             return
         self._closed = True
         if self._bar is not None:
-            self.update(self.done, detail, force=True)
+            self.update(self.done, detail, force=True, remaining_s=None)
             self._bar.close()
-        elif self.done:
-            self.update(self.done, detail, force=True)
+        elif self.done or self._last_line is not None:
+            self.update(self.done, detail, force=True, remaining_s=None)
 
 
-__all__ = ["EtaClock", "EtaPolicy", "ProgressDisplay", "format_seconds", "is_terminal"]
+__all__ = ["EtaClock", "EtaPolicy", "ProgressDisplay", "WorkEta", "format_seconds", "is_terminal"]

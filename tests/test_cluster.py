@@ -32,10 +32,10 @@ pytestmark = pytest.mark.ray
 STORE = "s3"  # "local": a directory under tmp_path; "s3": a bucket on the S3 test server
 
 REPO = Path(__file__).resolve().parent.parent
-# Two builder actors of half a CPU on worker nodes of two logical CPUs: Ray Data's SPREAD puts one
-# on each node; after a node dies, both and Ray Data's repartition task (one whole CPU) still fit
-# on the survivor (with one CPU per node that task could never be placed beside an actor).
-CLUSTER_SETS = ["ray.actor_num_cpus=0.5", "ray.reader_num_cpus=0.25", "ray.min_actors=2", "ray.max_actors=2",
+# Two build-stage actors of half a CPU on worker nodes of two logical CPUs: Ray Data's SPREAD puts
+# one on each node; the other stages' actors (0.1 + 0.25 + 0.25 + 0.1 CPU) and the read task (0.1)
+# fit beside them, and after a node dies everything still fits on the survivor (2 CPUs).
+CLUSTER_SETS = ["ray.stages.build.num_cpus=0.5", "ray.stages.build.concurrency=2", "ray.stages.build.max_concurrency=0",
                 "build.conversations_in_flight=2", "build.compact_conversations_per_file=0", "ray.progress_interval_s=2"]
 
 

@@ -79,7 +79,7 @@ def locomo_dir(tmp_path: Path, n: int = 2) -> Path:
 def base_sets(srv: OpenAIServer) -> list[str]:
     """Pseudo-embeddings from the test server (no model load), small Ray pools."""
     return ["embedding.backend=openai", f"embedding.base_url={srv.base_url}", "llm.api_key=test",
-            "eval.max_actors=1", "eval.batch_size=4", "eval.flush_every=2", "ray.max_actors=1",
+            "eval.max_actors=1", "eval.batch_size=4", "eval.flush_every=2", "ray.stages.build.max_concurrency=0",
             "ray.progress_interval_s=1"]
 
 

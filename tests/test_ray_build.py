@@ -126,7 +126,9 @@ def test_killed_job_rerun_builds_each_conversation_once(ray_session, tmp_path):
     out = tmp_path / "store"
     with OpenAIServer(handler=encoder_reply, latency_s=0.25) as srv:
         env = {**os.environ, "RAY_ADDRESS": _gcs_address(), "LYCHEE_LLM_BASE_URL": srv.base_url, "OPENAI_API_KEY": "test"}
-        sets = ["--set", "build.conversations_in_flight=2", "--set", "ray.max_actors=1"]
+        # one conversation per batch from the build stage on: commits stream one by one (a kill lands mid-run)
+        sets = ["--set", "build.conversations_in_flight=2", "--set", "ray.stages.build.max_concurrency=0",
+                *(f"--set=ray.stages.{st}.batch_size=1" for st in ("build", "embed_memory", "commit"))]
         proc = subprocess.Popen(
             [sys.executable, "-m", "lychee_ray.cli.main", "build", "--input", str(src), "--format", "jsonl", "--out", str(out), "--llm", "openai", *sets],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

@@ -102,7 +102,7 @@ async def delta_increment(
                                                                changed_nodes[i].text) for i in embedded]
     have = [known.records.get(k) if isinstance(k, str) else known.nodes.get(k) for k, _ in wanted]
     texts = [t for (_, t), v in zip(wanted, have) if v is None]
-    fresh = iter(await ctx.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32))
+    fresh = iter(await ctx.memory_embed(texts) if texts else np.zeros((0, dim), dtype=np.float32))
     vecs = np.asarray([v if v is not None else next(fresh) for v in have], dtype=np.float32).reshape(-1, dim)
     rec_vecs, node_vecs = vecs[: len(up_records)], vecs[len(up_records):]
 

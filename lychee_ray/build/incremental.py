@@ -325,7 +325,7 @@ def make_append_context(cfg: Any, backend: str, embedder: Any, llm_client: Any =
     worker thread instead of through the build's cross-request batcher; ``llm_client`` (``openai``
     backend) is shared with the caller, and its ledger records the encode calls.
     """
-    from lychee_ray.build.runner import make_encoder  # runner imports this module
+    from lychee_ray.build.processor import make_encoder  # processor imports this module
 
     async def embed(texts: Any) -> np.ndarray:
         return np.asarray(await asyncio.to_thread(embedder.encode, list(texts)), dtype=np.float32)

@@ -22,6 +22,7 @@ from lychee_ray.build.encode.guard import ConversationMemory, RecordGuard
 from lychee_ray.llm.usage import UsageLedger
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.build.nodes import build_nodes
+from lychee_ray.build.vectors import VectorPlan, plan_vectors
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
 from lychee_ray.build.segment import (
@@ -58,6 +59,13 @@ class BuildContext:
     embedder_name: str
     encoder: SegmentEncoder
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    # record and node texts (``embedding.memory_quantization``); None = ``embed``, as turns
+    embed_memory: EmbedFn | None = None
+
+    @property
+    def memory_embed(self) -> EmbedFn:
+        """The embedding function for record and node texts."""
+        return self.embed_memory or self.embed
 
     @property
     def fingerprint(self) -> str:
@@ -242,7 +250,24 @@ class KnownVectors:
     nodes: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
 
-async def assemble_artifacts(
+@dataclass
+class PendingArtifacts:
+    """A conversation built up to its record and node vectors: ``plan`` says which texts to embed;
+    :meth:`complete` takes their vectors (the staged build embeds many conversations' at once)."""
+
+    artifacts: ConversationArtifacts
+    plan: VectorPlan
+
+    def complete(self, fresh: np.ndarray) -> ConversationArtifacts:
+        """The artifacts with the vectors of ``plan.texts`` (in order) and the known ones."""
+        dim = self.artifacts.info.embedding_dim
+        vecs = self.plan.vectors(fresh, dim)
+        self.artifacts.record_vectors = vecs[: self.plan.num_records]
+        self.artifacts.node_vectors = vecs[self.plan.num_records:]
+        return self.artifacts
+
+
+def assemble_pending(
     conv: Conversation,
     ctx: BuildContext,
     rows: list[SegmentRow],
@@ -255,22 +280,19 @@ async def assemble_artifacts(
     timings: dict[str, float],
     known: KnownVectors | None = None,
     last_increment: LastIncrement | None = None,
-) -> ConversationArtifacts:
-    """Nodes (rebuilt from all records), vectors (embedding only what ``known`` lacks, in one call)
-    and the commit marker's fields around a conversation's segment rows and records."""
+) -> PendingArtifacts:
+    """Nodes (rebuilt from all records) and the commit marker's fields around a conversation's
+    segment rows and records; the record and node vectors are left to :meth:`PendingArtifacts.complete`
+    (embedding only what ``known`` lacks)."""
     t0 = time.perf_counter()
     cfg = ctx.cfg
     known = known or KnownVectors()
     turn_order = [t.turn_id for *_, t in conv.iter_turns()]
     nodes = build_nodes(records, turn_order, cfg.nodes)
-    node_rows = [i for i, n in enumerate(nodes) if len(n.record_ids) >= cfg.nodes.min_records_to_embed]
-    wanted = [(r.record_id, r.text) for r in records] + [((nodes[i].node_id, nodes[i].text), nodes[i].text) for i in node_rows]
-    have = [known.records.get(k) if isinstance(k, str) else known.nodes.get(k) for k, _ in wanted]
-    texts = [t for (_, t), v in zip(wanted, have) if v is None]
-    fresh = iter(await ctx.embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32))
-    vecs = np.asarray([v if v is not None else next(fresh) for v in have], dtype=np.float32).reshape(-1, ctx.embed_dim)
+    plan = plan_vectors(records, nodes, cfg.nodes.min_records_to_embed, known.records, known.nodes)
     turns = pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA)
-    return ConversationArtifacts(
+    empty = np.zeros((0, ctx.embed_dim), dtype=np.float32)
+    art = ConversationArtifacts(
         conversation_id=conv.conversation_id,
         user_id=conv.user_id,
         records=records,
@@ -278,9 +300,9 @@ async def assemble_artifacts(
         turns=turns,
         segments=rows,
         usage=usage,
-        record_vectors=vecs[: len(records)],
-        node_vectors=vecs[len(records):],
-        node_vector_rows=node_rows,
+        record_vectors=empty,
+        node_vectors=empty,
+        node_vector_rows=plan.node_rows,
         turn_vectors=np.asarray(turn_vectors, dtype=np.float32),
         fingerprint=ctx.fingerprint,
         segstate=segstate,
@@ -297,15 +319,25 @@ async def assemble_artifacts(
             last_increment=last_increment,
         ),
     )
+    return PendingArtifacts(art, plan)
 
 
-async def build_conversation(
+async def assemble_artifacts(conv: Conversation, ctx: BuildContext, rows: list[SegmentRow], records: list[MemoryRecord],
+                             turn_vectors: np.ndarray, **kwargs: Any) -> ConversationArtifacts:
+    """:func:`assemble_pending` with the record and node vectors embedded at once (one call)."""
+    pending = assemble_pending(conv, ctx, rows, records, turn_vectors, **kwargs)
+    texts = pending.plan.texts
+    fresh = await ctx.memory_embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32)
+    return pending.complete(fresh)
+
+
+async def build_pending(
     conv: Conversation,
     ctx: BuildContext,
     previous: ConversationData | None = None,
     turn_vectors: np.ndarray | None = None,
-) -> ConversationArtifacts:
-    """Build everything for one conversation (no I/O); ``previous`` enables reuse of ok segments."""
+) -> PendingArtifacts:
+    """Build one conversation (no I/O) up to its record and node vectors; ``previous`` enables reuse of ok segments."""
     t0 = time.perf_counter()
     cfg = ctx.cfg
     if turn_vectors is None:
@@ -316,11 +348,23 @@ async def build_conversation(
     prev = previous_outcomes(previous) if previous is not None else None
     rows, records = await encode_segments(conv, seg.segments, ctx, prev)
     t_enc = time.perf_counter()
-    ledger = UsageLedger(u for u in ctx.ledger if u.conversation_id == conv.conversation_id)
+    ledger = ctx.ledger.of_conversation(conv.conversation_id)
     tail = [segment_id(conv.conversation_id, s.segment_index) for s in seg.tail]
-    return await assemble_artifacts(
+    return assemble_pending(
         conv, ctx, rows, records, turn_vectors, segstate=make_segstate(conv, seg.state, tail), usage=ledger.to_table(),
         tokens=usage_tokens(ledger),
         timings={"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4),
                  "llm_latency": round(sum(u.latency_s for u in ledger), 4)},
     )
+
+
+async def build_conversation(
+    conv: Conversation,
+    ctx: BuildContext,
+    previous: ConversationData | None = None,
+    turn_vectors: np.ndarray | None = None,
+) -> ConversationArtifacts:
+    """Build everything for one conversation (no I/O); ``previous`` enables reuse of ok segments."""
+    pending = await build_pending(conv, ctx, previous, turn_vectors)
+    texts = pending.plan.texts
+    return pending.complete(await ctx.memory_embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32))

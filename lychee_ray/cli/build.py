@@ -69,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
         from lychee_ray.build.runner import run_local_build as run_build
     else:
         from lychee_ray.ray.build_job import run_ray_build as run_build
+    # progress on stderr from the first second (the same display in both runners)
     summary = run_build(cfg, fmt, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed,
-                        on_conflict=args.on_conflict)
+                        on_conflict=args.on_conflict, progress=True)
     for line in summary.error_lines():
         print(line, file=sys.stderr)
     if args.json:

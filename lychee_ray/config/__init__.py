@@ -32,7 +32,7 @@ from lychee_ray.config.query import (
     RerankConfig,
     SelectConfig,
 )
-from lychee_ray.config.ray import RayConfig
+from lychee_ray.config.ray import BuildStagesConfig, RayConfig, StageConfig
 from lychee_ray.config.root import FINGERPRINT_OMIT_AT_DEFAULT, LycheeConfig
 from lychee_ray.config.serve import ApiKeyConfig, ServeAutoscalingConfig, ServeConfig
 from lychee_ray.config.store import StoreConfig
@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
     "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
     "NodesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
+    "BuildStagesConfig", "StageConfig",
     "RerankConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig", "StoreConfig",
     "SurpriseConfig", "TokenizerConfig", "ToolRecordsConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",
 ]

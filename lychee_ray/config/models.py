@@ -37,6 +37,23 @@ class EmbeddingConfig(Section):
     batch_wait_ms: float = Field(ge=0)
     # Upper bound on texts per coalesced call.
     max_batch_texts: int = Field(ge=1)
+    # Record and node vectors of builds (local onnx runtime on CPU): int8 = the query model (per-channel
+    # int8 weights, one text per run so a text's vector never depends on its batch), none = fp32.
+    # Turn vectors stay fp32 always: the segmenter cuts on them (stored segments must not change).
+    memory_quantization: Literal["none", "int8"]
+    # Texts whose vectors a build's embedder keeps (LRU, per process): node texts (topics, dates,
+    # names) repeat across conversations; 0 = off.
+    memo_texts: int = Field(ge=0)
+    # ONNX Runtime worker threads spin while waiting for work: lower latency, but CPU burnt for
+    # nothing when the cores are shared (builds, Ray actors); false = they sleep.
+    allow_spinning: bool
+    # Intra-op threads of a build's local models (0 = num_threads): one thread costs the least CPU per
+    # text (a build keeps its cores busy with its stages and conversations instead).
+    build_threads: int = Field(ge=0)
+
+    def for_build(self) -> "EmbeddingConfig":
+        """This section as a build's embedders use it (``build_threads``)."""
+        return self.model_copy(update={"num_threads": self.build_threads}) if self.build_threads else self
 
 class RateLimitConfig(Section):
     # Token buckets refill continuously; 0 disables that bucket.

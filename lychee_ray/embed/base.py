@@ -21,6 +21,9 @@ from lychee_ray.config import EmbeddingConfig, LLMConfig
 
 log = logging.getLogger(__name__)
 
+# The local embedder's name (recorded in the store's manifest) when ``embedding.model`` is not set.
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
 
 class Embedder(Protocol):
     """Anything that maps texts to unit vectors."""
@@ -50,17 +53,28 @@ def dedup_texts(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
     return list(index), inverse
 
 
+def embedder_name(cfg: EmbeddingConfig) -> str:
+    """The name the configured embedder will have (stores record it; builds fingerprint it),
+    known without loading the model."""
+    if cfg.backend == "local":
+        return cfg.model or DEFAULT_MODEL_NAME
+    return cfg.openai_model
+
+
 _CACHE: dict[str, Embedder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
 def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries: bool = False,
-                 private: bool = False) -> Embedder:
+                 memory: bool = False, private: bool = False) -> Embedder:
     """Build (once per process and config) the configured embedder. ``queries=True`` is the one for
-    query texts: with the local onnx runtime it applies ``embedding.query_quantization``.
+    query texts: with the local onnx runtime it applies ``embedding.query_quantization``;
+    ``memory=True`` the one for a build's record and node texts (``embedding.memory_quantization``).
     ``private=True``: a new instance of its own, not shared (a local model runs one call at a
     time, so work that must not wait behind another's — background encoding — gets its own)."""
-    quantize = cfg.query_quantization if queries and cfg.backend == "local" and cfg.runtime == "onnx" else "none"
+    quantize = "none"
+    if cfg.backend == "local" and cfg.runtime == "onnx" and cfg.device == "cpu":
+        quantize = cfg.query_quantization if queries else cfg.memory_quantization if memory else "none"
     key = f"{cfg.model_dump_json()}|{quantize}"
     if private:
         return _build(cfg, llm, quantize)
@@ -88,4 +102,4 @@ def _build(cfg: EmbeddingConfig, llm: LLMConfig | None, quantize: str) -> Embedd
     return emb
 
 
-__all__ = ["Embedder", "dedup_texts", "get_embedder", "normalise_rows"]
+__all__ = ["Embedder", "dedup_texts", "embedder_name", "get_embedder", "normalise_rows"]

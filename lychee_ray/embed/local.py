@@ -16,12 +16,10 @@ import numpy as np
 
 from lychee_ray.config import EmbeddingConfig
 from lychee_ray.embed.agreement import checked_agreement
-from lychee_ray.embed.base import dedup_texts, normalise_rows
+from lychee_ray.embed.base import DEFAULT_MODEL_NAME, dedup_texts, normalise_rows
 
 log = logging.getLogger(__name__)
 
-# The embedder's name (recorded in the store's manifest) when ``embedding.model`` is not set.
-DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def offline_minilm_path() -> str:
@@ -65,7 +63,7 @@ class LocalEmbedder:
                 for q in dict.fromkeys((quantize, "none")):
                     try:
                         enc = OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir, threads=torch.get_num_threads(),
-                                                  quantize=q)
+                                                  quantize=q, spinning=cfg.allow_spinning)
                         if q != "none":
                             worst = checked_agreement(enc, enc.path, lambda: OnnxSentenceEncoder(
                                 self._model, cfg.onnx_cache_dir, threads=1), self._batch)

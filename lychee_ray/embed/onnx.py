@@ -204,14 +204,17 @@ def _quantize_int8(src: Path, path: Path) -> None:
 Tokenize = Callable[[list[str]], Mapping[str, np.ndarray]]
 
 
-def open_session(path: Path, threads: int) -> Any:
-    """An ONNX Runtime CPU session of the model at ``path`` (``threads`` 0 = ORT's default)."""
+def open_session(path: Path, threads: int, spinning: bool = True) -> Any:
+    """An ONNX Runtime CPU session of the model at ``path`` (``threads`` 0 = ORT's default);
+    ``spinning`` False: idle worker threads sleep instead of spin-waiting (``embedding.allow_spinning``)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     if threads > 0:
         so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    if not spinning:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
@@ -220,11 +223,12 @@ def open_session(path: Path, threads: int) -> Any:
 class OnnxEncoder:
     """Runs an exported mean-pooled sentence model (fp32 or int8) on texts tokenized by ``tokenize``."""
 
-    def __init__(self, path: Path, tokenize: Tokenize, quantize: str = "none", threads: int = 0) -> None:
+    def __init__(self, path: Path, tokenize: Tokenize, quantize: str = "none", threads: int = 0,
+                 spinning: bool = True) -> None:
         self.path = path
         self.quantize = quantize
         self._tokenize = tokenize
-        self._session = open_session(path, threads)
+        self._session = open_session(path, threads, spinning)
         self.input_names = [i.name for i in self._session.get_inputs()]
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
@@ -250,7 +254,7 @@ class OnnxSentenceEncoder(OnnxEncoder):
     the cache on first use; tokenized by the model itself."""
 
     def __init__(self, model: Any, cache_dir: str | Path | None = None, threads: int = 0,
-                 quantize: str = "none") -> None:
+                 quantize: str = "none", spinning: bool = True) -> None:
         import warnings
 
         reason = unsupported_reason(model)
@@ -277,7 +281,7 @@ class OnnxSentenceEncoder(OnnxEncoder):
             feats = model.preprocess(texts)
             return {n: feats[n].cpu().numpy() for n in input_names}
 
-        super().__init__(path, tokenize, quantize, threads)
+        super().__init__(path, tokenize, quantize, threads, spinning)
 
 
 __all__ = ["INT8_SCHEME", "OnnxEncoder", "OnnxSentenceEncoder", "Tokenize", "default_cache_dir", "onnx_paths",

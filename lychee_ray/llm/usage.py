@@ -160,19 +160,30 @@ class UsageLedger:
 
     def __init__(self, entries: Iterable[CallUsage] = ()) -> None:
         self._lock = threading.Lock()
-        self._entries: list[CallUsage] = list(entries)
+        self._entries: list[CallUsage] = []
+        # conversation id -> its entries: a long-lived builder's ledger holds every conversation it
+        # built, and each build reads its own entries back (of_conversation) without a scan of all
+        self._by_conversation: dict[str, list[CallUsage]] = {}
+        self._add(list(entries))
+
+    def _add(self, items: list[CallUsage]) -> None:
+        """Append (the caller holds the lock, or nobody else has the ledger yet)."""
+        self._entries.extend(items)
+        for u in items:
+            if u.conversation_id is not None:
+                self._by_conversation.setdefault(u.conversation_id, []).append(u)
 
     # -- writing ---------------------------------------------------------------------------------
     def record(self, usage: CallUsage) -> None:
         """Append one call."""
         with self._lock:
-            self._entries.append(usage)
+            self._add([usage])
 
     def extend(self, usages: Iterable[CallUsage]) -> None:
         """Append several calls."""
         items = list(usages)
         with self._lock:
-            self._entries.extend(items)
+            self._add(items)
 
     def merge(self, other: "UsageLedger") -> None:
         """Append every entry of ``other`` (which is left unchanged)."""
@@ -192,6 +203,7 @@ class UsageLedger:
         """Return all entries and empty the ledger (for periodic flushes to storage)."""
         with self._lock:
             out, self._entries = self._entries, []
+            self._by_conversation = {}
         return out
 
     # -- reading ---------------------------------------------------------------------------------
@@ -199,6 +211,11 @@ class UsageLedger:
         """A snapshot copy of the entries."""
         with self._lock:
             return list(self._entries)
+
+    def of_conversation(self, conversation_id: str) -> "UsageLedger":
+        """A new ledger of this conversation's entries (in order), found without a scan of the others."""
+        with self._lock:
+            return UsageLedger(self._by_conversation.get(conversation_id, ()))
 
     def __len__(self) -> int:
         with self._lock:
@@ -268,8 +285,7 @@ class UsageLedger:
         return {"entries": self.entries()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._lock = threading.Lock()
-        self._entries = list(state["entries"])
+        self.__init__(state["entries"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
         t = self.totals()

@@ -82,7 +82,7 @@ class LocalCluster:
     ``head_cpus`` defaults to 0 so that tasks and actors run on the worker nodes (the head keeps the
     GCS, the dashboard, the job supervisor and the job's driver); ``worker_cpus`` is what each worker
     node advertises (whole logical CPUs, as ``ray start`` takes them; actors and tasks ask for
-    fractions of them: ``ray.actor_num_cpus``). ``env`` is added to every node's environment (e.g. ``S3Server.env()``).
+    fractions of them: ``ray.stages.<stage>.num_cpus``). ``env`` is added to every node's environment (e.g. ``S3Server.env()``).
     """
 
     workers: int = 2
@@ -232,18 +232,32 @@ class LocalCluster:
         return sorted(n["node_id"] for n in self.node_table() if n.get("state") == "ALIVE" and not n.get("is_head_node"))
 
     def node_pids(self) -> dict[str, list[int]]:
-        """Process ids of every alive node's process group (its ``ray start``, raylet, agents, workers;
-        the head's also the job supervisors and the jobs' drivers), by node name."""
+        """Process ids of every alive node: its process group (``ray start``, raylet, GCS, agents)
+        and every descendant of those — Ray's worker processes (the actors) start process groups
+        of their own, so the group alone misses them; the head's also the job supervisors and the
+        jobs' drivers. By node name."""
         groups = {n.proc.pid: n.name for n in self.nodes if n.alive}
         out: dict[str, list[int]] = {name: [] for name in groups.values()}
+        children: dict[int, list[int]] = {}
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
+                pid = int(entry.name)
                 try:
-                    name = groups.get(os.getpgid(int(entry.name)))
-                except OSError:
+                    ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                    name = groups.get(os.getpgid(pid))
+                except (OSError, IndexError, ValueError):
                     continue
+                children.setdefault(ppid, []).append(pid)
                 if name is not None:
-                    out[name].append(int(entry.name))
+                    out[name].append(pid)
+        for name, members in out.items():
+            seen, todo = set(members), list(members)
+            while todo:
+                for child in children.get(todo.pop(), []):
+                    if child not in seen:
+                        seen.add(child)
+                        todo.append(child)
+            out[name] = sorted(seen)
         return out
 
     def node_rss_bytes(self) -> dict[str, int]:

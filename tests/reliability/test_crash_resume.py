@@ -8,7 +8,7 @@ its commit marker is unchanged at the end) and nothing lost (the final store hol
 * every file operation of the build's commits, compaction and manifest (in process, no Ray);
 * the Ray job's driver, SIGKILLed at seeded random points in a loop of runs on one store, while
   a reader polls the store;
-* one ``ConversationBuilder`` actor (and the rate limiter actor) killed with ``ray.kill`` mid-run.
+* one build-stage actor (``BuildStage``) and the rate limiter actor killed with ``ray.kill`` mid-run.
 
 ``LYCHEE_RELIABILITY_ROUNDS`` (default 2) sets the loop sizes CI runs; the ``slow`` variants (run
 with ``LYCHEE_SLOW=1``) loop longer.
@@ -40,7 +40,9 @@ pytestmark = pytest.mark.reliability
 
 ROUNDS = max(1, int(os.environ.get("LYCHEE_RELIABILITY_ROUNDS", "2")))
 SEED = int(os.environ.get("LYCHEE_RELIABILITY_SEED", "20240909"))
-BUILDER_CLASS = "MapWorker(MapBatches(ConversationBuilder))"
+BUILDER_CLASS = "MapWorker(MapBatches(BuildStage))"
+# one conversation per batch from the build stage on: commits stream one by one, so a kill lands mid-run
+STREAMING_SETS = [f"ray.stages.{st}.batch_size=1" for st in ("build", "embed_memory", "commit")]
 LATENCY_S = 0.4  # the fake LLM's reply time: keeps a run long enough to be killed mid-way
 
 
@@ -276,7 +278,8 @@ def _driver_kill_loop(ray_session, tmp_path: Path, rounds: int) -> None:
         env = {**os.environ, "RAY_ADDRESS": ray_session.get_runtime_context().gcs_address,
                "LYCHEE_LLM_BASE_URL": srv.base_url, "OPENAI_API_KEY": "test"}
         cmd = [sys.executable, "-m", "lychee_ray.cli.main", "build", "--input", str(src), "--format", "jsonl", "--out", str(out),
-               "--llm", "openai", "--set", "build.conversations_in_flight=2", "--set", "ray.max_actors=1"]
+               "--llm", "openai", "--set", "build.conversations_in_flight=2", "--set", "ray.stages.build.max_concurrency=0",
+               *(f"--set={kv}" for kv in STREAMING_SETS)]
         poller = PollingReader(out)
         poller.start()
         try:
@@ -325,17 +328,18 @@ def test_driver_killed_at_random_points_long_loop(ray_session, tmp_path):
 
 
 class ActorKiller(threading.Thread):
-    """After the first commit (+ a seeded random delay) ``ray.kill`` one alive actor of ``cls``."""
+    """After the first commit (or ``ready()``) + a seeded random delay, ``ray.kill`` one alive actor of ``cls``."""
 
-    def __init__(self, out: Path, cls: str, no_restart: bool, seed: str) -> None:
+    def __init__(self, out: Path, cls: str, no_restart: bool, seed: str, ready: Any = None) -> None:
         super().__init__(daemon=True)
         self.out, self.cls, self.no_restart, self.rng = out, cls, no_restart, random.Random(seed)
+        self.ready = ready or (lambda: _commits(self.out) >= 1)
         self.killed: list[str] = []
         self.snapshot: dict = {}
 
     def run(self) -> None:
         deadline = time.time() + 180
-        while _commits(self.out) < 1 and time.time() < deadline:
+        while not self.ready() and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(self.rng.uniform(0.0, 0.3))
         alive = [aid for aid, a in _actors(self.cls).items() if a.get("State") == "ALIVE"]
@@ -352,7 +356,7 @@ def _actor_run(tmp_path: Path, n: int, seed: int):
 
 def _cfg(srv: OpenAIServer, *sets: str):
     return load_config(env={}, sets=["llm.base_url=" + srv.base_url, "llm.api_key=test", "build.conversations_in_flight=2",
-                                     "ray.max_actors=1", *sets])
+                                     "ray.stages.build.max_concurrency=0", *STREAMING_SETS, *sets])
 
 
 @pytest.mark.ray
@@ -410,8 +414,11 @@ def test_rate_limiter_killed_quarantines_segments_then_retry_failed(ray_session,
 
     n = 6
     src, ids, out = _actor_run(tmp_path, n, seed=6)
-    killer = ActorKiller(out, "RateLimiterActor", no_restart=True, seed=f"{SEED}-limiter")
     with OpenAIServer(handler=encoder_reply, latency_s=LATENCY_S) as srv:
+        # killed while segments are being encoded (the LLM work runs ahead of the commits: the
+        # embedding stages behind it may still be loading their model)
+        killer = ActorKiller(out, "RateLimiterActor", no_restart=True, seed=f"{SEED}-limiter",
+                             ready=lambda: len(srv.chat_requests()) >= 3)
         killer.start()
         first = run_ray_build(_cfg(srv, "ray.progress_interval_s=0.1"), "jsonl", src, out, backend="openai", progress=True)
         killer.join(30)

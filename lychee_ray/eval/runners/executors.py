@@ -53,8 +53,8 @@ class LocalExecutor:
         self.limiter = make_rate_limiter(cfg.llm.rate_limit) if backend == "openai" else None
 
     def build_store(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: str, progress: bool) -> BuildSummary:
-        """In-process build (``run_local_build``); ``progress`` is not shown by the local runner."""
-        return run_local_build(cfg, "jsonl", input_path, out, backend=backend)
+        """In-process build (``run_local_build``), with the build's progress display."""
+        return run_local_build(cfg, "jsonl", input_path, out, backend=backend, progress=progress)
 
     def answer_questions(self, spec: dict[str, Any], questions: list[QuestionPayload], run_dir: Path,
                          progress: ProgressFn | None = None) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -52,11 +51,9 @@ from lychee_ray.eval.setup.layout import RunLayout
 from lychee_ray.eval.setup.variants import Variant, query_config, variant_key, with_rule_twins
 from lychee_ray.io.store.fs import is_remote, root_string, store_root
 from lychee_ray.llm.backend import resolve_backend
+from lychee_ray.progress import EtaPolicy, ProgressDisplay
 
 log = logging.getLogger(__name__)
-
-# A progress line at most this often (and always at the end).
-PROGRESS_EVERY_S = 10.0
 
 
 @dataclass
@@ -87,23 +84,27 @@ def local_executor(cfg: LycheeConfig, backend: str) -> Executor:
 
 
 def _progress_printer(name: str, enabled: bool, cfg: LycheeConfig) -> Callable[[int, int], None] | None:
-    """Progress lines with an honest ETA: none until ``ray.progress_eta_*`` say enough is done."""
+    """The build's progress display (lychee_ray.progress), for questions answered: a line from the
+    first answer, then one per ``ray.progress_interval_s``, with an ETA once ``ray.progress_eta_*``
+    say enough is done."""
     if not enabled:
         return None
-    from lychee_ray.progress import EtaClock, EtaPolicy, format_seconds
-
-    clock = EtaClock(EtaPolicy(cfg.ray.progress_eta_min_done_fraction, cfg.ray.progress_eta_min_elapsed_s))
-    last = [0.0]
+    rc = cfg.ray
+    display: list[ProgressDisplay] = []
 
     def show(done: int, total: int) -> None:
-        left = clock.remaining_s(done, total)  # called on every update: it notes the first finished item
-        now = time.perf_counter()
-        if done != total and now - last[0] < PROGRESS_EVERY_S:
-            return
-        last[0] = now
-        rate = done / max(1e-9, clock.elapsed())
-        eta = f" ETA {format_seconds(left)}" if left is not None and done < total else ""
-        print(f"[eval {name}] {done}/{total} questions {rate:.2f} q/s{eta}", file=sys.stderr, flush=True)
+        if not display:
+            display.append(ProgressDisplay(f"eval {name}", total, "questions", interval_s=rc.progress_interval_s,
+                                           eta=EtaPolicy(rc.progress_eta_min_done_fraction, rc.progress_eta_min_elapsed_s)))
+        d = display[0]
+        d.total = total
+
+        def rate() -> str:
+            return f"{done / max(1e-9, d.clock.elapsed()):.2f} q/s"
+
+        d.update(done, rate)
+        if done >= total:
+            d.close(rate())
 
     return show
 

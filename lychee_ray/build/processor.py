@@ -1,0 +1,204 @@
+"""One conversation at a time, under its write lock: :class:`ConversationProcessor` takes an adapter
+item to exactly one :class:`~lychee_ray.build.outcomes.Outcome` — skipped (committed with the same
+fingerprint and turns), appended (new turns of a stored conversation), built, or failed
+(quarantined with its stage and message).
+
+The staged build (build/stages/) builds new conversations in stages across processes and hands
+this class the rest: increments, ``--retry-failed``, stores to migrate, and a conversation whose
+commit marker changed between the decision and the commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from lychee_ray.build.append_types import IncrementError
+from lychee_ray.build.encode.base import SegmentEncoder
+from lychee_ray.build.encode.system_prompt import SystemPromptOnce
+from lychee_ray.build.incremental import async_write_lock, extend_conversation
+from lychee_ray.build.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
+from lychee_ray.build.pipeline import BuildContext, build_conversation
+from lychee_ray.build.stored import check_history, load_stored
+from lychee_ray.config import LycheeConfig
+from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
+from lychee_ray.embed import AsyncBatchEmbedder, Embedder, get_embedder
+from lychee_ray.embed.memo import with_memo
+from lychee_ray.io.adapters import AdapterItem
+from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, read_part
+from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.io.store.marker import CommitMarker
+from lychee_ray.io.store.writer import turns_digest
+from lychee_ray.llm.backend import make_llm_client
+from lychee_ray.llm.ratelimit import RateLimiter
+
+log = logging.getLogger(__name__)
+
+
+def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None) -> SegmentEncoder:
+    """The segment encoder for ``backend`` (``openai`` gets an LLM client using ``limiter``), encoding
+    each distinct system prompt once per process (:class:`SystemPromptOnce`)."""
+    return SystemPromptOnce(_backend_encoder(cfg, backend, limiter), cfg.build.system_prompt_cache)
+
+
+def _backend_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None) -> SegmentEncoder:
+    if backend == "openai":
+        from lychee_ray.build.encode.openai import OpenAIEncoder
+
+        return OpenAIEncoder(make_llm_client(cfg, limiter=limiter), cfg.encoder, cfg.tokenizer)
+    from lychee_ray.build.encode.rules import RulesEncoder
+
+    e = cfg.encoder
+    return RulesEncoder(
+        min_words=e.rules_min_words, max_entities=e.rules_max_entities, max_topics=e.rules_max_topics,
+        question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
+        we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
+        max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
+        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words, tools=e.tools,
+    )
+
+
+def make_context(
+    cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, limiter: RateLimiter | None = None,
+    encoder: SegmentEncoder | None = None,
+) -> BuildContext:
+    """Embedders (batched across conversations in flight) + encoder + usage ledger for one process.
+
+    Without ``embedder``: the configured one for turns and, for records and nodes, the one of
+    ``embedding.memory_quantization``, both on ``embedding.build_threads`` threads and behind a memo
+    of ``embedding.memo_texts`` texts. A given
+    ``embedder`` (tests, benchmarks) embeds everything. ``encoder``: one already made (its client
+    and ledger are shared)."""
+    if embedder is None:
+        ecfg = cfg.embedding.for_build()
+        turns_model = with_memo(get_embedder(ecfg, cfg.llm), cfg.embedding.memo_texts)
+        memory_model = with_memo(get_embedder(ecfg, cfg.llm, memory=True), cfg.embedding.memo_texts)
+    else:
+        turns_model = memory_model = embedder
+    batcher = AsyncBatchEmbedder(turns_model, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
+    memory = batcher if memory_model is turns_model else AsyncBatchEmbedder(
+        memory_model, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
+    encoder = encoder or make_encoder(cfg, backend, limiter)
+    ctx = BuildContext(cfg=cfg, embed=batcher.embed, embed_dim=turns_model.dim, embedder_name=turns_model.name,
+                       encoder=encoder, embed_memory=memory.embed)
+    client = getattr(encoder, "client", None)
+    if client is not None:
+        ctx.ledger = client.ledger
+    return ctx
+
+
+def unchanged_input(conv: Conversation, marker: CommitMarker) -> bool:
+    """The stored conversation has exactly these turns and no open tail (``turns_digest`` of the marker)."""
+    digest = marker.turns_digest
+    if digest is None or marker.open_turns:
+        return False
+    return digest == turns_digest(pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA))
+
+
+class ConversationProcessor:
+    """Item → outcome: claim the id, then under the conversation's write lock skip it (unchanged),
+    append its new turns (stored before), build it, or quarantine it; commit; never raises."""
+
+    def __init__(self, ctx: BuildContext, writer: MemoryStoreWriter, run_id: str, retry_failed: bool = False,
+                 on_conflict: str | None = None) -> None:
+        self.ctx = ctx
+        self.writer = writer
+        self.reader = MemoryStoreReader(writer.layout)
+        self.run_id = run_id
+        self.retry_failed = retry_failed
+        # a stored conversation whose input rewrote its history: "error" (quarantine) or "rebuild"
+        self.on_conflict = on_conflict or ctx.cfg.build.on_conflict
+        self.fingerprint = ctx.fingerprint
+
+    async def process(self, item: AdapterItem) -> Outcome:
+        t0 = time.perf_counter()
+        conv = item.conversation
+        if conv is None:
+            return unreadable_outcome(item)
+        cid = conv.conversation_id
+        dup = self.writer.claim(cid, self.run_id, item.where)
+        if dup is not None:
+            return duplicate_outcome(item, cid, dup)
+        warnings = input_warnings(item, self.ctx.cfg.segmenter.max_turn_chars)
+        try:
+            # one writer per conversation (an append may be committing it right now), from reading
+            # its stored state to committing the next generation
+            async with async_write_lock(self.writer.layout, cid):
+                return await self._process_locked(item, conv, warnings, t0)
+        except ConversationDeleting as e:
+            return Outcome("failed", cid, "deleting", str(e), item.file, item.line, wall_s=time.perf_counter() - t0,
+                           warnings=warnings)
+
+    async def _process_locked(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float) -> Outcome:
+        cid = conv.conversation_id
+        marker = self.writer.current_marker(cid)  # we hold its write lock (a version-1 marker is migrated)
+        previous = None
+        if marker is not None and marker.fingerprint == self.fingerprint:
+            if not (self.retry_failed and marker.counts.failed_segments > 0):
+                if unchanged_input(conv, marker):
+                    return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
+                return await self._increment(item, conv, marker, warnings, t0)
+            self.reader.refresh()
+            previous = self.reader.load(cid)
+        return await self._build(item, conv, warnings, t0, marker, previous)
+
+    async def _build(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float,
+                     marker: CommitMarker | None, previous: Any = None) -> Outcome:
+        """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict);
+        ``marker``: its commit read under the write lock (None: not stored), the commit's fence."""
+        cid = conv.conversation_id
+        stage = "build"
+        try:
+            art = await build_conversation(conv, self.ctx, previous=previous)
+            if previous is not None:
+                art.usage = self._with_previous_usage(cid, art.usage)
+            stage = "commit"
+            marker = await asyncio.to_thread(self.writer.commit, art, locked=True, based_on=marker)
+        except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
+            log.exception("conversation %s failed at %s", cid, stage)
+            return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
+                           wall_s=time.perf_counter() - t0, warnings=warnings)
+        return Outcome("built", cid, counts=marker.counts.as_dict(), tokens=marker.tokens,
+                       quality=marker.quality or {}, file=item.file,
+                       line=item.line, wall_s=time.perf_counter() - t0, warnings=warnings)
+
+    async def _increment(self, item: AdapterItem, conv: Conversation, marker: CommitMarker, warnings: list[str],
+                         t0: float) -> Outcome:
+        """A stored conversation met again: append its new turns (docs/incremental.md), skip it when
+        nothing is new, or stop at a rewritten history (stage ``conflict``) unless ``on_conflict`` rebuilds."""
+        cid = conv.conversation_id
+        stage = "increment"
+        try:
+            stored = await asyncio.to_thread(load_stored, self.writer.layout, marker)
+            try:
+                check_history(stored, conv)
+            except IncrementError as e:
+                if self.on_conflict == "rebuild":
+                    log.warning("%s; rebuilding it from scratch (on_conflict=rebuild)", e)
+                    return await self._build(item, conv, warnings, t0, marker)
+                return Outcome("failed", cid, "conflict", str(e), item.file, item.line,
+                               wall_s=time.perf_counter() - t0, warnings=warnings)
+            if conv.num_turns == stored.num_turns and not marker.open_turns:
+                return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
+            inc = await extend_conversation(stored, conv, self.ctx, finish=True, ledger_start=len(self.ctx.ledger))
+            if inc.artifacts is None:
+                return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
+            stage = "commit"
+            marker = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True, based_on=marker)
+        except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build
+            log.exception("conversation %s failed at %s", cid, stage)
+            return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
+                           wall_s=time.perf_counter() - t0, warnings=warnings)
+        return Outcome("built", cid, counts=marker.counts.as_dict(), tokens=inc.tokens, quality=inc.quality, file=item.file,
+                       line=item.line, wall_s=time.perf_counter() - t0, warnings=warnings, appended=bool(inc.new_turn_ids))
+
+    def _with_previous_usage(self, cid: str, new: pa.Table) -> pa.Table:
+        old = read_part(self.writer.layout, "usage", self.reader.markers[cid])
+        return pa.concat_tables([old, new.cast(old.schema)]) if old.num_rows else new
+
+
+__all__ = ["ConversationProcessor", "make_context", "make_encoder", "unchanged_input"]

@@ -1,0 +1,228 @@
+"""The build job's stages as Ray Data operators: one actor class per stage, each a thin shell
+around the stage functions of ``lychee_ray.build.stages`` (the same ones ``--local`` runs), plus
+the job's progress counter actor. Work travels between them as one pickled column per
+conversation (:class:`~lychee_ray.build.stages.work.StageWork`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Sequence
+
+import numpy as np
+import ray
+
+from lychee_ray.build.outcomes import Outcome, row_to_item
+from lychee_ray.build.pipeline import BuildContext
+from lychee_ray.build.processor import ConversationProcessor, make_context, make_encoder
+from lychee_ray.build.run_progress import ProgressCounts
+from lychee_ray.build.stages.classic import LazyClassic
+from lychee_ray.build.stages.commit import Committer
+from lychee_ray.build.stages.construct import Constructor
+from lychee_ray.build.stages.decide import Decider
+from lychee_ray.build.stages.embedding import embed_memory, embed_turns
+from lychee_ray.build.stages.work import WORK_COLUMN, StageWork, from_row, works_to_columns
+from lychee_ray.config import LycheeConfig
+from lychee_ray.embed import get_embedder
+from lychee_ray.embed.base import embedder_name
+from lychee_ray.embed.device import stage_embedding_config
+from lychee_ray.embed.memo import with_memo
+from lychee_ray.io.adapters import AdapterItem
+from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.llm.ratelimit import RateLimiter
+from lychee_ray.logs import configure_logging
+from lychee_ray.ray.ratelimit import RayRateLimiter
+
+# Column the commit stage adds to each outcome row: the Ray node that built the conversation.
+NODE_COLUMN = "ray_node_id"
+
+
+def batch_rows(batch: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Ray Data batch (columns) as rows of plain Python values."""
+    keys = list(batch)
+    n = len(batch[keys[0]]) if keys else 0
+    return [{k: _py(batch[k][i]) for k in keys} for i in range(n)]
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def works_of(batch: dict[str, Any]) -> list[StageWork]:
+    return [from_row(r) for r in batch_rows(batch)] if WORK_COLUMN in batch else []
+
+
+def _cfg(cfg_json: str) -> LycheeConfig:
+    configure_logging()
+    return LycheeConfig.model_validate_json(cfg_json)
+
+
+@ray.remote(num_cpus=0)
+class ProgressActor:
+    """The run's counters: conversations and turns decided, and finished by status (the driver
+    polls :meth:`snapshot` to show progress; stages report with fire-and-forget calls)."""
+
+    def __init__(self) -> None:
+        self.counts = ProgressCounts()
+        self.devices: dict[str, list[dict[str, Any]]] = {}
+
+    def stage_device(self, stage: str, info: dict[str, Any]) -> None:
+        """Where an embedding stage's actor runs its model (the run's manifest reports it)."""
+        self.devices.setdefault(stage, []).append(info)
+
+    def embedding_devices(self) -> dict[str, list[dict[str, Any]]]:
+        return self.devices
+
+    def decided(self, turns: list[int]) -> None:
+        for t in turns:
+            self.counts.decided(t)
+
+    def finished(self, done: list[tuple[str, int]]) -> None:
+        for status, turns in done:
+            self.counts.finished(status, turns)
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.counts.to_dict()
+
+
+class DecideStage:
+    """Input rows → works: skip / build / classic from the commit marker (before any embedding)."""
+
+    def __init__(self, cfg_json: str, out: str, run_id: str, fingerprint: str, retry_failed: bool, progress: Any) -> None:
+        cfg = _cfg(cfg_json)
+        self.decider = Decider(MemoryStoreWriter(out, cfg.store), run_id, fingerprint, cfg.segmenter.max_turn_chars,
+                               retry_failed)
+        self.progress = progress
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        works = []
+        for row in batch_rows(batch):
+            try:
+                item = row_to_item(row)
+            except Exception as e:  # noqa: BLE001 — a row that cannot even be decoded is quarantined
+                w = StageWork(AdapterItem(file=str(row.get("file") or "?"), line=None, conversation=None, issues=[]))
+                w.outcome = Outcome("failed", None, "input", f"undecodable row: {e}", row.get("file"), row.get("line"))
+                works.append(w)
+                continue
+            works.append(self.decider.decide(item))
+        if self.progress is not None:
+            self.progress.decided.remote([w.num_turns for w in works])
+        return works_to_columns(works)
+
+
+class _EmbedStage:
+    """An embedding stage: the configured model (on CUDA when given GPUs and one is visible)."""
+
+    memory = False
+    stage = ""
+
+    def __init__(self, cfg_json: str, num_gpus: float, progress: Any = None) -> None:
+        cfg = _cfg(cfg_json)
+        ecfg, self.device = stage_embedding_config(cfg.embedding.for_build(), num_gpus)
+        model = get_embedder(ecfg, cfg.llm, memory=self.memory)
+        self.model = with_memo(model, cfg.embedding.memo_texts)
+        self.max_turn_chars = cfg.segmenter.max_turn_chars
+        if progress is not None:
+            ctx = ray.get_runtime_context()
+            progress.stage_device.remote(self.stage, {
+                "node": ctx.get_node_id(), "device": self.device, "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                "runtime": str(getattr(model, "runtime", ecfg.backend))})
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.model.encode(list(texts))  # one batch at a time per actor: no need to leave the loop
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        works = works_of(batch)
+        asyncio.run(self.run(works))
+        return works_to_columns(works)
+
+    async def run(self, works: list[StageWork]) -> None:
+        raise NotImplementedError
+
+
+class EmbedTurnsStage(_EmbedStage):
+    """Turn vectors for a batch of conversations (one model call)."""
+
+    stage = "embed_turns"
+
+    async def run(self, works: list[StageWork]) -> None:
+        await embed_turns(works, self.embed, self.model.dim, self.max_turn_chars)
+
+
+class EmbedMemoryStage(_EmbedStage):
+    """Record and node vectors for a batch of conversations (one model call)."""
+
+    memory = True
+    stage = "embed_memory"
+
+    async def run(self, works: list[StageWork]) -> None:
+        await embed_memory(works, self.embed, self.model.dim)
+
+
+def _classic(cfg: LycheeConfig, backend: str, out: str, run_id: str, retry_failed: bool, on_conflict: str | None,
+             limiter: RateLimiter | None, encoder: Any = None) -> LazyClassic:
+    """The one-conversation path of a stage actor, made (with its embedder) on first use."""
+    return LazyClassic(lambda: ConversationProcessor(make_context(cfg, backend, limiter=limiter, encoder=encoder),
+                                                     MemoryStoreWriter(out, cfg.store), run_id, retry_failed, on_conflict))
+
+
+class BuildStage:
+    """Segment, encode (through the cluster-wide limiter) and nodes; ``classic`` works whole.
+    Keeps ``build.conversations_in_flight`` conversations in flight (asyncio)."""
+
+    def __init__(self, cfg_json: str, backend: str, out: str, run_id: str, retry_failed: bool, limiter: Any,
+                 on_conflict: str | None) -> None:
+        cfg = _cfg(cfg_json)
+        lim = RayRateLimiter(limiter) if limiter is not None else None
+        encoder = make_encoder(cfg, backend, lim)
+
+        async def no_embedding(texts: Sequence[str]) -> np.ndarray:  # the embedding stages embed
+            raise RuntimeError("the build stage does not embed")
+
+        ctx = BuildContext(cfg=cfg, embed=no_embedding, embed_dim=0, embedder_name=embedder_name(cfg.embedding),
+                           encoder=encoder)
+        client = getattr(encoder, "client", None)
+        if client is not None:
+            ctx.ledger = client.ledger
+        classic = _classic(cfg, backend, out, run_id, retry_failed, on_conflict, lim, encoder)
+        self.constructor = Constructor(ctx, classic, cfg.build.conversations_in_flight)
+        self.node = ray.get_runtime_context().get_node_id()
+
+    async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        works = works_of(batch)
+        await self.constructor.run(works)
+        for w in works:
+            w.placement = self.node
+        return works_to_columns(works)
+
+
+class CommitStage:
+    """Commits (write lock held, marker checked again); outcome rows out, with the build's node."""
+
+    def __init__(self, cfg_json: str, backend: str, out: str, run_id: str, retry_failed: bool, limiter: Any,
+                 on_conflict: str | None, progress: Any) -> None:
+        cfg = _cfg(cfg_json)
+        lim = RayRateLimiter(limiter) if limiter is not None else None
+        self.committer = Committer(MemoryStoreWriter(out, cfg.store),
+                                   _classic(cfg, backend, out, run_id, retry_failed, on_conflict, lim))
+        self.progress = progress
+        self.node = ray.get_runtime_context().get_node_id()
+
+    async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        works = works_of(batch)
+        outcomes = await self.committer.run(works)
+        if self.progress is not None and works:
+            self.progress.finished.remote([(o.status, w.num_turns) for w, o in zip(works, outcomes)])
+        rows = []
+        for w, o in zip(works, outcomes):
+            r = o.to_row()
+            r[NODE_COLUMN] = w.placement or self.node
+            rows.append(r)
+        keys = (*Outcome("failed").to_row().keys(), NODE_COLUMN)
+        return {k: [r[k] for r in rows] for k in keys}
+
+
+__all__ = ["BuildStage", "CommitStage", "DecideStage", "EmbedMemoryStage", "EmbedTurnsStage", "NODE_COLUMN",
+           "ProgressActor", "batch_rows"]
