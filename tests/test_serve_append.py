@@ -35,6 +35,10 @@ QUESTION = "How long have Mel and her husband been married?"  # LoCoMo QA: "5 ye
 QDATE = "2023-06-10"
 TOKEN = "append-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+# These tests are about appends, not where the segmenter cuts: a length cap below session 3's size
+# (23 turns, more than 512 tokens) makes sure the appended session closes a segment whatever the semantic
+# defaults decide (the build, every service and the store use the same segmenter settings).
+SEGMENTS = ["segmenter.max_segment_tokens=512"]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,7 @@ def locomo():
 def built(tmp_path_factory, embedder, locomo) -> Path:
     """A store of ``locomo-26`` sessions 1-2 (rules backend)."""
     root = tmp_path_factory.mktemp("append") / "store"
-    cfg = load_config(env={})
+    cfg = load_config(env={}, sets=SEGMENTS)
     first_two = locomo.model_copy(update={"sessions": locomo.sessions[:2]})
     s = run_local_build_items(cfg, [AdapterItem(file="mem", line=0, conversation=first_two)], root, backend="rules",
                               ctx=make_context(cfg, "rules", embedder))
@@ -64,7 +68,7 @@ def store(built, tmp_path) -> Path:
 
 def service(root: Path, embedder, *sets: str) -> MemoryService:
     # reload_interval_s=0: no periodic store check, so what a replica sees comes from the per-request one
-    cfg = load_config(env={}, sets=["serve.reload_interval_s=0", f"serve.token={TOKEN}", *sets])
+    cfg = load_config(env={}, sets=[*SEGMENTS, "serve.reload_interval_s=0", f"serve.token={TOKEN}", *sets])
     return MemoryService(root, cfg, embedder=embedder, llm="rules")
 
 
@@ -167,7 +171,7 @@ def test_a_replica_encodes_turns_a_dead_one_left_queued(store, embedder, locomo)
     from lychee_ray.query.engine import MemoryStore
 
     turns = session_turns(locomo, 2)
-    cfg = load_config(env={})
+    cfg = load_config(env={}, sets=SEGMENTS)
     with MemoryStore.open(store, cfg, embedder=embedder, llm="rules") as ms:  # no catch-up: as if it died
         for t in turns:
             assert ms.append(CID, [t], queue=True).encode_queued

@@ -41,6 +41,7 @@ pytestmark = pytest.mark.reliability
 ROUNDS = max(1, int(os.environ.get("LYCHEE_RELIABILITY_ROUNDS", "2")))
 SEED = int(os.environ.get("LYCHEE_RELIABILITY_SEED", "20240909"))
 BUILDER_CLASS = "MapWorker(MapBatches(BuildStage))"
+COMMIT_CLASS = "MapWorker(MapBatches(CommitStage))"
 # one conversation per batch from the build stage on: commits stream one by one, so a kill lands mid-run
 STREAMING_SETS = [f"ray.stages.{st}.batch_size=1" for st in ("build", "embed_memory", "commit")]
 LATENCY_S = 0.4  # the fake LLM's reply time: keeps a run long enough to be killed mid-way
@@ -396,6 +397,9 @@ def test_builder_actor_killed_for_good_fails_the_run_then_resume(ray_session, tm
         killer.join(30)
         assert killer.killed, "no builder was killed mid-run"
         _wait_no_actors("RateLimiterActor", timeout=30)
+        # the commit stage's actors go down with the failed job; one may finish the (whole, fenced)
+        # commit it was writing when the job failed, so the state is read once they are gone
+        _wait_no_actors(COMMIT_CLASS, timeout=60)
         assert not list((out / "_claims").glob("*/*.json"))
         after = visible_state(out)
         assert len(after) < n
