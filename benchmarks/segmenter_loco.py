@@ -528,9 +528,8 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
+def add_corpus_arguments(ap: argparse.ArgumentParser) -> None:
+    """The corpora, caches and base config every Bench reads (shared with segmenter_offbyone.py)."""
     ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
     ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
     ap.add_argument("--locomo", default=str(DATA / "locomo"))
@@ -538,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpora-dir", default=str(ROOT / "benchmarks" / "results" / "seg_corpora"), help="the derived corpora are written here")
     ap.add_argument("--cache-dir", default="~/.cache/lychee_ray/segcache", help="embeddings kept here between runs")
     ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    add_corpus_arguments(ap)
     ap.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated names from DESIGNS")
     ap.add_argument("--choose", help="the design to report in detail (default: the best worst held-out margin)")
     ap.add_argument("--no-cues", action="store_true", help="skip the per-cue held-out effects (5 more LOCO runs)")

@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from segmenter_loco import ISSUE29, VIEWS, Bench  # noqa: E402
+from segmenter_loco import ISSUE29, VIEWS, Bench, add_corpus_arguments  # noqa: E402
 
-from calibrate_segmenter import DATA, with_overrides  # noqa: E402
+from calibrate_segmenter import with_overrides  # noqa: E402
 from lychee_ray.build.segment import make_segmenter  # noqa: E402
 from lychee_ray.build.segment.cues import is_question  # noqa: E402
 from lychee_ray.eval.metrics.segmentation import lengths_to_boundaries  # noqa: E402
@@ -82,13 +82,7 @@ def diagnose(bench: Bench, view: str, cfg: Any) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
-    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
-    ap.add_argument("--locomo", default=str(DATA / "locomo"))
-    ap.add_argument("--tau", default=str(DATA / "agentlogs" / "tau_airline_dev.jsonl"))
-    ap.add_argument("--corpora-dir", default=str(Path(__file__).resolve().parent / "results" / "seg_corpora"))
-    ap.add_argument("--cache-dir", default="~/.cache/lychee_ray/segcache")
-    ap.add_argument("--config", action="append", default=[])
+    add_corpus_arguments(ap)
     ap.add_argument("--resamples", type=int, default=0)
     args = ap.parse_args(argv)
     bench = Bench(args)
