@@ -135,10 +135,14 @@ class LocalCluster:
                 "--disable-usage-stats", *self._agent_ports()]
         try:
             self.nodes.append(self._spawn("head", head))
-            self._wait_port(self.gcs_port)  # workers need only the GCS; the dashboard comes up meanwhile
-            for _ in range(self.workers):
-                self.add_worker(wait=False)
+            self._wait_port(self.gcs_port)
             self._wait_dashboard()
+            # one worker at a time: nodes on one machine share the session's socket directory, and
+            # each `ray start` picks the first free plasma/raylet socket name without creating it,
+            # so two starting at once can pick the same one (one raylet then dies: "bind: Address
+            # already in use"); a worker counts as started once the cluster lists it alive
+            for _ in range(self.workers):
+                self.add_worker(wait=True)
             self.wait_nodes(1 + self.workers)
         except BaseException:
             self.stop()
