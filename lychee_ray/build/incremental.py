@@ -49,6 +49,7 @@ from lychee_ray.build.pipeline import (
 )
 from lychee_ray.build.segment import conversation_turn_inputs, resolve_exchange_mode, segment_stream, turn_embedding_text
 from lychee_ray.build.delta_increment import delta_increment, tail_start
+from lychee_ray.build.encode.factory import make_encoder
 from lychee_ray.build.stored import StoredConversation, load_stored
 from lychee_ray.build.turn_merge import DEFAULT_SESSION_ID, merge_turns
 from lychee_ray.config import SegmenterConfig
@@ -325,18 +326,10 @@ def make_append_context(cfg: Any, backend: str, embedder: Any, llm_client: Any =
     worker thread instead of through the build's cross-request batcher; ``llm_client`` (``openai``
     backend) is shared with the caller, and its ledger records the encode calls.
     """
-    from lychee_ray.build.processor import make_encoder  # processor imports this module
-
     async def embed(texts: Any) -> np.ndarray:
         return np.asarray(await asyncio.to_thread(embedder.encode, list(texts)), dtype=np.float32)
 
-    if backend == "openai" and llm_client is not None:
-        from lychee_ray.build.encode.openai import OpenAIEncoder
-        from lychee_ray.build.encode.system_prompt import SystemPromptOnce
-
-        encoder: Any = SystemPromptOnce(OpenAIEncoder(llm_client, cfg.encoder, cfg.tokenizer), cfg.build.system_prompt_cache)
-    else:
-        encoder = make_encoder(cfg, backend)
+    encoder = make_encoder(cfg, backend, llm_client=llm_client)
     ctx = BuildContext(cfg=cfg, embed=embed, embed_dim=embedder.dim, embedder_name=embedder.name, encoder=encoder)
     client = getattr(encoder, "client", None)
     if client is not None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lychee_ray.build.append_types import IncrementError
 from lychee_ray.build.encode.base import SegmentEncoder
-from lychee_ray.build.encode.system_prompt import SystemPromptOnce
+from lychee_ray.build.encode.factory import make_encoder
 from lychee_ray.build.incremental import async_write_lock, extend_conversation
 from lychee_ray.build.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.build.pipeline import BuildContext, build_conversation
@@ -33,33 +33,9 @@ from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, read_part
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.store.marker import CommitMarker
 from lychee_ray.io.store.writer import turns_digest
-from lychee_ray.llm.backend import make_llm_client
 from lychee_ray.llm.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
-
-
-def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None) -> SegmentEncoder:
-    """The segment encoder for ``backend`` (``openai`` gets an LLM client using ``limiter``), encoding
-    each distinct system prompt once per process (:class:`SystemPromptOnce`)."""
-    return SystemPromptOnce(_backend_encoder(cfg, backend, limiter), cfg.build.system_prompt_cache)
-
-
-def _backend_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None) -> SegmentEncoder:
-    if backend == "openai":
-        from lychee_ray.build.encode.openai import OpenAIEncoder
-
-        return OpenAIEncoder(make_llm_client(cfg, limiter=limiter), cfg.encoder, cfg.tokenizer)
-    from lychee_ray.build.encode.rules import RulesEncoder
-
-    e = cfg.encoder
-    return RulesEncoder(
-        min_words=e.rules_min_words, max_entities=e.rules_max_entities, max_topics=e.rules_max_topics,
-        question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
-        we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
-        max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
-        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words, tools=e.tools,
-    )
 
 
 def make_context(

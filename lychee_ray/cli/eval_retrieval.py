@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lychee_ray.cli.main import add_config_args, config_from_args
-from lychee_ray.io.adapters import FORMATS
+from lychee_ray.io.adapters import FORMATS, detect_format
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,8 +50,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"lychee-ray eval-retrieval: {e}", file=sys.stderr)
         return 2
     if args.format is None:
-        from lychee_ray.io.adapters import detect_format
-
         found = detect_format(args.data)
         if found is None:
             print(f"lychee-ray eval-retrieval: cannot tell the format of {args.data}; give --format", file=sys.stderr)

@@ -19,7 +19,7 @@ import ray
 
 from lychee_ray.build.outcomes import BuildSummary, Outcome, item_to_row
 from lychee_ray.build.pipeline import build_fingerprint
-from lychee_ray.build.processor import make_encoder
+from lychee_ray.build.encode.factory import make_encoder
 from lychee_ray.build.run_progress import BuildProgress, ProgressCounts
 from lychee_ray.build.runner import finish_run, manifest_info
 from lychee_ray.config import LycheeConfig, StageConfig

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from lychee_ray.io.adapters import anthropic_messages, chat_completions, chatgpt_export, jsonl, locomo, longmemeval, parquet
-from lychee_ray.io.adapters.base import AdapterItem
+from lychee_ray.io.adapters.base import AdapterItem, open_input
 from lychee_ray.io.adapters.documents import count_objects, first_object
 
 Sniff = Callable[[dict[str, Any] | None, str], bool]
@@ -117,9 +117,7 @@ def _never(obj: dict[str, Any] | None, head: str) -> bool:
 
 
 def _count_parquet(path: str) -> int:
-    import pyarrow.parquet as pq
-
-    from lychee_ray.io.adapters.base import open_input
+    import pyarrow.parquet as pq  # delays pyarrow's load to a Parquet input
 
     try:
         return pq.ParquetFile(open_input(path)).metadata.num_rows

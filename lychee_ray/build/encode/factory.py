@@ -1,0 +1,37 @@
+"""The segment encoder a build or an append uses, from configuration (one place for both)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychee_ray.build.encode.base import SegmentEncoder
+from lychee_ray.build.encode.rules import RulesEncoder
+from lychee_ray.build.encode.system_prompt import SystemPromptOnce
+from lychee_ray.config import LycheeConfig
+from lychee_ray.llm.backend import make_llm_client
+from lychee_ray.llm.ratelimit import RateLimiter
+
+
+def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None,
+                 llm_client: Any = None) -> SegmentEncoder:
+    """The segment encoder for ``backend``, encoding each distinct system prompt once per process
+    (:class:`SystemPromptOnce`). ``openai`` uses ``llm_client`` when given (an append shares the
+    caller's client and ledger), else a new client behind ``limiter``."""
+    return SystemPromptOnce(_backend_encoder(cfg, backend, limiter, llm_client), cfg.build.system_prompt_cache)
+
+
+def _backend_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None, llm_client: Any) -> SegmentEncoder:
+    if backend == "openai":
+        # delays the openai SDK's import (about a second) to builds that use it; the default is rules
+        from lychee_ray.build.encode.openai import OpenAIEncoder
+
+        client = llm_client if llm_client is not None else make_llm_client(cfg, limiter=limiter)
+        return OpenAIEncoder(client, cfg.encoder, cfg.tokenizer)
+    e = cfg.encoder
+    return RulesEncoder(
+        min_words=e.rules_min_words, max_entities=e.rules_max_entities, max_topics=e.rules_max_topics,
+        question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
+        we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
+        max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
+        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words, tools=e.tools,
+    )
