@@ -8,7 +8,8 @@ imported only when asked for).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable
 
 from lychee_ray.build.runner import BuildSummary, run_local_build_items
 from lychee_ray.config import LycheeConfig, load_config
@@ -77,7 +78,7 @@ def build_memory(
                          items=list(_items(conversations, format)), on_conflict=on_conflict)
 
 
-def evaluate(config: LycheeConfig | None, options: "EvalOptions") -> dict[str, Any]:
+def evaluate(config: LycheeConfig | None, options: EvalOptions) -> dict[str, Any]:
     """Run a benchmark evaluation (``lychee-ray eval``) on the executor ``options.local`` asks for:
     in this process, or on Ray (builds with the Ray Data job, questions on Ray actors)."""
     from lychee_ray.eval.runners.run import run_eval

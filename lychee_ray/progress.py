@@ -11,7 +11,8 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Callable
+from typing import IO, Any
+from collections.abc import Callable
 
 # Seconds between redraws of the terminal bar (a redraw may ask the caller for its detail text).
 TTY_REFRESH_S = 0.5

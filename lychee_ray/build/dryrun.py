@@ -12,7 +12,8 @@ build/encode/system_prompt.py); the eager baseline sends it once per conversatio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from lychee_ray.build.encode.base import EncodeRequest
 from lychee_ray.build.encode.openai import build_messages

@@ -19,7 +19,8 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ replaces the tail: the nodes it returns as changed, plus the unchanged ones, are
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from lychee_ray.build.nodes import _event_frames, time_keys
 from lychee_ray.config import NodesConfig
@@ -84,7 +84,7 @@ class NodeIndex:
 
     @classmethod
     def build(cls, records: list[MemoryRecord], turn_order: list[str], cfg: NodesConfig, conversation_id: str,
-              user_id: str) -> "NodeIndex":
+              user_id: str) -> NodeIndex:
         idx = cls(conversation_id, user_id, cfg)
         idx.add_turns(turn_order)
         idx.replace_tail(0, records)

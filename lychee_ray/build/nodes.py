@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import Iterable
+from collections.abc import Iterable
 
 from lychee_ray.config import NodesConfig
 from lychee_ray.core.keys import normalise_key

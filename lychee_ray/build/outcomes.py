@@ -47,7 +47,7 @@ class Outcome:
         return d
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "Outcome":
+    def from_row(cls, row: dict[str, Any]) -> Outcome:
         d = {k: _null(v) for k, v in row.items()}
         d["counts"] = json.loads(d.get("counts") or "{}")
         d["tokens"] = json.loads(d.get("tokens") or "{}")

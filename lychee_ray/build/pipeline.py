@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -112,7 +113,7 @@ async def encode_segments(
     segments: list[Segment],
     ctx: BuildContext,
     previous: dict[str, tuple[SegmentRow, list[MemoryRecord]]] | None = None,
-    prior: "PriorContext | None" = None,
+    prior: PriorContext | None = None,
     speakers: list[str] | None = None,
 ) -> tuple[list[SegmentRow], list[MemoryRecord]]:
     """Encode segments in order, carrying ρ (resolution state + last records) forward.

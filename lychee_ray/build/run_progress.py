@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any, Callable
+from typing import IO, Any
+from collections.abc import Callable
 
 from lychee_ray.config import LycheeConfig
 from lychee_ray.progress import EtaPolicy, ProgressDisplay, WorkEta
@@ -48,7 +49,7 @@ class ProgressCounts:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ProgressCounts":
+    def from_dict(cls, d: dict[str, Any]) -> ProgressCounts:
         return cls(**d)
 
 
@@ -132,7 +133,7 @@ class BuildProgress:
             self.display.close(self.line())
 
     # -- printing on time -----------------------------------------------------------------------
-    def ticking(self, poll: Callable[[], None] | None = None) -> "BuildProgress":
+    def ticking(self, poll: Callable[[], None] | None = None) -> BuildProgress:
         """Start a thread that (after ``poll()``, e.g. reading the Ray job's counters) shows the
         progress every interval; :meth:`close` stops it."""
         interval = min(self.display.interval_s, 1.0)

@@ -17,7 +17,8 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Any, AsyncIterator, Iterable
+from typing import IO, Any
+from collections.abc import AsyncIterator, Iterable
 
 from lychee_ray.build.outcomes import (
     SUMMARY_MAX_IDS,

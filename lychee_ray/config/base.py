@@ -79,7 +79,7 @@ def _subtree(path: tuple[str, ...]) -> dict[str, Any]:
     return node if isinstance(node, dict) else {}
 
 
-def _fill(cls: type["Section"], data: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+def _fill(cls: type[Section], data: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     """Missing keys of ``data`` taken from ``defaults``; nested sections filled the same way."""
     out = dict(data)
     for name, field in cls.model_fields.items():

@@ -17,7 +17,7 @@ class EvalSplitConfig(Section):
     test: list[str]
 
     @model_validator(mode="after")
-    def _disjoint(self) -> "EvalSplitConfig":
+    def _disjoint(self) -> EvalSplitConfig:
         if set(self.dev) & set(self.test):
             raise ValueError(f"eval.locomo_split: dev and test share {sorted(set(self.dev) & set(self.test))}")
         return self

@@ -51,7 +51,7 @@ class EmbeddingConfig(Section):
     # text (a build keeps its cores busy with its stages and conversations instead).
     build_threads: int = Field(ge=0)
 
-    def for_build(self) -> "EmbeddingConfig":
+    def for_build(self) -> EmbeddingConfig:
         """This section as a build's embedders use it (``build_threads``)."""
         return self.model_copy(update={"num_threads": self.build_threads}) if self.build_threads else self
 

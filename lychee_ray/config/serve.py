@@ -43,7 +43,7 @@ class ApiKeyConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _scoped(self) -> "ApiKeyConfig":
+    def _scoped(self) -> ApiKeyConfig:
         if any(not p for p in self.user_prefixes):
             raise ValueError(f"key {self.name!r}: an empty user prefix would match every user; use admin: true")
         if not self.admin and not self.users and not self.user_prefixes:
@@ -167,7 +167,7 @@ class ServeConfig(Section):
         return v
 
     @model_validator(mode="after")
-    def _unique_keys(self) -> "ServeConfig":
+    def _unique_keys(self) -> ServeConfig:
         seen: dict[str, str] = {}
         for k in self.keys:
             if k.sha256 in seen:
@@ -176,7 +176,7 @@ class ServeConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _page_sizes(self) -> "ServeConfig":
+    def _page_sizes(self) -> ServeConfig:
         if self.list_page_size > self.list_max_page_size:
             raise ValueError(f"serve.list_page_size ({self.list_page_size}) exceeds serve.list_max_page_size "
                              f"({self.list_max_page_size})")

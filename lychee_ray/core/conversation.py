@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -58,7 +59,7 @@ class Turn(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _default_speaker(self) -> "Turn":
+    def _default_speaker(self) -> Turn:
         if not self.speaker:
             self.speaker = self.role
         if self.tool_calls and self.role != "assistant":
@@ -87,7 +88,7 @@ class Turn(BaseModel):
                 "timestamp": self.timestamp, "meta": json.dumps(meta, sort_keys=True) if meta else None}
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "Turn":
+    def from_row(cls, row: dict[str, Any]) -> Turn:
         """A turns-table row (or :data:`TURN_STRUCT` value) as a turn: the inverse of :meth:`row_fields`."""
         meta = row.get("meta")
         decoded = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
@@ -124,7 +125,7 @@ class Conversation(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _check(self) -> "Conversation":
+    def _check(self) -> Conversation:
         if not self.user_id:
             self.user_id = self.conversation_id
         if not any(s.turns for s in self.sessions):

@@ -11,7 +11,8 @@ segment row; a conversation's sum in its commit marker (``quality``), the store'
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 # Why a draft was not stored.
 REJECT_REASONS = (
@@ -64,7 +65,7 @@ class QualityCounts:
     def rejected_total(self) -> int:
         return sum(self.rejected.values())
 
-    def add(self, other: "QualityCounts") -> "QualityCounts":
+    def add(self, other: QualityCounts) -> QualityCounts:
         self.drafts += other.drafts
         self.records += other.records
         self.segments_encoded += other.segments_encoded
@@ -86,7 +87,7 @@ class QualityCounts:
         return out
 
     @classmethod
-    def from_flat(cls, flat: Mapping[str, int] | Iterable[tuple[str, int]] | None) -> "QualityCounts":
+    def from_flat(cls, flat: Mapping[str, int] | Iterable[tuple[str, int]] | None) -> QualityCounts:
         """Inverse of :meth:`to_flat`; also accepts Arrow's map form (a list of key/value pairs)."""
         items = dict(flat.items() if isinstance(flat, Mapping) else (flat or []))
         q = cls(**{k: int(items.get(k, 0)) for k in ("drafts", "records", "segments_encoded", "segments_repaired",
@@ -114,7 +115,7 @@ class QualityCounts:
         }
 
     @classmethod
-    def from_report(cls, report: Mapping[str, Any] | None) -> "QualityCounts":
+    def from_report(cls, report: Mapping[str, Any] | None) -> QualityCounts:
         """Inverse of :meth:`report` (reads a marker's or manifest's ``quality``)."""
         r = report or {}
         return cls(

@@ -117,7 +117,7 @@ class MemoryRecord(BaseModel):
         return d
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "MemoryRecord":
+    def from_row(cls, row: dict[str, Any]) -> MemoryRecord:
         r = dict(row)
         r["time"] = TimeSpan(
             start=r.pop("time_start"), end=r.pop("time_end"), granularity=r.pop("time_granularity"), expression=r.pop("time_expression")

@@ -16,7 +16,8 @@ import os
 import platform
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

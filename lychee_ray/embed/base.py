@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Protocol, Sequence
+from typing import Protocol
+from collections.abc import Sequence
 
 import numpy as np
 

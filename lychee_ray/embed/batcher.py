@@ -7,7 +7,7 @@ The build's runner uses :class:`AsyncBatchEmbedder`; the HTTP service's own coal
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class AsyncBatchEmbedder:
         self.embedder = embedder
         self.wait_s = wait_ms / _MS_PER_S
         self.max_texts = max_texts
-        self._pending: list[tuple[list[str], "asyncio.Future[np.ndarray]"]] = []
+        self._pending: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
         # True while a flush is scheduled but has not yet taken the pending requests; requests that
         # arrive after it took them (while the model runs) must schedule the next flush themselves.
         self._scheduled = False
@@ -59,7 +59,7 @@ class AsyncBatchEmbedder:
         await embed_batch(self.embedder, batch)
 
 
-async def embed_batch(embedder: Embedder, batch: list[tuple[list[str], "asyncio.Future[np.ndarray]"]]) -> None:
+async def embed_batch(embedder: Embedder, batch: list[tuple[list[str], asyncio.Future[np.ndarray]]]) -> None:
     """One model call (in a worker thread) for several waiting requests; each future gets its rows,
     or the error when the call fails."""
     texts = [t for ts, _ in batch for t in ts]

@@ -29,7 +29,8 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -244,7 +245,7 @@ class OnnxEncoder:
             feats = self._tokenize([texts[j] for j in idx])
             feed = {n: np.asarray(feats[n]).astype(np.int64, copy=False) for n in self.input_names}
             vecs = self._session.run(None, feed)[0]
-            for j, v in zip(idx, vecs):
+            for j, v in zip(idx, vecs, strict=True):
                 out[j] = v
         return np.asarray(out, dtype=np.float32)
 

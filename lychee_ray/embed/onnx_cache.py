@@ -24,7 +24,8 @@ import threading
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 

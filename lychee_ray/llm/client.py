@@ -25,7 +25,8 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Callable, Mapping, Sequence
 
 import openai
 from pydantic import BaseModel
@@ -92,7 +93,7 @@ class LLMClient:
         self.encoding = encoding
         self._sleep = sleep
         self._injected = openai_client
-        self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]" = (
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
         self._format_mode: FormatMode = cfg.response_format
@@ -369,13 +370,13 @@ class LLMClient:
                 asyncio.run_coroutine_threadsafe(client.close(), bg).result(timeout=_CLOSE_TIMEOUT_S)
         self._sync.close()
 
-    def __enter__(self) -> "LLMClient":
+    def __enter__(self) -> LLMClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> "LLMClient":
+    async def __aenter__(self) -> LLMClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

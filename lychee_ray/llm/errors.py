@@ -74,7 +74,7 @@ class LLMCallFailed(LLMError):
     """An LLM call that did not produce a valid reply after all allowed attempts."""
 
     def __init__(self, stage: str, attempts: int, kind: str, message: str, *, model: str = "",
-                 usage: "CallUsage | None" = None) -> None:
+                 usage: CallUsage | None = None) -> None:
         self.stage = stage
         self.attempts = attempts
         self.kind = kind
@@ -93,5 +93,5 @@ class LLMCallFailed(LLMError):
 
 
 def _rebuild_call_failed(stage: str, attempts: int, kind: str, message: str, model: str,
-                         usage: "CallUsage | None" = None) -> LLMCallFailed:
+                         usage: CallUsage | None = None) -> LLMCallFailed:
     return LLMCallFailed(stage, attempts, kind, message, model=model, usage=usage)

@@ -10,7 +10,7 @@ import email.utils
 import json
 import time
 from datetime import datetime, timezone
-from typing import Mapping
+from collections.abc import Mapping
 
 import openai
 

@@ -37,7 +37,8 @@ import weakref
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
 
 from lychee_ray.config import RateLimitConfig
 
@@ -227,7 +228,7 @@ class WaitingRateLimiter(ABC):
         # Keys must be unique across processes when the state is shared (cluster-wide actor).
         self._key_prefix = uuid.uuid4().hex[:12]
         self._keys = itertools.count()
-        self._prims: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPrims]" = weakref.WeakKeyDictionary()
+        self._prims: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPrims] = weakref.WeakKeyDictionary()
         self._prims_lock = threading.Lock()
 
     # hooks -------------------------------------------------------------------------------------

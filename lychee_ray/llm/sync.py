@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Coroutine
+from typing import Any
+from collections.abc import Coroutine
 
 _JOIN_TIMEOUT_S = 5.0  # closing never hangs on a loop that does not stop
 

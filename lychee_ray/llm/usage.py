@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Iterator, Literal, get_args
+from typing import Any, Literal, get_args
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -185,14 +186,14 @@ class UsageLedger:
         with self._lock:
             self._add(items)
 
-    def merge(self, other: "UsageLedger") -> None:
+    def merge(self, other: UsageLedger) -> None:
         """Append every entry of ``other`` (which is left unchanged)."""
         if other is self:
             raise ValueError("cannot merge a ledger into itself")
         self.extend(other.entries())
 
     @classmethod
-    def merged(cls, *ledgers: "UsageLedger") -> "UsageLedger":
+    def merged(cls, *ledgers: UsageLedger) -> UsageLedger:
         """A new ledger holding the entries of all ``ledgers`` in order."""
         out = cls()
         for led in ledgers:
@@ -212,7 +213,7 @@ class UsageLedger:
         with self._lock:
             return list(self._entries)
 
-    def of_conversation(self, conversation_id: str) -> "UsageLedger":
+    def of_conversation(self, conversation_id: str) -> UsageLedger:
         """A new ledger of this conversation's entries (in order), found without a scan of the others."""
         with self._lock:
             return UsageLedger(self._by_conversation.get(conversation_id, ()))
@@ -275,7 +276,7 @@ class UsageLedger:
         return pa.Table.from_pylist(rows, schema=USAGE_SCHEMA)
 
     @classmethod
-    def from_table(cls, table: pa.Table) -> "UsageLedger":
+    def from_table(cls, table: pa.Table) -> UsageLedger:
         """Inverse of :meth:`to_table` (columns beyond the schema are ignored)."""
         names = [n for n in USAGE_SCHEMA.names if n in table.column_names]
         return cls(CallUsage(**row) for row in table.select(names).to_pylist())

@@ -18,7 +18,8 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -102,7 +103,7 @@ class BM25Index:
         return len(self.ids)
 
     def extended(self, texts: Sequence[str], kinds: Sequence[ItemKind], ids: Sequence[str],
-                 tokens: Sequence[list[str]] | None = None) -> "BM25Index":
+                 tokens: Sequence[list[str]] | None = None) -> BM25Index:
         """A new index: this one's documents followed by ``texts`` (scores as if built at once)."""
         new = object.__new__(BM25Index)
         new.k1, new.b = self.k1, self.b
@@ -168,12 +169,12 @@ class BM25Index:
         return [Hit(self.kinds[i], self.ids[i], float(scores[i])) for i in top]
 
 
-def recall_bm25(view: "ConversationView", query: str, depth: int) -> list[Hit]:
+def recall_bm25(view: ConversationView, query: str, depth: int) -> list[Hit]:
     """(e) Lexical matches over record and turn texts."""
     return view.bm25.search(query, depth)
 
 
-def recall_turn_bm25(view: "ConversationView", query: str, depth: int) -> list[Hit]:
+def recall_turn_bm25(view: ConversationView, query: str, depth: int) -> list[Hit]:
     """(f) Lexical matches over the raw turns alone (turn-only term statistics)."""
     return view.turn_bm25.search(query, depth)
 

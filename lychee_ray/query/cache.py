@@ -20,7 +20,8 @@ import threading
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Callable, Iterator, Literal
+from typing import Literal
+from collections.abc import Callable, Iterator
 
 from lychee_ray.io.store import ConversationData, MemoryStoreReader
 from lychee_ray.query.errors import UnknownConversation

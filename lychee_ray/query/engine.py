@@ -28,7 +28,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -113,7 +114,7 @@ class MemoryStore:
         faiss.omp_set_num_threads(self.qcfg.recall.faiss_threads)  # latency path: no OpenMP fan-out
 
     @classmethod
-    def open(cls, path: str | Path, config: LycheeConfig | None = None, **kwargs: Any) -> "MemoryStore":
+    def open(cls, path: str | Path, config: LycheeConfig | None = None, **kwargs: Any) -> MemoryStore:
         """Open a store directory written by ``lychee-ray build`` (see :class:`MemoryStore` kwargs)."""
         return cls(path, config, **kwargs)
 
@@ -127,7 +128,7 @@ class MemoryStore:
             self._client.close()
             self._client = None
 
-    def __enter__(self) -> "MemoryStore":
+    def __enter__(self) -> MemoryStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -450,7 +451,7 @@ class MemoryStore:
         return [
             (lambda cid=cid, view=view, ri=ri, route=route, qv=qv: route_task(cid, view, ri, route, qv))
             for cid, view in views.items()
-            for ri, (route, qv) in enumerate(zip(routes, qvecs))
+            for ri, (route, qv) in enumerate(zip(routes, qvecs, strict=True))
         ]
 
 

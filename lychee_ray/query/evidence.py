@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal, Sequence
+from typing import Literal
+from collections.abc import Sequence
 
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.query.fuse import ItemKey

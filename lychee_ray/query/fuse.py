@@ -8,7 +8,8 @@ Every fused item remembers which channels and routes found it and its best rank 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
 
 from lychee_ray.query.hits import Hit, ItemKind
 

@@ -6,7 +6,8 @@ cache lets searches in flight finish first (query/cache.py)."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
 
 T = TypeVar("T")
 Pause = Callable[[], None]

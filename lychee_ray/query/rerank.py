@@ -15,7 +15,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 

@@ -33,7 +33,7 @@ class EvidenceItem(BaseModel):
     tokens: int
 
     @classmethod
-    def from_evidence(cls, e: Evidence) -> "EvidenceItem":
+    def from_evidence(cls, e: Evidence) -> EvidenceItem:
         return cls(
             id=e.id, kind=e.kind, conversation_id=e.conversation_id, text=e.text, type=e.type, time=e.time,
             session_date=e.session_date, source_turn_ids=e.turn_ids, score=round(e.score, 6), channels=e.channels,

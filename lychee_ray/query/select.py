@@ -25,7 +25,7 @@ record/turn redundancy rules are in :mod:`~lychee_ray.query.windows`.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

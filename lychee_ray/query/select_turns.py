@@ -22,7 +22,7 @@ gain (``cost_exponent``) picks the candidates; see :mod:`~lychee_ray.query.selec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -14,7 +14,7 @@ Content terms are the stemmed, stop-worded words and numbers of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -7,7 +7,8 @@ conversation (:class:`~lychee_ray.build.stages.work.StageWork`).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import ray
@@ -215,9 +216,9 @@ class CommitStage:
         works = works_of(batch)
         outcomes = await self.committer.run(works)
         if self.progress is not None and works:
-            self.progress.finished.remote([(o.status, w.num_turns) for w, o in zip(works, outcomes)])
+            self.progress.finished.remote([(o.status, w.num_turns) for w, o in zip(works, outcomes, strict=True)])
         rows = []
-        for w, o in zip(works, outcomes):
+        for w, o in zip(works, outcomes, strict=True):
             r = o.to_row()
             r[NODE_COLUMN] = w.placement or self.node
             rows.append(r)

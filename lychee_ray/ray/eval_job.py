@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import ray
 
@@ -97,7 +98,7 @@ class RayExecutor:
             ray.kill(self._limiter)
             self._limiter = None
 
-    def __enter__(self) -> "RayExecutor":
+    def __enter__(self) -> RayExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,7 +18,8 @@ import contextlib
 import logging
 import os
 import sys
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import ray
 

@@ -28,7 +28,8 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import ray

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lychee_ray.serve.middleware import ADMIN_PREFIX, OPEN_PATHS, route_path
 

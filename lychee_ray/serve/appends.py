@@ -24,7 +24,8 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError

@@ -13,7 +13,8 @@ import asyncio
 import contextvars
 import functools
 from concurrent.futures import Executor
-from typing import Any, Awaitable, Callable, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lychee_ray.io.store import CommitMarker, StoreLayout, read_part
 from lychee_ray.serve.schemas import ConversationPage, ConversationSummary

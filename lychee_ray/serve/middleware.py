@@ -5,7 +5,8 @@ routes read (:func:`principal_of`), and the mapping of :class:`ServiceError` to 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response

@@ -60,7 +60,7 @@ class QueryRequest(BaseModel):
         return d.isoformat() if d is not None else None
 
     @model_validator(mode="after")
-    def _scoped(self) -> "QueryRequest":
+    def _scoped(self) -> QueryRequest:
         if self.conversation_id is None and self.user_id is None:
             raise ValueError("a query needs conversation_id or user_id")
         return self

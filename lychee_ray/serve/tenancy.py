@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass, field
-from typing import Iterable
+from collections.abc import Iterable
 
 from lychee_ray.config.serve import ApiKeyConfig
 
@@ -40,7 +40,7 @@ class Principal:
         return [u for u in user_ids if self.allows(u)]
 
     @classmethod
-    def of_key(cls, key: ApiKeyConfig) -> "Principal":
+    def of_key(cls, key: ApiKeyConfig) -> Principal:
         return cls(name=key.name, admin=key.admin, users=frozenset(key.users), prefixes=tuple(key.user_prefixes))
 
 

@@ -123,7 +123,7 @@ class LocalCluster:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> "LocalCluster":
+    def start(self) -> LocalCluster:
         """Start the head, then the workers; return once every node is alive (ClusterError if not)."""
         # short: Ray's Unix socket paths live under it (107-byte limit)
         self.temp_dir = tempfile.mkdtemp(prefix="lyc-", dir="/tmp")
@@ -308,7 +308,7 @@ class LocalCluster:
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

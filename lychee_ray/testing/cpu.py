@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 # /proc/<pid>/stat after the command name: utime, stime are fields 14-15, starttime 22 (1-based)
 _UTIME, _STIME, _START = 11, 12, 19
@@ -63,7 +63,7 @@ class CpuSampler:
         while not self._stop.wait(self.interval_s):
             self.sample()
 
-    def __enter__(self) -> "CpuSampler":
+    def __enter__(self) -> CpuSampler:
         self.sample()
         with self._lock:
             self._base = dict(self._last)

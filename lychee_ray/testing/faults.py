@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Any, Callable, Union
+from typing import Any
+from collections.abc import Callable
 
 from lychee_ray.testing.replies import Reply
 
@@ -42,11 +43,11 @@ class Delay:
     """Wait ``seconds`` then perform ``then`` (None = the handler/default reply)."""
 
     seconds: float
-    then: "Action | None" = None
+    then: Action | None = None
 
 
-Action = Union[Reply, Status, RawBody, Reset, Delay]
-Handler = Callable[[dict[str, Any]], Union[Action, str, dict, None]]
+Action = Reply | Status | RawBody | Reset | Delay
+Handler = Callable[[dict[str, Any]], Action | str | dict | None]
 
 # The error message a scripted status carries when the script names none (OpenAI's wording).
 DEFAULT_MESSAGES = {

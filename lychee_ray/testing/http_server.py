@@ -16,7 +16,7 @@ _ACCEPT_BACKLOG = 256  # many concurrent clients in benchmarks
 class Dispatcher(Protocol):
     """What the handler hands requests to (the :class:`~lychee_ray.testing.openai_server.OpenAIServer`)."""
 
-    def _dispatch(self, h: "RequestHandler", raw: bytes | None) -> None: ...
+    def _dispatch(self, h: RequestHandler, raw: bytes | None) -> None: ...
 
 
 class HTTPServer(ThreadingHTTPServer):
@@ -46,7 +46,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         try:
             super().handle_one_request()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout):
+        except (TimeoutError, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True  # client gave up (e.g. its timeout); nothing to answer
 
     def do_POST(self) -> None:  # noqa: N802

@@ -35,7 +35,8 @@ import struct
 import threading
 import time
 from collections import deque
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from lychee_ray.testing.faults import DEFAULT_MESSAGES, Action, Delay, Handler, RawBody, Reset, Status
 from lychee_ray.testing.http_server import HTTPServer, RequestHandler, send_error, send_json, send_raw
@@ -93,7 +94,7 @@ class OpenAIServer(RequestStats):
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self) -> "OpenAIServer":
+    def start(self) -> OpenAIServer:
         """Bind and serve in a background thread."""
         if self._httpd is not None:
             return self
@@ -117,7 +118,7 @@ class OpenAIServer(RequestStats):
             self._thread.join(timeout=_JOIN_TIMEOUT_S)
             self._thread = None
 
-    def __enter__(self) -> "OpenAIServer":
+    def __enter__(self) -> OpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

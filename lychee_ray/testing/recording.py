@@ -42,7 +42,7 @@ def max_in_window(events: list[tuple[float, float]], window_s: float) -> float:
     events = sorted(events)
     best = total = 0.0
     lo = 0
-    for hi, (t, w) in enumerate(events):
+    for t, w in events:
         total += w
         while events[lo][0] <= t - window_s:
             total -= events[lo][1]

@@ -13,7 +13,8 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def empty() -> Reply:
     return Reply("")
 
 
-_CYRILLIC = dict(zip("abcdefghijklmnopqrstuvwxyz", "абцдефгхийклмнопкрстувшксз"))
+_CYRILLIC = dict(zip("abcdefghijklmnopqrstuvwxyz", "абцдефгхийклмнопкрстувшксз", strict=True))
 
 
 def foreign_script(text: str, script: str = "cjk") -> str:

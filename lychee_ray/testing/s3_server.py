@@ -55,7 +55,7 @@ class S3Server:
         self._counts: Counter[str] = Counter()
         self._log_lock = threading.Lock()
 
-    def start(self) -> "S3Server":
+    def start(self) -> S3Server:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
@@ -100,7 +100,7 @@ class S3Server:
     def stop(self) -> None:
         self._server.stop()
 
-    def __enter__(self) -> "S3Server":
+    def __enter__(self) -> S3Server:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -12,7 +12,8 @@ import logging
 import unicodedata
 from collections import Counter
 from functools import lru_cache
-from typing import Iterable, Literal, Protocol
+from typing import Literal, Protocol
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 

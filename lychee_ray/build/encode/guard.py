@@ -36,7 +36,7 @@ import calendar
 import functools
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Iterable
+from collections.abc import Iterable
 
 from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, RecordDraft, TimeDraft
 from lychee_ray.build.encode.rules.metadata import extract_entities
@@ -85,7 +85,7 @@ class ConversationMemory:
     terms: list[frozenset[str]] = field(default_factory=list)
     entities: dict[str, str] = field(default_factory=dict)  # lower-case name -> name as written
 
-    def copy(self) -> "ConversationMemory":
+    def copy(self) -> ConversationMemory:
         """An independent copy (the kept memory of an appending process stays as it was)."""
         return ConversationMemory(set(self.texts), list(self.terms), dict(self.entities))
 
@@ -156,7 +156,7 @@ class RecordGuard:
         return reply
 
     # -- one draft --------------------------------------------------------------------------------
-    def _judge(self, d: RecordDraft, text: str, ctx: "_SegmentContext", counts: QualityCounts) -> RecordDraft | None:
+    def _judge(self, d: RecordDraft, text: str, ctx: _SegmentContext, counts: QualityCounts) -> RecordDraft | None:
         cfg = self.cfg
         terms = content_terms(text)
         cited = list(dict.fromkeys(d.source_turns))
@@ -198,7 +198,7 @@ class RecordGuard:
             return d  # untouched: a clean reply's drafts pass through as they are
         return d.model_copy(update=update)
 
-    def _entities(self, d: RecordDraft, text: str, ctx: "_SegmentContext") -> list[str] | None:
+    def _entities(self, d: RecordDraft, text: str, ctx: _SegmentContext) -> list[str] | None:
         """The draft's entities with the missing names added, or None when nothing is missing."""
         have = [e.strip() for e in d.entities if e and e.strip()]
         low = {e.lower() for e in have}

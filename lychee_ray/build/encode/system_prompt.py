@@ -25,7 +25,7 @@ def prompt_key(request: EncodeRequest) -> str:
     """What makes two system-prompt requests the same: their turns' roles and texts, in order."""
     h = hashlib.sha256()
     for t in request.turns:
-        h.update(f"{t.role}\x1f{t.content}\x1e".encode("utf-8"))
+        h.update(f"{t.role}\x1f{t.content}\x1e".encode())
     return h.hexdigest()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from lychee_ray.build.outcomes import Outcome
 from lychee_ray.build.processor import ConversationProcessor

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from lychee_ray.build.incremental import async_write_lock
 from lychee_ray.build.outcomes import Outcome

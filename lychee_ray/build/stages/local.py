@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from lychee_ray.build.outcomes import Outcome
 from lychee_ray.build.pipeline import BuildContext

@@ -43,11 +43,11 @@ class MarkerSeen:
     lineage: str | None = None
 
     @classmethod
-    def of(cls, marker: CommitMarker | None) -> "MarkerSeen | None":
+    def of(cls, marker: CommitMarker | None) -> MarkerSeen | None:
         return None if marker is None else cls(marker.generation, marker.committed_at, marker.lineage)
 
     @staticmethod
-    def unchanged(seen: "MarkerSeen | None", marker: CommitMarker | None) -> bool:
+    def unchanged(seen: MarkerSeen | None, marker: CommitMarker | None) -> bool:
         """True when ``marker`` (read under the lock) is the one the decision saw."""
         return seen == MarkerSeen.of(marker)
 

@@ -29,7 +29,7 @@ class AttributionFigures:
     attributed: int = 0
     matching: int = 0
 
-    def add(self, other: "AttributionFigures") -> None:
+    def add(self, other: AttributionFigures) -> None:
         for k, v in asdict(other).items():
             setattr(self, k, getattr(self, k) + v)
 

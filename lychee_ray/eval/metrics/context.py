@@ -21,7 +21,7 @@ the **plain text** the answer model would see:
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from lychee_ray.eval.metrics.locomo import locomo_gold, locomo_normalize
 from lychee_ray.text.lexical import lexical_terms
@@ -45,7 +45,7 @@ def citing_texts(gold_ids: Sequence[str], units: Iterable[tuple[Sequence[str], s
 def gold_word_coverage(gold_texts: Sequence[str], citing: Sequence[str]) -> list[float | None]:
     """Per gold turn text: share of its content words in its citing text (None: the turn has none)."""
     out: list[float | None] = []
-    for t, c in zip(gold_texts, citing):
+    for t, c in zip(gold_texts, citing, strict=True):
         words = content_words(t)
         out.append(len(words & content_words(c)) / len(words) if words else None)
     return out

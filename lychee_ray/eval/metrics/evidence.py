@@ -17,7 +17,7 @@ answer-in-context) in :mod:`lychee_ray.eval.metrics.context`. Here, by id:
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 
 def coverage(gold: Iterable[str], covered: Iterable[str]) -> tuple[float, bool, bool]:

@@ -15,7 +15,8 @@ import os
 import statistics
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq

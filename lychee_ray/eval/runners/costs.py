@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -135,7 +136,7 @@ def estimate_encode_tokens(conv: Conversation, records: pa.Table, segments: pa.T
     prompt = completion = calls = 0
     prev_records: list[str] = []
     state = ""
-    for row, seg in zip(sorted(rows, key=lambda r: r["index"]), stored_segments(conv, rows, cfg.segmenter, enc)):
+    for row, seg in zip(sorted(rows, key=lambda r: r["index"]), stored_segments(conv, rows, cfg.segmenter, enc), strict=True):
         if not seg.turns:
             continue
         ctx = prev_records[-cfg.encoder.context_records:] if cfg.encoder.context_records else []

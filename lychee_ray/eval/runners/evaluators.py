@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -61,7 +62,7 @@ class AnswerEvaluator:
         self.pool.shutdown(wait=True)
         self.answerer.close()
 
-    def __enter__(self) -> "AnswerEvaluator":
+    def __enter__(self) -> AnswerEvaluator:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -86,7 +87,7 @@ class RetrievalEvaluator:
     @classmethod
     def from_data(cls, fmt: str, data: str | Path, categories: Iterable[str] | None = None, limit: int | None = None,
                   budget_tokens: int | None = None, baselines: Sequence[str] | None = None,
-                  agentlog: AgentLogEvalConfig | None = None, scope: Scope = "conversation") -> "RetrievalEvaluator":
+                  agentlog: AgentLogEvalConfig | None = None, scope: Scope = "conversation") -> RetrievalEvaluator:
         """The questions with gold evidence of a dataset (in ``categories``; the first ``limit``);
         agent logs: the questions derived from their tool traffic (``agentlog`` limits)."""
         questions = load_questions(fmt, data, categories, agentlog)
@@ -111,7 +112,7 @@ class SegmentationEvaluator:
         self.baselines = baselines
 
     @classmethod
-    def from_corpus(cls, path: str | Path, subset: str | None = None, **kw: Any) -> "SegmentationEvaluator":
+    def from_corpus(cls, path: str | Path, subset: str | None = None, **kw: Any) -> SegmentationEvaluator:
         """The dialogues of a TIAGE-format corpus (only those of ``subset`` when given)."""
         return cls(load_seg_corpus(path, subset), **kw)
 

@@ -68,7 +68,7 @@ class LocalExecutor:
     def close(self) -> None:
         """Nothing to release: the evaluators close after each variant."""
 
-    def __enter__(self) -> "LocalExecutor":
+    def __enter__(self) -> LocalExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:

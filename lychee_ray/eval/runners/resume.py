@@ -14,7 +14,8 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -30,7 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Literal
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -247,7 +248,7 @@ def evaluate_retrieval(
         systems = {n: make_baseline(n, turns, cfg, doc_embedder) for n in names}
         fixed: dict[str, str] = {}  # full context: one text per scope, normalised once
         qvecs = np.asarray(store.embedder.encode([q.question for q in qs]), dtype=np.float32)
-        for q, qv in zip(qs, qvecs):
+        for q, qv in zip(qs, qvecs, strict=True):
             cid = q.conversation_id
             qd = as_datetime(q.question_date) if q.question_date else last_session_date(views[cid])
             gold = q if scope == "conversation" else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})

@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lychee_ray.config import LycheeConfig
 from lychee_ray.eval.reports.report import write_report

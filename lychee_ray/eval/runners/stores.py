@@ -13,7 +13,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable, Sequence
 
 from lychee_ray.build.segment import resolve_exchange_mode
 from lychee_ray.config import LycheeConfig

@@ -33,7 +33,8 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterable, Iterator
 
 from lychee_ray.core.conversation import Conversation, QAItem, Turn
 from lychee_ray.core.tools import ToolCall

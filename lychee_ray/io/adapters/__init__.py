@@ -10,7 +10,7 @@ reading); :mod:`.detect` tells which format an input is and refuses inputs that 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from lychee_ray.io.adapters.base import AdapterItem, InputIssue, dedupe_conversations, list_input_files
 from lychee_ray.io.adapters.jsonl import read_jsonl

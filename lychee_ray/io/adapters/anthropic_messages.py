@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from lychee_ray.io.adapters.agent_turns import (ToolLinker, arguments_text, content_text, message_list_mismatch,
                                                message_log_item)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
+from collections.abc import Iterable, Iterator
 
 from pydantic import ValidationError
 

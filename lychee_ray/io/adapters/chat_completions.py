@@ -14,7 +14,8 @@ warned about: :mod:`lychee_ray.io.adapters.agent_turns` and :mod:`lychee_ray.io.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from lychee_ray.io.adapters.agent_turns import (MESSAGE_ROLES, ToolLinker, arguments_text, content_text,
                                                message_list_mismatch, message_log_item)

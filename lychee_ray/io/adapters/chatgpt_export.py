@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from lychee_ray.io.adapters.agent_turns import MESSAGE_ROLES, ToolLinker, conversation_item, epoch_iso
 from lychee_ray.io.adapters.base import AdapterItem

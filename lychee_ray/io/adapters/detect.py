@@ -106,7 +106,7 @@ def detect_format(path: str | Path) -> Detection | None:
         if f.is_file() and f.suffix.lower() in _INPUT_SUFFIXES:
             by_suffix.setdefault(f.suffix.lower(), []).append(f)
     found: dict[str, int] = {}
-    for suffix, files in by_suffix.items():  # one file of each suffix speaks for its kind
+    for files in by_suffix.values():  # one file of each suffix speaks for its kind
         fmt = _sniff_file(str(sorted(files)[0]))
         if fmt:
             found[fmt] = found.get(fmt, 0) + len(files)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from lychee_ray.io.adapters.base import AdapterItem, InputIssue, decode_text, list_input_files, open_input
 

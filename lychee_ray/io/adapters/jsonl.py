@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from lychee_ray.io.adapters.base import AdapterItem, InputIssue, canonical_item, decode_text, list_input_files, open_input
 

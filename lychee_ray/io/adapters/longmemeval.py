@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from pydantic import ValidationError
 
@@ -33,7 +34,7 @@ def convert_instance(inst: dict[str, Any], file: str, index: int) -> AdapterItem
         return AdapterItem(file, issues=[InputIssue(file, msg, field="haystack_sessions", conversation_id=cid)])
     sessions: list[tuple[str, Session]] = []
     evidence: list[str] = []
-    for si, (sid, date_raw, turns_raw) in enumerate(zip(ids, dates, sessions_raw)):
+    for si, (sid, date_raw, turns_raw) in enumerate(zip(ids, dates, sessions_raw, strict=True)):
         try:
             started = parse_datetime(date_raw)
         except ValueError as e:

@@ -7,7 +7,8 @@ from Python behaves exactly like the same conversation read from a file; the "fi
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any
+from collections.abc import Iterable, Iterator
 
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters.base import AdapterItem, InputIssue, canonical_item, dedupe_conversations

@@ -7,7 +7,7 @@ Rows go through the same cleaning and repairs as canonical JSONL lines
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow.parquet as pq
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from lychee_ray.io.adapters import anthropic_messages, chat_completions, chatgpt_export, jsonl, locomo, longmemeval, parquet
 from lychee_ray.io.adapters.base import AdapterItem, open_input

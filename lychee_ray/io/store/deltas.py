@@ -42,11 +42,11 @@ class TableVectors:
     vectors: np.ndarray  # float32, (k, dim)
 
     @classmethod
-    def empty(cls, dim: int) -> "TableVectors":
+    def empty(cls, dim: int) -> TableVectors:
         return cls(np.zeros(0, dtype=np.int64), np.zeros((0, dim), dtype=np.float32))
 
     @classmethod
-    def of(cls, vectors: np.ndarray, rows: list[int] | None, dim: int) -> "TableVectors":
+    def of(cls, vectors: np.ndarray, rows: list[int] | None, dim: int) -> TableVectors:
         v = np.asarray(vectors, dtype=np.float32).reshape(-1, dim) if dim else np.zeros((len(vectors), 0), np.float32)
         r = np.arange(len(v), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
         return cls(r, v)

@@ -11,7 +11,6 @@ written; the lineage (:attr:`~lychee_ray.io.store.marker.CommitMarker.lineage`) 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Union
 
 from lychee_ray.io.store.marker import CommitMarker, ConversationReplaced
 
@@ -25,7 +24,7 @@ class _Unfenced(Enum):
 UNFENCED = _Unfenced.UNFENCED
 # What a write read before it built its commit: the marker (its lineage is checked at the commit),
 # None (no committed conversation: the commit must find none either), or UNFENCED.
-BasedOn = Union[CommitMarker, None, _Unfenced]
+BasedOn = CommitMarker | None | _Unfenced
 
 
 def check_fence(conversation_id: str, current: CommitMarker | None, based_on: BasedOn) -> None:

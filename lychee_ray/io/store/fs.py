@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field, replace as dc_replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Union
+from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -56,7 +56,7 @@ def is_remote(root: str | Path) -> bool:
     return "://" in s and not s.startswith("file://")
 
 
-def display_uri(root: str | Path | "StorePath") -> str:
+def display_uri(root: str | Path | StorePath) -> str:
     """``root`` without user info (``s3://KEY:SECRET@bucket``) or secret-looking query values."""
     s = str(root)
     if "://" not in s:
@@ -121,7 +121,7 @@ class StorePath:
         self._type = known_type
 
     @classmethod
-    def from_uri(cls, uri: str, settings: StoreConfig | None = None) -> "StorePath":
+    def from_uri(cls, uri: str, settings: StoreConfig | None = None) -> StorePath:
         """The root of a remote store (``s3://bucket/prefix`` ...); ``settings`` (the ``store``
         config section, packaged defaults when None) go with every path below it."""
         fs, base = _filesystem(uri)
@@ -134,18 +134,18 @@ class StorePath:
         """The ``store`` settings this path's root was opened with."""
         return self._anchor.settings
 
-    def with_settings(self, settings: StoreConfig) -> "StorePath":
+    def with_settings(self, settings: StoreConfig) -> StorePath:
         """The same path under a root opened with ``settings``."""
         return StorePath(self.fs, self.path, dc_replace(self._anchor, settings=settings), self._type)
 
     # -- pure path operations -------------------------------------------------------------------
-    def _with(self, path: str) -> "StorePath":
+    def _with(self, path: str) -> StorePath:
         return StorePath(self.fs, path, self._anchor)
 
-    def _from_info(self, info: pafs.FileInfo) -> "StorePath":
+    def _from_info(self, info: pafs.FileInfo) -> StorePath:
         return StorePath(self.fs, info.path, self._anchor, info.type)
 
-    def __truediv__(self, other: str) -> "StorePath":
+    def __truediv__(self, other: str) -> StorePath:
         return self._with(posixpath.join(self.path, str(other)))
 
     @property
@@ -153,17 +153,17 @@ class StorePath:
         return posixpath.basename(self.path)
 
     @property
-    def parent(self) -> "StorePath":
+    def parent(self) -> StorePath:
         return self._with(posixpath.dirname(self.path))
 
     @property
     def suffix(self) -> str:
         return posixpath.splitext(self.name)[1]
 
-    def with_name(self, name: str) -> "StorePath":
+    def with_name(self, name: str) -> StorePath:
         return self.parent / name
 
-    def with_suffix(self, suffix: str) -> "StorePath":
+    def with_suffix(self, suffix: str) -> StorePath:
         return self._with(posixpath.splitext(self.path)[0] + suffix)
 
     def __str__(self) -> str:
@@ -186,7 +186,7 @@ class StorePath:
         u = self._anchor.uri_of(self.path)
         return f"{u}?{self._anchor.query}" if with_query and self._anchor.query else u
 
-    def __lt__(self, other: "StorePath") -> bool:
+    def __lt__(self, other: StorePath) -> bool:
         return self.path < other.path
 
     # -- queries --------------------------------------------------------------------------------
@@ -219,17 +219,17 @@ class StorePath:
         except (FileNotFoundError, NotADirectoryError):
             return []
 
-    def list_stats(self) -> list[tuple["StorePath", int, float]]:
+    def list_stats(self) -> list[tuple[StorePath, int, float]]:
         """(path, size, mtime) of the files directly below, from one listing."""
         return [(self._from_info(i), int(i.size or 0),
                  i.mtime.timestamp() if i.mtime is not None else 0.0)
                 for i in self._children() if i.type == pafs.FileType.File]
 
-    def iterdir(self) -> Iterator["StorePath"]:
+    def iterdir(self) -> Iterator[StorePath]:
         for info in self._children():
             yield self._from_info(info)
 
-    def glob(self, pattern: str) -> Iterator["StorePath"]:
+    def glob(self, pattern: str) -> Iterator[StorePath]:
         """Paths below matching ``pattern`` (``*`` / ``?`` per level, levels split by ``/``)."""
         head, _, rest = pattern.partition("/")
         for child in self.iterdir():
@@ -239,7 +239,7 @@ class StorePath:
                 elif child.is_dir():
                     yield from child.glob(rest)
 
-    def rglob(self, pattern: str) -> Iterator["StorePath"]:
+    def rglob(self, pattern: str) -> Iterator[StorePath]:
         for info in self._children(recursive=True):
             if fnmatch.fnmatchcase(posixpath.basename(info.path), pattern):
                 yield self._from_info(info)
@@ -292,7 +292,7 @@ class StorePath:
                 raise
 
 
-AnyPath = Union[Path, StorePath]
+AnyPath = Path | StorePath
 
 
 def store_root(root: str | Path | StorePath, settings: StoreConfig | None = None) -> AnyPath:

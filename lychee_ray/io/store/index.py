@@ -71,7 +71,7 @@ def cached_copy(path: StorePath) -> Path:
     the cache is the one of the ``store`` settings the path's root was opened with."""
     d = cache_dir(path.settings)
     d.mkdir(parents=True, exist_ok=True)
-    name = hashlib.sha256(f"{path.fs.type_name}:{path.path}".encode("utf-8")).hexdigest()[:32] + path.suffix
+    name = hashlib.sha256(f"{path.fs.type_name}:{path.path}".encode()).hexdigest()[:32] + path.suffix
     local = d / name
     if local.exists():
         os.utime(local)  # mark as recently used

@@ -55,7 +55,7 @@ class LeaseLost(RuntimeError):
 
 
 # leases this process holds, by lock path: what write_marker checks before it publishes
-_HELD: dict[str, "Lease"] = {}
+_HELD: dict[str, Lease] = {}
 _HELD_LOCK = threading.Lock()
 
 

@@ -39,14 +39,15 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Literal, Union
+from typing import Any, Literal
+from collections.abc import Iterator
 
 from lychee_ray.io.store.fs import AnyPath, StorePath
 from lychee_ray.io.store.layout import StoreLayout, as_layout, conversation_key
 from lychee_ray.io.store.lease import Lease, acquire_lease
 
 # what flock_path returns: a file descriptor (local flock) or a lease (object store)
-LockHandle = Union[int, Lease]
+LockHandle = int | Lease
 
 LockErrorKind = Literal["conversation_deleting"]
 

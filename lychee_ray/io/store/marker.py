@@ -163,7 +163,7 @@ class CommitMarker(BuildInfo):
         """The user the conversation belongs to (its own id when it has no user id)."""
         return self.user_id or self.conversation_id
 
-    def with_location(self, locations: dict[str, TableLocation]) -> "CommitMarker":
+    def with_location(self, locations: dict[str, TableLocation]) -> CommitMarker:
         """This marker with ``locations`` merged into :attr:`location` (compaction, erasure)."""
         return self.model_copy(update={"location": {**self.location, **locations}})
 
@@ -172,23 +172,23 @@ class CommitMarker(BuildInfo):
         """The base generation and its deltas, in the order readers apply them."""
         return ([self.generation] if self.generation is not None else []) + list(self.deltas)
 
-    def same_lineage(self, other: "CommitMarker | None") -> bool:
+    def same_lineage(self, other: CommitMarker | None) -> bool:
         """True when ``other`` is a commit of the same conversation history as this one: same key and
         lineage (not an erased id's, nor one re-created since)."""
         return other is not None and (other.key, other.lineage) == (self.key, self.lineage)
 
-    def extends(self, older: "CommitMarker") -> bool:
+    def extends(self, older: CommitMarker) -> bool:
         """True when this commit is ``older`` plus delta generations (same lineage, same base, same
         compaction): a reader holding ``older``'s data needs only the deltas after it."""
         return (self.same_lineage(older) and older.generation == self.generation and older.location == self.location
                 and self.deltas[: len(older.deltas)] == older.deltas)
 
-    def same_commit(self, other: "CommitMarker | None") -> bool:
+    def same_commit(self, other: CommitMarker | None) -> bool:
         """True when ``other`` is this very commit (not one written since)."""
         return other is not None and self.same_lineage(other) and (other.generation, other.committed_at) == (
             self.generation, self.committed_at)
 
-    def same_files(self, other: "CommitMarker | None") -> bool:
+    def same_files(self, other: CommitMarker | None) -> bool:
         """True when ``other`` is this commit with its rows where they were: compaction and erasure
         move a commit's rows (its :attr:`location`) without making a new commit."""
         return self.same_commit(other) and other is not None and other.location == self.location
@@ -199,7 +199,7 @@ class CommitMarker(BuildInfo):
         return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: Any, path: str | None = None) -> "CommitMarker":
+    def from_dict(cls, data: Any, path: str | None = None) -> CommitMarker:
         """A marker from parsed JSON (version 1 without a ``version`` field, or 2);
         :class:`MarkerError` when it is not one this code can use."""
         if not isinstance(data, dict):
@@ -214,7 +214,7 @@ class CommitMarker(BuildInfo):
             raise MarkerError("invalid", f"not a commit marker: {e}", path) from None
 
     @classmethod
-    def from_json(cls, text: str, path: str | None = None) -> "CommitMarker":
+    def from_json(cls, text: str, path: str | None = None) -> CommitMarker:
         """:meth:`from_dict` of a marker file's text (``json.JSONDecodeError`` for text that is not
         JSON at all: a local marker being replaced reads as that for an instant)."""
         return cls.from_dict(json.loads(text), path)

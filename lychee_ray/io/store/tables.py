@@ -13,7 +13,8 @@ for tables beyond the core five; ``tests/test_store_contract.py`` adds one that 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # the writer imports this module
     from lychee_ray.io.store.writer import ConversationArtifacts
 
 
-def _every_row(art: "ConversationArtifacts") -> list[int] | None:
+def _every_row(art: ConversationArtifacts) -> list[int] | None:
     return None
 
 
@@ -35,8 +36,8 @@ class VectorIndex:
     row, in order); ``ids.json`` lists the table's ``id_column`` in row order next to it."""
 
     id_column: str
-    vectors: Callable[["ConversationArtifacts"], np.ndarray]
-    rows: Callable[["ConversationArtifacts"], list[int] | None] = _every_row
+    vectors: Callable[[ConversationArtifacts], np.ndarray]
+    rows: Callable[[ConversationArtifacts], list[int] | None] = _every_row
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class TableSpec:
     # None: whatever the artifact brings (usage: llm/usage.py's USAGE_SCHEMA, a layer above io/)
     schema: pa.Schema | None
     # the rows one conversation's build artifacts put in it
-    fill: Callable[["ConversationArtifacts"], pa.Table]
+    fill: Callable[[ConversationArtifacts], pa.Table]
     index: VectorIndex | None = None
     # loaded by MemoryStoreReader.load for serving (usage accounting is not: it only grows the cache)
     serving: bool = True

@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -62,7 +63,7 @@ def turns_digest(turns: pa.Table, previous: str | None = None) -> str:
     link = previous or ""
     for row in turns.select(list(TURN_IDENTITY)).to_pylist():
         payload = json.dumps(turn_identity(row), ensure_ascii=False)
-        link = hashlib.sha256(f"{link}\n{payload}".encode("utf-8")).hexdigest()
+        link = hashlib.sha256(f"{link}\n{payload}".encode()).hexdigest()
     return link
 
 
@@ -122,7 +123,7 @@ def artifacts_delta(previous: Any, art: ConversationArtifacts) -> ConversationDe
             # rows an increment changes sit mostly at the end (a tail segment, its records): the
             # equal prefix is found by a C++ comparison, and only the rest compared row by row
             k = _equal_prefix(old, new)
-            before = dict(zip(old.column(spec.key).to_pylist()[k:], old.slice(k).to_pylist()))
+            before = dict(zip(old.column(spec.key).to_pylist()[k:], old.slice(k).to_pylist(), strict=True))
             rows = new.slice(k).to_pylist()
             picked = [k + i for i, r in enumerate(rows) if before.get(r[spec.key]) != r]
             keep = set(new.column(spec.key).to_pylist()[k:])

@@ -61,7 +61,7 @@ class RecentTurn(BaseModel):
         return f"{self.speaker or self.role}: {' '.join(self.content.split())}"
 
 
-def recent_lines(turns: "list[RecentTurn | str | dict] | None", max_tokens: int, encoding: str = DEFAULT_ENCODING) -> list[str]:
+def recent_lines(turns: list[RecentTurn | str | dict] | None, max_tokens: int, encoding: str = DEFAULT_ENCODING) -> list[str]:
     """The recent turns as ``speaker: text`` lines, oldest first, keeping the newest that fit
     ``max_tokens`` (a turn that alone does not fit is cut to the budget left; 0 = none)."""
     if not turns or max_tokens <= 0:

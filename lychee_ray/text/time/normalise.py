@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from datetime import date, datetime
 from functools import lru_cache
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Callable, Sequence
 
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.text.dates import granularity_for, month_end, to_date

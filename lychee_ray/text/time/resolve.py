@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Callable
+from collections.abc import Callable
 
 from lychee_ray.text.dates import add_months, month_end, readable_day, readable_month, shift_months, week_start
 from lychee_ray.text.time.words import (

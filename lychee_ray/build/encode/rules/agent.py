@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from lychee_ray.build.encode.base import EncodeRequest, RecordDraft, SegmentTurn, TimeDraft
 from lychee_ray.config import ToolRecordsConfig

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import pairwise
 
 from lychee_ray.build.encode.rules.lexicon import GENERIC_WORDS, IRREGULAR_PAST, MONTH_WEEKDAY, NUMBER_WORDS, WORD_TOKEN
 from lychee_ray.text.stopwords import ENCODER_STOPWORDS
@@ -145,7 +146,7 @@ def extract_topics(text: str, exclude: set[str], limit: int, bigrams: bool = Tru
     unigrams = sorted(counts, key=lambda w: (-counts[w], order[w]))
     pairs: list[str] = []
     if bigrams:
-        for x, y in zip(seq, seq[1:]):
+        for x, y in pairwise(seq):
             # "adoption agency" yes, "researched adoption" no: a past-tense verb does not start a topic
             if x and y and x != y and not x.endswith("ed") and x not in IRREGULAR_PAST:
                 pairs.append(f"{x} {y}")
