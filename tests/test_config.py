@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,9 @@ def test_serve_ray_env_values_are_strings_and_set_env_only_when_unset(monkeypatc
     from lychee_ray.ray.serve import apply_ray_env
 
     cfg = load_config(sets=["serve.ray_env.RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP=true", "serve.ray_env.LYCHEE_TEST_N=3"])
+    # apply_ray_env writes os.environ itself: give it a copy, so nothing it sets leaks into later tests
+    # (monkeypatch.delenv of an unset variable records nothing to undo)
+    monkeypatch.setattr(os, "environ", os.environ.copy())
     assert cfg.serve.ray_env == {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
                                  "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "1", "LYCHEE_TEST_N": "3"}
     monkeypatch.setenv("RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD", "1")
