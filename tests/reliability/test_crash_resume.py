@@ -33,6 +33,7 @@ from lychee_ray.config import load_config
 from lychee_ray.io.store import MemoryStoreReader, iter_markers
 from lychee_ray.testing.fake_llm import encoder_reply
 from lychee_ray.testing.openai_server import OpenAIServer
+from lychee_ray.testing.recording import CHAT_PATH
 from lychee_ray.testing.synthetic import synthetic_conversation
 from lychee_ray.io.verify import verify_conversation
 
@@ -350,6 +351,13 @@ class ActorKiller(threading.Thread):
             self.snapshot = visible_state_now(self.out)
 
 
+def _encoding_started(srv: OpenAIServer) -> Any:
+    """Ready once a builder's first LLM call is in flight: the builder then still holds work, whatever
+    the load. (Waiting for the first commit instead let a starved commit stage fall so far behind that
+    every build had finished before the kill, and the kill interrupted nothing.)"""
+    return lambda: any(r.path == CHAT_PATH for r in srv.requests)
+
+
 def _actor_run(tmp_path: Path, n: int, seed: int):
     src = tmp_path / "in.jsonl"
     return src, write_input(src, n, seed=seed), tmp_path / "store"
@@ -368,8 +376,8 @@ def test_builder_actor_crash_is_restarted_and_the_run_completes(ray_session, tmp
 
     n = 6
     src, ids, out = _actor_run(tmp_path, n, seed=3)
-    killer = ActorKiller(out, BUILDER_CLASS, no_restart=False, seed=f"{SEED}-restart")
     with OpenAIServer(handler=encoder_reply, latency_s=LATENCY_S) as srv:
+        killer = ActorKiller(out, BUILDER_CLASS, no_restart=False, seed=f"{SEED}-restart", ready=_encoding_started(srv))
         killer.start()
         summary = run_ray_build(_cfg(srv), "jsonl", src, out, backend="openai", progress=False)
         killer.join(30)
@@ -389,8 +397,8 @@ def test_builder_actor_killed_for_good_fails_the_run_then_resume(ray_session, tm
 
     n = 6
     src, ids, out = _actor_run(tmp_path, n, seed=4)
-    killer = ActorKiller(out, BUILDER_CLASS, no_restart=True, seed=f"{SEED}-kill")
     with OpenAIServer(handler=encoder_reply, latency_s=LATENCY_S) as srv:
+        killer = ActorKiller(out, BUILDER_CLASS, no_restart=True, seed=f"{SEED}-kill", ready=_encoding_started(srv))
         killer.start()
         with pytest.raises(ray.exceptions.ActorDiedError):
             run_ray_build(_cfg(srv), "jsonl", src, out, backend="openai", progress=False)
