@@ -101,3 +101,26 @@ def test_serve_ray_env_values_are_strings_and_set_env_only_when_unset(monkeypatc
                        "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "1", "LYCHEE_TEST_N": "3"}
     monkeypatch.delenv("RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP")
     monkeypatch.delenv("LYCHEE_TEST_N")
+
+
+def test_flat_encoder_rules_keys_still_load_with_one_warning(tmp_path: Path):
+    """encoder.rules_* (before encoder.rules existed) are read for one release: mapped, with one warning."""
+    old = tmp_path / "old.yaml"
+    old.write_text("encoder:\n  rules_min_words: 3\n  rules_we_mode: keep\n  rules_pair_answers: false\n")
+    new = tmp_path / "new.yaml"
+    new.write_text("encoder:\n  rules:\n    min_words: 3\n    we_mode: keep\n    pair_answers: false\n")
+    with pytest.warns(FutureWarning) as caught:
+        a = load_config([old], env={})
+    assert len(caught) == 1
+    msg = str(caught[0].message)
+    assert "encoder.rules_min_words -> encoder.rules.min_words" in msg and "encoder.rules_we_mode -> encoder.rules.we_mode" in msg
+    b = load_config([new], env={})
+    assert a == b and a.encoder.rules.min_words == 3 and a.encoder.rules.we_mode == "keep"
+    assert a.encoder.rules.max_topics == packaged_defaults()["encoder"]["rules"]["max_topics"]
+    with pytest.warns(FutureWarning):
+        assert load_config(sets=["encoder.rules_max_topics=2"], env={}).encoder.rules.max_topics == 2
+    # the section hashes as the flat keys it replaced: stores built before it keep their fingerprint
+    fp = a.fingerprint("encoder")
+    assert fp == b.fingerprint("encoder") != LycheeConfig().fingerprint("encoder")
+    dumped = a.model_dump(mode="json")["encoder"]
+    assert "rules_min_words" not in dumped and dumped["rules"]["min_words"] == 3

@@ -166,9 +166,9 @@ def test_cached_onnx_query_model_needs_no_torch_and_gives_the_same_vectors(embed
         assert np.array_equal(fast.encode(texts), reference.encode(texts)), quantize
     # the build's embedder (every builder actor, the local build, Serve appends) is the cached one too,
     # once a process has exported the model (the session's `embedder` may have been that process)
-    from lychee_ray.embed import base, get_embedder
+    from lychee_ray.embed import factory, get_embedder
 
-    monkeypatch.setattr(base, "_CACHE", {})
+    monkeypatch.setattr(factory, "_CACHE", {})
     build = get_embedder(EmbeddingConfig())
     assert isinstance(build, CachedOnnxEmbedder) and build.runtime == "onnx"
     assert np.array_equal(build.encode(texts), fp32.encode(texts))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lychee_ray.core.records import TimeSpan
-from lychee_ray.query.bm25 import recall_bm25, recall_turn_bm25
-from lychee_ray.query.recall import recall_nodes, recall_records, recall_time, recall_turns
+from lychee_ray.query.channels import recall_bm25, recall_nodes, recall_records, recall_time, recall_turn_bm25, recall_turns
 from lychee_ray.text.lexical import lexical_terms, stem
 
 # ``view`` (the synthetic conversation c-1, loaded; one per module) comes from tests/conftest.py.
@@ -98,3 +97,17 @@ def test_lexical_terms():
     assert lexical_terms("Caroline's adopted 2 dogs in 2023!") == ["carolin", "adopt", "2", "dog", "2023"]
     assert stem("running") == "run" and stem("adoption") == stem("adopted") == "adopt"
     assert stem("classes") == stem("class")
+
+
+def test_one_channel_registry_for_engine_weights_and_variants(view, embedder):
+    from lychee_ray.config import LycheeConfig
+    from lychee_ray.eval.setup.variants import CHANNEL_DEPTHS
+    from lychee_ray.query.channels import CHANNELS, RECALL_CHANNELS
+    from lychee_ray.query.plan.model import Route
+
+    cfg = LycheeConfig().query
+    assert set(CHANNELS) == set(cfg.fusion.weights.model_dump()) == set(CHANNEL_DEPTHS)
+    assert all(set(c.depth_keys) <= set(type(cfg.recall).model_fields) for c in RECALL_CHANNELS)
+    route = Route(goal="g", search_texts=["Melanie pottery class"], time=TimeSpan(start="2023-01-01", end="2023-12-31"))
+    for ch in RECALL_CHANNELS:
+        assert isinstance(ch.recall(view, route, q(embedder, "Melanie pottery class"), cfg.recall), list)

@@ -10,7 +10,7 @@ import numpy as np
 
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.query.evidence import prime_line_tokens
-from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.view import ConversationView
 from lychee_ray.query.view_extend import appended_turns, derived_unchanged, extend_with_turns
 from tests.test_deltas import open_store
 from tests.test_incremental import conv, turn_dicts  # noqa: F401 (fixture)

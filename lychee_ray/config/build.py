@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lychee_ray.config.base import Section
 
@@ -198,6 +199,35 @@ class ToolRecordsConfig(Section):
     max_policy_records: int = Field(ge=0)
 
 
+class RulesEncoderConfig(Section):
+    """The ``rules`` encoder backend (no LLM): sentence rules over each turn (build/encode/rules)."""
+
+    # Sentences shorter than this many words are merged or dropped as filler.
+    min_words: int = Field(ge=1)
+    max_entities: int = Field(ge=0)
+    max_topics: int = Field(ge=0)
+    # Questions with fewer content words are dropped as chit-chat.
+    question_min_content_words: int = Field(ge=0)
+    # Keep other questions as "A asked: ..." records.
+    keep_questions: bool
+    # "we" → "A and B" only on contact words (auto), always (pair) or never (keep).
+    we_mode: Literal["auto", "pair", "keep"]
+    # One record per "[image: ...]" caption.
+    image_records: bool
+    # Adjacent word pairs ("support group") as topics.
+    topic_bigrams: bool
+    # Records per turn at most (0 = unlimited).
+    max_records_per_turn: int = Field(ge=0)
+    # Fold a short answer (at most this many words) into the record of the question
+    # That ended the previous turn of the same segment ("A asked: ...? B answered: ...").
+    pair_answers: bool
+    pair_max_answer_words: int = Field(ge=1)
+
+
+# The flat encoder.rules_* keys read before encoder.rules existed (one release: mapped, with a warning).
+FLAT_RULES_KEYS: dict[str, str] = {f"rules_{k}": k for k in RulesEncoderConfig.model_fields}
+
+
 class EncoderConfig(Section):
     """Segment encoder (DESIGN §1 step 2): one LLM call per segment."""
 
@@ -209,26 +239,8 @@ class EncoderConfig(Section):
     max_completion_tokens: int = Field(ge=64)
     # Turn text longer than this is cut in the prompt (the raw turn stays indexed in full).
     max_turn_chars: int = Field(ge=100)
-    # rules backend: sentences shorter than this many words are merged or dropped as filler.
-    rules_min_words: int = Field(ge=1)
-    rules_max_entities: int = Field(ge=0)
-    rules_max_topics: int = Field(ge=0)
-    # rules backend: questions with fewer content words are dropped as chit-chat.
-    rules_question_min_content_words: int = Field(ge=0)
-    # rules backend: keep other questions as "A asked: ..." records.
-    rules_keep_questions: bool
-    # rules backend: "we" → "A and B" only on contact words (auto), always (pair) or never (keep).
-    rules_we_mode: Literal["auto", "pair", "keep"]
-    # rules backend: one record per "[image: ...]" caption.
-    rules_image_records: bool
-    # rules backend: adjacent word pairs ("support group") as topics.
-    rules_topic_bigrams: bool
-    # rules backend: records per turn at most (0 = unlimited).
-    rules_max_records_per_turn: int = Field(ge=0)
-    # rules backend: fold a short answer (at most this many words) into the record of the question
-    # that ended the previous turn of the same segment ("A asked: ...? B answered: ...").
-    rules_pair_answers: bool
-    rules_pair_max_answer_words: int = Field(ge=1)
+    # The rules backend (no LLM).
+    rules: RulesEncoderConfig
     # Read "05/08/2023" as 5 August (day first) instead of 8 May.
     day_first: bool
     # A record without its own time takes the first time named in its source turns (LLM records;
@@ -247,6 +259,35 @@ class EncoderConfig(Section):
     context_style: Literal["guarded", "plain"]
     guard: GuardConfig
     tools: ToolRecordsConfig
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_rules_keys(cls, data: Any) -> Any:
+        """The flat ``encoder.rules_*`` keys of older configs, mapped to ``encoder.rules.*`` with one
+        warning naming them (the flat key wins over ``encoder.rules``, which holds the defaults)."""
+        if not isinstance(data, dict) or not any(k in FLAT_RULES_KEYS for k in data):
+            return data
+        data = dict(data)
+        rules = dict(data.get("rules") or {})
+        moved = [k for k in data if k in FLAT_RULES_KEYS]
+        for k in moved:
+            rules[FLAT_RULES_KEYS[k]] = data.pop(k)
+        data["rules"] = rules
+        warnings.warn("deprecated configuration keys (read for one more release): "
+                      + ", ".join(f"encoder.{k} -> encoder.rules.{FLAT_RULES_KEYS[k]}" for k in moved),
+                      FutureWarning, stacklevel=2)
+        return data
+
+    @staticmethod
+    def fingerprint_form(dump: dict[str, Any]) -> dict[str, Any]:
+        """An encoder section dump with ``rules`` flattened to the ``rules_*`` keys it had: stores
+        built before the section existed keep their fingerprint."""
+        rules = dump.get("rules")
+        if not isinstance(rules, dict):
+            return dump
+        out = {k: v for k, v in dump.items() if k != "rules"}
+        out.update({f"rules_{k}": v for k, v in rules.items()})
+        return out
 
 class NodesConfig(Section):
     """Evidence nodes derived from record metadata (DESIGN §1 step 3)."""

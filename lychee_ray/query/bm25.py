@@ -1,7 +1,8 @@
 """The lexical channel (DESIGN §1 step 5e): BM25 over a conversation's record and turn texts.
 
 Names, numbers and rare words are what vector search misses; :class:`BM25Index` is built once
-when a conversation is loaded (and cached with its view), :func:`recall_bm25` searches it.
+when a conversation is loaded (and cached with its view); the lexical channels
+(:mod:`lychee_ray.query.channels.lexical`) search it.
 
 Why not ``bm25s`` itself: ``bm25s`` precomputes every (term, document) score, and those depend on
 the corpus size and mean document length, so adding one document means rebuilding the whole index
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,9 +24,6 @@ import numpy as np
 from lychee_ray.query.hits import Hit, ItemKind
 from lychee_ray.query.pacing import Pause, paced
 from lychee_ray.text.lexical import search_terms
-
-if TYPE_CHECKING:
-    from lychee_ray.query.recall import ConversationView
 
 # an empty document is indexed as one term no query can produce (as bm25s needs one: it counts
 # towards the corpus size and the mean length the way it always did here)
@@ -169,14 +166,4 @@ class BM25Index:
         return [Hit(self.kinds[i], self.ids[i], float(scores[i])) for i in top]
 
 
-def recall_bm25(view: ConversationView, query: str, depth: int) -> list[Hit]:
-    """(e) Lexical matches over record and turn texts."""
-    return view.bm25.search(query, depth)
-
-
-def recall_turn_bm25(view: ConversationView, query: str, depth: int) -> list[Hit]:
-    """(f) Lexical matches over the raw turns alone (turn-only term statistics)."""
-    return view.turn_bm25.search(query, depth)
-
-
-__all__ = ["BM25Index", "doc_terms", "recall_bm25", "recall_turn_bm25"]
+__all__ = ["BM25Index", "doc_terms"]

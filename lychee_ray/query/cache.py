@@ -1,4 +1,4 @@
-"""The loaded-conversation cache: a bounded LRU of :class:`~lychee_ray.query.recall.ConversationView`.
+"""The loaded-conversation cache: a bounded LRU of :class:`~lychee_ray.query.view.ConversationView`.
 
 Loading a conversation (columns, FAISS indexes, BM25) is the expensive part of a cold query, so
 views are kept; a conversation rebuilt since it was loaded (its commit marker changed) is reloaded —
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from lychee_ray.io.store import ConversationData, MemoryStoreReader
 from lychee_ray.query.errors import UnknownConversation
 from lychee_ray.query.pacing import Pause
-from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.view import ConversationView
 from lychee_ray.query.view_extend import DERIVED_TABLES, extend_with_turns
 
 log = logging.getLogger(__name__)

@@ -41,29 +41,24 @@ from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.io.store.fs import store_root
 from lychee_ray.llm.backend import resolve_backend
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
-from lychee_ray.query.bm25 import recall_bm25, recall_turn_bm25
 from lychee_ray.query.cache import ConversationCache
+from lychee_ray.query.channels import RECALL_CHANNELS, route_query_text
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
 from lychee_ray.query.plan.model import RecentTurn, recent_lines
-from lychee_ray.query.recall import ConversationView, recall_nodes, recall_records, recall_time, recall_turns
 from lychee_ray.query.rerank import CrossEncoderReranker, rerank_order
 from lychee_ray.query.route_filters import prefer_identifiers, prefer_types, route_identifiers, without_context
 from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, SearchResult
 from lychee_ray.query.select import select_evidence
+from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
 
 log = logging.getLogger(__name__)
 
 STAGES = ("load", "plan", "embed", "channels", "fusion", "rerank", "selection", "answer")
-
-
-def _route_query_text(route: Route) -> str:
-    """BM25 query of a route: its search texts plus its entity and topic words."""
-    return " ".join([*route.search_texts, *route.entities, *route.topics])
 
 
 class MemoryStore:
@@ -432,21 +427,10 @@ class MemoryStore:
         rc = self.qcfg.recall
 
         def route_task(cid: str, view: ConversationView, ri: int, route: Route, qv: np.ndarray) -> list[RankedList]:
-            lists = [
-                ("records", recall_records(view, qv, rc.record_depth)),
-                ("nodes", recall_nodes(view, qv, route.entities, route.topics, rc.node_depth, rc.node_record_depth,
-                                       rc.per_node_records)),
-                ("turns", recall_turns(view, qv, rc.turn_depth)),
-                ("bm25", recall_bm25(view, _route_query_text(route), rc.bm25_depth)),
-                ("turn_bm25", recall_turn_bm25(view, _route_query_text(route), rc.turn_bm25_depth)),
-            ]
-            if route.time is not None:
-                lists.append(("time", recall_time(view, qv, route.time, rc.time_depth, rc.time_slack_days,
-                                                  rc.time_use_session_date, rc.time_include_turns)))
-            idents = route_identifiers(view, _route_query_text(route)) if rc.prefer_identifiers else []
-            return [RankedList(ch, ri, cid, prefer_identifiers(prefer_types(without_context(hits, view, route.record_types),
-                                                                            view, route.record_types), view, idents))
-                    for ch, hits in lists]
+            idents = route_identifiers(view, route_query_text(route)) if rc.prefer_identifiers else []
+            return [RankedList(ch.name, ri, cid, prefer_identifiers(prefer_types(
+                without_context(ch.recall(view, route, qv, rc), view, route.record_types), view, route.record_types),
+                view, idents)) for ch in RECALL_CHANNELS]
 
         return [
             (lambda cid=cid, view=view, ri=ri, route=route, qv=qv: route_task(cid, view, ri, route, qv))

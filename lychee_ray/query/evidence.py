@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.query.fuse import ItemKey
 from lychee_ray.query.pacing import Pause, paced
-from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.view import ConversationView
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens
 
 _HEADER_CACHE = 4096  # distinct session headers counted (few per conversation)

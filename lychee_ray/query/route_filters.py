@@ -4,7 +4,7 @@ system-prompt context left out unless the route asks for rules."""
 from __future__ import annotations
 
 from lychee_ray.query.hits import Hit
-from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.view import ConversationView
 from lychee_ray.text.lexical import identifier_terms
 
 

@@ -32,7 +32,8 @@ import numpy as np
 from lychee_ray.config import SelectConfig
 from lychee_ray.query.evidence import Evidence, Selection, fmt_day, turn_line_tokens
 from lychee_ray.query.fuse import FusedItem
-from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.mmr import Placed, greedy_mmr
+from lychee_ray.query.view import ConversationView
 from lychee_ray.query.select_turns import select_turn_units
 from lychee_ray.query.windows import (
     Shown,
@@ -113,58 +114,50 @@ def select_items(
             by_turn.setdefault((cid, tp), []).append(i)
     covered: set[tuple[str, int]] = set()
     overlap = np.zeros(n, dtype=np.float64)  # share of an item's turns already covered by the selection
-    lam = cfg.mmr_lambda
-    max_sim = np.zeros(n, dtype=np.float64)
-    alive = np.ones(n, dtype=bool)
     texts: set[str] = set()  # shown record texts across conversations (a user's scope shows one copy)
     shown: dict[str, Shown] = {cid: Shown(texts=texts) for cid in views}
     chosen: list[Evidence] = []
     groups: set[tuple[str, str | None]] = set()
     remaining = budget_tokens
-    while True:
+
+    def prune(alive: np.ndarray) -> None:
         hopeless = alive & (min_cost > remaining)
         if hopeless.any():
             skipped["budget"] += int(hopeless.sum())
             alive &= ~hopeless
-        redundancy = np.maximum(max_sim, cfg.source_overlap_weight * overlap) if cfg.source_overlap_weight > 0 else max_sim
-        mmr = lam * gain - (1 - lam) * redundancy
-        mmr[~alive] = -np.inf
-        picked = False
-        while True:  # best candidate first; rejected ones leave the pool for good
-            i = int(np.argmax(mmr))
-            if mmr[i] == -np.inf:
-                break
-            alive[i] = False
-            mmr[i] = -np.inf
-            it = pool[i]
-            cid = it.key.conversation_id
-            view = views[cid]
-            p = int(pos[i])
-            cand = _candidate(it.key.kind, p, view, shown[cid], cfg, encoding, skipped)
-            if cand is None:
-                continue
-            positions, tokens, group = cand
-            cost = added_tokens(tokens, group, groups, show_conv, encoding)
-            if cost > remaining:
-                skipped["budget"] += 1
-                continue
-            remaining -= cost
-            groups.add(group)
-            unit = build_unit(it, p, positions, tokens, group, float(rel[i]), view, cfg)
-            unit.rank = len(chosen)
-            chosen.append(unit)
-            mark_shown(unit, view, shown[cid], p)
-            max_sim = np.maximum(max_sim, vecs @ vecs[i])
-            new_turns = [(cid, tp) for tp in (positions if unit.kind == "turns" else view.record_turns[p])]
-            touched = {j for key in new_turns if key not in covered for j in by_turn.get(key, ())}
-            covered.update(new_turns)
-            for j in touched:
-                c, tps = item_turns[j]
-                overlap[j] = sum((c, tp) in covered for tp in tps) / len(tps) if tps else 0.0
-            picked = True
-            break
-        if not picked:
-            break
+
+    def redundancy(max_sim: np.ndarray) -> np.ndarray:
+        return np.maximum(max_sim, cfg.source_overlap_weight * overlap) if cfg.source_overlap_weight > 0 else max_sim
+
+    def place(i: int) -> Placed:
+        nonlocal remaining
+        it = pool[i]
+        cid = it.key.conversation_id
+        view = views[cid]
+        p = int(pos[i])
+        cand = _candidate(it.key.kind, p, view, shown[cid], cfg, encoding, skipped)
+        if cand is None:
+            return False, False
+        positions, tokens, group = cand
+        cost = added_tokens(tokens, group, groups, show_conv, encoding)
+        if cost > remaining:
+            skipped["budget"] += 1
+            return False, False
+        remaining -= cost
+        groups.add(group)
+        unit = build_unit(it, p, positions, tokens, group, float(rel[i]), view, cfg)
+        unit.rank = len(chosen)
+        chosen.append(unit)
+        mark_shown(unit, view, shown[cid], p)
+        new_turns = [(cid, tp) for tp in (positions if unit.kind == "turns" else view.record_turns[p])]
+        touched = {j for key in new_turns if key not in covered for j in by_turn.get(key, ())}
+        covered.update(new_turns)
+        for j in touched:
+            c, tps = item_turns[j]
+            overlap[j] = sum((c, tp) in covered for tp in tps) / len(tps) if tps else 0.0
+        return True, False
+
+    greedy_mmr(gain, vecs, cfg.mmr_lambda, place, redundancy=redundancy, prune=prune)
     return finish(chosen, budget_tokens, show_conv, encoding, n, skipped)
 
 

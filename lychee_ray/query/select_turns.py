@@ -29,7 +29,8 @@ import numpy as np
 from lychee_ray.config import SelectConfig
 from lychee_ray.query.evidence import Evidence, Selection, fmt_day, turn_line_tokens
 from lychee_ray.query.fuse import FusedItem, ItemKey
-from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.mmr import Placed, greedy_mmr
+from lychee_ray.query.view import ConversationView
 from lychee_ray.query.windows import (
     Shown,
     added_tokens,
@@ -149,9 +150,6 @@ def select_turn_units(
     gain = cost_aware_gain(score, cost0, cfg.cost_exponent)
     turn_score = {(c.conversation_id, c.pos): float(score[i]) for i, c in enumerate(cands) if c.kind == "turn"}
     picker = _Picker(views, cfg, encoding, budget_tokens, show_conv, pooled_records, turn_score, skipped)
-    lam = cfg.mmr_lambda
-    max_sim = np.zeros(n, dtype=np.float64)
-    alive = np.ones(n, dtype=bool)
     # a turn shown through its records (tool traffic, a system prompt), picked again, ranks by the
     # records it has left: once shown, a record's lift is spent on every such turn it lifted
     lifted_by: dict[tuple[str, int], list[int]] = {}
@@ -160,18 +158,11 @@ def select_turn_units(
             for rp in c.lifts:
                 lifted_by.setdefault((c.conversation_id, rp), []).append(j)
     raw = np.asarray([c.score for c in cands], dtype=np.float64)
-    while alive.any() and picker.remaining > 0:
-        mmr = lam * gain - (1 - lam) * max_sim
-        mmr[~alive] = -np.inf
-        i = int(np.argmax(mmr))
-        if mmr[i] == -np.inf:
-            break
-        c = cands[i]
+
+    def place(i: int) -> Placed:
         shown_before = len(picker.chosen)
-        placed, keep = picker.place(c, float(score[i]))
-        alive[i] = keep
+        placed, keep = picker.place(cands[i], float(score[i]))
         if placed:
-            max_sim = np.maximum(max_sim, vecs @ vecs[i])
             for unit in picker.chosen[shown_before:]:
                 if unit.kind != "record":
                     continue
@@ -183,6 +174,9 @@ def select_turn_units(
                         gain[j] *= left / raw[j]
                         score[j] *= left / raw[j]
                         raw[j] = left
+        return placed, keep
+
+    greedy_mmr(gain, vecs, cfg.mmr_lambda, place, stop=lambda: picker.remaining <= 0)
     return finish(picker.chosen, budget_tokens, show_conv, encoding, len(pool), skipped)
 
 

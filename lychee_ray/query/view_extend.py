@@ -1,7 +1,7 @@
 """A search view extended by appended turns, at the cost of the new turns (issue 28).
 
 A queued append (build/queued.py) commits a delta of new turn rows only. Building the conversation's
-:class:`~lychee_ray.query.recall.ConversationView` again from scratch for it costs the whole
+:class:`~lychee_ray.query.view.ConversationView` again from scratch for it costs the whole
 conversation (columns, BM25, term sets, line token counts: ~2 s at 10,000 turns, on every replica,
 for every appended turn). :func:`extend_with_turns` instead keeps the old view's records, nodes and
 their indexes as they are, and adds the new turns to the turn columns, vectors and both BM25
@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 
 from lychee_ray.io.store import ConversationData
-from lychee_ray.query.recall import ConversationView, TurnColumns, flat_vectors, view_nbytes
+from lychee_ray.query.view import ConversationView, TurnColumns, flat_vectors, view_nbytes
 
 # tables a turns-only append leaves as they were (load_generation hands back the same objects)
 _UNCHANGED = ("records", "nodes", "segments")

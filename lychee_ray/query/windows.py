@@ -32,7 +32,7 @@ from lychee_ray.query.evidence import (
     turns_block,
 )
 from lychee_ray.query.fuse import FusedItem
-from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.view import ConversationView
 
 # ------------------------------------------------------------------------------------------------
 # raw-turn windows

@@ -25,7 +25,7 @@ from lychee_ray.query.answer import ANSWER_SYSTEM
 from lychee_ray.config import load_config
 from lychee_ray.query.engine import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
-from lychee_ray.query.recall import CHANNELS
+from lychee_ray.query.channels import CHANNELS
 from lychee_ray.serve import OPEN_PATHS, MemoryService, create_app
 from lychee_ray.serve.docs import ASSETS
 from lychee_ray.io.store import MemoryStoreReader

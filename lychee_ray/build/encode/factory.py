@@ -28,10 +28,4 @@ def _backend_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | Non
         client = llm_client if llm_client is not None else make_llm_client(cfg, limiter=limiter)
         return OpenAIEncoder(client, cfg.encoder, cfg.tokenizer)
     e = cfg.encoder
-    return RulesEncoder(
-        min_words=e.rules_min_words, max_entities=e.rules_max_entities, max_topics=e.rules_max_topics,
-        question_min_content_words=e.rules_question_min_content_words, keep_questions=e.rules_keep_questions,
-        we_mode=e.rules_we_mode, image_records=e.rules_image_records, topic_bigrams=e.rules_topic_bigrams,
-        max_records_per_turn=e.rules_max_records_per_turn, day_first=e.day_first, summary=e.mode == "summary",
-        pair_answers=e.rules_pair_answers, pair_max_answer_words=e.rules_pair_max_answer_words, tools=e.tools,
-    )
+    return RulesEncoder(**e.rules.model_dump(), day_first=e.day_first, summary=e.mode == "summary", tools=e.tools)

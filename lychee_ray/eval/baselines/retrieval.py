@@ -33,7 +33,7 @@ from lychee_ray.query.bm25 import BM25Index
 from lychee_ray.query.evidence import Evidence, line_tokens
 from lychee_ray.query.fuse import ItemKey, RankedList, rrf
 from lychee_ray.query.hits import Hit
-from lychee_ray.query.recall import ConversationView
+from lychee_ray.query.view import ConversationView
 from lychee_ray.text.sentences import split_sentences
 from lychee_ray.text.tokens import count_tokens
 

@@ -49,18 +49,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from lychee_ray.config import LycheeConfig, deep_merge, parse_set
+from lychee_ray.query.channels import RECALL_CHANNELS
 
 QueryKind = Literal["memory", "turn_rag", "sentence_rag", "hybrid_rag", "full_context"]
 
-# Every channel depth the recall step has, by channel name (DESIGN §1 step 5).
-CHANNEL_DEPTHS = {
-    "records": ("record_depth",),
-    "nodes": ("node_depth", "node_record_depth"),
-    "time": ("time_depth",),
-    "turns": ("turn_depth",),
-    "bm25": ("bm25_depth",),
-    "turn_bm25": ("turn_bm25_depth",),
-}
+# Every channel depth the recall step has, by channel name (DESIGN §1 step 5; the channel registry).
+CHANNEL_DEPTHS: dict[str, tuple[str, ...]] = {c.name: c.depth_keys for c in RECALL_CHANNELS}
 
 
 def only_channels(*keep: str) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ conversation's first turn (role ``system``, id ``system``).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from lychee_ray.io.adapters.agent_turns import (ToolLinker, arguments_text, cont
                                                message_log_item)
 from lychee_ray.io.adapters.base import AdapterItem
 from lychee_ray.io.adapters.chat_completions import looks_anthropic, turn_id_of
+from lychee_ray.io.adapters.adapter import Adapter, has_messages
 from lychee_ray.io.adapters.documents import read_objects_as
 
 NAME = "anthropic"
@@ -109,4 +111,17 @@ def read_anthropic(path: str | Path) -> Iterator[AdapterItem]:
     return read_objects_as(path, SUFFIXES, recognise, convert_conversation, "Anthropic Messages (--format anthropic)")
 
 
-__all__ = ["NAME", "SUFFIXES", "SYSTEM_TURN_ID", "convert_conversation", "read_anthropic", "recognise"]
+_SYSTEM_KEY = re.compile(r'"system"\s*:\s*["\[]')  # a top-level system prompt, not a role value
+
+
+def sniff(obj: dict[str, Any] | None, head: str) -> bool:
+    """Anthropic Messages: ``messages`` with a top-level ``system`` or ``tool_use`` / ``tool_result`` blocks."""
+    if obj is not None:
+        return has_messages(obj) and looks_anthropic(obj)
+    return '"messages"' in head and ('"tool_use"' in head or '"tool_result"' in head or bool(_SYSTEM_KEY.search(head)))
+
+
+ADAPTER = Adapter(NAME, "Anthropic Messages", SUFFIXES, read_anthropic, sniff, agent_log=True)
+
+
+__all__ = ["ADAPTER", "sniff", "NAME", "SUFFIXES", "SYSTEM_TURN_ID", "convert_conversation", "read_anthropic", "recognise"]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 from collections.abc import Iterable, Iterator
 
+from pyarrow import fs
 from pydantic import ValidationError
 
 from lychee_ray.core.conversation import Conversation, QAItem
+from lychee_ray.io.adapters.clean import repair_conversation
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,6 @@ def canonical_item(obj: dict[str, Any], file: str, line: int | None, issues: lis
     Repairs (see :mod:`lychee_ray.io.adapters.clean`) are reported as warnings; what cannot be repaired
     is reported as errors naming the field.
     """
-    from lychee_ray.io.adapters.clean import repair_conversation
-
     obj, notes = repair_conversation(obj)
     cid = obj.get("conversation_id") if isinstance(obj.get("conversation_id"), str) else None
     issues = [i if i.conversation_id else replace(i, conversation_id=cid) for i in issues or []]
@@ -123,8 +124,6 @@ def is_uri(path: str | Path) -> bool:
 def open_input(path: str | Path) -> BinaryIO:
     """Open a local path or a ``pyarrow.fs`` URI (``s3://``, ``gs://``, ``file://`` …) for reading."""
     if is_uri(path):
-        from pyarrow import fs
-
         filesystem, inner = fs.FileSystem.from_uri(str(path))
         # random access (Parquet needs it) behind a buffered reader (line iteration for JSONL)
         return io.BufferedReader(filesystem.open_input_file(inner))  # type: ignore[arg-type]
@@ -136,15 +135,11 @@ def list_input_files(path: str | Path, suffixes: Iterable[str]) -> list[str]:
 
     Local paths and ``pyarrow.fs`` URIs are both accepted; URIs are returned as URIs.
     """
-    import re
-
     def natural(name: str) -> list:
         return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
     wanted = set(suffixes)
     if is_uri(path):
-        from pyarrow import fs
-
         filesystem, inner = fs.FileSystem.from_uri(str(path))
         info = filesystem.get_file_info(inner)
         if info.type == fs.FileType.NotFound:

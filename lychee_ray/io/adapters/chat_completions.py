@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from lychee_ray.io.adapters.agent_turns import (MESSAGE_ROLES, ToolLinker, arguments_text, content_text,
                                                message_list_mismatch, message_log_item)
 from lychee_ray.io.adapters.base import AdapterItem
+from lychee_ray.io.adapters.adapter import Adapter, has_messages
 from lychee_ray.io.adapters.documents import read_objects_as
 
 NAME = "openai"
@@ -126,4 +127,14 @@ def read_chat_completions(path: str | Path) -> Iterator[AdapterItem]:
     return read_objects_as(path, SUFFIXES, recognise, convert_conversation, "chat-completion (--format openai)")
 
 
-__all__ = ["NAME", "SUFFIXES", "convert_conversation", "looks_anthropic", "read_chat_completions", "recognise", "turn_id_of"]
+def sniff(obj: dict[str, Any] | None, head: str) -> bool:
+    """OpenAI chat completions: any other ``messages`` list."""
+    if obj is not None:
+        return has_messages(obj)
+    return '"messages"' in head and '"role"' in head
+
+
+ADAPTER = Adapter(NAME, "OpenAI chat-completion", SUFFIXES, read_chat_completions, sniff, agent_log=True)
+
+
+__all__ = ["ADAPTER", "sniff", "NAME", "SUFFIXES", "convert_conversation", "looks_anthropic", "read_chat_completions", "recognise", "turn_id_of"]

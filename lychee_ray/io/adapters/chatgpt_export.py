@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 from lychee_ray.io.adapters.agent_turns import MESSAGE_ROLES, ToolLinker, conversation_item, epoch_iso
 from lychee_ray.io.adapters.base import AdapterItem
+from lychee_ray.io.adapters.adapter import Adapter
 from lychee_ray.io.adapters.documents import read_objects_as
 
 NAME = "chatgpt"
@@ -154,4 +155,14 @@ def read_chatgpt(path: str | Path) -> Iterator[AdapterItem]:
     return read_objects_as(path, SUFFIXES, recognise, convert_conversation, "ChatGPT export (--format chatgpt)")
 
 
-__all__ = ["NAME", "SUFFIXES", "convert_conversation", "current_branch", "read_chatgpt", "recognise"]
+def sniff(obj: dict[str, Any] | None, head: str) -> bool:
+    """A ChatGPT export: a ``mapping`` tree of messages."""
+    if obj is not None:
+        return isinstance(obj.get("mapping"), dict)
+    return '"mapping"' in head and ('"current_node"' in head or '"author"' in head)
+
+
+ADAPTER = Adapter(NAME, "ChatGPT export", SUFFIXES, read_chatgpt, sniff, agent_log=True)
+
+
+__all__ = ["ADAPTER", "sniff", "NAME", "SUFFIXES", "convert_conversation", "current_branch", "read_chatgpt", "recognise"]

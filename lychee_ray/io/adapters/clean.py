@@ -35,6 +35,7 @@ from typing import Any
 
 from lychee_ray.core.conversation import ROLES
 from lychee_ray.core.ids import InvalidId, repair_id
+from lychee_ray.io.adapters.dates import parse_datetime
 
 # Terminal escape sequences first (so their parameter bytes go with them), then single characters.
 _ESCAPES = (
@@ -143,8 +144,6 @@ def normalise_date(value: Any, field: str, notes: Notes, now: datetime) -> Any:
         try:
             dt = datetime.fromisoformat(value)
         except ValueError:
-            from lychee_ray.io.adapters.dates import parse_datetime
-
             try:
                 out = parse_datetime(value)
             except (ValueError, OverflowError):

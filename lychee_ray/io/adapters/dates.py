@@ -28,7 +28,7 @@ def parse_datetime(text: str) -> str:
             return datetime.strptime(s, fmt).isoformat()
         except ValueError:
             continue
-    import dateparser
+    import dateparser  # delays dateparser's load (~0.3 s) to a date no fixed format reads
 
     dt = dateparser.parse(s, settings={"STRICT_PARSING": True, "PREFER_DAY_OF_MONTH": "first"}, languages=["en"])
     if dt is None:

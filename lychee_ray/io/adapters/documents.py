@@ -1,6 +1,7 @@
 """Reading files of JSON objects, one conversation each: JSONL (one object per line) or one JSON
 document (an array of objects, or a single object). Shared by the message-list formats
-(``openai``, ``anthropic``, ``chatgpt``).
+(``openai``, ``anthropic``, ``chatgpt``); :func:`read_samples` reads the dataset formats' JSON files
+(``locomo``, ``longmemeval``: a list of samples, or one sample).
 
 Each object comes with its position: the 1-based line for JSONL, the 1-based item for a JSON
 array (reported as the issue's ``line``). A line or item that cannot be read is one located error;
@@ -24,6 +25,8 @@ JSON_DOCUMENT_SUFFIXES = (".json",)
 # obj -> None when the reader can read it, else what it looks like ("a canonical conversation")
 Recognise = Callable[[dict[str, Any]], str | None]
 Convert = Callable[[dict[str, Any], str, int], AdapterItem]
+# (sample, file, index, samples in the file, the file's own issues — given with its first sample only)
+ConvertSample = Callable[[dict[str, Any], str, int, int, list[InputIssue] | None], AdapterItem]
 
 
 def _is_document(path: str, head: bytes) -> bool:
@@ -103,6 +106,27 @@ def read_objects_as(path: str | Path, suffixes: tuple[str, ...], recognise: Reco
         yield item
 
 
+def read_samples(path: str | Path, suffixes: tuple[str, ...], what: str, convert: ConvertSample) -> Iterator[AdapterItem]:
+    """Every sample of the JSON files under ``path`` (each a list of samples, or one sample) converted
+    by ``convert``; a file that is not valid JSON, or a sample that is not an object (``what`` names
+    it: "sample", "instance"), is one error and the rest is read."""
+    for file in list_input_files(path, suffixes):
+        f = str(file)
+        with open_input(file) as fh:
+            text, file_issues = decode_text(fh.read(), f)
+        try:
+            data = json.loads(text, strict=False)
+        except json.JSONDecodeError as e:
+            yield AdapterItem(f, issues=[*file_issues, InputIssue(f, f"not valid JSON: {e}")])
+            continue
+        samples = data if isinstance(data, list) else [data]
+        for i, sample in enumerate(samples):
+            if not isinstance(sample, dict):
+                yield AdapterItem(f, issues=[InputIssue(f, f"{what} {i} is not an object")])
+                continue
+            yield convert(sample, f, i, len(samples), file_issues if i == 0 else None)
+
+
 def count_objects(path: str) -> int:
     """Objects one file holds (non-empty lines, or items of a JSON array); unreadable text counts one."""
     with open_input(path) as fh:
@@ -140,4 +164,4 @@ def first_object(head: bytes) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["JSON_DOCUMENT_SUFFIXES", "count_objects", "first_object", "iter_objects", "read_objects_as"]
+__all__ = ["JSON_DOCUMENT_SUFFIXES", "count_objects", "first_object", "iter_objects", "read_objects_as", "read_samples"]

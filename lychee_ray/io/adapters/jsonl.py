@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 from collections.abc import Iterator
 
+from lychee_ray.io.adapters.adapter import Adapter
 from lychee_ray.io.adapters.base import AdapterItem, InputIssue, canonical_item, decode_text, list_input_files, open_input
 
 SUFFIXES = (".jsonl", ".ndjson")
@@ -60,3 +62,13 @@ def read_jsonl(path: str | Path) -> Iterator[AdapterItem]:
     """All ``*.jsonl`` files under ``path`` (or the file itself)."""
     for file in list_input_files(path, SUFFIXES):
         yield from read_jsonl_file(file)
+
+
+def sniff(obj: dict[str, Any] | None, head: str) -> bool:
+    """A canonical conversation: a first object with ``sessions``."""
+    if obj is not None:
+        return "sessions" in obj
+    return '"sessions"' in head and '"conversation_id"' in head
+
+
+ADAPTER = Adapter("jsonl", "JSONL", SUFFIXES, read_jsonl, sniff)

@@ -14,7 +14,6 @@ backwards are kept and reported. A turn that is not an object rejects the sample
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,11 @@ from collections.abc import Iterator
 from pydantic import ValidationError
 
 from lychee_ray.core.conversation import Conversation, QAItem, Session, Turn
-from lychee_ray.io.adapters.base import AdapterItem, InputIssue, decode_text, with_warnings, issues_from_validation, list_input_files, open_input
+from lychee_ray.io.adapters.adapter import Adapter
+from lychee_ray.io.adapters.base import AdapterItem, InputIssue, with_warnings, issues_from_validation
 from lychee_ray.io.adapters.clean import Notes, clean_strings, policy_id, time_order_notes
 from lychee_ray.io.adapters.dates import parse_datetime
+from lychee_ray.io.adapters.documents import read_samples
 
 SUFFIXES = (".json",)
 
@@ -154,31 +155,27 @@ def convert_sample(sample: dict[str, Any], conversation_id: str, file: str) -> A
     return AdapterItem(file, conversation=conv, qa=qa, issues=issues)
 
 
+def _sample_item(sample: dict[str, Any], f: str, i: int, count: int, file_issues: list[InputIssue] | None) -> AdapterItem:
+    sid = sample.get("sample_id")
+    cid = f"locomo-{sid if sid is not None else Path(f).stem}"
+    if count > 1 and sid is None:
+        cid = f"{cid}-{i}"
+    notes = Notes()
+    sample = clean_strings(sample, notes)
+    cid = policy_id(cid, "sample_id", notes)  # the one id policy (core/ids.py)
+    if notes.errors:
+        return AdapterItem(f, issues=[*(file_issues or []), *(InputIssue(f, msg, field=fld) for fld, msg in notes.errors)])
+    return with_warnings(convert_sample(sample, cid, f), notes, file_issues)
+
+
 def read_locomo(path: str | Path) -> Iterator[AdapterItem]:
     """LoCoMo files (a per-sample dict, or a list of samples as in ``locomo10.json``)."""
-    for file in list_input_files(path, SUFFIXES):
-        f = str(file)
-        with open_input(file) as fh:
-            text, file_issues = decode_text(fh.read(), f)
-        try:
-            data = json.loads(text, strict=False)
-        except json.JSONDecodeError as e:
-            yield AdapterItem(f, issues=[*file_issues, InputIssue(f, f"not valid JSON: {e}")])
-            continue
-        samples = data if isinstance(data, list) else [data]
-        for i, sample in enumerate(samples):
-            if not isinstance(sample, dict):
-                yield AdapterItem(f, issues=[InputIssue(f, f"sample {i} is not an object")])
-                continue
-            sid = sample.get("sample_id")
-            cid = f"locomo-{sid if sid is not None else Path(file).stem}"
-            if len(samples) > 1 and sid is None:
-                cid = f"{cid}-{i}"
-            notes = Notes()
-            sample = clean_strings(sample, notes)
-            cid = policy_id(cid, "sample_id", notes)  # the one id policy (core/ids.py)
-            if notes.errors:
-                yield AdapterItem(f, issues=[*(file_issues if i == 0 else []), *(
-                    InputIssue(f, msg, field=fld) for fld, msg in notes.errors)])
-                continue
-            yield with_warnings(convert_sample(sample, cid, f), notes, file_issues if i == 0 else None)
+    return read_samples(path, SUFFIXES, "sample", _sample_item)
+
+
+def sniff(obj: dict[str, Any] | None, head: str) -> bool:
+    """A JSON document naming ``session_1``, ``sample_id`` or ``conversation``."""
+    return '"session_1"' in head or '"sample_id"' in head or '"conversation"' in head
+
+
+ADAPTER = Adapter("locomo", "LoCoMo", SUFFIXES, read_locomo, sniff)

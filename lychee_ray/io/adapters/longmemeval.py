@@ -7,7 +7,6 @@ is kept in ``meta`` and the ``has_answer`` turns become the question's gold evid
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
@@ -15,9 +14,11 @@ from collections.abc import Iterator
 from pydantic import ValidationError
 
 from lychee_ray.core.conversation import Conversation, QAItem, Session, Turn
-from lychee_ray.io.adapters.base import AdapterItem, InputIssue, decode_text, with_warnings, issues_from_validation, list_input_files, open_input
+from lychee_ray.io.adapters.adapter import Adapter
+from lychee_ray.io.adapters.base import AdapterItem, InputIssue, with_warnings, issues_from_validation
 from lychee_ray.io.adapters.clean import Notes, clean_strings
 from lychee_ray.io.adapters.dates import parse_datetime
+from lychee_ray.io.adapters.documents import read_samples
 
 SUFFIXES = (".json",)
 
@@ -77,21 +78,20 @@ def convert_instance(inst: dict[str, Any], file: str, index: int) -> AdapterItem
     return AdapterItem(file, conversation=conv, qa=[qa], issues=issues)
 
 
+def _instance_item(inst: dict[str, Any], f: str, i: int, count: int, file_issues: list[InputIssue] | None) -> AdapterItem:
+    notes = Notes()
+    inst = clean_strings(inst, notes)
+    return with_warnings(convert_instance(inst, f, i), notes, file_issues)
+
+
 def read_longmemeval(path: str | Path) -> Iterator[AdapterItem]:
     """LongMemEval JSON files (each a list of instances, or one instance)."""
-    for file in list_input_files(path, SUFFIXES):
-        f = str(file)
-        with open_input(file) as fh:
-            text, file_issues = decode_text(fh.read(), f)
-        try:
-            data = json.loads(text, strict=False)
-        except json.JSONDecodeError as e:
-            yield AdapterItem(f, issues=[*file_issues, InputIssue(f, f"not valid JSON: {e}")])
-            continue
-        for i, inst in enumerate(data if isinstance(data, list) else [data]):
-            if not isinstance(inst, dict):
-                yield AdapterItem(f, issues=[InputIssue(f, f"instance {i} is not an object")])
-                continue
-            notes = Notes()
-            inst = clean_strings(inst, notes)
-            yield with_warnings(convert_instance(inst, f, i), notes, file_issues if i == 0 else None)
+    return read_samples(path, SUFFIXES, "instance", _instance_item)
+
+
+def sniff(obj: dict[str, Any] | None, head: str) -> bool:
+    """A JSON document naming ``haystack_sessions``."""
+    return '"haystack_sessions"' in head or '"haystack_session_ids"' in head
+
+
+ADAPTER = Adapter("longmemeval", "LongMemEval JSON", SUFFIXES, read_longmemeval, sniff)

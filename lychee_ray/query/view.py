@@ -1,54 +1,34 @@
-"""Recall channels (DESIGN §1 step 5) over one loaded conversation.
+"""A loaded conversation prepared for querying: :class:`ConversationView` and :class:`TurnColumns`.
 
-:class:`ConversationView` is a committed conversation prepared for querying: plain Python/NumPy
-columns, the FAISS indexes, node key lookups and a BM25 index over record and turn texts (built
-once when the conversation is loaded and cached with it). Each channel is a small function that
-takes a view and one route and returns a ranked list of :class:`Hit` — items are records
-(``id = record_id``) or raw turns (``id = turn_id``), told apart by ``kind``:
-
-(a) :func:`recall_records` — record vectors (FAISS);
-(b) :func:`recall_nodes` — evidence-node expansion: nodes by vector plus exact key matches of the
-    route's entities/topics → their linked records (at most ``per_node`` per node, best first);
-(c) :func:`recall_time` — records whose time overlaps the route's constraint, closest first;
-(d) :func:`recall_turns` — raw turn vectors (FAISS);
-(e) :func:`~lychee_ray.query.bm25.recall_bm25` — lexical BM25 over record and turn texts (names
-    and numbers need it); its index and the shared word vocabulary live in :mod:`~lychee_ray.query.bm25`
-    and :mod:`~lychee_ray.text.lexical`;
-(f) :func:`~lychee_ray.query.bm25.recall_turn_bm25` — BM25 over the raw turns alone. With (d) it is
-    the hybrid turn RAG baseline inside the method: a corpus of turns only keeps the turns' own term
-    statistics (records would dilute them), so lychee's fusion always contains that ranking.
-
-A route with several search texts searches with all of them; an item's score is its best one.
+:class:`ConversationView` is a committed conversation as plain Python/NumPy columns, the FAISS
+indexes, node key lookups and the BM25 indexes over record and turn texts (built once when the
+conversation is loaded and cached with it, query/cache.py). Items are records (``id = record_id``)
+or raw turns (``id = turn_id``), told apart by their ``kind``. The recall channels that search a
+view are in :mod:`lychee_ray.query.channels`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from lychee_ray.core.keys import normalise_key
 from lychee_ray.core.records import TimeSpan
-from lychee_ray.io.store import ConversationData
 from lychee_ray.core.tools import render_turn_text, tool_info_from_meta
+from lychee_ray.io.store import ConversationData
 from lychee_ray.query.bm25 import BM25Index, doc_terms
-from lychee_ray.query.hits import Hit, ItemKind
+from lychee_ray.query.hits import ItemKind
 from lychee_ray.query.pacing import PAUSE_EVERY_ROWS, Pause, paced
 from lychee_ray.text.dates import iso_day
 from lychee_ray.text.lexical import ATTRIBUTION_TERMS, lexical_terms
 
-CHANNELS = ("records", "nodes", "time", "turns", "bm25", "turn_bm25")
+NO_DAY = 1 << 40  # "no date": farther than any slack
 
 
-# ------------------------------------------------------------------------------------------------
-# loaded conversation
-# ------------------------------------------------------------------------------------------------
-
-
-def _day_ordinal(iso: str | None) -> int | None:
+def day_ordinal(iso: str | None) -> int | None:
+    """Day ordinal of an ISO date/time (None when undated)."""
     d = iso_day(iso)
     return d.toordinal() if d is not None else None
 
@@ -73,8 +53,8 @@ def view_nbytes(data: ConversationData) -> int:
 
 
 def day_ordinals(values: Sequence[str | None]) -> np.ndarray:
-    """Day ordinal of each ISO date/time (``_NO_DAY`` when undated)."""
-    return np.asarray([d if (d := _day_ordinal(x)) is not None else _NO_DAY for x in values], dtype=np.int64)
+    """Day ordinal of each ISO date/time (``NO_DAY`` when undated)."""
+    return np.asarray([d if (d := day_ordinal(x)) is not None else NO_DAY for x in values], dtype=np.int64)
 
 
 @dataclass
@@ -119,7 +99,7 @@ class TurnColumns:
 
 def flat_vectors(index, n: int, dim: int, start: int = 0) -> np.ndarray:
     """``n`` vectors from row ``start`` of an ``IndexIDMap2(IndexFlatIP)`` whose ids are row positions."""
-    import faiss
+    import faiss  # as everywhere on the query path: loaded with the first view, not on import
 
     if n == 0:
         return np.zeros((0, dim), dtype=np.float32)
@@ -168,7 +148,7 @@ class ConversationView:
     bm25: BM25Index
     turn_bm25: BM25Index  # raw turns only (channel f)
     rec_lo: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # content time, day ordinals
-    rec_hi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (_NO_DAY when undated)
+    rec_hi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (NO_DAY when undated)
     rec_said: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # session day of each record
     turn_said: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # session day of each turn
     record_pos: dict[str, int] = field(default_factory=dict)
@@ -225,7 +205,7 @@ class ConversationView:
         for s, e, g, x in paced(zip(rec["time_start"], rec["time_end"], rec["time_granularity"], rec["time_expression"], strict=False), pause):
             t = TimeSpan(start=s, end=e, granularity=g, expression=x) if (s or e) else None
             times.append(t)
-            a, b = _day_ordinal(s), _day_ordinal(e)
+            a, b = day_ordinal(s), day_ordinal(e)
             a, b = (a if a is not None else b), (b if b is not None else a)
             spans.append(None if a is None else (min(a, b), max(a, b)))
         seg_of: dict[str, int] = {}
@@ -233,7 +213,7 @@ class ConversationView:
             for t in tids or []:
                 seg_of[t] = int(idx)
         context = frozenset(int(i) for i, why in zip(data.segments.column("index").to_pylist(),
-                                                     data.segments.column("close_reason").to_pylist(), strict=True)
+                                                     data.segments.column("close_reason").to_pylist(), strict=False)
                             if why == "system_prompt")
         tc = TurnColumns.of(trn, seg_of, pause)
         turn_pos = {t: i for i, t in enumerate(tc.ids)}
@@ -275,8 +255,8 @@ class ConversationView:
             record_terms=[frozenset(lexical_terms(t)) - ATTRIBUTION_TERMS for t in paced(rec_text, pause)],
             turn_terms=tc.terms,
         )
-        view.rec_lo = np.asarray([sp[0] if sp else _NO_DAY for sp in spans], dtype=np.int64)
-        view.rec_hi = np.asarray([sp[1] if sp else _NO_DAY for sp in spans], dtype=np.int64)
+        view.rec_lo = np.asarray([sp[0] if sp else NO_DAY for sp in spans], dtype=np.int64)
+        view.rec_hi = np.asarray([sp[1] if sp else NO_DAY for sp in spans], dtype=np.int64)
         view.rec_said = day_ordinals(view.record_session_date)
         view.turn_said = tc.said
         view.nbytes = view_nbytes(data)
@@ -303,149 +283,5 @@ class ConversationView:
         return self.record_vecs[pos] if kind == "record" else self.turn_vecs[pos]
 
 
-# ------------------------------------------------------------------------------------------------
-# channels
-# ------------------------------------------------------------------------------------------------
-
-
-def _faiss_search(index, qvecs: np.ndarray, depth: int, ntotal: int) -> dict[int, float]:
-    """Best score per row position over all query vectors."""
-    k = min(depth, ntotal)
-    if k <= 0 or len(qvecs) == 0:
-        return {}
-    scores, ids = index.search(np.ascontiguousarray(qvecs, dtype=np.float32), k)
-    best: dict[int, float] = {}
-    for row_s, row_i in zip(scores, ids, strict=False):
-        for s, i in zip(row_s, row_i, strict=False):
-            if i >= 0 and s > best.get(int(i), -np.inf):
-                best[int(i)] = float(s)
-    return best
-
-
-def _ranked(best: dict[int, float], depth: int) -> list[tuple[int, float]]:
-    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
-
-
-def recall_records(view: ConversationView, qvecs: np.ndarray, depth: int) -> list[Hit]:
-    """(a) Records nearest to the route's search texts."""
-    best = _faiss_search(view.record_index, qvecs, depth, view.num_records)
-    return [Hit("record", view.record_ids[i], s) for i, s in _ranked(best, depth)]
-
-
-def recall_turns(view: ConversationView, qvecs: np.ndarray, depth: int) -> list[Hit]:
-    """(d) Raw turns nearest to the route's search texts."""
-    best = _faiss_search(view.turn_index, qvecs, depth, view.num_turns)
-    return [Hit("turn", view.turn_ids[i], s) for i, s in _ranked(best, depth)]
-
-
-def exact_node_keys(entities: Sequence[str], topics: Sequence[str]) -> list[tuple[str, str]]:
-    """(kind, key) pairs a route's entities and topics match exactly (entity, topic, entity×topic)."""
-    ents = [k for k in dict.fromkeys(normalise_key(e) for e in entities) if k]
-    tops = [k for k in dict.fromkeys(normalise_key(t) for t in topics) if k]
-    out = [("entity_topic", f"{e}|{t}") for e in ents for t in tops if e != t]
-    out += [("entity", e) for e in ents] + [("topic", t) for t in tops]
-    return out
-
-
-def recall_nodes(
-    view: ConversationView, qvecs: np.ndarray, entities: Sequence[str], topics: Sequence[str],
-    node_depth: int, depth: int, per_node: int,
-) -> list[Hit]:
-    """(b) Records linked from matched evidence nodes.
-
-    Nodes: exact key matches of the route's entities/topics (node similarity counted as 1) plus the
-    ``node_depth`` nodes nearest to the search texts. From each node its ``per_node`` records most
-    similar to the search texts are taken; a record scores node similarity + record similarity
-    (best over the nodes that reached it), so records of specific, well-matched nodes come first.
-    """
-    if depth <= 0 or view.num_records == 0 or len(qvecs) == 0:
-        return []
-    matched: dict[int, float] = {}
-    for kk in exact_node_keys(entities, topics):
-        i = view.keys.get(kk)
-        if i is not None:
-            matched[i] = 1.0
-    for i, s in _faiss_search(view.node_index, qvecs, node_depth, len(view.node_kind)).items():
-        if s > matched.get(i, -np.inf):
-            matched[i] = s
-    if not matched:
-        return []
-    rec_sim = (view.record_vecs @ qvecs.T).max(axis=1) if len(qvecs) > 1 else view.record_vecs @ qvecs[0]
-    best: dict[int, float] = {}
-    for ni, ns in matched.items():
-        recs = view.node_records[ni]
-        if len(recs) == 0:
-            continue
-        sims = rec_sim[recs]
-        if len(recs) > per_node:
-            top = np.argpartition(-sims, per_node - 1)[:per_node]
-            recs, sims = recs[top], sims[top]
-        for r, s in zip(recs.tolist(), sims.tolist(), strict=False):
-            score = ns + s
-            if score > best.get(r, -np.inf):
-                best[r] = score
-    return [Hit("record", view.record_ids[i], s) for i, s in _ranked(best, depth)]
-
-
-def time_bounds(span: TimeSpan | None) -> tuple[int, int] | None:
-    """A constraint's (start, end) day ordinals; open ends become the far past/future."""
-    if span is None or not (span.start or span.end):
-        return None
-    a, b = _day_ordinal(span.start), _day_ordinal(span.end)
-    return (a if a is not None else 1, b if b is not None else date.max.toordinal())
-
-
-_NO_DAY = 1 << 40  # "no date": farther than any slack
-
-
-def _gaps(lo: np.ndarray, hi: np.ndarray, c_lo: int, c_hi: int) -> np.ndarray:
-    """Days between each [lo, hi] span and the constraint [c_lo, c_hi] (0 = overlap)."""
-    return np.where(hi < c_lo, c_lo - hi, np.where(lo > c_hi, lo - c_hi, 0))
-
-
-def recall_time(
-    view: ConversationView, qvecs: np.ndarray, constraint: TimeSpan | None, depth: int,
-    slack_days: int = 0, use_session_date: bool = True, include_turns: bool = True,
-) -> list[Hit]:
-    """(c) Items whose time overlaps the constraint: closest first, then most similar.
-
-    Records match by their content time; with ``use_session_date`` also by their session date
-    (what was said in a period is often about it, and questions like "what did X show on
-    13 Oct?" name the day it was said) — ranked after content-time matches at the same distance.
-    With ``include_turns`` raw turns match by their session date too. Closeness = days between
-    the item's span and the constraint (0 when they overlap); items within ``slack_days`` are kept.
-    """
-    bounds = time_bounds(constraint)
-    if bounds is None or depth <= 0:
-        return []
-    c_lo, c_hi = bounds
-    gap_content = _gaps(view.rec_lo, view.rec_hi, c_lo, c_hi)
-    tier = np.zeros(view.num_records, dtype=np.int64)
-    gap = gap_content
-    if use_session_date:
-        gap_said = _gaps(view.rec_said, view.rec_said, c_lo, c_hi)
-        tier = (gap_said < gap_content).astype(np.int64)
-        gap = np.minimum(gap_content, gap_said)
-    rec = np.flatnonzero(gap <= slack_days)
-    turn = np.flatnonzero(_gaps(view.turn_said, view.turn_said, c_lo, c_hi) <= slack_days) if include_turns else np.zeros(0, np.int64)
-    if len(rec) + len(turn) == 0:
-        return []
-    vecs = np.concatenate([view.record_vecs[rec], view.turn_vecs[turn]])
-    sims = (vecs @ qvecs.T).max(axis=1) if len(qvecs) else np.zeros(len(vecs), dtype=np.float32)
-    gaps = np.concatenate([gap[rec], _gaps(view.turn_said[turn], view.turn_said[turn], c_lo, c_hi)])
-    tiers = np.concatenate([tier[rec], np.ones(len(turn), dtype=np.int64)])
-    order = np.lexsort((-sims, tiers, gaps))[:depth]
-    n_rec = len(rec)
-    out = []
-    for j in order.tolist():
-        if j < n_rec:
-            out.append(Hit("record", view.record_ids[rec[j]], 1.0 / (1 + gaps[j]) + float(sims[j])))
-        else:
-            out.append(Hit("turn", view.turn_ids[turn[j - n_rec]], 1.0 / (1 + gaps[j]) + float(sims[j])))
-    return out
-
-
-__all__ = [
-    "CHANNELS", "ConversationView", "exact_node_keys", "recall_nodes", "recall_records", "recall_time", "recall_turns",
-    "time_bounds",
-]
+__all__ = ["NO_DAY", "ConversationView", "TurnColumns", "day_ordinal", "day_ordinals", "flat_vectors", "table_columns",
+           "view_nbytes"]
