@@ -10,7 +10,7 @@ holding the gate (and the write lock): the erasure waits for it, a re-creation m
 with 409, and after the erasure the id starts clean.
 
 After every round: no file under the store holds the round's secret (names, raw bytes, decoded
-Parquet and JSON: :func:`tests.test_erase.traces`), ``verify`` is ok, the service shows only the
+Parquet and JSON: :func:`tests.io.test_erase.traces`), ``verify`` is ok, the service shows only the
 re-created conversation's turns, and a search for the secret finds nothing of it.
 
 CI runs :data:`CI_ROUNDS` rounds per mode; ``LYCHEE_SLOW=1`` runs :data:`SLOW_ROUNDS` in a row.
@@ -36,7 +36,7 @@ from lychee_ray.io.verify import verify_store
 from lychee_ray.serve import MemoryService, create_app
 from lychee_ray.testing.synthetic import synthetic_conversation
 from tests.stores import conversation_spec, make_store
-from tests.test_erase import traces
+from tests.io.test_erase import traces
 
 pytestmark = [pytest.mark.reliability]
 

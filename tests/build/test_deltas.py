@@ -41,7 +41,7 @@ from lychee_ray.io.store.gc import collect_garbage
 from lychee_ray.io.verify import verify_store
 from lychee_ray.query.engine import MemoryStore
 from tests.reliability.test_bad_input import HashEmbedder
-from tests.test_incremental import CFG, TABLES, conv, ctx, reference, tables, turn_dicts  # noqa: F401 (fixtures)
+from tests.build.test_incremental import CFG, TABLES, conv, ctx, reference, tables, turn_dicts  # noqa: F401 (fixtures)
 
 
 def marker(root: Path, cid: str):
@@ -344,7 +344,7 @@ def test_kept_state_equals_a_fresh_read(tmp_path, conv):
 def test_queued_turns_keep_session_positions_after_an_empty_session(tmp_path, ctx, conv):
     """A built input may hold an empty session (its position is kept as a placeholder): turns a
     queued append adds get the session positions an inline append (and one build) gives them."""
-    from tests.test_incremental import build
+    from tests.build.test_incremental import build
 
     cid = conv.conversation_id
     gap = conv.model_copy(update={"sessions": [conv.sessions[0], conv.sessions[1].model_copy(update={"turns": []}),

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.ray
 
 STORE = "s3"  # "local": a directory under tmp_path; "s3": a bucket on the S3 test server
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # Two build-stage actors of half a CPU on worker nodes of two logical CPUs: Ray Data's SPREAD puts
 # one on each node; the other stages' actors (0.1 + 0.25 + 0.25 + 0.1 CPU) and the read task (0.1)
 # fit beside them, and after a node dies everything still fits on the survivor (2 CPUs).

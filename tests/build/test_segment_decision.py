@@ -14,7 +14,7 @@ from lychee_ray.build.segment import BaseSegmenter, make_segmenter, segment_turn
 from lychee_ray.build.segment.calibration import StreamThreshold, logit
 from lychee_ray.build.segment.placement import choose_shift, gap_coherence
 from lychee_ray.config import CalibrationConfig, SegmenterConfig
-from tests.test_segment import _run, assert_covers, cut_points, make_turns
+from tests.build.test_segment import _run, assert_covers, cut_points, make_turns
 
 PAIR_ON = {"modes": ["pair"], "window": 2, "margin": 0.0}
 PAIR_OFF = {"modes": [], "window": 2, "margin": 0.0}

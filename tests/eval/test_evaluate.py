@@ -379,7 +379,7 @@ def test_local_eval_runs_without_ray(tmp_path):
         code = ("import json, sys; from lychee_ray.cli.main import main; rc = main(json.loads(sys.argv[1])); "
                 "print(json.dumps({'rc': rc, 'ray': 'ray' in sys.modules}))")
         proc = subprocess.run([sys.executable, "-c", code, json.dumps(argv)], capture_output=True, text=True, timeout=600,
-                              cwd=Path(__file__).resolve().parents[1])
+                              cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     assert json.loads(lines[-1]) == {"rc": 0, "ray": False}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs" / "examples" / "conversations.jsonl"
 ANSI = re.compile(r"\x1b\[")
 # Ray's own console lines: "file.py:123 --" (Python loggers), "file.cc:123:" (C++), worker prefixes.

@@ -32,7 +32,7 @@ from lychee_ray.testing.synthetic import synthetic_conversation
 from tests.reliability.test_bad_input import HashEmbedder
 
 CFG = load_config(env={})
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 class CountingEmbedder(HashEmbedder):

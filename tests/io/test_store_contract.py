@@ -49,9 +49,9 @@ from lychee_ray.io.store.tables import TableRegistryError
 from lychee_ray.io.verify import verify_store
 from lychee_ray.testing.synthetic import synthetic_conversation
 from tests.reliability.test_bad_input import HashEmbedder
-from tests.test_store import artifacts
+from tests.io.test_store import artifacts
 
-PKG = Path(__file__).resolve().parent.parent / "lychee_ray"
+PKG = Path(__file__).resolve().parents[2] / "lychee_ray"
 
 
 # ------------------------------------------------------------------------------------------------

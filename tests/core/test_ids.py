@@ -17,7 +17,7 @@ from lychee_ray.io.adapters import read_input, read_objects
 from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter
 from lychee_ray.serve import MemoryClient, MemoryService, create_app
 from tests.stores import conversation_spec, make_store
-from tests.test_store import artifacts
+from tests.io.test_store import artifacts
 
 pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 

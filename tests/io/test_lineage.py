@@ -26,7 +26,7 @@ from lychee_ray.io.store.reader import load_generation
 from lychee_ray.io.store.writer import artifacts_delta
 from lychee_ray.query.engine import MemoryStore
 from tests.stores import RECORDS, conversation_spec, make_store
-from tests.test_store import artifacts
+from tests.io.test_store import artifacts
 
 pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parent.parent / "lychee_ray"
+PKG = Path(__file__).resolve().parents[2] / "lychee_ray"
 
 # Lower rank = lower layer. A module may import its own package and packages of a LOWER rank only
 # (docs/architecture.md lists what each package owns).

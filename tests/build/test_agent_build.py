@@ -14,7 +14,7 @@ from lychee_ray.io.adapters import survey_input
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.io.verify import verify_store
 from lychee_ray.query.engine import MemoryStore
-from tests.test_agent_adapters import openai_log, write_jsonl
+from tests.io.test_agent_adapters import openai_log, write_jsonl
 
 
 def _logs(extra: list[dict] | None = None) -> list[dict]:
@@ -115,7 +115,7 @@ def test_agent_traffic_over_http_append_and_recent_turns(tmp_path: Path, embedde
 def test_every_log_format_builds_with_its_format_detected(tmp_path: Path, embedder):
     """openai, anthropic and chatgpt files build through the library entry point, format detected."""
     from lychee_ray.api import build_memory
-    from tests.test_agent_adapters import chatgpt_export
+    from tests.io.test_agent_adapters import chatgpt_export
 
     anthropic = {"conversation_id": "a-1", "system": "You must be polite.", "messages": [
         {"role": "user", "content": "Find order W5."},

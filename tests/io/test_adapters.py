@@ -9,7 +9,7 @@ from lychee_ray.cli.main import main
 from lychee_ray.io.convert import convert, side_paths
 from lychee_ray.core.conversation import Conversation, conversation_from_row, conversations_to_table
 
-from .paths import LOCOMO_DIR, LONGMEMEVAL_FILE, need
+from tests.paths import LOCOMO_DIR, LONGMEMEVAL_FILE, need
 
 
 def _conv(cid="c-1", **kw):

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 
 from lychee_ray.serve import create_app
 from tests.stores import conversation_spec, make_store
-from tests.test_serve_app import TOKEN, make_service
+from tests.serve.test_serve_app import TOKEN, make_service
 
 
 @pytest.fixture(scope="module")
