@@ -8,7 +8,7 @@ changed, and this module builds the :class:`~lychee_ray.io.store.deltas.Conversa
 the tail alone: the new turns, the tail segments and their records, the nodes those records touch
 (:class:`~lychee_ray.build.node_index.NodeIndex`), their vectors, the new usage rows. It also
 returns the state the next increment starts from, so nothing is re-read between increments.
-The store it produces is row for row the one the full path produces (``tests/test_deltas.py``).
+The store it produces is row for row the one the full path produces (``tests/build/test_deltas.py``).
 """
 
 from __future__ import annotations

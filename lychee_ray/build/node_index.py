@@ -4,7 +4,7 @@
 changes only the records of its tail segments, so :class:`NodeIndex` keeps what ``build_nodes``
 accumulates — each key's contributions in record order, each segment's event frames — and
 replaces the tail: the nodes it returns as changed, plus the unchanged ones, are exactly what
-``build_nodes`` gives for the new record list (``tests/test_node_index.py`` checks it).
+``build_nodes`` gives for the new record list (``tests/build/test_node_index.py`` checks it).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ before the first vector: a one-shot ``lychee-ray query`` before a 20 ms search, 
 actor and Serve replica at start. Once the model has been exported (by a build,
 ``lychee-ray serve`` or an earlier query), the cached ONNX file is all that embedding needs, plus
 the model's fast tokenizer (its ``tokenizer.json``, run by the ``tokenizers`` library: the same
-token ids as sentence-transformers' own preprocessing — ``tests/test_embed.py`` compares them).
+token ids as sentence-transformers' own preprocessing — ``tests/embed/test_embed.py`` compares them).
 
 :func:`load_cached` returns None whenever it cannot promise the vectors
 :class:`~lychee_ray.embed.local.LocalEmbedder` would give (a model directory without

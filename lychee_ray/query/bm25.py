@@ -10,7 +10,7 @@ the corpus size and mean document length, so adding one document means rebuildin
 index keeps postings (documents and term frequencies) and scores at query time, so
 :meth:`BM25Index.extended` adds documents at the cost of the new ones. It computes exactly what
 ``bm25s`` computes (Lucene BM25, float32 scores, the same operations in the same order):
-``tests/test_bm25.py`` checks the scores are equal, not close, to ``bm25s``'s on the same corpus.
+``tests/query/test_bm25.py`` checks the scores are equal, not close, to ``bm25s``'s on the same corpus.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ conversation (columns, BM25, term sets, line token counts: ~2 s at 10,000 turns,
 for every appended turn). :func:`extend_with_turns` instead keeps the old view's records, nodes and
 their indexes as they are, and adds the new turns to the turn columns, vectors and both BM25
 indexes. The result equals :meth:`ConversationView.from_data` on the same data, field by field
-(``tests/test_view_extend.py``).
+(``tests/query/test_view_extend.py``).
 
 Any other change (records, nodes or segments touched: an encoding, a flush) is not an extension;
 the cache then builds the view again — or, with ``allow_lag``, takes the old view's records and

@@ -7,7 +7,7 @@ The writer, reader, compaction, erasure, the garbage sweep, verification, increm
 cost accounting all ask :func:`table_specs` / :func:`table_names`; none lists tables itself. So a
 new table is one :func:`register_table` call plus the build step that puts its rows into
 :class:`~lychee_ray.io.store.writer.ConversationArtifacts` (``extra_tables`` / ``extra_vectors``
-for tables beyond the core five; ``tests/test_store_contract.py`` adds one that way).
+for tables beyond the core five; ``tests/io/test_store_contract.py`` adds one that way).
 """
 
 from __future__ import annotations
