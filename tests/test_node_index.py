@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from lychee_ray.build.node_index import NodeIndex
+from lychee_ray.build.increment.node_index import NodeIndex
 from lychee_ray.build.nodes import build_nodes
 from lychee_ray.build.runner import make_context
 from lychee_ray.build.pipeline import build_conversation

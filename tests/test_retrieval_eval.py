@@ -37,7 +37,7 @@ def test_coverage():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, embedder):
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     root = make_store(tmp_path_factory.mktemp("reval"), embedder, [conversation_spec("c-1")])
     with MemoryStore.open(root, embedder=embedder, llm="rules") as st:

@@ -29,7 +29,9 @@ from lychee_ray.build.outcomes import (
     row_to_item,
 )
 from lychee_ray.build.pipeline import BuildContext
-from lychee_ray.build.processor import ConversationProcessor, make_context, make_encoder, unchanged_input
+from lychee_ray.build.context import make_context
+from lychee_ray.build.encode.factory import make_encoder
+from lychee_ray.build.processor import ConversationProcessor, unchanged_input
 from lychee_ray.build.run_progress import BuildProgress
 from lychee_ray.build.stages.classic import LazyClassic
 from lychee_ray.build.stages.commit import Committer

@@ -257,7 +257,7 @@ def test_bad_dates(tmp_path, embedder):
     assert by_turn(b, "date-timezones", "timestamp")[:3] == ["2023-05-08T12:00:00Z", "2023-05-08T14:00:00",
                                                             "2023-05-08T15:00:00-07:00"]
     # the built memories answer queries (time channel over extreme and mixed-zone dates)
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     ms = MemoryStore(b.root, load_config(env={}), embedder=embedder, llm="rules")
     try:
@@ -464,7 +464,7 @@ def test_10mb_turn_is_stored_in_full_and_encoded_bounded(tmp_path):
     assert all(sg["status"] == "ok" for sg in segs) and b.reader.markers["huge-turn"].counts.records > 0
     assert embedder.longest <= SegmenterConfig().max_turn_chars  # the model never sees the whole turn
     # and the store answers within its budget
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     ms = MemoryStore(b.root, load_config(env={}), embedder=embedder, llm="rules")
     try:

@@ -42,7 +42,7 @@ from lychee_ray.eval.runners.judge import LLMJudge, judge_config
 from lychee_ray.eval.runners.resume import done_ok, load_answers, write_part
 from lychee_ray.llm.backend import make_llm_client
 from lychee_ray.llm.errors import INVALID_REPLY_KINDS
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.memory import MemoryStore
 from lychee_ray.build.runner import make_context, run_local_build
 from lychee_ray.serve import MemoryService, create_app
 from lychee_ray.io.store import MemoryStoreReader

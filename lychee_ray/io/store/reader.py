@@ -13,7 +13,8 @@ import pyarrow as pa
 
 from lychee_ray.core.records import ERROR_SCHEMA
 from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet
-from lychee_ray.io.store.deltas import MergedTable, TableDelta, TableVectors, apply_delta, read_delta_manifest
+from lychee_ray.io.store.artifacts import TableDelta, TableVectors
+from lychee_ray.io.store.deltas import MergedTable, apply_delta, read_delta_manifest
 from lychee_ray.io.store.index import build_flat_index, read_index, stored_vectors
 from lychee_ray.config.store import StoreConfig
 from lychee_ray.io.store.marker import CommitMarker
