@@ -52,8 +52,8 @@ def plan_vectors(records: list[MemoryRecord], nodes: list[EvidenceNode], min_rec
     node_rows = [i for i, n in enumerate(nodes) if len(n.record_ids) >= min_records_to_embed]
     have: list[np.ndarray | None] = [known_records.get(r.record_id) for r in records]
     have += [known_nodes.get((nodes[i].node_id, nodes[i].text)) for i in node_rows]
-    texts = [r.text for r, v in zip(records, have, strict=True) if v is None]
-    texts += [nodes[i].text for i, v in zip(node_rows, have[len(records):], strict=True) if v is None]
+    texts = [r.text for r, v in zip(records, have, strict=False) if v is None]
+    texts += [nodes[i].text for i, v in zip(node_rows, have[len(records):], strict=False) if v is None]
     return VectorPlan(len(records), node_rows, have, texts)
 
 

@@ -82,7 +82,7 @@ def format_table(header: list[str], rows: list[list[Any]]) -> str:
     """Plain aligned columns (no colours: the same on a terminal and in a file)."""
     cells = [header] + [["-" if v is None else str(v) for v in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)).rstrip() for r in cells)
 
 
 __all__ = ["ConversationRow", "conversation_rows", "error_rows", "format_table", "open_layout"]

@@ -55,7 +55,7 @@ class MemoEmbedder:
             fresh = np.asarray(self.inner.encode([uniq[i] for i in todo]), dtype=np.float32)
             out[todo] = fresh
             with self._lock:
-                for i, v in zip(todo, fresh, strict=True):
+                for i, v in zip(todo, fresh, strict=False):
                     self._kept[uniq[i]] = v
                 while len(self._kept) > self.max_texts:
                     self._kept.popitem(last=False)

@@ -245,7 +245,7 @@ class OnnxEncoder:
             feats = self._tokenize([texts[j] for j in idx])
             feed = {n: np.asarray(feats[n]).astype(np.int64, copy=False) for n in self.input_names}
             vecs = self._session.run(None, feed)[0]
-            for j, v in zip(idx, vecs, strict=True):
+            for j, v in zip(idx, vecs, strict=False):
                 out[j] = v
         return np.asarray(out, dtype=np.float32)
 

@@ -63,6 +63,6 @@ def convert(fmt: str, input_path: str | Path, out: str | Path) -> ConvertReport:
             for q in item.qa:
                 fq.write(q.model_dump_json() + "\n")
                 rep.questions += 1
-    for t, final in zip(tmp, (out, qa_out, err_out), strict=True):
+    for t, final in zip(tmp, (out, qa_out, err_out), strict=False):
         t.replace(final)
     return rep

@@ -31,11 +31,11 @@ def verify_conversation(reader: MemoryStoreReader, conversation_id: str) -> list
         if len(ids) != len(set(ids)):
             problems.append(f"duplicate {name} ids")
     turns = set(turn_ids)
-    for rid, src in zip(rec_ids, d.records.column("source_turn_ids").to_pylist(), strict=True):
+    for rid, src in zip(rec_ids, d.records.column("source_turn_ids").to_pylist(), strict=False):
         if not src or not set(src) <= turns:
             problems.append(f"record {rid}: source turns missing {sorted(set(src or []) - turns) or '(none)'}")
     recs = set(rec_ids)
-    for nid, members in zip(node_ids, d.nodes.column("record_ids").to_pylist(), strict=True):
+    for nid, members in zip(node_ids, d.nodes.column("record_ids").to_pylist(), strict=False):
         if not members or not set(members) <= recs:
             problems.append(f"node {nid}: records missing")
     for spec in indexed_tables():  # every table with a vector index (io/store/tables.py)

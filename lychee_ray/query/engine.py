@@ -372,7 +372,7 @@ class QueryEngine:
         return [
             (lambda cid=cid, view=view, ri=ri, route=route, qv=qv: route_task(cid, view, ri, route, qv))
             for cid, view in views.items()
-            for ri, (route, qv) in enumerate(zip(routes, qvecs, strict=True))
+            for ri, (route, qv) in enumerate(zip(routes, qvecs, strict=False))
         ]
 
 

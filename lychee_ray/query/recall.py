@@ -102,18 +102,18 @@ class TurnColumns:
         # a turn's text with its tool calls rendered (agent logs), as embedded and encoded
         metas = trn.get("meta") or [None] * len(ids)
         infos = [tool_info_from_meta(m) for m in metas]
-        text = [render_turn_text(str(c), info) for c, info in zip(trn["content"], infos, strict=True)]
+        text = [render_turn_text(str(c), info) for c, info in zip(trn["content"], infos, strict=False)]
         roles = [str(r) for r in trn["role"]]
         tool = [r == "tool" or (info is not None and bool(info.calls) and not str(c).strip())
-                for r, c, info in zip(roles, trn["content"], infos, strict=True)]
+                for r, c, info in zip(roles, trn["content"], infos, strict=False)]
         speaker = [str(s) for s in trn["speaker"]]
-        dates = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"], strict=True)]
-        lines = [f"{s}: {t}" for s, t in zip(speaker, text, strict=True)]
+        dates = [ts or ss for ts, ss in zip(trn["timestamp"], trn["session_started_at"], strict=False)]
+        lines = [f"{s}: {t}" for s, t in zip(speaker, text, strict=False)]
         return cls(ids=ids, text=text, speaker=speaker, role=roles, tool=tool,
                    session=list(trn["session_index"]), dates=dates,
                    segment=[segment_of.get(t, -1) for t in ids], lines=lines,
                    tokens=[doc_terms(t) for t in paced(lines, pause)],
-                   terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in paced(zip(speaker, text, strict=True), pause)],
+                   terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in paced(zip(speaker, text, strict=False), pause)],
                    said=day_ordinals(dates))
 
 
@@ -222,14 +222,14 @@ class ConversationView:
         n_rec, n_turn = len(rec["record_id"]), len(trn["turn_id"])
         times: list[TimeSpan | None] = []
         spans: list[tuple[int, int] | None] = []
-        for s, e, g, x in paced(zip(rec["time_start"], rec["time_end"], rec["time_granularity"], rec["time_expression"], strict=True), pause):
+        for s, e, g, x in paced(zip(rec["time_start"], rec["time_end"], rec["time_granularity"], rec["time_expression"], strict=False), pause):
             t = TimeSpan(start=s, end=e, granularity=g, expression=x) if (s or e) else None
             times.append(t)
             a, b = _day_ordinal(s), _day_ordinal(e)
             a, b = (a if a is not None else b), (b if b is not None else a)
             spans.append(None if a is None else (min(a, b), max(a, b)))
         seg_of: dict[str, int] = {}
-        for idx, tids in paced(zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist(), strict=True), pause):
+        for idx, tids in paced(zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist(), strict=False), pause):
             for t in tids or []:
                 seg_of[t] = int(idx)
         context = frozenset(int(i) for i, why in zip(data.segments.column("index").to_pylist(),
@@ -246,9 +246,9 @@ class ConversationView:
                 turn_records[tp].append(ri)
         node_records = [np.asarray([record_pos[r] for r in (ids or []) if r in record_pos], dtype=np.int64)
                         for ids in paced(nod["record_ids"], pause)]
-        keys = {(k, key): i for i, (k, key) in enumerate(zip(nod["kind"], nod["key"], strict=True))}
-        entities = {key: (text, len(node_records[i])) for i, (k, key, text) in enumerate(zip(nod["kind"], nod["key"], nod["text"], strict=True)) if k == "entity"}
-        topics = {key for k, key in zip(nod["kind"], nod["key"], strict=True) if k == "topic"}
+        keys = {(k, key): i for i, (k, key) in enumerate(zip(nod["kind"], nod["key"], strict=False))}
+        entities = {key: (text, len(node_records[i])) for i, (k, key, text) in enumerate(zip(nod["kind"], nod["key"], nod["text"], strict=False)) if k == "entity"}
+        topics = {key for k, key in zip(nod["kind"], nod["key"], strict=False) if k == "topic"}
         rec_text = [str(t) for t in rec["text"]]
         bm25 = BM25Index(
             rec_text + tc.lines,
@@ -315,8 +315,8 @@ def _faiss_search(index, qvecs: np.ndarray, depth: int, ntotal: int) -> dict[int
         return {}
     scores, ids = index.search(np.ascontiguousarray(qvecs, dtype=np.float32), k)
     best: dict[int, float] = {}
-    for row_s, row_i in zip(scores, ids, strict=True):
-        for s, i in zip(row_s, row_i, strict=True):
+    for row_s, row_i in zip(scores, ids, strict=False):
+        for s, i in zip(row_s, row_i, strict=False):
             if i >= 0 and s > best.get(int(i), -np.inf):
                 best[int(i)] = float(s)
     return best
@@ -380,7 +380,7 @@ def recall_nodes(
         if len(recs) > per_node:
             top = np.argpartition(-sims, per_node - 1)[:per_node]
             recs, sims = recs[top], sims[top]
-        for r, s in zip(recs.tolist(), sims.tolist(), strict=True):
+        for r, s in zip(recs.tolist(), sims.tolist(), strict=False):
             score = ns + s
             if score > best.get(r, -np.inf):
                 best[r] = score

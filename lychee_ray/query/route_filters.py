@@ -42,7 +42,7 @@ def _ident_index(view: ConversationView) -> dict[str, frozenset[tuple[str, str]]
         return got[1]
     index: dict[str, set[tuple[str, str]]] = {}
     for kind, ids, texts in (("record", view.record_ids, view.record_text), ("turn", view.turn_ids, view.turn_text)):
-        for i, t in zip(ids, texts, strict=True):
+        for i, t in zip(ids, texts, strict=False):
             for ident in identifier_terms(t):
                 index.setdefault(ident, set()).add((kind, i))
     frozen = {k: frozenset(v) for k, v in index.items()}

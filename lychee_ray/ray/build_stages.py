@@ -217,9 +217,9 @@ class CommitStage:
         works = works_of(batch)
         outcomes = await self.committer.run(works)
         if self.progress is not None and works:
-            self.progress.finished.remote([(o.status, w.num_turns) for w, o in zip(works, outcomes, strict=True)])
+            self.progress.finished.remote([(o.status, w.num_turns) for w, o in zip(works, outcomes, strict=False)])
         rows = []
-        for w, o in zip(works, outcomes, strict=True):
+        for w, o in zip(works, outcomes, strict=False):
             r = o.to_row()
             r[NODE_COLUMN] = w.placement or self.node
             rows.append(r)

@@ -434,10 +434,10 @@ class MemoryService:
         turns = read_part(self.layout, "turns", m).select(["session_id", "session_started_at", "speaker"]).to_pydict()
         segs = read_part(self.layout, "segments", m).select(["segment_id", "status"]).to_pydict()
         started: dict[str, str | None] = {}
-        for sid, at in zip(turns["session_id"], turns["session_started_at"], strict=True):
+        for sid, at in zip(turns["session_id"], turns["session_started_at"], strict=False):
             started.setdefault(sid, at)
         dates = sorted(d for d in started.values() if d)
-        failed = [s for s, st in zip(segs["segment_id"], segs["status"], strict=True) if st == "failed"]
+        failed = [s for s, st in zip(segs["segment_id"], segs["status"], strict=False) if st == "failed"]
         return ConversationInfo(
             conversation_id=conversation_id, user_id=m.owner,
             committed_at=m.committed_at, sessions=len(started), turns=len(turns["session_id"]),

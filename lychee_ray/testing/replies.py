@@ -62,7 +62,7 @@ def empty() -> Reply:
     return Reply("")
 
 
-_CYRILLIC = dict(zip("abcdefghijklmnopqrstuvwxyz", "абцдефгхийклмнопкрстувшксз", strict=True))
+_CYRILLIC = dict(zip("abcdefghijklmnopqrstuvwxyz", "абцдефгхийклмнопкрстувшксз", strict=False))
 
 
 def foreign_script(text: str, script: str = "cjk") -> str:

@@ -162,14 +162,14 @@ async def extend_conversation(
         if rec.segment_id in old:
             replaced_records.setdefault(rec.segment_id, []).append(rec)
     reuse: dict[str, tuple[SegmentRow, list]] = {}
-    for s, sid in zip(segs, ids, strict=True):  # only an unbroken prefix: a segment's ρ depends on all before it
+    for s, sid in zip(segs, ids, strict=False):  # only an unbroken prefix: a segment's ρ depends on all before it
         r = old.get(sid)
         if not reuse_ok or r is None or r.status != "ok" or r.turn_ids != s.turn_ids:
             break
         reuse[sid] = (r, sorted(replaced_records.get(sid, []), key=lambda x: x.ordinal))
     provisional_ids = [segment_id(cid, s.segment_index) for s in stream.tail] + [r.segment_id for r in survivors]
     unchanged = (not new_turns and n == n_stored and reason is None and len(reuse) == len(segs)
-                 and all(old[i].close_reason == s.reason for i, s in zip(ids, segs, strict=True))
+                 and all(old[i].close_reason == s.reason for i, s in zip(ids, segs, strict=False))
                  and stored.segstate is not None and set(provisional_ids) == set(stored.segstate.provisional))
     if unchanged:
         return Increment(None, open_turn_ids=open_turns(stored.segstate, rows))
@@ -182,7 +182,7 @@ async def extend_conversation(
     enc_rows, recs = await encode_segments(conv, segs, ctx, reuse, prior, speakers)
     new_recs = recs[len(prior.records):]
     enc_rows = [r if r.close_reason == s.reason else r.model_copy(update={"close_reason": s.reason})
-                for r, s in zip(enc_rows, segs, strict=True)]
+                for r, s in zip(enc_rows, segs, strict=False)]
     t_enc = time.perf_counter()
     all_rows = sorted(final + enc_rows + survivors, key=lambda r: r.index)
     order = {r.segment_id: r.index for r in all_rows}

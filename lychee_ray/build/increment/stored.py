@@ -157,11 +157,11 @@ def load_stored(root: str | Path | StoreLayout, marker: CommitMarker,
     tv = data.table_vectors("turns")
     turn_vectors = np.zeros((n_turns, dim), dtype=np.float32)
     turn_vectors[tv.rows] = tv.vectors
-    node_keys = list(zip(tables["nodes"].column("node_id").to_pylist(), tables["nodes"].column("text").to_pylist(), strict=True))
+    node_keys = list(zip(tables["nodes"].column("node_id").to_pylist(), tables["nodes"].column("text").to_pylist(), strict=False))
     rv, nv = data.table_vectors("records"), data.table_vectors("nodes")
     known = KnownVectors(
-        records={records[int(i)].record_id: v for i, v in zip(rv.rows, rv.vectors, strict=True) if 0 <= i < len(records)},
-        nodes={node_keys[int(i)]: v for i, v in zip(nv.rows, nv.vectors, strict=True) if 0 <= i < len(node_keys)},
+        records={records[int(i)].record_id: v for i, v in zip(rv.rows, rv.vectors, strict=False) if 0 <= i < len(records)},
+        nodes={node_keys[int(i)]: v for i, v in zip(nv.rows, nv.vectors, strict=False) if 0 <= i < len(node_keys)},
     )
     return StoredConversation(marker=marker, turns=tables["turns"], rows=rows, records=records, usage=tables["usage"],
                               turn_vectors=turn_vectors, known=known, segstate=ResumePoint.read(read_segstate(layout, marker)), data=data,

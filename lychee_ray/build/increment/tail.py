@@ -102,7 +102,7 @@ async def delta_increment(
     wanted = [(r.record_id, r.text) for r in up_records] + [((changed_nodes[i].node_id, changed_nodes[i].text),
                                                                changed_nodes[i].text) for i in embedded]
     have = [known.records.get(k) if isinstance(k, str) else known.nodes.get(k) for k, _ in wanted]
-    texts = [t for (_, t), v in zip(wanted, have, strict=True) if v is None]
+    texts = [t for (_, t), v in zip(wanted, have, strict=False) if v is None]
     fresh = iter(await ctx.memory_embed(texts) if texts else np.zeros((0, dim), dtype=np.float32))
     vecs = np.asarray([v if v is not None else next(fresh) for v in have], dtype=np.float32).reshape(-1, dim)
     rec_vecs, node_vecs = vecs[: len(up_records)], vecs[len(up_records):]
@@ -134,9 +134,9 @@ async def delta_increment(
     delta = ConversationDelta(conversation_id=cid, user_id=conv.user_id, fingerprint=ctx.fingerprint, tables=tables,
                               counts=counts, open_turns=n_turns - len(covered), info=info, dim=dim,
                               segstate=segstate.to_dict())
-    next_known = KnownVectors(records={**known.records, **{r.record_id: v for r, v in zip(up_records, rec_vecs, strict=True)}},
+    next_known = KnownVectors(records={**known.records, **{r.record_id: v for r, v in zip(up_records, rec_vecs, strict=False)}},
                               nodes={**known.nodes, **{(changed_nodes[i].node_id, changed_nodes[i].text): v
-                                                       for i, v in zip(embedded, node_vecs, strict=True)}})
+                                                       for i, v in zip(embedded, node_vecs, strict=False)}})
     log = stored.kept_log
     if log is not None:
         log.add(added_rows)

@@ -58,7 +58,7 @@ def merge_turns(stored: StoredConversation | None, request: AppendRequest, user_
     rows, turns, dups = new_turn_rows(log, request, user_id)
     # conversation() builds new session objects: the new turns can be added to them in place
     sessions = list(stored.conversation().sessions) if stored is not None else []
-    for row, turn in zip(rows, turns, strict=True):
+    for row, turn in zip(rows, turns, strict=False):
         if not sessions or row["session_id"] != sessions[-1].session_id:
             sessions.append(Session(session_id=row["session_id"], started_at=row["session_started_at"]))
         sessions[-1].turns.append(turn)

@@ -46,7 +46,7 @@ async def _embed_split(works: list[StageWork], texts: list[list[str]], embed: Em
             return [None]
         log.warning("embedding the %s of %d conversations failed (%s); embedding them one by one", what, len(works), e)
         res: list[np.ndarray | None] = []
-        for w, ts in zip(works, texts, strict=True):
+        for w, ts in zip(works, texts, strict=False):
             res.extend(await _embed_split([w], [ts], embed, dim, what))
         return res
 
@@ -57,7 +57,7 @@ async def embed_turns(works: list[StageWork], embed: EmbedFn, dim: int, max_turn
     if not todo:
         return
     vecs = await _embed_split(todo, [turn_texts(w, max_turn_chars) for w in todo], embed, dim, "turns")
-    for w, v in zip(todo, vecs, strict=True):
+    for w, v in zip(todo, vecs, strict=False):
         if v is not None:
             w.turn_vectors = v
 
@@ -69,7 +69,7 @@ async def embed_memory(works: list[StageWork], embed: EmbedFn, dim: int) -> None
         return
     assert all(w.pending is not None for w in todo)
     vecs = await _embed_split(todo, [w.pending.plan.texts for w in todo], embed, dim, "records and nodes")  # type: ignore[union-attr]
-    for w, v in zip(todo, vecs, strict=True):
+    for w, v in zip(todo, vecs, strict=False):
         if v is not None and w.pending is not None:
             try:
                 w.pending.complete(v)

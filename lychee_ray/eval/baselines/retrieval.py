@@ -220,7 +220,7 @@ class HybridRAG:
         self.turns = turns
         self.rrf_k = rrf_k
         self.pos = {t: p for p, t in enumerate(v.turn_ids)}
-        self.bm25 = BM25Index([f"{s}: {t}" for s, t in zip(v.turn_speaker, v.turn_text, strict=True)], ["turn"] * v.num_turns,
+        self.bm25 = BM25Index([f"{s}: {t}" for s, t in zip(v.turn_speaker, v.turn_text, strict=False)], ["turn"] * v.num_turns,
                               v.turn_ids, bm25_k1, bm25_b)
 
     def select(self, question: str, qvec: np.ndarray, budget: int) -> Selected:

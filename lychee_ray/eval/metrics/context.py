@@ -45,7 +45,7 @@ def citing_texts(gold_ids: Sequence[str], units: Iterable[tuple[Sequence[str], s
 def gold_word_coverage(gold_texts: Sequence[str], citing: Sequence[str]) -> list[float | None]:
     """Per gold turn text: share of its content words in its citing text (None: the turn has none)."""
     out: list[float | None] = []
-    for t, c in zip(gold_texts, citing, strict=True):
+    for t, c in zip(gold_texts, citing, strict=False):
         words = content_words(t)
         out.append(len(words & content_words(c)) / len(words) if words else None)
     return out

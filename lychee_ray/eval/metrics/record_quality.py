@@ -90,7 +90,7 @@ def measure_store(root: str | Path, near_duplicate_jaccard: float) -> dict[str, 
     per: dict[str, Any] = {}
     for cid in reader.conversation_ids():
         data = reader.load(cid)
-        turns = dict(zip(data.turns.column("turn_id").to_pylist(), data.turns.column("content").to_pylist(), strict=True))
+        turns = dict(zip(data.turns.column("turn_id").to_pylist(), data.turns.column("content").to_pylist(), strict=False))
         f = measure_conversation(data.records.to_pylist(), data.segments.to_pylist(), turns, near_duplicate_jaccard)
         total.add(f)
         per[cid] = f.to_dict()

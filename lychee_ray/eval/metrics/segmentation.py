@@ -144,7 +144,7 @@ def per_dialogue_scores(
     if len(gold) != len(hyp):
         raise ValueError(f"{len(gold)} gold dialogues vs {len(hyp)} hypotheses")
     pks, wds = [], []
-    for g, h in zip(gold, hyp, strict=True):
+    for g, h in zip(gold, hyp, strict=False):
         if sum(g) != sum(h):
             raise ValueError(f"gold covers {sum(g)} units, hypothesis {sum(h)}")
         rs, hs, k = boundary_string(g), boundary_string(h), window_k(g, min_k)
@@ -162,7 +162,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], z: float = Z_95) -
     """
     if len(a) != len(b) or not a:
         raise ValueError(f"paired difference needs equal, non-empty samples ({len(a)} vs {len(b)})")
-    d = [x - y for x, y in zip(a, b, strict=True)]
+    d = [x - y for x, y in zip(a, b, strict=False)]
     mean, se = sum(d) / len(d), _std_error(d)
     return {"mean": mean, "se": se, "ci95_low": mean - z * se, "ci95_high": mean + z * se}
 
@@ -208,7 +208,7 @@ def evaluate_corpus(
     pks, wds = scores["pk"], scores["windowdiff"]
     exact, tol1 = BoundaryCounts(), BoundaryCounts()
     units = segments = 0
-    for g, h in zip(gold, hyp, strict=True):
+    for g, h in zip(gold, hyp, strict=False):
         rb, hb = lengths_to_boundaries(g), lengths_to_boundaries(h)
         exact += match_boundaries(rb, hb, 0)
         tol1 += match_boundaries(rb, hb, 1)

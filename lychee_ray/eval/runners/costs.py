@@ -136,7 +136,7 @@ def estimate_encode_tokens(conv: Conversation, records: pa.Table, segments: pa.T
     prompt = completion = calls = 0
     prev_records: list[str] = []
     state = ""
-    for row, seg in zip(sorted(rows, key=lambda r: r["index"]), stored_segments(conv, rows, cfg.segmenter, enc), strict=True):
+    for row, seg in zip(sorted(rows, key=lambda r: r["index"]), stored_segments(conv, rows, cfg.segmenter, enc), strict=False):
         if not seg.turns:
             continue
         ctx = prev_records[-cfg.encoder.context_records:] if cfg.encoder.context_records else []

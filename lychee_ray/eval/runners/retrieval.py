@@ -248,7 +248,7 @@ def evaluate_retrieval(
         systems = {n: make_baseline(n, turns, cfg, doc_embedder) for n in names}
         fixed: dict[str, str] = {}  # full context: one text per scope, normalised once
         qvecs = np.asarray(store.embedder.encode([q.question for q in qs]), dtype=np.float32)
-        for q, qv in zip(qs, qvecs, strict=True):
+        for q, qv in zip(qs, qvecs, strict=False):
             cid = q.conversation_id
             qd = as_datetime(q.question_date) if q.question_date else last_session_date(views[cid])
             gold = q if scope == "conversation" else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})

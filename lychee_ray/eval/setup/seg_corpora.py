@@ -65,7 +65,7 @@ def _streams(chunks: list[_Chunk], rng: np.random.Generator, min_chunks: int, ma
         want = int(rng.integers(min_chunks, max_chunks + 1))
         picked: list[_Chunk] = [pool.pop(0)]
         while len(picked) < want:
-            j = next((i for i, c in enumerate(pool) if all(a != b for a, b in zip(c.source, picked[-1].source, strict=True))), None)
+            j = next((i for i, c in enumerate(pool) if all(a != b for a, b in zip(c.source, picked[-1].source, strict=False))), None)
             if j is None:
                 break
             picked.append(pool.pop(j))

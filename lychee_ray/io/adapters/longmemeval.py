@@ -34,7 +34,7 @@ def convert_instance(inst: dict[str, Any], file: str, index: int) -> AdapterItem
         return AdapterItem(file, issues=[InputIssue(file, msg, field="haystack_sessions", conversation_id=cid)])
     sessions: list[tuple[str, Session]] = []
     evidence: list[str] = []
-    for si, (sid, date_raw, turns_raw) in enumerate(zip(ids, dates, sessions_raw, strict=True)):
+    for si, (sid, date_raw, turns_raw) in enumerate(zip(ids, dates, sessions_raw, strict=False)):
         try:
             started = parse_datetime(date_raw)
         except ValueError as e:

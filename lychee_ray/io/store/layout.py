@@ -350,7 +350,7 @@ class StoreLayout:
 
         if todo:
             with ThreadPoolExecutor(max_workers=max(1, min(self.settings.io_threads, len(todo)))) as pool:
-                for (p, size, mtime), m in zip(todo, pool.map(self._read_marker_file, [t[0] for t in todo]), strict=True):
+                for (p, size, mtime), m in zip(todo, pool.map(self._read_marker_file, [t[0] for t in todo]), strict=False):
                     self._marker_memo[p] = (size, mtime, m)
         keep = {p for p, _, _ in listed}
         self._marker_memo = {p: v for p, v in self._marker_memo.items() if p in keep}

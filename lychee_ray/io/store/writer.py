@@ -57,7 +57,7 @@ def artifacts_delta(previous: ConversationData, art: ConversationArtifacts) -> C
             # rows an increment changes sit mostly at the end (a tail segment, its records): the
             # equal prefix is found by a C++ comparison, and only the rest compared row by row
             k = _equal_prefix(old, new)
-            before = dict(zip(old.column(spec.key).to_pylist()[k:], old.slice(k).to_pylist(), strict=True))
+            before = dict(zip(old.column(spec.key).to_pylist()[k:], old.slice(k).to_pylist(), strict=False))
             rows = new.slice(k).to_pylist()
             picked = [k + i for i, r in enumerate(rows) if before.get(r[spec.key]) != r]
             keep = set(new.column(spec.key).to_pylist()[k:])
