@@ -1,5 +1,5 @@
 """Delta generations and queued appends (issue 28; io/store/deltas.py, build/increment/cache.py,
-build/encode_queue.py).
+serve/encode_queue.py).
 
 * queued appends, one turn each, then catch-up and flush: the store equals one build of the same
   turns (every table, row for row), ``verify`` ok after each step; a queued turn is searchable at once;
@@ -171,7 +171,7 @@ def _die_mid_write(root: str, cid: str, turn: dict, what: str) -> None:
     w.write_parquet = dying
     cfg = load_config(env={})
     if what == "append":
-        ctx = make_append_context(cfg, "rules", HashEmbedder())
+        ctx = make_context(cfg, "rules", HashEmbedder(), batched=False)
         asyncio.run(append_queued(root, AppendRequest(conversation_id=cid, turns=[turn]), ctx, StoredCache(4)))
     else:
         MemoryStoreWriter(root, cfg.store).fold(cid)
@@ -265,7 +265,7 @@ def test_background_encoding_holds_no_write_lock_and_appends_go_on(tmp_path, con
     for t in turns[20:50]:
         store.append(cid, [t], queue=True)
     started = threading.Event()
-    slow = make_append_context(CFG, "rules", HashEmbedder())
+    slow = make_context(CFG, "rules", HashEmbedder(), batched=False)
     slow.encoder = _SlowEncoder(slow.encoder, 0.5, started)
     result: dict = {}
 
@@ -298,7 +298,7 @@ def test_background_encoding_holds_no_write_lock_and_appends_go_on(tmp_path, con
 
 
 def test_kept_state_equals_a_fresh_read(tmp_path, conv):
-    """What an appending process keeps between increments (build/turn_log.py StoredCache) is what
+    """What an appending process keeps between increments (build/increment/cache.py StoredCache) is what
     reading the store whole gives: records, segments, turns, vectors, the node index, the record
     guard's memory of the final segments (the rules backend skips the guard's checks, so the
     equality tests above cannot see a wrong memory: this one can)."""
@@ -324,7 +324,7 @@ def test_kept_state_equals_a_fresh_read(tmp_path, conv):
     assert kept.turns.equals(fresh.turns) and (kept.turn_vectors == fresh.turn_vectors).all()
     order = fresh.turns.column("turn_id").to_pylist()
     assert kept.node_index.nodes() == build_nodes(fresh.records, order, CFG.nodes)
-    provisional = set(fresh.segstate["provisional"])
+    provisional = set(fresh.segstate.provisional)
     want = ConversationMemory()
     want.accept(r for r in fresh.records if r.segment_id not in provisional)
     assert kept.kept_memory == want

@@ -1,4 +1,4 @@
-"""The incremental node index equals ``build_nodes`` (issue 28; build/node_index.py): built
+"""The incremental node index equals ``build_nodes`` (issue 28; build/increment/node_index.py): built
 whole, and after every tail replacement an append makes (tail segments re-encoded, new ones added)."""
 
 from __future__ import annotations

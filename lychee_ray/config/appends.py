@@ -45,7 +45,8 @@ class RenamedConfigKey(FutureWarning):
 def move_legacy_keys(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` (one layer of configuration: a file, a ``--set``, a whole mapping) with each old
     key moved to its ``appends`` key, warning once per key (:class:`RenamedConfigKey`, naming old
-    -> new). A key given both ways in the same layer keeps the new one. ``data`` is not changed."""
+    -> new). Within one layer the old key wins (a whole mapping may hold the defaults at the new
+    places and a change at an old one). ``data`` is not changed."""
     out = dict(data)
     for (sec, old), new in LEGACY_KEYS.items():
         section = out.get(sec)
@@ -54,7 +55,7 @@ def move_legacy_keys(data: dict[str, Any]) -> dict[str, Any]:
         section = out[sec] = dict(section)
         value = section.pop(old)
         appends = out["appends"] = dict(out.get("appends") or {})
-        appends.setdefault(new, value)
+        appends[new] = value
         warnings.warn(f"config key {sec}.{old} is now appends.{new}; the old key is read for one more release",
                       RenamedConfigKey, stacklevel=3)
     return out
