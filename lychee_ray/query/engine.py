@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -276,7 +276,7 @@ class QueryEngine:
         return await asyncio.to_thread(self.query, *args, **kwargs)
 
     def _retrieve(
-        self, conversation_id: str | None, question: str, question_date: Any, budget_tokens: int | None,
+        self, conversation_id: str | None, question: str, question_date: datetime | date | str | None, budget_tokens: int | None,
         user_id: str | None, llm: str | None, question_id: str | None,
         recent_turns: Sequence[RecentTurn | str | dict] | None = None,
     ) -> tuple[SearchResult, Selection, datetime]:
@@ -380,7 +380,7 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
-def _plan_context(views: Any) -> PlanContext:
+def _plan_context(views: Iterable[ConversationView]) -> PlanContext:
     ctx = PlanContext()
     for v in views:
         for k, (disp, n) in v.entities.items():

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 from collections.abc import Callable
 
 from lychee_ray.build.increment.cache import StoredCache
@@ -62,7 +61,7 @@ class AppendService:
 
     def __init__(self, root: str | AnyPath, config: LycheeConfig, context: ContextFactory, *,
                  background_context: ContextFactory | None = None, cache: StoredCache | None = None,
-                 committed: Callable[[str], Any] | None = None) -> None:
+                 committed: Callable[[str], object] | None = None) -> None:
         self.root = root
         self.config = config
         self._context = context

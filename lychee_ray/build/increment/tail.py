@@ -4,7 +4,7 @@
 whole artifacts (every record, node and vector) and the writer diffs them against the stored
 tables — correct for any change, but linear in the conversation. In the common case — the segmenter
 continued from its resume point, the re-opened tail segments are the last ones — only the tail
-changed, and this module builds the :class:`~lychee_ray.io.store.deltas.ConversationDelta` from
+changed, and this module builds the :class:`~lychee_ray.io.store.artifacts.ConversationDelta` from
 the tail alone: the new turns, the tail segments and their records, the nodes those records touch
 (:class:`~lychee_ray.build.increment.node_index.NodeIndex`), their vectors, the new usage rows. It also
 returns the state the next increment starts from, so nothing is re-read between increments.
