@@ -115,7 +115,7 @@ class BuildInfo(_Frozen):
     mean_turns_per_segment: float | None = None
     # the memory checks' report (core/quality.py ``QualityCounts.report()``)
     quality: dict[str, Any] | None = None
-    # SHA-256 over the turns' identity columns (writer.turns_digest): an unchanged input at a glance
+    # SHA-256 over the turns' identity columns (core/turn_identity.py turns_digest): an unchanged input at a glance
     turns_digest: str | None = None
     last_increment: LastIncrement | None = None
 
