@@ -31,7 +31,8 @@ from lychee_ray.build.increment import (
     UserIdRequired,
 )
 from lychee_ray.io.store.locks import write_lock
-from lychee_ray.build.runner import make_context, run_local_build_items
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import run_local_build_items
 from lychee_ray.config import load_config
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters import AdapterItem, read_input

@@ -9,7 +9,7 @@ import pytest
 
 from lychee_ray.build.increment.node_index import NodeIndex
 from lychee_ray.build.nodes import build_nodes
-from lychee_ray.build.runner import make_context
+from lychee_ray.build.context import make_context
 from lychee_ray.build.pipeline import build_conversation
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import read_input

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.build.runner import make_context, run_local_build_items
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import run_local_build_items
 from lychee_ray.build.increment.stored import load_stored
 from lychee_ray.config import StoreConfig, load_config
 from lychee_ray.io.adapters import AdapterItem

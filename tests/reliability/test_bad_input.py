@@ -35,7 +35,8 @@ import yaml
 from lychee_ray.io.adapters import AdapterItem, read_input
 from lychee_ray.io.adapters.clean import clean_text
 from lychee_ray.config import DEFAULT_CONFIG_PATH, LycheeConfig, SegmenterConfig, load_config
-from lychee_ray.build.runner import BuildSummary, make_context, run_local_build
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import BuildSummary, run_local_build
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.io.verify import verify_store
 
