@@ -33,7 +33,7 @@ from lychee_ray.eval.metrics.attribution import AttributionFigures, measure_attr
 from lychee_ray.eval.runners.retrieval import evaluate_retrieval, load_questions  # noqa: E402
 from lychee_ray.io.adapters import detect_format, read_input  # noqa: E402
 from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
-from lychee_ray.query.engine import MemoryStore  # noqa: E402
+from lychee_ray.memory import MemoryStore  # noqa: E402
 from lychee_ray.text.lexical import identifier_terms  # noqa: E402
 
 

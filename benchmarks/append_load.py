@@ -102,7 +102,8 @@ def load_items(data: Path, n: int) -> list[Any]:
 
 def ensure_base(args: argparse.Namespace, items: list[Any]) -> Path:
     """A rules store of the writers' conversations, first ``--base-sessions`` sessions (cached)."""
-    from lychee_ray.build.runner import make_context, run_local_build_items
+    from lychee_ray.build.context import make_context
+    from lychee_ray.build.runner import run_local_build_items
     from lychee_ray.io.adapters import AdapterItem
 
     store = Path(args.cache_dir) / f"append_base_{len(items)}c_{args.base_sessions}s"
@@ -211,7 +212,7 @@ async def run_load(url: str, token: str, writes: dict[str, list[list[dict[str, A
 
 def inproc_appends(store: Path, cfg: Any, writes: dict[str, list[list[dict[str, Any]]]]) -> dict[str, Any]:
     """The same appends through ``MemoryStore.append``, one thread per conversation."""
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
     from lychee_ray.serve.appends import build_embedder
 
     lat: list[float] = []
@@ -253,7 +254,7 @@ def same_as_inline(served: Path, local: Path, cfg: Any, cids: list[str]) -> dict
     """Flush each written conversation in both stores (the served one first catches up on turns
     still queued), then compare their tables row for row: nothing lost, nothing different."""
     from lychee_ray.io.store import read_part
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
     from lychee_ray.serve.appends import build_embedder
 
     emb = build_embedder(cfg)
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg.serve.token = secrets.token_urlsafe(16)
     cfg.serve.replicas = args.replicas
     cfg.serve.max_queued_requests = max(cfg.serve.max_queued_requests, 4 * (args.writers + args.readers))
-    cfg.serve.append_idle_flush_s = 0.0  # the measured appends only: no background flush competes
+    cfg.appends.idle_flush_s = 0.0  # the measured appends only: no background flush competes
     work = Path(tempfile.mkdtemp(prefix="append_load_"))
     served, local = work / "served", work / "inproc"
     shutil.copytree(base, served)

@@ -28,12 +28,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lychee_ray.build.encode_queue import EncodeQueue  # noqa: E402
+from lychee_ray.serve.encode_queue import EncodeQueue  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
 from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter  # noqa: E402
 from lychee_ray.io.verify import verify_store  # noqa: E402
-from lychee_ray.query.engine import MemoryStore  # noqa: E402
+from lychee_ray.memory import MemoryStore  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "locomo"
 

@@ -20,10 +20,10 @@ Searches after writes: a second ``MemoryStore`` on the same root stands for a se
 each append (and each catch-up) it re-reads the conversation's marker and answers one search; its
 time is the cost a replica pays for the write on its next search (reading the new delta, updating
 its cached view) plus the search itself, reported next to the same search with nothing changed.
-A catch-up that encoded a segment changed records and nodes: at ``query.view_rebuild_background_min_rows``
+A catch-up that encoded a segment changed records and nodes: at ``appends.view_rebuild_background_min_rows``
 rows and more the search after it is answered by the previous view plus the new turns while the
 view is rebuilt in the background (``searches_lagged``; the rebuild's time, until the new records
-are searchable, is ``background_rebuild_s``); ``--set query.view_rebuild=inline`` rebuilds on the search.
+are searchable, is ``background_rebuild_s``); ``--set appends.view_rebuild=inline`` rebuilds on the search.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from calibrate_segmenter import load_locomo  # noqa: E402
 
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.io.store import MemoryStoreWriter  # noqa: E402
-from lychee_ray.query.engine import MemoryStore  # noqa: E402
+from lychee_ray.memory import MemoryStore  # noqa: E402
 
 CID, USER = "scaling", "u-scaling"
 START = date(2023, 1, 1)
@@ -120,7 +120,7 @@ def measure(store: Any, searcher: Any, root: Path, src: list, start: int, append
             row["catch_up_segments_encoded"] = c.segments_encoded
             lagged = searcher.cache.lagged
             row["search_after_catch_up_s"] = timed_search(searcher, question)
-            # query.view_rebuild: background: that search was answered by the previous view plus the
+            # appends.view_rebuild: background: that search was answered by the previous view plus the
             # new turns, and the view with the new records is built in the replica's background thread
             t3 = time.perf_counter()
             searcher.cache.wait_idle()
@@ -218,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
            if mode == "queued" else {}),
     } for mode in ("queued", "inline")} for r in results}
     out = {"sizes": sizes, "embedding": args.embedding, "backend": "rules", "config_overrides": args.set,
-           "view_rebuild": cfg.query.view_rebuild,
-           "view_rebuild_background_min_rows": cfg.query.view_rebuild_background_min_rows, "results": results,
+           "view_rebuild": cfg.appends.view_rebuild,
+           "view_rebuild_background_min_rows": cfg.appends.view_rebuild_background_min_rows, "results": results,
            f"ratio_to_{small['turns']}_turns": ratios, "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))

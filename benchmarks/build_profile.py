@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from lychee_ray.build import pipeline  # noqa: E402
 from lychee_ray.build.processor import ConversationProcessor  # noqa: E402
-from lychee_ray.build.runner import finish_run, make_context, manifest_info, process_stream  # noqa: E402
+from lychee_ray.build.context import make_context  # noqa: E402
+from lychee_ray.build.runner import finish_run, manifest_info, process_stream  # noqa: E402
 from lychee_ray.build.stages.classic import LazyClassic  # noqa: E402
 from lychee_ray.build.stages.commit import Committer  # noqa: E402
 from lychee_ray.build.stages.construct import Constructor  # noqa: E402

@@ -39,7 +39,7 @@ from lychee_ray.eval.metrics.record_quality import measure_store  # noqa: E402
 from lychee_ray.eval.runners.retrieval import evaluate_retrieval  # noqa: E402
 from lychee_ray.io.adapters import AdapterItem, read_input  # noqa: E402
 from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
-from lychee_ray.query.engine import MemoryStore  # noqa: E402
+from lychee_ray.memory import MemoryStore  # noqa: E402
 
 DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
 EVIDENCE_CATEGORIES = ("1", "2", "3", "4")

@@ -30,7 +30,7 @@ from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.metrics.context import answer_in_context  # noqa: E402
 from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, last_session_date, load_questions  # noqa: E402
 from lychee_ray.eval.setup.datasets import conversation_split  # noqa: E402
-from lychee_ray.query.engine import MemoryStore  # noqa: E402
+from lychee_ray.memory import MemoryStore  # noqa: E402
 from lychee_ray.text.dates import as_datetime  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "locomo"

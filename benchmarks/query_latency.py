@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, last_session_date, load_questions  # noqa: E402
-from lychee_ray.query.engine import MemoryStore  # noqa: E402
+from lychee_ray.memory import MemoryStore  # noqa: E402
 
 STAGES = ("plan", "embed", "channels", "fusion", "rerank", "selection", "total")
 

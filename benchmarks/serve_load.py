@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         ray.shutdown()
 
     # the same searches in-process (Serve is down: it does not compete for the CPUs)
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
     from lychee_ray.ray.serve import apply_thread_limits
 
     apply_thread_limits(cfg)

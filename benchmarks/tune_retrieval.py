@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from lychee_ray.config import load_config
 from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, evaluate_retrieval, load_questions
 from lychee_ray.eval.setup.datasets import conversation_split
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.memory import MemoryStore
 
 DATA = ROOT.parent / "shared" / "data" / "locomo"
 

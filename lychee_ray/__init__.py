@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     "BuildSummary": "lychee_ray.build.runner",
     "read_input": "lychee_ray.io.adapters",
     # the store and its queries
-    "MemoryStore": "lychee_ray.query.engine",
+    "MemoryStore": "lychee_ray.memory",
     "SearchResult": "lychee_ray.query.results",
     "QueryResult": "lychee_ray.query.results",
     "EvidenceItem": "lychee_ray.query.results",
@@ -45,6 +45,18 @@ _EXPORTS: dict[str, str] = {
     "UnknownConversation": "lychee_ray.query.errors",
     "ScopeError": "lychee_ray.query.errors",
     "NotAStoreError": "lychee_ray.io.store",
+    # appends to a store (MemoryStore.append / aappend / flush / catch_up) and their typed errors
+    "AppendTurn": "lychee_ray.build.increment.models",
+    "AppendResult": "lychee_ray.build.increment.models",
+    "IncrementError": "lychee_ray.build.increment.errors",
+    "HistoryConflict": "lychee_ray.build.increment.errors",
+    "OwnerMismatch": "lychee_ray.build.increment.errors",
+    "UnknownConversationError": "lychee_ray.build.increment.errors",
+    "UserIdRequired": "lychee_ray.build.increment.errors",
+    "ConversationBusy": "lychee_ray.build.increment.errors",
+    "InvalidTurns": "lychee_ray.build.increment.errors",
+    "ConfigMismatch": "lychee_ray.build.increment.errors",
+    "ConversationDeleting": "lychee_ray.io.store.locks",
     # a running service (lychee-ray serve / Ray Serve) over HTTP
     "MemoryClient": "lychee_ray.serve.client",
     "RemoteError": "lychee_ray.serve.client",

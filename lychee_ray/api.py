@@ -1,8 +1,11 @@
-"""The library's build entry point: conversations (Python objects or input files) → a memory store.
+"""The library's entry points: build a memory store (conversations or input files → a store),
+evaluate, and the store object with its append types and errors.
 
 This module sits on top of the stages like the CLI does: it chooses the runner, the local one
 (:mod:`lychee_ray.build.runner`, no Ray) or the Ray Data job (:mod:`lychee_ray.ray.build_job`,
-imported only when asked for).
+imported only when asked for). :class:`~lychee_ray.memory.MemoryStore` queries a store and appends
+to it; an append takes :class:`AppendTurn` s, returns an :class:`AppendResult`, and refuses with one
+of the typed errors (``kind`` says which; :class:`IncrementError` is their base).
 """
 
 from __future__ import annotations
@@ -11,12 +14,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Iterable
 
+from lychee_ray.build.increment.errors import (
+    AppendErrorKind,
+    ConfigMismatch,
+    ConversationBusy,
+    HistoryConflict,
+    IncrementError,
+    InvalidTurns,
+    OwnerMismatch,
+    UnknownConversationError,
+    UserIdRequired,
+)
+from lychee_ray.build.increment.models import AppendResult, AppendTurn
 from lychee_ray.build.runner import BuildSummary, run_local_build_items
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters import AdapterItem, read_input, read_objects, survey_input
+from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.memory import MemoryStore
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the eval package is loaded only when an evaluation runs (its metrics load nltk: seconds)
     from lychee_ray.eval.runners.run import EvalOptions
 
 Runner = Literal["local", "ray"]
@@ -69,7 +86,7 @@ def build_memory(
                                      on_conflict=on_conflict)
     if runner != "ray":
         raise ValueError(f"unknown runner {runner!r}; expected 'local' or 'ray'")
-    from lychee_ray.ray.build_job import run_ray_build
+    from lychee_ray.ray.build_job import run_ray_build  # Ray itself: imported only when a Ray run is asked for
 
     if isinstance(conversations, (str, Path)):
         return run_ray_build(cfg, _format(conversations, format), conversations, out, backend=llm, retry_failed=retry_failed,
@@ -81,11 +98,18 @@ def build_memory(
 def evaluate(config: LycheeConfig | None, options: EvalOptions) -> dict[str, Any]:
     """Run a benchmark evaluation (``lychee-ray eval``) on the executor ``options.local`` asks for:
     in this process, or on Ray (builds with the Ray Data job, questions on Ray actors)."""
-    from lychee_ray.eval.runners.run import run_eval
+    from lychee_ray.eval.runners.run import run_eval  # heavy (nltk, seconds): only when an evaluation runs
 
     cfg = config or load_config()
     if options.local:
         return run_eval(cfg, options)
-    from lychee_ray.ray.eval_job import RayExecutor
+    from lychee_ray.ray.eval_job import RayExecutor  # Ray itself: imported only when a Ray run is asked for
 
     return run_eval(cfg, options, executor_factory=RayExecutor)
+
+
+__all__ = [
+    "AppendErrorKind", "AppendResult", "AppendTurn", "BuildSummary", "ConfigMismatch", "ConversationBusy",
+    "ConversationDeleting", "HistoryConflict", "IncrementError", "InvalidTurns", "MemoryStore", "OwnerMismatch",
+    "UnknownConversationError", "UserIdRequired", "build_memory", "evaluate",
+]

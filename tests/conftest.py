@@ -68,7 +68,7 @@ def s3_server():
 def view(tmp_path_factory, embedder):
     """The synthetic conversation ``c-1`` (:mod:`tests.stores`) loaded as a query view, one per test
     module (the recall and selection tests read it; none of them modifies it)."""
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
     from tests.stores import conversation_spec, make_store
 
     root = make_store(tmp_path_factory.mktemp("recall"), embedder, [conversation_spec("c-1")])

@@ -23,9 +23,11 @@ from lychee_ray.build.encode.guard import ConversationMemory, RecordGuard
 from lychee_ray.llm.usage import UsageLedger
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.build.nodes import build_nodes
+from lychee_ray.build.resume_point import SEGSTATE_VERSION, ResumePoint
 from lychee_ray.build.vectors import VectorPlan, plan_vectors
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
+from lychee_ray.core.turn_identity import turns_digest
 from lychee_ray.build.segment import (
     Segment,
     conversation_turn_inputs,
@@ -36,7 +38,6 @@ from lychee_ray.build.segment import (
 )
 from lychee_ray.io.store import ConversationArtifacts, ConversationData
 from lychee_ray.io.store.marker import BuildInfo, LastIncrement
-from lychee_ray.io.store.writer import turns_digest
 from lychee_ray.text.time.normalise import make_resolver
 
 log = logging.getLogger(__name__)
@@ -214,26 +215,19 @@ def previous_outcomes(data: ConversationData) -> dict[str, tuple[SegmentRow, lis
     return out
 
 
-SEGSTATE_VERSION = 1
-
-
 def make_segstate(conv: Conversation, state: dict[str, Any], provisional: list[str],
-                  speakers: list[str] | None = None) -> dict[str, Any]:
+                  speakers: list[str] | None = None) -> ResumePoint:
     """What is saved with a generation so the next increment continues the segmenter (docs/incremental.md).
 
     ``state``: the segmenter before the end of the input; ``provisional``: ids of the stored segments
-    that the end of the input closed (re-opened by the next increment); ``open_turn_ids``: the turns
-    the state holds undecided (``lychee-ray verify`` accepts exactly these outside every segment);
-    ``speakers``: the speakers the segments were encoded with (a new speaker re-encodes them).
+    that the end of the input closed (re-opened by the next increment); the turns the state holds
+    undecided and the speakers (default: ``conv``'s) are saved with them (:class:`ResumePoint`).
     """
-    return {
-        "version": SEGSTATE_VERSION,
-        "segmenter": state,
-        "provisional": list(provisional),
-        "num_turns": conv.num_turns,
-        "open_turn_ids": list(dict.fromkeys(r.turn_id for r in open_turn_refs(state))),
-        "speakers": speakers if speakers is not None else speakers_of(conv),
-    }
+    return ResumePoint(
+        version=SEGSTATE_VERSION, segmenter=state, provisional=list(provisional), num_turns=conv.num_turns,
+        open_turn_ids=list(dict.fromkeys(r.turn_id for r in open_turn_refs(state))),
+        speakers=speakers if speakers is not None else speakers_of(conv),
+    )
 
 
 def usage_tokens(ledger: UsageLedger) -> dict[str, dict[str, int]]:
@@ -275,7 +269,7 @@ def assemble_pending(
     records: list[MemoryRecord],
     turn_vectors: np.ndarray,
     *,
-    segstate: dict[str, Any] | None,
+    segstate: ResumePoint | None,
     usage: pa.Table,
     tokens: dict[str, dict[str, int]],
     timings: dict[str, float],
@@ -306,7 +300,7 @@ def assemble_pending(
         node_vector_rows=plan.node_rows,
         turn_vectors=np.asarray(turn_vectors, dtype=np.float32),
         fingerprint=ctx.fingerprint,
-        segstate=segstate,
+        segstate=segstate.to_dict() if segstate is not None else None,
         info=BuildInfo(
             backend=ctx.encoder.backend,
             model=ctx.encoder.model,

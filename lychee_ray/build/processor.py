@@ -13,58 +13,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 import pyarrow as pa
 
-from lychee_ray.build.append_types import IncrementError
-from lychee_ray.build.encode.base import SegmentEncoder
-from lychee_ray.build.encode.factory import make_encoder
-from lychee_ray.build.incremental import async_write_lock, extend_conversation
+from lychee_ray.build.increment import IncrementError, extend_conversation
+from lychee_ray.build.increment.stored import load_stored
+from lychee_ray.build.increment.turns import check_history
 from lychee_ray.build.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.build.pipeline import BuildContext, build_conversation
-from lychee_ray.build.stored import check_history, load_stored
-from lychee_ray.config import LycheeConfig
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
-from lychee_ray.embed import AsyncBatchEmbedder, Embedder, get_embedder
-from lychee_ray.embed.memo import with_memo
+from lychee_ray.core.turn_identity import turns_digest
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, read_part
-from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.io.store.locks import ConversationDeleting, async_write_lock
+from lychee_ray.io.store.reader import ConversationData
 from lychee_ray.io.store.marker import CommitMarker
-from lychee_ray.io.store.writer import turns_digest
-from lychee_ray.llm.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
-
-
-def make_context(
-    cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, limiter: RateLimiter | None = None,
-    encoder: SegmentEncoder | None = None,
-) -> BuildContext:
-    """Embedders (batched across conversations in flight) + encoder + usage ledger for one process.
-
-    Without ``embedder``: the configured one for turns and, for records and nodes, the one of
-    ``embedding.memory_quantization``, both on ``embedding.build_threads`` threads and behind a memo
-    of ``embedding.memo_texts`` texts. A given
-    ``embedder`` (tests, benchmarks) embeds everything. ``encoder``: one already made (its client
-    and ledger are shared)."""
-    if embedder is None:
-        ecfg = cfg.embedding.for_build()
-        turns_model = with_memo(get_embedder(ecfg, cfg.llm), cfg.embedding.memo_texts)
-        memory_model = with_memo(get_embedder(ecfg, cfg.llm, memory=True), cfg.embedding.memo_texts)
-    else:
-        turns_model = memory_model = embedder
-    batcher = AsyncBatchEmbedder(turns_model, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
-    memory = batcher if memory_model is turns_model else AsyncBatchEmbedder(
-        memory_model, cfg.embedding.batch_wait_ms, cfg.embedding.max_batch_texts)
-    encoder = encoder or make_encoder(cfg, backend, limiter)
-    ctx = BuildContext(cfg=cfg, embed=batcher.embed, embed_dim=turns_model.dim, embedder_name=turns_model.name,
-                       encoder=encoder, embed_memory=memory.embed)
-    client = getattr(encoder, "client", None)
-    if client is not None:
-        ctx.ledger = client.ledger
-    return ctx
 
 
 def unchanged_input(conv: Conversation, marker: CommitMarker) -> bool:
@@ -123,7 +88,7 @@ class ConversationProcessor:
         return await self._build(item, conv, warnings, t0, marker, previous)
 
     async def _build(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float,
-                     marker: CommitMarker | None, previous: Any = None) -> Outcome:
+                     marker: CommitMarker | None, previous: ConversationData | None = None) -> Outcome:
         """Build the conversation whole (new, other configuration, retry, or rebuilt after a conflict);
         ``marker``: its commit read under the write lock (None: not stored), the commit's fence."""
         cid = conv.conversation_id
@@ -177,4 +142,4 @@ class ConversationProcessor:
         return pa.concat_tables([old, new.cast(old.schema)]) if old.num_rows else new
 
 
-__all__ = ["ConversationProcessor", "make_context", "make_encoder", "unchanged_input"]
+__all__ = ["ConversationProcessor", "unchanged_input"]

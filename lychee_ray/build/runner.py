@@ -7,7 +7,8 @@ pipeline (:class:`~lychee_ray.build.stages.local.LocalStages`). Every input conv
 exactly one :class:`~lychee_ray.build.outcomes.Outcome`: built, skipped or failed.
 
 The names this module always exported (``Outcome``, ``BuildSummary``, ``ConversationProcessor``,
-``make_context``, ...) are re-exported from where they live now.
+...) are re-exported from where they live now; the build context's factory is
+:func:`lychee_ray.build.context.make_context`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from lychee_ray.build.outcomes import (
     row_to_item,
 )
 from lychee_ray.build.pipeline import BuildContext
-from lychee_ray.build.processor import ConversationProcessor, make_context, make_encoder, unchanged_input
+from lychee_ray.build.context import make_context
+from lychee_ray.build.processor import ConversationProcessor, unchanged_input
 from lychee_ray.build.run_progress import BuildProgress
 from lychee_ray.build.stages.classic import LazyClassic
 from lychee_ray.build.stages.commit import Committer
@@ -177,5 +179,5 @@ def run_local_build_items(
 
 
 __all__ = ["SUMMARY_MAX_IDS", "BuildSummary", "ConversationProcessor", "Outcome", "finish_run", "input_warnings",
-           "item_to_row", "local_stages", "make_context", "make_encoder", "manifest_info", "process_stream",
+           "item_to_row", "local_stages", "manifest_info", "process_stream",
            "row_to_item", "run_local_build", "run_local_build_items", "unchanged_input"]

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from lychee_ray.eval.reports.retrieval_table import retrieval_markdown
     from lychee_ray.eval.runners.evaluators import RetrievalEvaluator
     from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, question_rows
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     cfg = config_from_args(args)
     if not Path(args.data).exists():

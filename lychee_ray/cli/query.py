@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command; the exit code (2: bad request or unknown scope, 1: the service failed)."""
     if args.url:
         return _run_remote(args)
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
     from lychee_ray.query.errors import ScopeError, UnknownConversation
 
     cfg = config_from_args(args)

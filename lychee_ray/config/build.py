@@ -319,19 +319,6 @@ class BuildConfig(Section):
     # A stored conversation whose input rewrites its history (a stored turn changed, removed or
     # reordered): error = quarantine it (stage "conflict"); rebuild = build it again from scratch.
     on_conflict: Literal["error", "rebuild"]
-    # Appending to a conversation that is not stored creates it (the append must name its user_id).
-    append_create: bool
-    # An append waits at most this long for another writer of the same conversation (then
-    # conversation_busy), checking every append_lock_poll_s seconds; builds wait as long as it takes.
-    append_lock_timeout_s: float = Field(gt=0)
-    append_lock_poll_s: float = Field(gt=0)
-    # Conversations whose stored turns (and loaded tables) an appending process keeps, so the next
-    # append reads only the deltas committed since (build/turn_log.py).
-    append_cache_conversations: int = Field(ge=1)
-    # A background encoding starts over when another commit changed the conversation's segmentation
-    # while it encoded (it holds no write lock meanwhile); after this many rounds it gives up
-    # (conversation_busy: the turns stay queued and the next append or flush encodes them).
-    catch_up_attempts: int = Field(ge=1)
     # Distinct system prompts whose encoding a process keeps (each is encoded once, its records
     # stored with every conversation that has it; least recently used dropped beyond this).
     system_prompt_cache: int = Field(ge=1)

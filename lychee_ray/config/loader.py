@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from lychee_ray.config.appends import move_legacy_keys
 from lychee_ray.config.base import ConfigError, deep_merge, packaged_defaults, read_yaml
 from lychee_ray.config.root import LycheeConfig
 
@@ -81,10 +82,12 @@ def load_config(
     Raises :class:`ConfigError` with the offending key on error.
     """
     data: dict[str, Any] = packaged_defaults()
+    # each layer's keys at their old places move to ``appends`` before it is merged, so a later
+    # layer wins whichever spelling each uses
     for f in files or []:
-        data = deep_merge(data, read_yaml(Path(f)))
+        data = deep_merge(data, move_legacy_keys(read_yaml(Path(f))))
     for s in sets or []:
-        data = deep_merge(data, parse_set(s))
+        data = deep_merge(data, move_legacy_keys(parse_set(s)))
     environ = dict(os.environ) if env is None else env
     data = deep_merge(data, _env_overrides(environ))
     extra_keys = _env_keys(environ)  # added to the configured keys (a merge would replace the list)

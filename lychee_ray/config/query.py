@@ -151,13 +151,3 @@ class QueryConfig(Section):
     answer: AnswerConfig
     # Loaded conversations (tables, indexes, BM25) kept in an LRU cache.
     max_conversations: int = Field(ge=1)
-    # A cached conversation whose new commit changed records, nodes or segments (an encoding, a
-    # flush) is rebuilt: "inline" on the request that sees the commit; "background" in the cache's
-    # thread, answering meanwhile from the previous view with the new turns added (records lag by
-    # the rebuild, turns never) — for conversations of at least view_rebuild_background_min_rows
-    # rows (turns + records); smaller ones rebuild inline (a few ms).
-    view_rebuild: Literal["inline", "background"]
-    view_rebuild_background_min_rows: int = Field(ge=0)
-    # A background rebuild waits at each of its pause points (every few hundred rows) while
-    # searches are in flight, at most this long per point (so it still finishes under constant load).
-    view_rebuild_max_pause_ms: float = Field(ge=0)

@@ -6,6 +6,9 @@ import hashlib
 import json
 from typing import Any
 
+from pydantic import model_validator
+
+from lychee_ray.config.appends import AppendsConfig, move_legacy_keys
 from lychee_ray.config.base import Section, bind_default_paths, packaged_default
 from lychee_ray.config.build import BuildConfig, EncoderConfig, NodesConfig, SegmenterConfig
 from lychee_ray.config.eval import EvalConfig
@@ -37,6 +40,13 @@ class LycheeConfig(Section):
     serve: ServeConfig
     eval: EvalConfig
     store: StoreConfig
+    appends: AppendsConfig
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_keys(cls, data: Any) -> Any:
+        """Old places of the ``appends`` keys are read (and warned about) for one release."""
+        return move_legacy_keys(data) if isinstance(data, dict) else data
 
     def fingerprint(self, *sections: str) -> str:
         """Stable hash of the named sections (all when none), secrets excluded."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -139,24 +139,6 @@ class ServeConfig(Section):
     reload_interval_s: float = Field(ge=0)
     # After an LLM failure, plan with rules and fail /v1/query fast (503) for this long (0 = always retry).
     llm_cooldown_s: float = Field(ge=0)
-    # Appends (POST /v1/conversations/{id}/turns): a conversation this replica appended to whose open
-    # tail segment has seen no commit for this long is flushed (encoded) by the replica (0 = never:
-    # only the segmenter or POST .../flush close the tail).
-    append_idle_flush_s: float = Field(ge=0)
-    # Retry-After (seconds) of a 503 conversation_busy (another writer held the conversation's lock
-    # for build.append_lock_timeout_s); appends are idempotent by turn id, so a retry is safe.
-    append_retry_after_s: int = Field(ge=1)
-    # background: an append stores its turns (searchable at once as raw turns) and returns; the
-    # replica's encode queue segments and encodes them right after (build/encode_queue.py).
-    # inline: the append segments and encodes before it returns (records searchable on return).
-    append_encode: Literal["background", "inline"]
-    # Conversations waiting in a replica's encode queue at most; beyond, an append encodes inline.
-    append_queue_max: int = Field(ge=1)
-    # A background encoding that found the conversation busy (another writer) is retried after this long.
-    append_queue_retry_s: float = Field(gt=0)
-    # Nice increment of the encode queue's thread (Linux: per thread): background encoding yields
-    # the CPU to searches and appends (0 = same priority).
-    append_queue_nice: int = Field(ge=0, le=19)
 
     @field_validator("ray_env", mode="before")
     @classmethod

@@ -34,12 +34,3 @@ class StoreConfig(Section):
     # Read-backs (each after the settle wait) that must all show the writer's own lease before it
     # trusts it; a rival's late write lands in one of them and the writer backs off.
     lock_confirm_reads: int = Field(ge=1)
-    # Delta generations (io/store/deltas.py): an append writes only its new rows; the deltas are
-    # folded into a new base generation when there are this many of them (each is a few small
-    # files a cold reader opens) ...
-    delta_max_count: int = Field(ge=1)
-    # ... or when they hold more rows than this fraction of the base's (and more than
-    # delta_fold_min_rows): a geometric bound, so each row is rewritten a bounded number of times
-    # on average however long the conversation grows.
-    delta_fold_ratio: float = Field(gt=0)
-    delta_fold_min_rows: int = Field(ge=0)

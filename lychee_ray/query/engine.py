@@ -1,21 +1,22 @@
-"""The query engine and the ``MemoryStore`` Python API (DESIGN §1 steps 4–7, §4).
+"""The query engine: the query side of a memory store (DESIGN §1 steps 4–7, §4).
 
-::
+The library's :class:`~lychee_ray.memory.MemoryStore` is this engine plus appends; a Serve replica
+queries through it too (its appends run beside it: :mod:`lychee_ray.serve.appends`)::
 
-    store = MemoryStore.open("out/locomo")
+    store = QueryEngine.open("out/locomo")
     res = store.query("locomo-26", "When did Caroline go to the support group?", question_date="2023-08-01")
     res.answer, res.evidence, res.plan, res.usage, res.timings_ms
 
 Per question: plan (1 LLM call or rules) → embed every route's search texts in ONE batched call →
 recall channels per route and conversation, in parallel on a thread pool → RRF → optional
 cross-encoder rerank → budgeted MMR selection over the wide pool → answer (1 LLM call or
-extractive). :meth:`MemoryStore.search` stops before the answer.
+extractive). :meth:`QueryEngine.search` stops before the answer.
 
 Scoping: a query names one conversation, or a user (all of that user's conversations). Every
 channel runs on a view of exactly one conversation and items carry their conversation id, so a
 query can never return another conversation's or user's memory. Loaded conversations live in a
 bounded LRU cache (``query.max_conversations``); a conversation rebuilt since it was loaded is
-reloaded after :meth:`MemoryStore.refresh`.
+reloaded after :meth:`QueryEngine.refresh`.
 """
 
 from __future__ import annotations
@@ -28,18 +29,17 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
-from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from pydantic import ValidationError
-
-from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, InvalidTurns
 from lychee_ray.config import LycheeConfig, QueryConfig, load_config
+from lychee_ray.embed import Embedder, get_embedder
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.io.store.fs import store_root
-from lychee_ray.llm.backend import resolve_backend
+from lychee_ray.llm.backend import make_llm_client, resolve_backend
+from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
 from lychee_ray.query.cache import ConversationCache
 from lychee_ray.query.channels import RECALL_CHANNELS, route_query_text
@@ -58,10 +58,12 @@ from lychee_ray.text.dates import as_datetime
 
 log = logging.getLogger(__name__)
 
+E = TypeVar("E", bound="QueryEngine")
+
 STAGES = ("load", "plan", "embed", "channels", "fusion", "rerank", "selection", "answer")
 
 
-class MemoryStore:
+class QueryEngine:
     """Query side of a memory store: ``query``/``search`` scoped to a conversation or a user.
 
     ``embedder`` (anything with ``encode(texts) -> unit vectors``), ``llm`` (backend override:
@@ -75,9 +77,9 @@ class MemoryStore:
         root: str | Path,
         config: LycheeConfig | None = None,
         *,
-        embedder: Any = None,
+        embedder: Embedder | None = None,
         llm: str | None = None,
-        llm_client: Any = None,
+        llm_client: LLMClient | None = None,
         reranker: CrossEncoderReranker | None = None,
         cache_max_bytes: int = 0,
     ) -> None:
@@ -85,14 +87,12 @@ class MemoryStore:
         self.root = store_root(root, self.config.store)  # a remote root carries this config's store settings
         self.qcfg: QueryConfig = self.config.query
         self.reader = MemoryStoreReader(self.root, self.config.store)
+        ac = self.config.appends  # how a view changed by an append is rebuilt
         self.cache = ConversationCache(self.reader, self.qcfg.max_conversations, self.qcfg.recall.bm25_k1, self.qcfg.recall.bm25_b,
-                                       max_bytes=cache_max_bytes, rebuild=self.qcfg.view_rebuild,
-                                       background_min_rows=self.qcfg.view_rebuild_background_min_rows,
-                                       max_pause_ms=self.qcfg.view_rebuild_max_pause_ms, prepare=self._prime)
+                                       max_bytes=cache_max_bytes, rebuild=ac.view_rebuild,
+                                       background_min_rows=ac.view_rebuild_background_min_rows,
+                                       max_pause_ms=ac.view_rebuild_max_pause_ms, prepare=self._prime)
         self._embedder = embedder
-        self._append_ctx: Any = None  # build context of append(), made on first use
-        self._append_lock = threading.Lock()
-        self._append_cache: Any = None  # stored turns / tables of appended conversations (build/turn_log.py)
         self._embed_lock = threading.Lock()
         self._llm_choice = llm
         self._client = llm_client
@@ -104,13 +104,13 @@ class MemoryStore:
         threads = self.qcfg.recall.threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lychee-recall") if threads > 0 else None
         self.encoding = self.config.tokenizer.encoding
-        import faiss
+        import faiss  # heavy (native library): loaded with the first engine, not with the package
 
         faiss.omp_set_num_threads(self.qcfg.recall.faiss_threads)  # latency path: no OpenMP fan-out
 
     @classmethod
-    def open(cls, path: str | Path, config: LycheeConfig | None = None, **kwargs: Any) -> MemoryStore:
-        """Open a store directory written by ``lychee-ray build`` (see :class:`MemoryStore` kwargs)."""
+    def open(cls: type[E], path: str | Path, config: LycheeConfig | None = None, **kwargs: Any) -> E:
+        """Open a store directory written by ``lychee-ray build`` (see the class's keyword arguments)."""
         return cls(path, config, **kwargs)
 
     # -- lifecycle / scope -----------------------------------------------------------------------
@@ -123,7 +123,7 @@ class MemoryStore:
             self._client.close()
             self._client = None
 
-    def __enter__(self) -> MemoryStore:
+    def __enter__(self: E) -> E:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -141,81 +141,6 @@ class MemoryStore:
         gone = conversation_ids if conversation_ids is not None else [
             cid for cid in self.cache.cached_ids() if cid not in self.reader.markers]
         return sum(self.cache.discard(cid) for cid in gone)
-
-    # -- appends (docs/incremental.md) -------------------------------------------------------------
-    def append(
-        self, conversation_id: str, turns: list[AppendTurn | dict[str, Any]], user_id: str | None = None,
-        flush: bool = False, queue: bool = False,
-    ) -> AppendResult:
-        """Add turns to a conversation's memory now (``lychee_ray.build.incremental.append_turns``).
-
-        ``turns``: :class:`~lychee_ray.build.append_types.AppendTurn` objects or dicts (``turn_id``,
-        ``role``, ``speaker``, ``content``, ``timestamp``, optional ``session_id``). New turns are
-        searchable at once through the raw-turn channel; the segments they close are encoded and
-        their records and nodes indexed; ``flush`` also encodes the open tail segment. Idempotent by
-        turn id. ``user_id`` must match the stored owner, and is required to create a conversation
-        (``build.append_create``). Raises the typed errors of :mod:`lychee_ray.build.append_types`
-        (``kind`` says which) and ``ConversationDeleting``; nothing is written then. Blocking: from
-        async code use :meth:`aappend`.
-
-        ``queue``: store the turns (searchable at once as raw turns) and leave their segmentation
-        and encoding to the next append, :meth:`catch_up` or :meth:`flush` — an append whose cost
-        does not grow with the conversation (``append_turns_queued``; Serve's background mode). A
-        conversation that is not stored yet is appended normally.
-        """
-        from lychee_ray.build.incremental import append_turns
-        from lychee_ray.build.queued import append_turns_queued
-
-        try:
-            request = AppendRequest(conversation_id=conversation_id, turns=list(turns), user_id=user_id, flush=flush)
-        except ValidationError as e:
-            err = e.errors()[0]
-            where = ".".join(str(x) for x in err.get("loc", ()))
-            raise InvalidTurns(conversation_id, f"{where}: {err.get('msg')}", field=where or None) from None
-        result = None
-        if queue:
-            result = asyncio.run(append_turns_queued(self.root, request, self._append_context(), self._stored_cache()))
-        if result is None:
-            result = append_turns(self.root, request, self._append_context(), cache=self._stored_cache())
-        if result.generation is not None:
-            self.reader.refresh_conversation(conversation_id)  # this store reads its own write at once
-        return result
-
-    def catch_up(self, conversation_id: str) -> AppendResult:
-        """Segment and encode the turns queued appends stored (``append(..., queue=True)``); the
-        open tail stays open (``flush`` closes it)."""
-        return self.append(conversation_id, [])
-
-    def _stored_cache(self) -> Any:
-        with self._append_lock:
-            if self._append_cache is None:
-                from lychee_ray.build.turn_log import StoredCache
-
-                self._append_cache = StoredCache(self.config.build.append_cache_conversations)
-            return self._append_cache
-
-    async def aappend(self, *args: Any, **kwargs: Any) -> AppendResult:
-        """:meth:`append` for async callers (e.g. a Serve replica): runs in a worker thread."""
-        return await asyncio.to_thread(self.append, *args, **kwargs)
-
-    def flush(self, conversation_id: str, user_id: str | None = None) -> AppendResult:
-        """Encode the open tail segment of a conversation (an append of no turns with ``flush``)."""
-        return self.append(conversation_id, [], user_id=user_id, flush=True)
-
-    def _append_context(self) -> Any:
-        """The build context appends use: the build-side embedder (unless one was given to the store:
-        then that one, as the build used it), this store's LLM client, the configured backend."""
-        with self._append_lock:
-            if self._append_ctx is None:
-                from lychee_ray.build.incremental import make_append_context
-                from lychee_ray.embed import get_embedder
-
-                backend = self.backend()
-                embedder = self._embedder if self._embedder is not None else get_embedder(self.config.embedding,
-                                                                                        self.config.llm)
-                self._append_ctx = make_append_context(self.config, backend, embedder,
-                                                       self.llm_client() if backend == "openai" else None)
-            return self._append_ctx
 
     def conversation_ids(self, user_id: str | None = None) -> list[str]:
         if user_id is None:
@@ -260,22 +185,18 @@ class MemoryStore:
 
     # -- shared pieces ---------------------------------------------------------------------------
     @property
-    def embedder(self) -> Any:
+    def embedder(self) -> Embedder:
         with self._embed_lock:
             if self._embedder is None:
-                from lychee_ray.embed import get_embedder
-
                 self._embedder = get_embedder(self.config.embedding, self.config.llm, queries=True)
             return self._embedder
 
     def backend(self, llm: str | None = None) -> str:
         return resolve_backend(self.config.llm, llm if llm is not None else self._llm_choice)
 
-    def llm_client(self) -> Any:
+    def llm_client(self) -> LLMClient:
         with self._client_lock:
             if self._client is None:
-                from lychee_ray.llm.backend import make_llm_client
-
                 self._client = make_llm_client(self.config)
             return self._client
 
@@ -350,7 +271,7 @@ class MemoryStore:
         return await asyncio.to_thread(self.query, *args, **kwargs)
 
     def _retrieve(
-        self, conversation_id: str | None, question: str, question_date: Any, budget_tokens: int | None,
+        self, conversation_id: str | None, question: str, question_date: datetime | date | str | None, budget_tokens: int | None,
         user_id: str | None, llm: str | None, question_id: str | None,
         recent_turns: Sequence[RecentTurn | str | dict] | None = None,
     ) -> tuple[SearchResult, Selection, datetime]:
@@ -443,7 +364,7 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
-def _plan_context(views: Any) -> PlanContext:
+def _plan_context(views: Iterable[ConversationView]) -> PlanContext:
     ctx = PlanContext()
     for v in views:
         for k, (disp, n) in v.entities.items():
@@ -462,4 +383,4 @@ def _item_text(views: dict[str, ConversationView], it: FusedItem) -> str:
     return f"{v.turn_speaker[p]}: {v.turn_text[p]}"
 
 
-__all__ = ["MemoryStore"]
+__all__ = ["QueryEngine"]

@@ -16,7 +16,8 @@ import ray
 from lychee_ray.build.outcomes import Outcome, row_to_item
 from lychee_ray.build.pipeline import BuildContext
 from lychee_ray.build.encode.factory import make_encoder
-from lychee_ray.build.processor import ConversationProcessor, make_context
+from lychee_ray.build.context import make_context
+from lychee_ray.build.processor import ConversationProcessor
 from lychee_ray.build.run_progress import ProgressCounts
 from lychee_ray.build.stages.classic import LazyClassic
 from lychee_ray.build.stages.commit import Committer

@@ -15,7 +15,7 @@ any other answers 404, as a missing one — and never ``/v1/admin/*`` (403)::
     GET  /v1/conversations         a page of conversation ids with counts (?user_id= &limit= &offset=)
     GET  /v1/conversations/{id}    counts, sessions, date range, records/segments, failed segments
     POST /v1/conversations/{id}/turns  append turns (idempotent by turn id; creates the conversation
-                                   when build.append_create and a user_id allow it)
+                                   when appends.create and a user_id allow it)
     POST /v1/conversations/{id}/flush  encode the open tail segment now
     DELETE /v1/conversations/{id}  erase the conversation everywhere (store files, indexes, caches);
                                    ?user_id= erases it only if it is that user's

@@ -1,13 +1,13 @@
 """Online appends in the query service: ``POST /v1/conversations/{id}/turns`` and ``.../flush``.
 
-* :class:`Appender` runs one append in a worker thread: the library's
-  :func:`~lychee_ray.build.incremental.append_turns` commits one new generation under the
+* :class:`Appender` runs one append in a worker thread through the library's append service
+  (:class:`~lychee_ray.build.increment.service.AppendService`), which commits one new generation under the
   conversation's ``flock`` write lock (so writers of one conversation are serialised across
   threads, replicas and processes of one machine), then this replica re-reads the conversation's
   commit marker and answers from the new generation at once. Errors become HTTP answers by their
   ``kind`` (:func:`http_error`), never by their text.
 * :class:`IdleFlusher`: one daemon thread per replica. A conversation this replica appended to whose
-  open tail segment has seen no commit (by any replica) for ``serve.append_idle_flush_s`` is flushed.
+  open tail segment has seen no commit (by any replica) for ``appends.idle_flush_s`` is flushed.
 * :class:`MarkerWatch`: every read request stats the commit markers of the conversations in its
   scope (one ``stat`` each, the erasure check's); a marker that changed since this replica read it
   is re-read, so a request that starts after another replica committed an append answers from it.
@@ -30,15 +30,20 @@ from collections.abc import Callable
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from lychee_ray.build.append_types import AppendRequest, AppendResult, AppendTurn, IncrementError
-from lychee_ray.build.encode_queue import EncodeQueue
-from lychee_ray.build.turn_log import StoredCache
+from lychee_ray.build.context import make_context
+from lychee_ray.build.increment.errors import IncrementError
+from lychee_ray.build.increment.models import AppendRequest, AppendResult, AppendTurn
+from lychee_ray.build.increment.service import AppendService
+from lychee_ray.build.pipeline import BuildContext
 from lychee_ray.config import LycheeConfig
-from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key
-from lychee_ray.io.store.fs import StorePath, store_root
+from lychee_ray.embed import Embedder, get_embedder
+from lychee_ray.io.store import CommitMarker, MemoryStoreReader, StoreLayout, conversation_key
+from lychee_ray.io.store.fs import AnyPath, StorePath, store_root
 from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.store.marker import ConversationReplaced
+from lychee_ray.query.engine import QueryEngine
+from lychee_ray.serve.encode_queue import EncodeQueue
 from lychee_ray.serve.errors import ErrorCode, ServiceError
 from lychee_ray.serve.schemas import AppendBody
 
@@ -84,12 +89,10 @@ def http_error(e: IncrementError | ConversationDeleting | ConversationReplaced |
     return ServiceError(status, code, str(e), headers, {"turn_id": turn} if turn else None)
 
 
-def build_embedder(cfg: LycheeConfig, private: bool = False) -> Any:
+def build_embedder(cfg: LycheeConfig, private: bool = False) -> Embedder:
     """The embedder that writes a store's vectors: the build's (fp32; never the int8 query model).
     :func:`~lychee_ray.embed.get_embedder` takes the local model's cached ONNX export when there is
     one; ``private``: an instance of its own (not the process's shared one)."""
-    from lychee_ray.embed import get_embedder
-
     ecfg = cfg.embedding
     if cfg.serve.torch_threads > 0 and ecfg.num_threads == 0:
         # as the query model: one thread per model in a replica (replicas scale, and an idle
@@ -107,7 +110,7 @@ class MarkerWatch:
         self.layout = layout
         self._seen: dict[str, tuple[Any, ...]] = {}  # conversation id -> marker signature last read
 
-    def check(self, reader: Any, conversation_id: str | None, user_id: str | None) -> tuple[bool, list[str]]:
+    def check(self, reader: MemoryStoreReader, conversation_id: str | None, user_id: str | None) -> tuple[bool, list[str]]:
         """(a marker this replica holds is gone — erased: reload; conversations whose marker changed
         or appeared since this replica read it — re-read them with ``reader.refresh_conversation``)."""
         markers = reader.markers
@@ -127,7 +130,7 @@ class MarkerWatch:
         return gone, changed
 
     @staticmethod
-    def _signature(path: Any) -> tuple[Any, ...]:
+    def _signature(path: AnyPath) -> tuple[Any, ...]:
         """What changes when a marker is rewritten: locally (inode, mtime_ns, size) from one ``stat``;
         on an object store the marker itself (one small GET), because object mtimes have one-second
         resolution and two commits within a second write markers of equal size."""
@@ -229,7 +232,7 @@ class IdleFlusher:
             log.exception("idle flush of %r failed", conversation_id)
 
 
-def _epoch(iso: Any) -> float | None:
+def _epoch(iso: object) -> float | None:
     try:
         return datetime.fromisoformat(iso).timestamp() if isinstance(iso, str) else None
     except ValueError:
@@ -237,46 +240,53 @@ def _epoch(iso: Any) -> float | None:
 
 
 class Appender:
-    """One replica's appends: the build context (made on first use), the idle flusher, counters.
+    """One replica's appends: its :class:`~lychee_ray.build.increment.service.AppendService` (build
+    contexts made on first use), the encode queue, the idle flusher, counters.
 
-    ``store`` is the replica's :class:`~lychee_ray.query.engine.MemoryStore` (its reader re-reads a
+    ``store`` is the replica's :class:`~lychee_ray.query.engine.QueryEngine` (its reader re-reads a
     conversation after this replica committed it); ``embedder`` an injected build-side embedder
     (tests), else :func:`build_embedder` loads the configured one on the first append.
     """
 
-    def __init__(self, root: str | Path, config: LycheeConfig, store: Any, embedder: Any = None) -> None:
+    def __init__(self, root: str | Path, config: LycheeConfig, store: QueryEngine, embedder: Embedder | None = None) -> None:
         self.root = store_root(root, config.store)  # a remote root carries the config's store settings
         self.layout = StoreLayout(self.root, config.store)
         self.config = config
         self.store = store
         self._embedder = embedder
-        self._ctx: Any = None
+        self._ctx: BuildContext | None = None
         self._ctx_lock = threading.Lock()
-        self.retry_after_s = config.serve.append_retry_after_s
-        self.flusher = IdleFlusher(config.serve.append_idle_flush_s, self.flush_now, self._read_marker)
-        self.cache = StoredCache(config.build.append_cache_conversations)
-        self.queue = EncodeQueue(self.catch_up, config.serve.append_queue_max, config.serve.append_queue_retry_s,
-                                 config.serve.append_queue_nice, warm=self._background_context)
-        self._bg_ctx: Any = None
+        ac = config.appends
+        self.retry_after_s = ac.retry_after_s
+        self.flusher = IdleFlusher(ac.idle_flush_s, self.flush_now, self._read_marker)
+        self.service = AppendService(self.root, config, self._context, background_context=self._background_context,
+                                     committed=store.reader.refresh_conversation)
+        self.queue = EncodeQueue(self.catch_up, ac.queue_max, ac.queue_retry_s, ac.queue_nice,
+                                 warm=self._background_context)
+        self._bg_ctx: BuildContext | None = None
         self._bg_lock = threading.Lock()  # not _ctx_lock: loading one model must not hold up the other
         self.appends = 0
         self.turns_stored = 0
-        self.inline_encodes = 0  # queued appends encoded inline because the queue was full
         # turns an earlier replica stored but did not live to encode: picked up now
         for cid, m in list(store.reader.markers.items()):
             if m.unsegmented_turns:
                 self.queue.submit(cid)
 
-    def _context(self) -> Any:
+    @property
+    def inline_encodes(self) -> int:
+        """Queued appends encoded inline because the queue was full."""
+        return self.service.inline_encodes
+
+    def _context(self) -> BuildContext:
         """The build context of the requests' appends (made on first use)."""
         with self._ctx_lock:
             if self._ctx is None:
                 self._ctx = self._make_context(private=False)
-                if self.config.serve.append_encode == "background":
+                if self.config.appends.encode == "background":
                     self.queue.start()  # its own model loads on its thread now, not on the first encoding
             return self._ctx
 
-    def _background_context(self) -> Any:
+    def _background_context(self) -> BuildContext:
         """The build context of background encodings: its own embedder instance (made on first use,
         in the encode queue's lower-priority thread), so an append's one-turn embedding never waits
         behind an encoding's records and nodes; an injected embedder (tests) is shared."""
@@ -285,39 +295,24 @@ class Appender:
                 self._bg_ctx = self._make_context(private=True)
             return self._bg_ctx
 
-    def _make_context(self, private: bool) -> Any:
-        from lychee_ray.build.incremental import make_append_context
-
+    def _make_context(self, private: bool) -> BuildContext:
         backend = self.store.backend()
         emb = self._embedder if self._embedder is not None else build_embedder(self.config, private=private)
-        return make_append_context(self.config, backend, emb, self.store.llm_client() if backend == "openai" else None)
+        return make_context(self.config, backend, emb, batched=False,
+                            llm_client=self.store.llm_client() if backend == "openai" else None)
 
     def _read_marker(self, conversation_id: str) -> CommitMarker | None:
         return self.layout.read_marker(conversation_key(conversation_id))
 
     # -- blocking: worker threads ----------------------------------------------------------------
     def append_now(self, request: AppendRequest) -> AppendResult:
-        """Run one append (blocking) and make this replica read its generation at once. With
-        ``serve.append_encode: background`` the turns are stored and their segmentation and
-        encoding queued (:class:`~lychee_ray.build.encode_queue.EncodeQueue`); a full queue, a
-        flush or a new conversation encode inline."""
-        import asyncio
-
-        from lychee_ray.build.incremental import append_turns
-        from lychee_ray.build.queued import append_turns_queued
-
+        """Run one append (blocking; this replica reads its generation at once). With
+        ``appends.encode: background`` the turns are stored and their segmentation and encoding
+        queued (:class:`~lychee_ray.serve.encode_queue.EncodeQueue`); a full queue, a flush or a new
+        conversation encode inline (the service's choice)."""
         cid = request.conversation_id
-        result = None
-        if self.config.serve.append_encode == "background":
-            result = asyncio.run(append_turns_queued(self.root, request, self._context(), self.cache))
-            if result is not None and result.encode_queued and not self.queue.submit(cid):
-                self.inline_encodes += 1
-                self.catch_up(cid)
-                result = result.model_copy(update={"encode_queued": False})
-        if result is None:
-            result = append_turns(self.root, request, self._context(), cache=self.cache, fold=True)
-        if result.generation is not None:
-            self.store.reader.refresh_conversation(cid)
+        result = self.service.append(request, queued=self.config.appends.encode == "background",
+                                     submit=self.queue.submit)
         self.appends += 1
         self.turns_stored += len(result.stored_turn_ids)
         if result.stored_turn_ids or result.generation is not None:
@@ -327,13 +322,7 @@ class Appender:
     def catch_up(self, conversation_id: str) -> AppendResult:
         """Segment and encode a conversation's queued turns (an append of no turns; the encode
         queue's work), folding its deltas when they passed the bound; this replica reads the result."""
-        from lychee_ray.build.incremental import append_turns
-
-        result = append_turns(self.root, AppendRequest(conversation_id=conversation_id, turns=[]),
-                              self._background_context(), cache=self.cache, fold=True)
-        if result.generation is not None:
-            self.store.reader.refresh_conversation(conversation_id)
-        return result
+        return self.service.catch_up(conversation_id)
 
     def flush_now(self, conversation_id: str) -> AppendResult:
         """Encode the open tail segment of a conversation (blocking; the idle flusher's call)."""
@@ -366,7 +355,7 @@ class Appender:
         """For ``GET /v1/admin/stats``."""
         return {"appends": self.appends, "turns_stored": self.turns_stored, "idle_flush_s": self.flusher.idle_s,
                 "idle_flushes": self.flusher.flushes, "idle_flush_errors": self.flusher.errors,
-                "idle_flush_pending": len(self.flusher.pending()), "encode": self.config.serve.append_encode,
+                "idle_flush_pending": len(self.flusher.pending()), "encode": self.config.appends.encode,
                 "encode_queue": self.queue.stats(), "inline_encodes": self.inline_encodes}
 
     def forget(self, conversation_ids: list[str]) -> None:
@@ -375,7 +364,7 @@ class Appender:
         already running is fenced at its commit (it read the erased lineage)."""
         for cid in conversation_ids:
             self.queue.cancel(cid)
-            self.cache.forget(conversation_key(cid))
+            self.service.forget(conversation_key(cid))
             self.flusher.forget(cid)
 
     def close(self) -> None:

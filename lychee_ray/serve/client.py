@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import httpx
 
-from lychee_ray.build.append_types import AppendResult, AppendTurn
+from lychee_ray.build.increment.models import AppendResult, AppendTurn
 from lychee_ray.io.store.erase import EraseReport
 from lychee_ray.query.results import QueryResult, SearchResult
 

@@ -25,7 +25,7 @@ ErrorCode = Literal[
     "conversation_deleting",  # 409: an append while the conversation is being erased (refused, not lost)
     "conversation_replaced",  # 409: the conversation was erased and re-created while the write worked (refused)
     "config_mismatch",  # 409: the conversation was built with other settings/models than this service's
-    "conversation_busy",  # 503: another writer held the conversation longer than build.append_lock_timeout_s
+    "conversation_busy",  # 503: another writer held the conversation longer than appends.lock_timeout_s
     "overloaded",  # 503: the replica's bounded admission is full (Retry-After; serve/admission.py)
 ]
 

@@ -27,10 +27,13 @@ import numpy as np
 
 from lychee_ray import __version__
 from lychee_ray.config import LycheeConfig, load_config
+from lychee_ray.embed import Embedder, get_embedder
+from lychee_ray.llm.client import LLMClient
 from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
 from lychee_ray.io.store.fs import store_root
 from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, erase_conversation, erase_user
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.query.engine import QueryEngine
+from lychee_ray.query.plan import PlanContext, make_planner
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.results import QueryResult, SearchResult, result_json
 from lychee_ray.serve.admission import Admission
@@ -40,6 +43,7 @@ from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_fiel
 from lychee_ray.serve.listing import ConversationLister
 from lychee_ray.serve.scope import append_user, check_scope, erase_owner, not_found_message
 from lychee_ray.serve.tenancy import ADMIN, KeyRing, Principal
+from lychee_ray.text.tokens import count_tokens
 from lychee_ray.serve.schemas import (
     AppendBody,
     AppendResult,
@@ -65,7 +69,7 @@ def _rss_bytes() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    import resource
+    import resource  # POSIX only: where /proc is missing
 
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
@@ -73,12 +77,12 @@ def _rss_bytes() -> int:
 class MemoryService:
     """One replica's view of a memory store: scoping, limits, LLM failure policy, reload.
 
-    ``embedder``/``llm``/``llm_client`` go to :class:`MemoryStore` (tests inject them); without an
+    ``embedder``/``llm``/``llm_client`` go to the :class:`QueryEngine` (tests inject them); without an
     embedder the configured one is loaded (call :meth:`warm` before taking traffic).
     """
 
-    def __init__(self, memory: str | Path, config: LycheeConfig | None = None, *, embedder: Any = None,
-                 llm: str | None = None, llm_client: Any = None) -> None:
+    def __init__(self, memory: str | Path, config: LycheeConfig | None = None, *, embedder: Embedder | None = None,
+                 llm: str | None = None, llm_client: LLMClient | None = None) -> None:
         cfg = config or load_config()
         self.root = store_root(memory, cfg.store)  # a remote root carries its index cache and lease settings
         self.layout = StoreLayout(self.root, cfg.store)
@@ -97,7 +101,7 @@ class MemoryService:
         local = cfg.embedding.backend == "local"
         self.batching = self.scfg.batch_embeddings if self.scfg.batch_embeddings is not None else not local
         query_embedder = RequestEmbedder(self) if self.batching else CountingEmbedder(self)
-        self.store = MemoryStore.open(self.root, self.config, embedder=query_embedder, llm=llm,
+        self.store = QueryEngine.open(self.root, self.config, embedder=query_embedder, llm=llm,
                                       llm_client=llm_client, cache_max_bytes=self.scfg.cache_max_bytes)
         self.manifest = self.store.reader.manifest
         self.lister = ConversationLister(self.layout)
@@ -124,12 +128,10 @@ class MemoryService:
 
     # -- lifecycle -------------------------------------------------------------------------------
     @property
-    def embedder(self) -> Any:
+    def embedder(self) -> Embedder:
         """The query embedding model (the injected one, or the configured one, loaded on first use)."""
         with self._embedder_lock:
             if self._embedder is None:
-                from lychee_ray.embed import get_embedder
-
                 self._embedder = get_embedder(self.config.embedding, self.config.llm, queries=True)
             return self._embedder
 
@@ -144,9 +146,6 @@ class MemoryService:
             raise EmbedderMismatch("dim", dim, emb.dim)
         emb.encode(["warm-up"])
         # first-use costs off the request path: the tokenizer (~0.3 s) and the rules planner
-        from lychee_ray.query.plan import PlanContext, make_planner
-        from lychee_ray.text.tokens import count_tokens
-
         count_tokens("warm-up", self.config.tokenizer.encoding)
         make_planner("rules", self.config.query.planner, None, self.config.tokenizer.encoding).plan(
             "When did we talk about the trip last week?", datetime.now(), PlanContext())

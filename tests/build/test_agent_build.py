@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lychee_ray.build.append_types import AppendRequest, AppendTurn
-from lychee_ray.build.incremental import append_turns, make_append_context
-from lychee_ray.build.runner import make_context, run_local_build
+from lychee_ray.build.context import make_context
+from lychee_ray.build.increment import AppendRequest, AppendTurn, append_turns
+from lychee_ray.build.runner import run_local_build
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import survey_input
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.io.verify import verify_store
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.memory import MemoryStore
 from tests.io.test_agent_adapters import openai_log, write_jsonl
 
 
@@ -50,7 +50,7 @@ def test_agent_logs_build_grow_append_and_search(tmp_path: Path, embedder):
     assert MemoryStoreReader(tmp_path / "st").markers["c-1"].counts.turns == 8
 
     # an agent appends its own turns with tool calls through the library
-    actx = make_append_context(cfg, "rules", embedder)
+    actx = make_context(cfg, "rules", embedder, batched=False)
     res = append_turns(tmp_path / "st", AppendRequest(conversation_id="c-1", flush=True, turns=[
         AppendTurn(turn_id="m9", role="assistant", content="", tool_calls=[
             {"call_id": "k1", "name": "cancel_order", "arguments": json.dumps({"order_id": "W123"})}]),

@@ -9,7 +9,8 @@ import pytest
 
 from lychee_ray.config import load_config
 from lychee_ray.build.dryrun import dry_run
-from lychee_ray.build.runner import make_context, run_local_build
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import run_local_build
 from lychee_ray.io.store import MemoryStoreReader, conversation_key
 from lychee_ray.io.verify import verify_conversation, verify_store
 from lychee_ray.testing.fake_llm import encoder_reply, is_encode_request

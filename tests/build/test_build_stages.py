@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from lychee_ray.build.processor import ConversationProcessor
-from lychee_ray.build.runner import make_context, run_local_build_items
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import run_local_build_items
 from lychee_ray.build.stages.classic import LazyClassic
 from lychee_ray.build.stages.commit import Committer
 from lychee_ray.build.stages.construct import Constructor

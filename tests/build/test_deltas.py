@@ -1,5 +1,5 @@
-"""Delta generations and queued appends (issue 28; io/store/deltas.py, build/turn_log.py,
-build/encode_queue.py).
+"""Delta generations and queued appends (issue 28; io/store/deltas.py, build/increment/cache.py,
+serve/encode_queue.py).
 
 * queued appends, one turn each, then catch-up and flush: the store equals one build of the same
   turns (every table, row for row), ``verify`` ok after each step; a queued turn is searchable at once;
@@ -22,11 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.build.append_types import AppendRequest, ConversationBusy
-from lychee_ray.build.encode_queue import EncodeQueue
-from lychee_ray.build.incremental import append_turns, make_append_context
-from lychee_ray.build.queued import append_turns_queued
-from lychee_ray.build.turn_log import StoredCache
+from lychee_ray.build.context import make_context
+from lychee_ray.build.increment import AppendRequest, ConversationBusy, StoredCache, append_queued, append_turns
 from lychee_ray.config import load_config
 from lychee_ray.io.store import (
     MemoryStoreReader,
@@ -39,7 +36,8 @@ from lychee_ray.io.store import (
 )
 from lychee_ray.io.store.gc import collect_garbage
 from lychee_ray.io.verify import verify_store
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.memory import MemoryStore
+from lychee_ray.serve.encode_queue import EncodeQueue
 from tests.reliability.test_bad_input import HashEmbedder
 from tests.build.test_incremental import CFG, TABLES, conv, ctx, reference, tables, turn_dicts  # noqa: F401 (fixtures)
 
@@ -92,7 +90,7 @@ def test_delta_rows_fold_gc_and_erase(tmp_path, conv, reference):
     cid, turns = conv.conversation_id, turn_dicts(conv)
     MemoryStoreWriter(tmp_path)
     # fold only by count, after 8 deltas
-    store = open_store(tmp_path, "store.delta_max_count=8", "store.delta_fold_min_rows=100000")
+    store = open_store(tmp_path, "appends.delta_max_count=8", "appends.delta_fold_min_rows=100000")
     store.append(cid, turns[:30], user_id=conv.user_id)
     layout = StoreLayout(tmp_path)
     base = marker(tmp_path, cid)
@@ -173,8 +171,8 @@ def _die_mid_write(root: str, cid: str, turn: dict, what: str) -> None:
     w.write_parquet = dying
     cfg = load_config(env={})
     if what == "append":
-        ctx = make_append_context(cfg, "rules", HashEmbedder())
-        asyncio.run(append_turns_queued(root, AppendRequest(conversation_id=cid, turns=[turn]), ctx, StoredCache(4)))
+        ctx = make_context(cfg, "rules", HashEmbedder(), batched=False)
+        asyncio.run(append_queued(root, AppendRequest(conversation_id=cid, turns=[turn]), ctx, StoredCache(4)))
     else:
         MemoryStoreWriter(root, cfg.store).fold(cid)
     os._exit(0)
@@ -267,7 +265,7 @@ def test_background_encoding_holds_no_write_lock_and_appends_go_on(tmp_path, con
     for t in turns[20:50]:
         store.append(cid, [t], queue=True)
     started = threading.Event()
-    slow = make_append_context(CFG, "rules", HashEmbedder())
+    slow = make_context(CFG, "rules", HashEmbedder(), batched=False)
     slow.encoder = _SlowEncoder(slow.encoder, 0.5, started)
     result: dict = {}
 
@@ -300,13 +298,13 @@ def test_background_encoding_holds_no_write_lock_and_appends_go_on(tmp_path, con
 
 
 def test_kept_state_equals_a_fresh_read(tmp_path, conv):
-    """What an appending process keeps between increments (build/turn_log.py StoredCache) is what
+    """What an appending process keeps between increments (build/increment/cache.py StoredCache) is what
     reading the store whole gives: records, segments, turns, vectors, the node index, the record
     guard's memory of the final segments (the rules backend skips the guard's checks, so the
     equality tests above cannot see a wrong memory: this one can)."""
     from lychee_ray.build.encode.guard import ConversationMemory
     from lychee_ray.build.nodes import build_nodes
-    from lychee_ray.build.stored import load_stored
+    from lychee_ray.build.increment.stored import load_stored
 
     cid, turns = conv.conversation_id, turn_dicts(conv)
     MemoryStoreWriter(tmp_path)
@@ -318,7 +316,7 @@ def test_kept_state_equals_a_fresh_read(tmp_path, conv):
             store.catch_up(cid)
     store.catch_up(cid)
     m = marker(tmp_path, cid)
-    kept = store._stored_cache().take_stored(StoreLayout(tmp_path), m)
+    kept = store.appends.cache.take_stored(StoreLayout(tmp_path), m)
     assert kept.marker.same_commit(m) and kept.node_index is not None and kept.kept_memory is not None
     fresh = load_stored(StoreLayout(tmp_path), m)
     assert [r.record_id for r in kept.records] == [r.record_id for r in fresh.records]
@@ -326,7 +324,7 @@ def test_kept_state_equals_a_fresh_read(tmp_path, conv):
     assert kept.turns.equals(fresh.turns) and (kept.turn_vectors == fresh.turn_vectors).all()
     order = fresh.turns.column("turn_id").to_pylist()
     assert kept.node_index.nodes() == build_nodes(fresh.records, order, CFG.nodes)
-    provisional = set(fresh.segstate["provisional"])
+    provisional = set(fresh.segstate.provisional)
     want = ConversationMemory()
     want.accept(r for r in fresh.records if r.segment_id not in provisional)
     assert kept.kept_memory == want

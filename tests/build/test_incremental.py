@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.build.append_types import (
+from lychee_ray.build.increment import (
     ConversationBusy,
     HistoryConflict,
     InvalidTurns,
@@ -30,15 +30,16 @@ from lychee_ray.build.append_types import (
     UnknownConversationError,
     UserIdRequired,
 )
-from lychee_ray.build.incremental import write_lock
-from lychee_ray.build.runner import make_context, run_local_build_items
+from lychee_ray.io.store.locks import write_lock
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import run_local_build_items
 from lychee_ray.config import load_config
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters import AdapterItem, read_input
 from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, StoreLayout, conversation_key, iter_markers, read_part
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.verify import verify_store
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.memory import MemoryStore
 from tests.paths import LOCOMO_DIR, need
 from tests.reliability.test_bad_input import HashEmbedder
 
@@ -173,7 +174,8 @@ def test_on_conflict_reaches_every_runner():
 
 
 def test_check_history_names_the_kind(tmp_path, ctx, conv):
-    from lychee_ray.build.stored import check_history, load_stored
+    from lychee_ray.build.increment.stored import load_stored
+    from lychee_ray.build.increment.turns import check_history
 
     build(ctx, tmp_path, prefix(conv, 10))
     stored = load_stored(tmp_path, next(iter_markers(tmp_path)))
@@ -194,7 +196,7 @@ def test_append_idempotent_conflict_owner_create_and_search(tmp_path, ctx):
     with pytest.raises(UserIdRequired):
         store.append("c-new", [t1])
     with pytest.raises(UnknownConversationError):
-        MemoryStore.open(tmp_path, load_config(env={}, sets=["build.append_create=false"]), embedder=HashEmbedder(),
+        MemoryStore.open(tmp_path, load_config(env={}, sets=["appends.create=false"]), embedder=HashEmbedder(),
                          llm="rules").append("c-new", [t1], user_id="u1")
     r = store.append("c-new", [t1, t2], user_id="u1")
     assert r.created and r.stored_turn_ids == ["a1", "a2"] and r.generation
@@ -281,7 +283,7 @@ def test_concurrent_appenders_lose_nothing_and_readers_see_whole_generations(tmp
 
 def test_busy_or_deleting_conversation_refuses_appends_with_typed_errors(tmp_path):
     MemoryStoreWriter(tmp_path)
-    store = MemoryStore.open(tmp_path, load_config(env={}, sets=["build.append_lock_timeout_s=0.2"]),
+    store = MemoryStore.open(tmp_path, load_config(env={}, sets=["appends.lock_timeout_s=0.2"]),
                              embedder=HashEmbedder(), llm="rules")
     with write_lock(tmp_path, "c-busy"):
         with pytest.raises(ConversationBusy) as e:

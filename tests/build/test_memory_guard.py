@@ -12,7 +12,8 @@ import pytest
 
 from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, TimeDraft
 from lychee_ray.build.encode.guard import ConversationMemory, RecordGuard
-from lychee_ray.build.runner import make_context, run_local_build
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import run_local_build
 from lychee_ray.config import load_config
 from lychee_ray.core.quality import DEGENERATE_OUTPUT, QualityCounts
 from lychee_ray.io.store import MemoryStoreReader

@@ -1,4 +1,4 @@
-"""The incremental node index equals ``build_nodes`` (issue 28; build/node_index.py): built
+"""The incremental node index equals ``build_nodes`` (issue 28; build/increment/node_index.py): built
 whole, and after every tail replacement an append makes (tail segments re-encoded, new ones added)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from lychee_ray.build.node_index import NodeIndex
+from lychee_ray.build.increment.node_index import NodeIndex
 from lychee_ray.build.nodes import build_nodes
-from lychee_ray.build.runner import make_context
+from lychee_ray.build.context import make_context
 from lychee_ray.build.pipeline import build_conversation
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import read_input

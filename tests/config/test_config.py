@@ -124,3 +124,66 @@ def test_flat_encoder_rules_keys_still_load_with_one_warning(tmp_path: Path):
     assert fp == b.fingerprint("encoder") != LycheeConfig().fingerprint("encoder")
     dumped = a.model_dump(mode="json")["encoder"]
     assert "rules_min_words" not in dumped and dumped["rules"]["min_words"] == 3
+
+
+OLD_APPEND_KEYS = """\
+build:
+  append_create: false
+  append_lock_timeout_s: 7.5
+  append_lock_poll_s: 0.05
+  append_cache_conversations: 9
+  catch_up_attempts: 5
+serve:
+  append_idle_flush_s: 12.0
+  append_retry_after_s: 3
+  append_encode: inline
+  append_queue_max: 11
+  append_queue_retry_s: 2.5
+  append_queue_nice: 4
+store:
+  delta_max_count: 13
+  delta_fold_ratio: 0.25
+  delta_fold_min_rows: 77
+query:
+  view_rebuild: inline
+  view_rebuild_background_min_rows: 123
+  view_rebuild_max_pause_ms: 9.0
+"""
+
+NEW_APPEND_KEYS = dict(create=False, lock_timeout_s=7.5, lock_poll_s=0.05, cache_conversations=9, catch_up_attempts=5,
+                       idle_flush_s=12.0, retry_after_s=3, encode="inline", queue_max=11, queue_retry_s=2.5, queue_nice=4,
+                       delta_max_count=13, delta_fold_ratio=0.25, delta_fold_min_rows=77, view_rebuild="inline",
+                       view_rebuild_background_min_rows=123, view_rebuild_max_pause_ms=9.0)
+
+
+def test_old_append_keys_load_into_the_appends_section_with_one_warning_each(tmp_path: Path):
+    """The 17 append keys of build/serve/store/query moved to ``appends``; a config naming them at
+    their old places loads with the same values and one warning per key naming old -> new."""
+    from lychee_ray.config import RenamedConfigKey
+    from lychee_ray.config.appends import LEGACY_KEYS
+
+    assert len(LEGACY_KEYS) == 17
+    f = tmp_path / "old.yaml"
+    f.write_text(OLD_APPEND_KEYS)
+    with pytest.warns(RenamedConfigKey) as caught:
+        cfg = load_config([f], env={})
+    assert cfg.appends.model_dump() == NEW_APPEND_KEYS
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 17
+    assert any("build.append_create is now appends.create" in m for m in messages)
+    new = tmp_path / "new.yaml"
+    new.write_text("appends:\n" + "".join(f"  {k}: {str(v).lower() if isinstance(v, bool) else v}\n"
+                                          for k, v in NEW_APPEND_KEYS.items()))
+    assert load_config([new], env={}).appends == cfg.appends
+    # --set with an old key, and a whole mapping validated directly, map the same way
+    with pytest.warns(RenamedConfigKey, match=r"serve\.append_encode is now appends\.encode"):
+        assert load_config(env={}, sets=["serve.append_encode=inline"]).appends.encode == "inline"
+    with pytest.warns(RenamedConfigKey):
+        data = packaged_defaults()
+        data["store"]["delta_max_count"] = 5
+        assert LycheeConfig.model_validate(data).appends.delta_max_count == 5
+    # a later layer wins whichever spelling each layer uses
+    later = tmp_path / "later.yaml"
+    later.write_text("appends:\n  queue_max: 99\n")
+    with pytest.warns(RenamedConfigKey):
+        assert load_config([f, later], env={}).appends.queue_max == 99

@@ -66,8 +66,8 @@ def test_allowed_ids_pass_unchanged():
 @pytest.fixture
 def svc(tmp_path, embedder):
     root = make_store(tmp_path / "store", embedder, [conversation_spec("c-1", "u-1")])
-    cfg = load_config(env={}, sets=["serve.reload_interval_s=0", f"serve.token={TOKEN}", "serve.append_encode=inline",
-                                    "serve.append_idle_flush_s=0"])
+    cfg = load_config(env={}, sets=["serve.reload_interval_s=0", f"serve.token={TOKEN}", "appends.encode=inline",
+                                    "appends.idle_flush_s=0"])
     s = MemoryService(root, cfg, embedder=embedder, llm="rules")
     yield s
     s.close()

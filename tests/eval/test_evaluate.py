@@ -128,7 +128,7 @@ def test_encoder_mode_keeps_existing_fingerprints_and_summary_merges():
     import asyncio
 
     from lychee_ray.build.encode.base import EncodeRequest, SegmentTurn
-    from lychee_ray.build.runner import make_encoder
+    from lychee_ray.build.encode.factory import make_encoder
 
     atomic = LycheeConfig()
     summary = load_config(sets=["encoder.mode=summary"], env={})
@@ -322,7 +322,8 @@ def test_cost_estimate_counts_the_pieces_the_encoder_reads(tmp_path):
     from lychee_ray.build.dryrun import encode_prompt_tokens, segment_request
     from lychee_ray.build.encode.base import EncodeOutput
     from lychee_ray.build.pipeline import speakers_of
-    from lychee_ray.build.runner import make_context, run_local_build
+    from lychee_ray.build.context import make_context
+    from lychee_ray.build.runner import run_local_build
     from lychee_ray.eval.runners.costs import estimate_encode_tokens, stored_segments
     from lychee_ray.io.store import iter_markers, read_part
     from lychee_ray.llm.schema import schema_for

@@ -37,7 +37,7 @@ def test_coverage():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, embedder):
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     root = make_store(tmp_path_factory.mktemp("reval"), embedder, [conversation_spec("c-1")])
     with MemoryStore.open(root, embedder=embedder, llm="rules") as st:
@@ -168,7 +168,8 @@ LOCOMO_SAMPLE = {
 
 
 def test_build_and_eval_retrieval_cli(tmp_path, embedder, capsys):
-    from lychee_ray.build.runner import make_context, run_local_build
+    from lychee_ray.build.context import make_context
+    from lychee_ray.build.runner import run_local_build
     from lychee_ray.cli.main import main
     from lychee_ray.config import LycheeConfig
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from lychee_ray.build.encode_queue import EncodeQueue
-from lychee_ray.build.turn_log import StoredCache
+from lychee_ray.serve.encode_queue import EncodeQueue
+from lychee_ray.build.increment import StoredCache
 from lychee_ray.config import load_config
 from lychee_ray.io.store import (
     ConversationReplaced,
@@ -24,7 +24,7 @@ from lychee_ray.io.store import (
 from lychee_ray.io.store.marker import MARKER_VERSION
 from lychee_ray.io.store.reader import load_generation
 from lychee_ray.io.store.writer import artifacts_delta
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.memory import MemoryStore
 from tests.stores import RECORDS, conversation_spec, make_store
 from tests.io.test_store import artifacts
 
@@ -116,7 +116,7 @@ def test_a_replicas_view_never_lags_into_a_recreated_id(tmp_path, embedder):
     other records before this replica saw its marker vanish. Its next search must not show the erased
     records (a *lagging* view would: it keeps the old records while it rebuilds in the background)."""
     root = make_store(tmp_path / "store", embedder, [conversation_spec("x", "u-1")])
-    cfg = load_config(env={}, sets=["query.view_rebuild=background", "query.view_rebuild_background_min_rows=0"])
+    cfg = load_config(env={}, sets=["appends.view_rebuild=background", "appends.view_rebuild_background_min_rows=0"])
     store = MemoryStore.open(root, cfg, embedder=embedder, llm="rules")
     try:
         q = "When did Caroline give a speech at a school?"

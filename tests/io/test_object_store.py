@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.build.runner import make_context, run_local_build_items
-from lychee_ray.build.stored import load_stored
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import run_local_build_items
+from lychee_ray.build.increment.stored import load_stored
 from lychee_ray.config import StoreConfig, load_config
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import (
@@ -44,7 +45,7 @@ from lychee_ray.io.store.gc import collect_garbage, garbage_paths
 from lychee_ray.io.store.lease import acquire_lease, read_lease
 from lychee_ray.io.store.locks import flock_path, release
 from lychee_ray.io.verify import verify_store
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.memory import MemoryStore
 from lychee_ray.testing.synthetic import synthetic_conversation
 from tests.reliability.test_bad_input import HashEmbedder
 

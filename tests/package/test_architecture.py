@@ -21,8 +21,9 @@ LAYERS: dict[str, int] = {
     "query": 6,
     "serve": 7, "eval": 7, "testing": 7,
     "ray": 8,
-    "api": 9,
-    "cli": 10,
+    "memory": 9,
+    "api": 10,
+    "cli": 11,
 }
 RAY_ALLOWED = {"ray", "cli"}
 # Inside eval/, the same rule by subpackage (docs/architecture.md, "The eval package"): setup, metrics

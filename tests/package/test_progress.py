@@ -127,7 +127,8 @@ def test_local_build_progress_eta_against_the_real_finish(tmp_path):
     import re
     import time as _time
 
-    from lychee_ray.build.runner import make_context, run_local_build
+    from lychee_ray.build.context import make_context
+    from lychee_ray.build.runner import run_local_build
     from lychee_ray.config import load_config
     from lychee_ray.testing.fake_llm import encoder_reply
     from lychee_ray.testing.openai_server import OpenAIServer

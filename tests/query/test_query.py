@@ -30,7 +30,7 @@ def store_dir(tmp_path_factory, embedder) -> Path:
 
 def open_store(store_dir: Path, embedder, **sets: Any):
     from lychee_ray.config import load_config
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     cfg = load_config(sets=[f"{k}={v}" for k, v in sets.items()], env={})
     return MemoryStore.open(store_dir, cfg, embedder=embedder, llm="rules")
@@ -145,7 +145,7 @@ def test_rerank_applies_scores(store_dir, embedder):
 def test_openai_plan_and_answer_prompt_structure(store_dir, embedder):
     from lychee_ray.config import LLMConfig
     from lychee_ray.llm.client import LLMClient
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
     from lychee_ray.testing.openai_server import OpenAIServer
 
     def handler(body):
@@ -184,7 +184,7 @@ def test_openai_plan_and_answer_prompt_structure(store_dir, embedder):
 def test_openai_planner_failure_still_answers(store_dir, embedder):
     from lychee_ray.config import LLMConfig
     from lychee_ray.llm.client import LLMClient
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
     from lychee_ray.testing import OpenAIServer, malformed_content, ok
 
     with OpenAIServer([malformed_content(), ok({"answer": "Sweden"})]) as srv:

@@ -128,12 +128,12 @@ def test_only_a_pure_turn_append_extends(tmp_path, conv):
 
 
 def test_background_rebuild_answers_from_a_lagging_view(tmp_path, conv):
-    """query.view_rebuild: background — after a commit that changed records, the first search is
+    """appends.view_rebuild: background — after a commit that changed records, the first search is
     answered by the previous view plus the new turns (the appended turns searchable, the records
     not yet); once the background rebuild lands the view equals one built from scratch, also when
     more turns were appended while it ran."""
-    cid, turns, writer, reader = two_stores(tmp_path, conv, "query.view_rebuild=background",
-                                            "query.view_rebuild_background_min_rows=0")
+    cid, turns, writer, reader = two_stores(tmp_path, conv, "appends.view_rebuild=background",
+                                            "appends.view_rebuild_background_min_rows=0")
     before = reader.view(cid)
     for t in turns[20:30]:
         writer.append(cid, [t], queue=True)
@@ -160,10 +160,10 @@ def test_background_rebuild_answers_from_a_lagging_view(tmp_path, conv):
 
 
 def test_inline_rebuild_below_the_row_bound(tmp_path, conv):
-    """Below query.view_rebuild_background_min_rows (the default store sizes in tests) a changed
+    """Below appends.view_rebuild_background_min_rows (the default store sizes in tests) a changed
     conversation is rebuilt on the request: never lagging."""
-    cid, turns, writer, reader = two_stores(tmp_path, conv, "query.view_rebuild=background",
-                                            "query.view_rebuild_background_min_rows=100000")
+    cid, turns, writer, reader = two_stores(tmp_path, conv, "appends.view_rebuild=background",
+                                            "appends.view_rebuild_background_min_rows=100000")
     writer.append(cid, turns[20:30], user_id=conv.user_id)
     writer.flush(cid)
     reader.reader.refresh_conversation(cid)
@@ -174,8 +174,8 @@ def test_inline_rebuild_below_the_row_bound(tmp_path, conv):
 def test_a_failed_background_rebuild_drops_the_lagging_view(tmp_path, conv):
     """A background rebuild that fails (here: its load raises) is logged and the lagging view is
     dropped, so the next search builds the conversation on the request, whole and current."""
-    cid, turns, writer, reader = two_stores(tmp_path, conv, "query.view_rebuild=background",
-                                            "query.view_rebuild_background_min_rows=0")
+    cid, turns, writer, reader = two_stores(tmp_path, conv, "appends.view_rebuild=background",
+                                            "appends.view_rebuild_background_min_rows=0")
     for t in turns[20:30]:
         writer.append(cid, [t], queue=True)
     assert writer.catch_up(cid).segments_encoded

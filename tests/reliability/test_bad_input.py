@@ -35,7 +35,8 @@ import yaml
 from lychee_ray.io.adapters import AdapterItem, read_input
 from lychee_ray.io.adapters.clean import clean_text
 from lychee_ray.config import DEFAULT_CONFIG_PATH, LycheeConfig, SegmenterConfig, load_config
-from lychee_ray.build.runner import BuildSummary, make_context, run_local_build
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import BuildSummary, run_local_build
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.io.verify import verify_store
 
@@ -257,7 +258,7 @@ def test_bad_dates(tmp_path, embedder):
     assert by_turn(b, "date-timezones", "timestamp")[:3] == ["2023-05-08T12:00:00Z", "2023-05-08T14:00:00",
                                                             "2023-05-08T15:00:00-07:00"]
     # the built memories answer queries (time channel over extreme and mixed-zone dates)
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     ms = MemoryStore(b.root, load_config(env={}), embedder=embedder, llm="rules")
     try:
@@ -464,7 +465,7 @@ def test_10mb_turn_is_stored_in_full_and_encoded_bounded(tmp_path):
     assert all(sg["status"] == "ok" for sg in segs) and b.reader.markers["huge-turn"].counts.records > 0
     assert embedder.longest <= SegmenterConfig().max_turn_chars  # the model never sees the whole turn
     # and the store answers within its budget
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     ms = MemoryStore(b.root, load_config(env={}), embedder=embedder, llm="rules")
     try:

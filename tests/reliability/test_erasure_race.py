@@ -1,6 +1,6 @@
 """Erasure that stays erased (issue 39 item 1): the delete / re-create race, queued and inline.
 
-The race: a background encoding (``build/queued.py`` ``catch_up_async``) reads a conversation and
+The race: a background encoding (``build/increment/queued.py`` ``catch_up``) reads a conversation and
 encodes it without the write lock; meanwhile ``DELETE`` erases the conversation and an append
 re-creates the id. Before lineages the encoding then committed the erased conversation's records
 into the new one. Each round here hits that window *deterministically*: the encoder is gated
@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from lychee_ray.build.incremental import make_append_context
+from lychee_ray.build.context import make_context
 from lychee_ray.config import load_config
 from lychee_ray.io.store import is_deleting
 from lychee_ray.io.verify import verify_store
@@ -105,9 +105,9 @@ def gated_service(root: Path, embedder: Any, mode: str) -> tuple[MemoryService, 
     """A service whose encoding context of ``mode`` (the background queue's, or the requests' own
     for inline) runs through a :class:`GatedEncoder`."""
     cfg = load_config(env={}, sets=["serve.reload_interval_s=0", f"serve.token={TOKEN}",
-                                    f"serve.append_encode={mode}", "serve.append_idle_flush_s=0"])
+                                    f"appends.encode={mode}", "appends.idle_flush_s=0"])
     svc = MemoryService(root, cfg, embedder=embedder, llm="rules")
-    ctx = make_append_context(svc.config, "rules", embedder)
+    ctx = make_context(svc.config, "rules", embedder, batched=False)
     gate = GatedEncoder(ctx.encoder)
     ctx.encoder = gate
     if mode == "background":

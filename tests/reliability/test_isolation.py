@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from lychee_ray.query.answer import ANSWER_SYSTEM
 from lychee_ray.config import load_config
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.memory import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.channels import CHANNELS
 from lychee_ray.serve import OPEN_PATHS, MemoryService, create_app

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from lychee_ray.build.runner import make_context, run_local_build_items
+from lychee_ray.build.context import make_context
+from lychee_ray.build.runner import run_local_build_items
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import AdapterItem, read_input
 from lychee_ray.io.store import StoreLayout, conversation_key, conversation_write_lock, erase_conversation
@@ -94,7 +95,7 @@ def with_turn(res: dict[str, Any], turn_id: str, records: bool = False) -> list[
 
 def test_appended_session_is_searchable_at_once_on_both_replicas(store, embedder, locomo):
     # inline encoding: the segment a POST closes is encoded before it returns (background: below)
-    inline = "serve.append_encode=inline"
+    inline = "appends.encode=inline"
     svc1, svc2 = service(store, embedder, inline), service(store, embedder, inline)
     with TestClient(create_app(svc1)) as c1, TestClient(create_app(svc2)) as c2:
         for c in (c1, c2):  # both replicas have the conversation loaded: session 3 is not there
@@ -124,12 +125,12 @@ def test_appended_session_is_searchable_at_once_on_both_replicas(store, embedder
 
 
 def test_background_encoding_returns_at_once_and_equals_inline(store, embedder, locomo, tmp_path):
-    """serve.append_encode=background (the default): each POST of one turn stores it (searchable on
+    """appends.encode=background (the default): each POST of one turn stores it (searchable on
     both replicas at once) and returns; the replica's queue segments and encodes after. The store
     then equals the one inline appends make of the same turns."""
     inline_root = Path(shutil.copytree(store, tmp_path / "inline"))
     svc1, svc2 = service(store, embedder), service(store, embedder)
-    ref = service(inline_root, embedder, "serve.append_encode=inline")
+    ref = service(inline_root, embedder, "appends.encode=inline")
     turns = session_turns(locomo, 2)
     with TestClient(create_app(svc1)) as c1, TestClient(create_app(svc2)) as c2, TestClient(create_app(ref)) as cr:
         for i, t in enumerate(turns):
@@ -168,7 +169,7 @@ def test_background_encoding_returns_at_once_and_equals_inline(store, embedder, 
 def test_a_replica_encodes_turns_a_dead_one_left_queued(store, embedder, locomo):
     """Turns stored by queued appends whose encoding never ran (the process died) are durable: the
     marker counts them, verify accepts them, and a replica that starts encodes them."""
-    from lychee_ray.query.engine import MemoryStore
+    from lychee_ray.memory import MemoryStore
 
     turns = session_turns(locomo, 2)
     cfg = load_config(env={}, sets=SEGMENTS)
@@ -208,7 +209,7 @@ def test_idempotent_conflict_malformed_owner_and_unknown(store, embedder):
           "timestamp": "2024-05-02T18:03:00"}
     t2 = {"turn_id": "n2", "role": "assistant", "speaker": "Bot", "content": "Congratulations on adopting Pixel!"}
     url = "/v1/conversations/c-new/turns"
-    svc, closed = service(store, embedder), service(store, embedder, "build.append_create=false")
+    svc, closed = service(store, embedder), service(store, embedder, "appends.create=false")
     with TestClient(create_app(svc)) as c, TestClient(create_app(closed)) as c_closed:
         assert c.post(url, json={"turns": [t1], "user_id": "u-1"}).status_code == 401  # the token applies
         r = c.post(url, json={"turns": [t1]}, headers=AUTH)  # creating needs the owner
@@ -261,7 +262,7 @@ def test_idempotent_conflict_malformed_owner_and_unknown(store, embedder):
 def test_append_during_delete_is_refused_and_busy_is_503(store, embedder):
     turn = {"turn_id": "x1", "content": "Hello again, it is me.", "role": "user"}
     url = f"/v1/conversations/{CID}/turns"
-    svc = service(store, embedder, "build.append_lock_timeout_s=0.2")
+    svc = service(store, embedder, "appends.lock_timeout_s=0.2")
     layout, key = StoreLayout(store), conversation_key(CID)
     with TestClient(create_app(svc)) as c:
         with conversation_write_lock(store, CID):  # another writer holds the conversation
@@ -312,7 +313,7 @@ def test_two_replicas_appending_to_one_conversation_lose_nothing(store, embedder
 
 
 def test_idle_flush_encodes_the_open_tail(store, embedder):
-    svc = service(store, embedder, "serve.append_idle_flush_s=0.5")
+    svc = service(store, embedder, "appends.idle_flush_s=0.5")
     turns = [{"turn_id": f"i{i}", "content": text, "role": "user", "speaker": "Ana"} for i, text in enumerate([
         "I booked a cabin by Lake Tahoe for the second week of July.",
         "My sister Lena is coming along with her two dogs.",

@@ -72,7 +72,7 @@ def built(tmp_path_factory, embedder) -> Path:
 def service(root: Path, embedder, tmp: Path) -> MemoryService:
     # beta's key comes from the environment, in plaintext (hashed when read), as an operator passes secrets
     env = {"LYCHEE_SERVE_KEYS": json.dumps([{"name": "beta", "key": BETA_KEY, "users": ["bob"]}])}
-    cfg = load_config([keys_file(tmp)], env=env, sets=["serve.append_encode=inline", "serve.append_idle_flush_s=0"])
+    cfg = load_config([keys_file(tmp)], env=env, sets=["appends.encode=inline", "appends.idle_flush_s=0"])
     return MemoryService(root, cfg, embedder=embedder, llm="rules")
 
 

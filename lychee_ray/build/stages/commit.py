@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from lychee_ray.build.incremental import async_write_lock
+from lychee_ray.io.store.locks import async_write_lock
 from lychee_ray.build.outcomes import Outcome
 from lychee_ray.build.stages.classic import ClassicFn
 from lychee_ray.build.stages.work import MarkerSeen, StageWork

@@ -38,7 +38,7 @@ from lychee_ray.eval.setup.rows import AnswerRow, QuestionPayload
 from lychee_ray.llm.backend import make_llm_client
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.query.answer import make_answerer
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side is all an evaluation uses
 from lychee_ray.text.dates import as_datetime
 from lychee_ray.text.tokens import count_tokens
 

@@ -6,7 +6,7 @@
   (:class:`lychee_ray.ray.eval_job.RayExecutor`).
 - :class:`RetrievalEvaluator` — id and content coverage of the selected context vs the baselines
   of :mod:`lychee_ray.eval.baselines.retrieval` at the same budget, called on a
-  :class:`~lychee_ray.query.engine.MemoryStore` (no LLM).
+  :class:`~lychee_ray.query.engine.QueryEngine` (no LLM).
 - :class:`SegmentationEvaluator` — Pk / WindowDiff / boundary F1 of the segmenter on a gold
   topic-segmentation corpus (:mod:`lychee_ray.eval.runners.segmentation`), called on the utterance vectors
   and a segmenter configuration.
@@ -33,7 +33,7 @@ from lychee_ray.eval.runners.segmentation import (
 )
 from lychee_ray.eval.setup.rows import AnswerRow, QuestionPayload
 from lychee_ray.llm.ratelimit import RateLimiter
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side is all an evaluation uses
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 
 ProgressFn = Callable[[int, int], None]

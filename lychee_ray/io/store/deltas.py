@@ -14,80 +14,23 @@ marker last; a reader that read a marker reads exactly its base and deltas.
 Readers merge base + deltas in order (:func:`apply_delta`): a replaced row keeps its position, new
 rows follow, deleted rows go, and a table with :attr:`TableSpec.sort` is re-sorted, so the merged
 tables are the ones a full rewrite would hold. When the deltas pass a bound
-(``store.delta_max_count``, or ``store.delta_fold_ratio`` × the base's rows) the writer *folds*
+(``appends.delta_max_count``, or ``appends.delta_fold_ratio`` × the base's rows) the writer *folds*
 them: the merged state becomes a new base generation (:meth:`MemoryStoreWriter.fold`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lychee_ray.io.store.artifacts import TableDelta, TableVectors
 from lychee_ray.io.store.fs import AnyPath
-from lychee_ray.io.store.marker import BuildInfo, MarkerCounts
 from lychee_ray.io.store.tables import table_spec
-
-
-@dataclass
-class TableVectors:
-    """A table's vectors: ``rows[i]`` is the table row ``vectors[i]`` belongs to (rows without a
-    vector, e.g. small nodes, have none)."""
-
-    rows: np.ndarray  # int64, (k,)
-    vectors: np.ndarray  # float32, (k, dim)
-
-    @classmethod
-    def empty(cls, dim: int) -> TableVectors:
-        return cls(np.zeros(0, dtype=np.int64), np.zeros((0, dim), dtype=np.float32))
-
-    @classmethod
-    def of(cls, vectors: np.ndarray, rows: list[int] | None, dim: int) -> TableVectors:
-        v = np.asarray(vectors, dtype=np.float32).reshape(-1, dim) if dim else np.zeros((len(vectors), 0), np.float32)
-        r = np.arange(len(v), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-        return cls(r, v)
-
-
-@dataclass
-class TableDelta:
-    """One table's change: ``upserts`` (rows new or replacing the row of the same key), their
-    ``vectors`` (indexed tables; rows = positions in ``upserts``) and the keys ``deletes`` removes."""
-
-    upserts: pa.Table
-    vectors: TableVectors | None = None
-    deletes: list[str] = field(default_factory=list)
-
-    @property
-    def rows(self) -> int:
-        return self.upserts.num_rows + len(self.deletes)
-
-
-@dataclass
-class ConversationDelta:
-    """What one increment of a conversation writes (:meth:`MemoryStoreWriter.commit_delta`).
-
-    ``counts`` / ``open_turns`` / ``info`` describe the conversation *after* the delta (they go into
-    the marker as a full commit's would); ``segstate`` None keeps the previous resume point."""
-
-    conversation_id: str
-    user_id: str
-    fingerprint: str
-    tables: dict[str, TableDelta]
-    counts: MarkerCounts
-    open_turns: int
-    info: BuildInfo
-    dim: int
-    segstate: dict[str, Any] | None = None
-    unsegmented_turns: int = 0
-
-    @property
-    def rows(self) -> int:
-        """Rows written or deleted across tables (the fold bound counts these)."""
-        return sum(t.rows for t in self.tables.values())
 
 
 def delta_file(index_dir: AnyPath) -> AnyPath:
@@ -208,5 +151,4 @@ def _stack(a: TableVectors | None, b: TableVectors | None, offset: int) -> Table
                         np.concatenate([a.vectors.reshape(-1, dim), b.vectors.reshape(-1, dim)]).astype(np.float32))
 
 
-__all__ = ["ConversationDelta", "MergedTable", "TableDelta", "TableVectors", "apply_delta", "delta_file",
-           "read_delta_manifest", "write_delta_manifest"]
+__all__ = ["MergedTable", "apply_delta", "delta_file", "read_delta_manifest", "write_delta_manifest"]

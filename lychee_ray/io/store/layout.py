@@ -275,8 +275,8 @@ class StoreLayout:
         return self._lock_stem(key).with_suffix(".lock")
 
     def encode_lock_path(self, key: str) -> AnyPath:
-        """Lock serialising the background encodings of one conversation (build/incremental.py
-        ``catch_up_async``): they segment and encode without the write lock, so appends go on."""
+        """Lock serialising the background encodings of one conversation (build/increment/
+        ``catch_up``): they segment and encode without the write lock, so appends go on."""
         return self._lock_stem(key).with_suffix(".encode")
 
     def deleting_path(self, key: str) -> AnyPath:

@@ -5,7 +5,9 @@ named by a hash of the conversation key so that no lock file spells an id):
 
 * ``<hash>.lock`` — an ``flock(2)`` lock every writer of one conversation holds while it changes
   that conversation (an append's commit, erasure, erasure re-pointing its rows in a shared
-  compacted file). Take it with :func:`conversation_write_lock`.
+  compacted file). Take it with :func:`conversation_write_lock`, or with a bounded wait
+  :func:`write_lock` / :func:`async_write_lock` (appends; ``which="encode"``: the conversation's
+  encode lock, ``<hash>.encode.lock``, one background encoding at a time).
 * ``<hash>.deleting`` — present from the moment an erasure of the conversation starts until it
   has finished (and after a crashed erasure, until ``delete`` is run again). It holds the erasure's
   journal: the commit marker being erased, so a re-run finds the rows of a half-erased conversation.
@@ -34,13 +36,17 @@ instead (:mod:`.lease`, which states their limits).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
 import json
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Literal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from lychee_ray.io.store.fs import AnyPath, StorePath
 from lychee_ray.io.store.layout import StoreLayout, as_layout, conversation_key
@@ -49,7 +55,9 @@ from lychee_ray.io.store.lease import Lease, acquire_lease
 # what flock_path returns: a file descriptor (local flock) or a lease (object store)
 LockHandle = int | Lease
 
-LockErrorKind = Literal["conversation_deleting"]
+LockErrorKind = Literal["conversation_deleting", "conversation_busy"]
+# which of a conversation's locks: its one-writer lock, or its encode lock (one background encoding at a time)
+LockKind = Literal["write", "encode"]
 
 
 class ConversationDeleting(RuntimeError):
@@ -64,6 +72,23 @@ class ConversationDeleting(RuntimeError):
     def __init__(self, conversation_id: str) -> None:
         super().__init__(f"conversation {conversation_id!r} is being deleted; the write was refused")
         self.conversation_id = conversation_id
+
+
+class LockBusy(TimeoutError):
+    """Another holder kept a conversation's lock longer than the caller would wait (``kind``
+    ``"conversation_busy"``; ``waited_s`` says how long it waited)."""
+
+    kind: LockErrorKind = "conversation_busy"
+
+    def __init__(self, conversation_id: str, waited_s: float) -> None:
+        super().__init__(f"conversation {conversation_id!r} is being written by another writer "
+                         f"(waited {waited_s:.1f} s)")
+        self.conversation_id = conversation_id
+        self.waited_s = waited_s
+
+
+# makes the error a lock that was not free in time raises: (conversation id, seconds waited) -> error
+BusyError = Callable[[str, float], Exception]
 
 
 def _layout(root: str | Path | StorePath | StoreLayout) -> StoreLayout:
@@ -112,23 +137,63 @@ def is_deleting(root: str | Path | StoreLayout, conversation_id: str) -> bool:
 
 
 @contextmanager
-def conversation_write_lock(root: str | Path | StoreLayout, conversation_id: str) -> Iterator[None]:
-    """Hold the one-writer lock of ``conversation_id`` for the ``with`` block.
+def write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
+               poll_s: float = 0.0, which: LockKind = "write", busy: BusyError = LockBusy) -> Iterator[None]:
+    """Hold one of ``conversation_id``'s locks for the ``with`` block: its one-writer lock, or with
+    ``which="encode"`` its encode lock (one background encoding at a time).
 
-    Raises :class:`ConversationDeleting` (before waiting, and again once the lock is held) when an
-    erasure of the conversation is running or was left unfinished. Blocks while another writer of
-    the same conversation holds the lock.
+    ``timeout_s`` None waits as long as it takes; else ``busy(conversation_id, waited_s)`` is raised
+    after that long (:class:`LockBusy` unless the caller names its own error), trying every
+    ``poll_s`` seconds. Raises :class:`ConversationDeleting` (before waiting, and again once the
+    lock is held) when an erasure of the conversation is running or was left unfinished.
     """
     layout = _layout(root)
     if is_deleting(layout, conversation_id):
         raise ConversationDeleting(conversation_id)
-    fd = flock_path(layout.write_lock_path(conversation_key(conversation_id)))
+    key = conversation_key(conversation_id)
+    path = layout.write_lock_path(key) if which == "write" else layout.encode_lock_path(key)
+    t0 = time.monotonic()
+    if timeout_s is None:
+        fd = flock_path(path)
+    else:
+        while (fd := flock_path(path, blocking=False)) is None:
+            if time.monotonic() - t0 >= timeout_s:
+                raise busy(conversation_id, time.monotonic() - t0)
+            time.sleep(poll_s)
+    assert fd is not None
     try:
-        if is_deleting(layout, conversation_id):
+        if is_deleting(layout, conversation_id):  # an erasure started while we waited
             raise ConversationDeleting(conversation_id)
         yield
     finally:
         release(fd)
+
+
+def conversation_write_lock(root: str | Path | StoreLayout, conversation_id: str) -> contextlib.AbstractContextManager[None]:
+    """Hold the one-writer lock of ``conversation_id`` for the ``with`` block, waiting as long as
+    another writer of the same conversation holds it (:func:`write_lock` without a timeout)."""
+    return write_lock(root, conversation_id)
+
+
+class AsyncWriteLock:
+    """:func:`write_lock` for coroutines: the (possibly blocking) wait runs in a worker thread."""
+
+    def __init__(self, root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
+                 poll_s: float = 0.0, which: LockKind = "write", busy: BusyError = LockBusy) -> None:
+        self._cm = write_lock(root, conversation_id, timeout_s, poll_s, which, busy)
+
+    async def __aenter__(self) -> None:
+        await asyncio.to_thread(self._cm.__enter__)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self._cm.__exit__(exc_type, exc, tb)
+
+
+def async_write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: float | None = None,
+                     poll_s: float = 0.0, which: LockKind = "write", busy: BusyError = LockBusy) -> AsyncWriteLock:
+    """``async with async_write_lock(...)``: :func:`write_lock` without blocking the event loop."""
+    return AsyncWriteLock(root, conversation_id, timeout_s, poll_s, which, busy)
 
 
 @contextmanager
@@ -159,5 +224,6 @@ def pending_erasures(root: str | Path | StoreLayout) -> list[dict[str, Any]]:
     return [j for j in found if j is not None]
 
 
-__all__ = ["ConversationDeleting", "LockErrorKind", "conversation_write_lock", "flock_path", "is_deleting",
-           "pending_erasures", "read_journal", "release", "store_lock"]
+__all__ = ["AsyncWriteLock", "BusyError", "ConversationDeleting", "LockBusy", "LockErrorKind", "LockKind",
+           "async_write_lock", "conversation_write_lock", "flock_path", "is_deleting", "pending_erasures",
+           "read_journal", "release", "store_lock", "write_lock"]

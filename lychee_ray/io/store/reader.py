@@ -13,7 +13,8 @@ import pyarrow as pa
 
 from lychee_ray.core.records import ERROR_SCHEMA
 from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet
-from lychee_ray.io.store.deltas import MergedTable, TableDelta, TableVectors, apply_delta, read_delta_manifest
+from lychee_ray.io.store.artifacts import TableDelta, TableVectors
+from lychee_ray.io.store.deltas import MergedTable, apply_delta, read_delta_manifest
 from lychee_ray.io.store.index import build_flat_index, read_index, stored_vectors
 from lychee_ray.config.store import StoreConfig
 from lychee_ray.io.store.marker import CommitMarker
@@ -156,7 +157,7 @@ def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMa
     """Read the generations ``marker`` names: the base's ``tables`` (default: every registered
     table), every vector index and ``ids.json``, then each delta generation applied in order
     (io/store/deltas.py). The one place that opens a generation's files; the serving reader
-    (:meth:`MemoryStoreReader.load`) and incremental builds (build/stored.py) both use it.
+    (:meth:`MemoryStoreReader.load`) and incremental builds (build/increment/stored.py) both use it.
 
     ``previous``: data this process already loaded for an earlier commit of the conversation; when
     ``marker`` only adds deltas to it, just those are read and applied (an append costs a reader

@@ -6,14 +6,13 @@ fills it, and whether it has a vector index (a FAISS file per generation, ids = 
 The writer, reader, compaction, erasure, the garbage sweep, verification, incremental builds and
 cost accounting all ask :func:`table_specs` / :func:`table_names`; none lists tables itself. So a
 new table is one :func:`register_table` call plus the build step that puts its rows into
-:class:`~lychee_ray.io.store.writer.ConversationArtifacts` (``extra_tables`` / ``extra_vectors``
+:class:`~lychee_ray.io.store.artifacts.ConversationArtifacts` (``extra_tables`` / ``extra_vectors``
 for tables beyond the core five; ``tests/io/test_store_contract.py`` adds one that way).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from collections.abc import Callable
 
 import numpy as np
@@ -21,9 +20,7 @@ import pyarrow as pa
 
 from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.core.records import NODE_SCHEMA, RECORD_SCHEMA, SEGMENT_SCHEMA, nodes_table, records_table, segments_table
-
-if TYPE_CHECKING:  # the writer imports this module
-    from lychee_ray.io.store.writer import ConversationArtifacts
+from lychee_ray.io.store.artifacts import ConversationArtifacts
 
 
 def _every_row(art: ConversationArtifacts) -> list[int] | None:

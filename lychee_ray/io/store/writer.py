@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -15,16 +13,13 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from lychee_ray.config.appends import AppendsConfig
 from lychee_ray.config.store import StoreConfig
 from lychee_ray.core.quality import QualityCounts
-from lychee_ray.core.records import (
-    ERROR_SCHEMA,
-    EvidenceNode,
-    MemoryRecord,
-    SegmentRow,
-)
+from lychee_ray.core.records import ERROR_SCHEMA
 from lychee_ray.io.store.fs import AnyPath, StorePath, create_exclusive, remove_tree, write_parquet
-from lychee_ray.io.store.deltas import ConversationDelta, TableDelta, TableVectors, write_delta_manifest
+from lychee_ray.io.store.artifacts import ConversationArtifacts, ConversationDelta, TableDelta, TableVectors
+from lychee_ray.io.store.deltas import write_delta_manifest
 from lychee_ray.io.store.index import build_flat_index, write_index
 from lychee_ray.io.store.layout import (
     LEGACY_STORE_VERSION,
@@ -39,74 +34,13 @@ from lychee_ray.io.store.layout import (
 from lychee_ray.io.store.locks import conversation_write_lock
 from lychee_ray.io.store.fence import UNFENCED, BasedOn, check_fence
 from lychee_ray.io.store.lease import LeaseLost
-from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, MarkerCounts, new_lineage
+from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, new_lineage
 from lychee_ray.io.store.migrate import migrate_conversation
+from lychee_ray.io.store.reader import ConversationData, load_generation, read_segstate
 from lychee_ray.io.store.tables import indexed_tables, table_specs
 
 
-# Columns of the turns table that make a turn what it is: a stored turn whose values differ is a
-# changed history (incremental builds), and the digest over them tells an unchanged input at once.
-TURN_IDENTITY = ("session_id", "session_index", "turn_index", "turn_id", "role", "speaker", "content", "timestamp",
-                 "session_started_at", "meta")
-
-
-def turn_identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The identity values of one turns-table row (see :data:`TURN_IDENTITY`)."""
-    return tuple(row.get(c) for c in TURN_IDENTITY)
-
-
-def turns_digest(turns: pa.Table, previous: str | None = None) -> str:
-    """SHA-256 hash chain over the identity columns of a conversation's turns, in order (saved in
-    the marker): each turn's link hashes the previous link with the turn, so an append continues
-    the chain from the stored digest (``previous``) over its new turns alone, and any split of the
-    same turns into appends gives the digest one build of them gives."""
-    link = previous or ""
-    for row in turns.select(list(TURN_IDENTITY)).to_pylist():
-        payload = json.dumps(turn_identity(row), ensure_ascii=False)
-        link = hashlib.sha256(f"{link}\n{payload}".encode()).hexdigest()
-    return link
-
-
-@dataclass
-class ConversationArtifacts:
-    """Everything one conversation build produces, ready to commit."""
-
-    conversation_id: str
-    user_id: str
-    records: list[MemoryRecord]
-    nodes: list[EvidenceNode]
-    turns: pa.Table
-    segments: list[SegmentRow]
-    usage: pa.Table
-    record_vectors: np.ndarray
-    node_vectors: np.ndarray
-    turn_vectors: np.ndarray
-    fingerprint: str
-    # Rows of ``nodes`` that have a vector (in node_vectors order); None = every node.
-    node_vector_rows: list[int] | None = None
-    # how the generation was built: copied into the commit marker
-    info: BuildInfo = field(default_factory=BuildInfo)
-    # rows and vectors of tables registered beyond the core five (io/store/tables.py), by table name
-    extra_tables: dict[str, pa.Table] = field(default_factory=dict)
-    extra_vectors: dict[str, np.ndarray] = field(default_factory=dict)
-    # The segmenter's resume point (docs/incremental.md), saved beside the generation; None = none.
-    segstate: dict[str, Any] | None = None
-
-    def counts(self) -> MarkerCounts:
-        return MarkerCounts(
-            turns=self.turns.num_rows,
-            segments=len(self.segments),
-            failed_segments=sum(s.status == "failed" for s in self.segments),
-            records=len(self.records),
-            nodes=len(self.nodes),
-        )
-
-    def open_turns(self) -> int:
-        """Turns no segment covers yet: the open tail an append left (docs/incremental.md)."""
-        return self.turns.num_rows - len({t for s in self.segments for t in s.turn_ids})
-
-
-def artifacts_delta(previous: Any, art: ConversationArtifacts) -> ConversationDelta:
+def artifacts_delta(previous: ConversationData, art: ConversationArtifacts) -> ConversationDelta:
     """What a commit of ``art`` changes against ``previous`` (the conversation's committed
     :class:`~lychee_ray.io.store.reader.ConversationData`, every table loaded), as a delta: per
     keyed table the rows new or different and the keys gone, for keyless tables the rows past the
@@ -299,13 +233,12 @@ class MemoryStoreWriter:
         self._publish(key, gen, marker)
         return marker
 
-    def needs_fold(self, marker: CommitMarker) -> bool:
-        """True when the marker's deltas passed the fold bound (``store.delta_max_count`` deltas, or
-        more delta rows than ``store.delta_fold_ratio`` x the base's and ``store.delta_fold_min_rows``)."""
-        st = self.layout.settings
+    def needs_fold(self, marker: CommitMarker, bound: AppendsConfig) -> bool:
+        """True when the marker's deltas passed the fold bound (``appends.delta_max_count`` deltas, or
+        more delta rows than ``appends.delta_fold_ratio`` x the base's and ``appends.delta_fold_min_rows``)."""
         return bool(marker.deltas) and (
-            len(marker.deltas) >= st.delta_max_count
-            or marker.delta_rows > max(st.delta_fold_ratio * marker.base_rows, st.delta_fold_min_rows))
+            len(marker.deltas) >= bound.delta_max_count
+            or marker.delta_rows > max(bound.delta_fold_ratio * marker.base_rows, bound.delta_fold_min_rows))
 
     def fold(self, conversation_id: str, *, locked: bool = False) -> CommitMarker | None:
         """Rewrite a conversation's base + deltas as one new base generation (the merged tables and
@@ -314,8 +247,6 @@ class MemoryStoreWriter:
         if not locked:
             with conversation_write_lock(self.layout, conversation_id):
                 return self.fold(conversation_id, locked=True)
-        from lychee_ray.io.store.reader import load_generation, read_segstate  # the reader imports this module
-
         key = conversation_key(conversation_id)
         m = self.layout.read_marker(key)
         if m is None or not m.deltas:

@@ -1,5 +1,5 @@
 """A committed conversation read back for an incremental build: its turns, segments, records,
-vectors and segmenter resume point, and the check of new input against that stored history.
+vectors and the segmenter's resume point (typed: :class:`~lychee_ray.build.resume_point.ResumePoint`).
 
 Everything is read from the generation one commit marker names (the caller holds the
 conversation's write lock, so that generation stays current while it works).
@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lychee_ray.build.append_types import HistoryConflict, OwnerMismatch
 from lychee_ray.build.encode.guard import ConversationMemory
-from lychee_ray.build.node_index import NodeIndex
+from lychee_ray.build.increment.node_index import NodeIndex
+from lychee_ray.build.increment.turn_log import TurnLog
 from lychee_ray.build.pipeline import KnownVectors
-from lychee_ray.build.turn_log import TurnLog
+from lychee_ray.build.resume_point import ResumePoint
 from lychee_ray.core.conversation import Conversation, Session, Turn
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow
@@ -26,11 +26,6 @@ from lychee_ray.io.store import StoreLayout
 from lychee_ray.io.store.layout import as_layout
 from lychee_ray.io.store.marker import CommitMarker
 from lychee_ray.io.store.reader import ConversationData, load_generation, read_segstate
-from lychee_ray.io.store.writer import TURN_IDENTITY, turn_identity
-
-# Where a turn sits (checked as order) vs what it says (checked as content).
-_POSITION = ("session_id", "session_index", "turn_index")
-_CONTENT = tuple(c for c in TURN_IDENTITY if c not in _POSITION and c != "turn_id")
 
 
 @dataclass
@@ -44,11 +39,11 @@ class StoredConversation:
     usage: pa.Table
     turn_vectors: np.ndarray
     known: KnownVectors = field(default_factory=KnownVectors)
-    segstate: dict[str, Any] | None = None
+    segstate: ResumePoint | None = None
     # every table as committed (base + deltas merged): what a delta is computed against
     data: ConversationData | None = None
-    # kept between increments by an appending process (build/turn_log.py StoredCache): the
-    # conversation object, the node index (build/node_index.py) and which generations the state
+    # kept between increments by an appending process (increment/cache.py StoredCache): the
+    # conversation object, the node index (increment/node_index.py) and which generations the state
     # holds (its marker's, minus turn deltas committed by others since it was kept)
     kept_conv: Conversation | None = None
     node_index: NodeIndex | None = None
@@ -107,7 +102,7 @@ class StoredConversation:
         return self.kept_memory
 
     def turn_log(self) -> TurnLog:
-        """The stored turns' identities (:class:`~lychee_ray.build.turn_log.TurnLog`), built once and kept."""
+        """The stored turns' identities (:class:`~lychee_ray.build.increment.turn_log.TurnLog`), built once and kept."""
         if self.kept_log is None:
             self.kept_log = TurnLog(self.marker)
             self.kept_log.add(self.turn_rows())
@@ -169,35 +164,8 @@ def load_stored(root: str | Path | StoreLayout, marker: CommitMarker,
         nodes={node_keys[int(i)]: v for i, v in zip(nv.rows, nv.vectors, strict=False) if 0 <= i < len(node_keys)},
     )
     return StoredConversation(marker=marker, turns=tables["turns"], rows=rows, records=records, usage=tables["usage"],
-                              turn_vectors=turn_vectors, known=known, segstate=read_segstate(layout, marker), data=data,
+                              turn_vectors=turn_vectors, known=known, segstate=ResumePoint.read(read_segstate(layout, marker)), data=data,
                               applied=set(marker.generations))
 
 
-def check_history(stored: StoredConversation, conv: Conversation) -> int:
-    """How many leading turns of ``conv`` are the stored ones; raises when the input rewrites history.
-
-    The stored turns must open ``conv`` in the same order, at the same session positions, with the
-    same content (:data:`~lychee_ray.io.store.writer.TURN_IDENTITY`); else :class:`HistoryConflict`
-    (``removed`` / ``reordered`` / ``changed``) naming the first stored turn that disagrees. A
-    different owner raises :class:`OwnerMismatch`.
-    """
-    cid = stored.conversation_id
-    if conv.user_id != stored.user_id:
-        raise OwnerMismatch(cid, stored.user_id, conv.user_id)
-    new_rows = conv.turn_rows()
-    where = {r["turn_id"]: i for i, r in enumerate(new_rows)}
-    for i, old in enumerate(stored.turn_rows()):
-        j = where.get(old["turn_id"])
-        if j is None:
-            raise HistoryConflict("removed", cid, old["turn_id"])
-        new = new_rows[j]
-        if j != i or any(old[c] != new[c] for c in _POSITION):
-            raise HistoryConflict("reordered", cid, old["turn_id"],
-                                  f"stored as turn {i} (session {old['session_id']!r}), now turn {j} (session {new['session_id']!r})")
-        changed = [c for c in _CONTENT if old[c] != new[c]]
-        if changed:
-            raise HistoryConflict("changed", cid, old["turn_id"], "fields " + ", ".join(changed))
-    return stored.num_turns
-
-
-__all__ = ["StoredConversation", "check_history", "load_stored", "turn_identity"]
+__all__ = ["StoredConversation", "load_stored"]

@@ -1,10 +1,11 @@
-"""An append's turns checked against the stored ones and numbered after them.
+"""Turn checks: an append's turns (or a build's input) checked against the stored history.
 
-One set of checks for every append path (docs/incremental.md "Appends"): a stored turn id with the
+:func:`check_history`: a build's input must open with the stored turns unchanged. For appends, one
+set of checks for every append path (docs/incremental.md "Appends"): a stored turn id with the
 same content is a duplicate, with other content a :class:`HistoryConflict` ``changed``; a turn for a
 session that is not the last one is ``reordered``; a malformed field is :class:`InvalidTurns` naming
 it. :func:`new_turn_rows` needs only the stored turns' identities (a
-:class:`~lychee_ray.build.turn_log.TurnLog`: a queued append); :func:`merge_turns` also gives the
+:class:`~lychee_ray.build.increment.turn_log.TurnLog`: a queued append); :func:`merge_turns` also gives the
 whole conversation after the append (an append that segments and encodes).
 """
 
@@ -14,13 +15,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychee_ray.build.append_types import AppendRequest, AppendTurn, HistoryConflict, InvalidTurns
-from lychee_ray.build.stored import StoredConversation
-from lychee_ray.build.turn_log import TurnLog
+from lychee_ray.build.increment.errors import HistoryConflict, InvalidTurns, OwnerMismatch
+from lychee_ray.build.increment.models import AppendRequest, AppendTurn
+from lychee_ray.build.increment.stored import StoredConversation
+from lychee_ray.build.increment.turn_log import TurnLog
 from lychee_ray.core.conversation import Conversation, Session, Turn, turn_row
+from lychee_ray.core.turn_identity import TURN_IDENTITY
 
 # Session id of a conversation created by an append whose turns name no session.
 DEFAULT_SESSION_ID = "s1"
+
+# Where a turn sits (checked as order) vs what it says (checked as content).
+_POSITION = ("session_id", "session_index", "turn_index")
+_CONTENT = tuple(c for c in TURN_IDENTITY if c not in _POSITION and c != "turn_id")
 
 
 def _differences(row: dict[str, Any], t: AppendTurn, turn: Turn) -> list[str]:
@@ -114,4 +121,31 @@ def new_turn_rows(log: TurnLog, request: AppendRequest, user_id: str) -> tuple[l
     return rows, turns, dups
 
 
-__all__ = ["DEFAULT_SESSION_ID", "merge_turns", "new_turn_rows"]
+def check_history(stored: StoredConversation, conv: Conversation) -> int:
+    """How many leading turns of ``conv`` are the stored ones; raises when the input rewrites history.
+
+    The stored turns must open ``conv`` in the same order, at the same session positions, with the
+    same content (:data:`~lychee_ray.core.turn_identity.TURN_IDENTITY`); else :class:`HistoryConflict`
+    (``removed`` / ``reordered`` / ``changed``) naming the first stored turn that disagrees. A
+    different owner raises :class:`OwnerMismatch`.
+    """
+    cid = stored.conversation_id
+    if conv.user_id != stored.user_id:
+        raise OwnerMismatch(cid, stored.user_id, conv.user_id)
+    new_rows = conv.turn_rows()
+    where = {r["turn_id"]: i for i, r in enumerate(new_rows)}
+    for i, old in enumerate(stored.turn_rows()):
+        j = where.get(old["turn_id"])
+        if j is None:
+            raise HistoryConflict("removed", cid, old["turn_id"])
+        new = new_rows[j]
+        if j != i or any(old[c] != new[c] for c in _POSITION):
+            raise HistoryConflict("reordered", cid, old["turn_id"],
+                                  f"stored as turn {i} (session {old['session_id']!r}), now turn {j} (session {new['session_id']!r})")
+        changed = [c for c in _CONTENT if old[c] != new[c]]
+        if changed:
+            raise HistoryConflict("changed", cid, old["turn_id"], "fields " + ", ".join(changed))
+    return stored.num_turns
+
+
+__all__ = ["DEFAULT_SESSION_ID", "check_history", "merge_turns", "new_turn_rows"]

@@ -1,10 +1,10 @@
 """Segmentation and encoding off the request path (issue 28): a bounded per-process queue.
 
-A queued append (:func:`~lychee_ray.build.incremental.append_turns_queued`) stores its turns and
+Part of the service runtime. A queued append (:func:`~lychee_ray.build.increment.queued.append_queued`) stores its turns and
 returns; :class:`EncodeQueue` then runs the conversation's *catch-up* — an append of no turns,
 which segments every unsegmented turn from the saved resume point and encodes the segments that
 close — on one worker thread. A conversation waits in the queue at most once (one catch-up covers
-every turn queued before it starts). The queue is bounded (``serve.append_queue_max``): a full
+every turn queued before it starts). The queue is bounded (``appends.queue_max``): a full
 queue refuses, and the caller encodes inline instead, so work never piles up unbounded.
 
 Nothing here is needed for durability: the queued turns are committed, and the marker counts them
@@ -34,8 +34,8 @@ class EncodeQueue:
     submission order; ``retry_s``: a catch-up that found the conversation busy (another writer) is
     tried again after this long."""
 
-    def __init__(self, catch_up: Callable[[str], Any], max_pending: int, retry_s: float, nice: int = 0,
-                 warm: Callable[[], Any] | None = None) -> None:
+    def __init__(self, catch_up: Callable[[str], object], max_pending: int, retry_s: float, nice: int = 0,
+                 warm: Callable[[], object] | None = None) -> None:
         """``warm``: run first on the worker thread (e.g. load the encoding's own model), so the first
         catch-up does not pay for it."""
         self._catch_up = catch_up
@@ -69,7 +69,7 @@ class EncodeQueue:
     def cancel(self, conversation_id: str) -> bool:
         """Drop a conversation's waiting catch-up (its erasure: nothing of it is left to encode);
         True when one was waiting. A catch-up already running is fenced at its commit instead (it
-        read the erased conversation's lineage: build/queued.py)."""
+        read the erased conversation's lineage: build/increment/queued.py)."""
         with self._cond:
             found = self._pending.pop(conversation_id, None) is not None
             self._cond.notify_all()

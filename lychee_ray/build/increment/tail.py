@@ -1,12 +1,12 @@
-"""An increment written as a delta straight from what it changed (issue 28).
+"""The tail delta: an increment written as a delta straight from what it changed (issue 28).
 
-:func:`~lychee_ray.build.incremental.extend_conversation` normally assembles the conversation's
+:func:`~lychee_ray.build.increment.extend.extend_conversation` normally assembles the conversation's
 whole artifacts (every record, node and vector) and the writer diffs them against the stored
 tables — correct for any change, but linear in the conversation. In the common case — the segmenter
 continued from its resume point, the re-opened tail segments are the last ones — only the tail
-changed, and this module builds the :class:`~lychee_ray.io.store.deltas.ConversationDelta` from
+changed, and this module builds the :class:`~lychee_ray.io.store.artifacts.ConversationDelta` from
 the tail alone: the new turns, the tail segments and their records, the nodes those records touch
-(:class:`~lychee_ray.build.node_index.NodeIndex`), their vectors, the new usage rows. It also
+(:class:`~lychee_ray.build.increment.node_index.NodeIndex`), their vectors, the new usage rows. It also
 returns the state the next increment starts from, so nothing is re-read between increments.
 The store it produces is row for row the one the full path produces (``tests/build/test_deltas.py``).
 """
@@ -14,19 +14,20 @@ The store it produces is row for row the one the full path produces (``tests/bui
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lychee_ray.build.node_index import NodeIndex
+from lychee_ray.build.increment.node_index import NodeIndex
+from lychee_ray.build.increment.stored import StoredConversation
 from lychee_ray.build.pipeline import (
     BuildContext,
     KnownVectors,
     segments_quality,
     usage_tokens,
 )
-from lychee_ray.build.stored import StoredConversation
+from lychee_ray.build.resume_point import ResumePoint
+from lychee_ray.config import LycheeConfig
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import (
@@ -36,9 +37,9 @@ from lychee_ray.core.records import (
     records_table,
     segments_table,
 )
-from lychee_ray.io.store.deltas import ConversationDelta, TableDelta, TableVectors
+from lychee_ray.core.turn_identity import turns_digest
+from lychee_ray.io.store.artifacts import ConversationDelta, TableDelta, TableVectors
 from lychee_ray.io.store.marker import BuildInfo, LastIncrement, MarkerCounts
-from lychee_ray.io.store.writer import turns_digest
 from lychee_ray.llm.usage import UsageLedger
 
 
@@ -62,7 +63,7 @@ def tail_start(stored: StoredConversation, final_ids: set[str]) -> int | None:
     return k if all(r.segment_id in final_ids for r in stored.records[:k]) else None
 
 
-def node_index_of(stored: StoredConversation, cfg: Any) -> NodeIndex:
+def node_index_of(stored: StoredConversation, cfg: LycheeConfig) -> NodeIndex:
     """The stored conversation's node index (built once from its records, then kept)."""
     if stored.node_index is None:
         stored.node_index = NodeIndex.build(stored.records, stored.turns.column("turn_id").to_pylist(), cfg.nodes,
@@ -73,7 +74,7 @@ def node_index_of(stored: StoredConversation, cfg: Any) -> NodeIndex:
 async def delta_increment(
     stored: StoredConversation, conv: Conversation, ctx: BuildContext, *, keep: int, records: list[MemoryRecord],
     all_rows: list[SegmentRow], final_ids: set[str], new_vectors: np.ndarray, all_vectors: np.ndarray,
-    segstate: dict[str, Any], mine: UsageLedger, timings: dict[str, float], last_increment: LastIncrement,
+    segstate: ResumePoint, mine: UsageLedger, timings: dict[str, float], last_increment: LastIncrement,
 ) -> DeltaIncrement:
     """The delta of an increment that kept ``stored``'s first ``keep`` records and final segments
     (``final_ids``) and replaced the rest by the tail of ``records`` / ``all_rows``."""
@@ -131,14 +132,15 @@ async def delta_increment(
     counts = MarkerCounts(turns=n_turns, segments=len(all_rows), failed_segments=sum(r.status == "failed" for r in all_rows),
                           records=len(records), nodes=len(idx))
     delta = ConversationDelta(conversation_id=cid, user_id=conv.user_id, fingerprint=ctx.fingerprint, tables=tables,
-                              counts=counts, open_turns=n_turns - len(covered), info=info, dim=dim, segstate=segstate)
+                              counts=counts, open_turns=n_turns - len(covered), info=info, dim=dim,
+                              segstate=segstate.to_dict())
     next_known = KnownVectors(records={**known.records, **{r.record_id: v for r, v in zip(up_records, rec_vecs, strict=False)}},
                               nodes={**known.nodes, **{(changed_nodes[i].node_id, changed_nodes[i].text): v
                                                        for i, v in zip(embedded, node_vecs, strict=False)}})
     log = stored.kept_log
     if log is not None:
         log.add(added_rows)
-    provisional = set(segstate["provisional"])
+    provisional = set(segstate.provisional)
     now_final = [r for r in tail if r.segment_id not in provisional]  # the first of the tail (segment order)
     memory = stored.kept_memory  # of the old final records: add the records of segments final now
     if memory is not None:

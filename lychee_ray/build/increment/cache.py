@@ -1,77 +1,41 @@
-"""What an append needs to know of a stored conversation, kept per process and refreshed by delta:
-its turns' identity by id and its sessions (a queued append), its loaded tables (an encoding one).
+"""What an appending process keeps of the conversations it appends to, refreshed by delta.
 
-An append whose segmentation is queued (:func:`~lychee_ray.build.incremental.append_turns_queued`)
-checks the new turns against the stored ones (duplicates, edits, session order) and numbers them;
-it reads nothing else. :class:`StoredCache` keeps that :class:`TurnLog` per conversation and, when
-the commit marker only added deltas since, reads just those deltas' turns — so an append costs
-the same at 10,000 stored turns as at 100.
+:class:`StoredCache` holds per conversation (each part bounded to ``appends.cache_conversations``)
+its :class:`~lychee_ray.build.increment.turn_log.TurnLog` (queued appends), the state after its
+last increment (appends that encode) and its tables as last read; :func:`stored_state` is the
+committed conversation an increment starts from, taken from there when it can be.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
 
 import numpy as np
 
+from lychee_ray.build.increment.stored import StoredConversation, load_stored
+from lychee_ray.build.increment.turn_log import TURN_LOG_COLUMNS, TurnLog
 from lychee_ray.io.store.deltas import read_delta_manifest
 from lychee_ray.io.store.layout import StoreLayout
 from lychee_ray.io.store.marker import CommitMarker
-from lychee_ray.io.store.reader import read_delta, read_part
-from lychee_ray.io.store.writer import TURN_IDENTITY
+from lychee_ray.io.store.reader import ConversationData, read_delta, read_part
 
-# turn columns a queued append compares and continues from
-_COLUMNS = list(TURN_IDENTITY)
+V = TypeVar("V")
 
 
-@dataclass
-class TurnLog:
-    """A stored conversation's turns as an append sees them (identity columns, in order)."""
-
-    marker: CommitMarker | None  # None: a conversation not stored yet
-    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # turn id -> identity row
-    order: list[str] = field(default_factory=list)  # turn ids in conversation order
-    sessions: list[str] = field(default_factory=list)  # session ids in order
-    session_started_at: str | None = None  # of the last session
-    last_session_turns: int = 0  # turns in the last session
-    # the last session's position (an input's empty sessions keep their positions: not len(sessions) - 1)
-    last_session_index: int = -1
-
-    def add(self, rows: list[dict[str, Any]]) -> None:
-        """Take turns rows appended after the ones held (in order)."""
-        for r in rows:
-            tid = r["turn_id"]
-            self.rows[tid] = {c: r.get(c) for c in _COLUMNS}
-            self.order.append(tid)
-            if not self.sessions or r["session_id"] != self.sessions[-1]:
-                self.sessions.append(r["session_id"])
-                self.last_session_turns = 0
-                self.session_started_at = r.get("session_started_at")
-                self.last_session_index = r["session_index"]
-            self.last_session_turns += 1
-
-    def waiting_turn_ids(self) -> list[str]:
-        """Turns no segment covers yet (the segmenter's open tail, then the turns it has not reached:
-        segments cover a prefix of the conversation, so these are its last ``open_turns``)."""
-        n = self.marker.open_turns if self.marker is not None else 0
-        return self.order[len(self.order) - n:] if n else []
-
-
-class _Bounded:
+class _Bounded(Generic[V]):
     """A dict bounded to ``max_items`` entries, least recently put dropped first (thread-safe)."""
 
     def __init__(self, max_items: int) -> None:
         self.max_items = max_items
-        self._items: dict[str, Any] = {}
+        self._items: dict[str, V] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> V | None:
         with self._lock:
             return self._items.get(key)
 
-    def take(self, key: str) -> Any:
+    def take(self, key: str) -> V | None:
         """The entry, removed (the caller owns it until it puts it back)."""
         with self._lock:
             return self._items.pop(key, None)
@@ -80,7 +44,7 @@ class _Bounded:
         with self._lock:
             self._items.pop(key, None)
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: V) -> None:
         with self._lock:
             self._items.pop(key, None)
             self._items[key] = value
@@ -91,13 +55,13 @@ class _Bounded:
 class StoredCache:
     """What an appending process keeps of the conversations it appends to, each bounded to
     ``max_items`` conversations: their :class:`TurnLog` (queued appends), the state after their
-    last increment (:class:`~lychee_ray.build.stored.StoredConversation`: appends that encode) and
+    last increment (:class:`~lychee_ray.build.increment.stored.StoredConversation`: appends that encode) and
     their tables as last read (a whole read of a newer commit then reads only its new deltas)."""
 
     def __init__(self, max_items: int) -> None:
-        self._logs = _Bounded(max_items)
-        self._stored = _Bounded(max_items)
-        self._data = _Bounded(max_items)
+        self._logs: _Bounded[TurnLog] = _Bounded(max_items)
+        self._stored: _Bounded[StoredConversation] = _Bounded(max_items)
+        self._data: _Bounded[ConversationData] = _Bounded(max_items)
 
     def turn_log(self, layout: StoreLayout, marker: CommitMarker) -> TurnLog:
         """The turn log of the commit ``marker`` names: cached, extended by the deltas committed
@@ -112,10 +76,10 @@ class StoredCache:
             for gen in marker.deltas[len(old.marker.deltas):]:  # turns are only ever appended
                 d = read_delta(layout, marker.key, gen, ["turns"], 0, vectors=False).get("turns")
                 if d is not None and d.upserts.num_rows:
-                    log.add(d.upserts.select(_COLUMNS).to_pylist())
+                    log.add(d.upserts.select(TURN_LOG_COLUMNS).to_pylist())
         else:
             log = TurnLog(marker)
-            log.add(read_part(layout, "turns", marker, columns=_COLUMNS).to_pylist())
+            log.add(read_part(layout, "turns", marker, columns=TURN_LOG_COLUMNS).to_pylist())
         return log
 
     def put(self, log: TurnLog) -> None:
@@ -123,8 +87,8 @@ class StoredCache:
         assert log.marker is not None
         self._logs.put(log.marker.key, log)
 
-    def take_stored(self, layout: StoreLayout, marker: CommitMarker) -> Any:
-        """The kept :class:`~lychee_ray.build.stored.StoredConversation` of the commit ``marker``
+    def take_stored(self, layout: StoreLayout, marker: CommitMarker) -> StoredConversation | None:
+        """The kept :class:`~lychee_ray.build.increment.stored.StoredConversation` of the commit ``marker``
         names, taken out of the cache (the caller owns it while it works; :meth:`keep_stored` puts
         it back), or None. A kept state behind ``marker`` only by turn deltas (queued appends,
         possibly by other processes) takes those turns in; anything else (another process's
@@ -148,16 +112,16 @@ class StoredCache:
         kept.marker = marker
         return kept
 
-    def keep_stored(self, stored: Any) -> None:
+    def keep_stored(self, stored: StoredConversation) -> None:
         """Keep a conversation's state for its next increment."""
         self._stored.put(stored.marker.key, stored)
 
-    def data(self, key: str) -> Any:
+    def data(self, key: str) -> ConversationData | None:
         """The conversation's tables as this process read them last (None: not kept): a load of a
         newer commit that only added deltas reads just those."""
         return self._data.get(key)
 
-    def put_data(self, key: str, data: Any) -> None:
+    def put_data(self, key: str, data: ConversationData) -> None:
         """Keep a conversation's loaded tables."""
         self._data.put(key, data)
 
@@ -168,4 +132,26 @@ class StoredCache:
             part.drop(key)
 
 
-__all__ = ["StoredCache", "TurnLog"]
+def stored_state(layout: StoreLayout, marker: CommitMarker, cache: StoredCache | None) -> StoredConversation:
+    """The committed conversation an increment starts from: the state this process kept after its
+    last increment (taken out of ``cache``, brought up to ``marker`` by turn deltas), else read
+    whole (only the deltas since, when ``cache`` holds its tables)."""
+    stored = cache.take_stored(layout, marker) if cache is not None else None
+    if stored is None:
+        stored = load_stored(layout, marker, cache.data(marker.key) if cache is not None else None)
+        if cache is not None and stored.data is not None:
+            cache.put_data(marker.key, stored.data)
+    return stored
+
+
+def marker_open_turns(layout: StoreLayout, marker: CommitMarker, cache: StoredCache | None) -> list[str]:
+    """Ids of the turns no segment covers in ``marker``'s commit (its last ``open_turns`` turns)."""
+    if not marker.open_turns:
+        return []
+    cache = cache or StoredCache(1)
+    log = cache.turn_log(layout, marker)
+    cache.put(log)
+    return log.waiting_turn_ids()
+
+
+__all__ = ["StoredCache", "marker_open_turns", "stored_state"]

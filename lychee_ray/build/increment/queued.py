@@ -1,10 +1,10 @@
 """Queued appends and their background catch-up (issue 28; docs/incremental.md "Delta
 generations and queued appends").
 
-* :func:`append_turns_queued`: store an append's turns now (one delta generation: their rows and
+* :func:`append_queued`: store an append's turns now (one delta generation: their rows and
   vectors) and leave segmentation and encoding to later; its cost does not grow with the
-  conversation (the stored turns are known from :class:`~lychee_ray.build.turn_log.StoredCache`).
-* :func:`catch_up_async`: that later — segment every unsegmented turn from the saved resume point
+  conversation (the stored turns are known from :class:`~lychee_ray.build.increment.cache.StoredCache`).
+* :func:`catch_up`: that later — segment every unsegmented turn from the saved resume point
   and encode what closes, holding the write lock only to commit, so appends go on meanwhile.
 """
 
@@ -12,40 +12,30 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 
-from lychee_ray.build.append_types import (
-    AppendRequest,
-    AppendResult,
-    ConfigMismatch,
-    ConversationBusy,
-    OwnerMismatch,
-    UnknownConversationError,
-)
-from lychee_ray.build.incremental import (
-    async_write_lock,
-    commit_increment,
-    extend_conversation,
-    increment_delta,
-    stored_state,
-)
-from lychee_ray.build.turn_merge import new_turn_rows
+from lychee_ray.build.increment.cache import StoredCache, marker_open_turns, stored_state
+from lychee_ray.build.increment.commit import commit_increment, increment_delta
+from lychee_ray.build.increment.errors import ConfigMismatch, ConversationBusy, OwnerMismatch, UnknownConversationError
+from lychee_ray.build.increment.extend import extend_conversation
+from lychee_ray.build.increment.models import AppendRequest, AppendResult
+from lychee_ray.build.increment.turns import new_turn_rows
 from lychee_ray.build.pipeline import BuildContext
 from lychee_ray.build.segment import turn_embedding_text
-from lychee_ray.build.turn_log import StoredCache
 from lychee_ray.core.conversation import TURN_SCHEMA
-from lychee_ray.io.store import MemoryStoreWriter, StoreLayout
-from lychee_ray.io.store.deltas import ConversationDelta, TableDelta, TableVectors
+from lychee_ray.core.turn_identity import turns_digest
+from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store.fs import AnyPath
+from lychee_ray.io.store.artifacts import ConversationDelta, TableDelta, TableVectors
+from lychee_ray.io.store.locks import async_write_lock
 from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, ConversationReplaced, LastIncrement
-from lychee_ray.io.store.writer import turns_digest
 
 
-async def append_turns_queued(
-    root: str | Path, request: AppendRequest, ctx: BuildContext, cache: StoredCache, *,
+async def append_queued(
+    root: str | AnyPath, request: AppendRequest, ctx: BuildContext, cache: StoredCache, *,
     lock_timeout_s: float | None = None,
 ) -> AppendResult | None:
     """Store an append's new turns now and leave their segmentation and encoding to later: one
@@ -54,22 +44,23 @@ async def append_turns_queued(
     ones are known from ``cache`` (:class:`StoredCache`, refreshed by delta) — so it does not grow
     with the conversation.
 
-    The queued work is whatever the next :func:`append_turns_async` of the conversation does first
+    The queued work is whatever the next append of the conversation does first
     (a background catch-up, the next synchronous append, a flush): segment from the saved resume
     point over every unsegmented turn and encode what closes — exactly what one append of all
     those turns would have done, so nothing is lost if this process dies before it runs.
 
     Returns None when this call cannot queue (the conversation is not stored yet, ``flush`` was
-    asked for, or its stored settings differ): the caller runs :func:`append_turns_async`. Raises
+    asked for, or its stored settings differ): the caller appends inline
+    (:func:`~lychee_ray.build.increment.inline.append_inline`). Raises
     the same typed errors as it, without writing anything.
     """
     t0 = time.perf_counter()
-    bc, cid = ctx.cfg.build, request.conversation_id
+    ac, cid = ctx.cfg.appends, request.conversation_id
     if request.flush:
         return None
     writer = MemoryStoreWriter(root, ctx.cfg.store)
-    async with async_write_lock(writer.layout, cid, bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
-                                bc.append_lock_poll_s):
+    async with async_write_lock(writer.layout, cid, ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
+                                ac.lock_poll_s, busy=ConversationBusy):
         t_lock = time.perf_counter()
         marker = writer.current_marker(cid)
         if marker is None or marker.generation is None or marker.fingerprint != ctx.fingerprint:
@@ -114,8 +105,8 @@ async def append_turns_queued(
     )
 
 
-async def catch_up_async(
-    root: str | Path, request: AppendRequest, ctx: BuildContext, *, cache: StoredCache | None = None,
+async def catch_up(
+    root: str | AnyPath, request: AppendRequest, ctx: BuildContext, *, cache: StoredCache | None = None,
     fold: bool = True, lock_timeout_s: float | None = None,
 ) -> AppendResult:
     """Segment and encode the turns queued appends stored (an append of no turns, not a flush)
@@ -126,12 +117,12 @@ async def catch_up_async(
     of the segments, records and nodes — provided no other commit changed the segmentation since
     (``segmentation_epoch``; turns queued in between are fine: they stay queued, and the loop goes
     on while any are left). Otherwise it starts over from the newer state, at most
-    ``build.catch_up_attempts`` times. A conversation erased and re-created meanwhile (another
+    ``appends.catch_up_attempts`` times. A conversation erased and re-created meanwhile (another
     lineage) gets nothing of this encoding: the commit is fenced (``check_fence``), and the loop
     starts over on the new conversation. Returns what the last round did."""
     t0 = time.perf_counter()
-    bc, cid = ctx.cfg.build, request.conversation_id
-    timeout = bc.append_lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+    ac, cid = ctx.cfg.appends, request.conversation_id
+    timeout = ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
     writer = MemoryStoreWriter(root, ctx.cfg.store)
     layout = writer.layout
     encoded: list[str] = []
@@ -141,13 +132,13 @@ async def catch_up_async(
     marker: CommitMarker | None = None
     open_ids: list[str] = []
     attempts = 0
-    async with async_write_lock(layout, cid, timeout, bc.append_lock_poll_s, "encode"):
+    async with async_write_lock(layout, cid, timeout, ac.lock_poll_s, "encode", busy=ConversationBusy):
         while True:
             marker = writer.commit_marker(cid)
             if marker is None:
                 raise UnknownConversationError(cid)
             if marker.version < MARKER_VERSION:  # an older marker is migrated under the write lock first
-                async with async_write_lock(layout, cid, timeout, bc.append_lock_poll_s):
+                async with async_write_lock(layout, cid, timeout, ac.lock_poll_s, busy=ConversationBusy):
                     marker = writer.current_marker(cid)
                 continue
             if request.user_id is not None and request.user_id != marker.owner:
@@ -160,7 +151,7 @@ async def catch_up_async(
             try:
                 stored = await asyncio.to_thread(stored_state, layout, marker, cache)
             except (OSError, RuntimeError):  # a fold or erasure replaced those files meanwhile: read again
-                if attempts >= bc.catch_up_attempts:
+                if attempts >= ac.catch_up_attempts:
                     raise
                 continue
             conv = stored.conversation()
@@ -170,7 +161,7 @@ async def catch_up_async(
                 if cache is not None:
                     cache.keep_stored(stored)
                 break
-            async with async_write_lock(layout, cid, timeout, bc.append_lock_poll_s):
+            async with async_write_lock(layout, cid, timeout, ac.lock_poll_s, busy=ConversationBusy):
                 current = writer.commit_marker(cid)
                 if current is None:
                     raise UnknownConversationError(cid)  # erased while it encoded: nothing to write back
@@ -179,7 +170,7 @@ async def catch_up_async(
                     # conversation's; drop it and catch up the new one (if it queued anything)
                     if cache is not None:
                         cache.forget(marker.key)
-                    if attempts >= bc.catch_up_attempts:
+                    if attempts >= ac.catch_up_attempts:
                         raise ConversationReplaced(cid, "erased and re-created while it was encoded")
                     continue
                 added = current.counts.turns - marker.counts.turns
@@ -187,10 +178,10 @@ async def catch_up_async(
                 # would drop them (start over, reading them too)
                 full = increment_delta(stored, inc) is None
                 if current.segmentation_epoch != marker.segmentation_epoch or (full and added):
-                    if attempts >= bc.catch_up_attempts:
+                    if attempts >= ac.catch_up_attempts:
                         raise ConversationBusy(cid, time.perf_counter() - t0)
                     continue  # another commit changed the segmentation: start over from it
-                committed = await asyncio.to_thread(commit_increment, writer, stored, inc, fold, cache,
+                committed = await asyncio.to_thread(commit_increment, writer, stored, inc, ac if fold else None, cache,
                                                     _queued_since(current, added))
             encoded += inc.encoded
             failed += inc.failed
@@ -211,16 +202,6 @@ async def catch_up_async(
         encode_queued=bool(committed is not None and committed.unsegmented_turns))
 
 
-def marker_open_turns(layout: StoreLayout, marker: CommitMarker, cache: StoredCache | None) -> list[str]:
-    """Ids of the turns no segment covers in ``marker``'s commit (its last ``open_turns`` turns)."""
-    if not marker.open_turns:
-        return []
-    cache = cache or StoredCache(1)
-    log = cache.turn_log(layout, marker)
-    cache.put(log)
-    return log.waiting_turn_ids()
-
-
 def _queued_since(current: CommitMarker, added: int) -> Callable[[ConversationDelta], None]:
     """Amends a background encoding's delta for the ``added`` turns queued since the state it
     encoded from: they stay stored, queued, open and counted in ``current``'s terms."""
@@ -233,4 +214,4 @@ def _queued_since(current: CommitMarker, added: int) -> Callable[[ConversationDe
     return adjust
 
 
-__all__ = ["append_turns_queued", "catch_up_async", "marker_open_turns"]
+__all__ = ["append_queued", "catch_up"]
