@@ -134,7 +134,7 @@ class ProgressDisplay:
 
     def eta_text(self) -> str:
         left = self.clock.remaining_s(self.done, self.total)
-        finished = bool(self.total) and self.done >= self.total
+        finished = bool(self.total and self.done >= self.total)
         return "" if left is None or finished else f"ETA {format_seconds(left)}"
 
     def update(self, done: int, detail: str | Callable[[], str] = "", force: bool = False,

@@ -12,7 +12,7 @@ from typing import Any
 
 from lychee_ray.config.store import StoreConfig
 from lychee_ray.io.store import CommitMarker, NotAStoreError, StoreLayout, read_part
-from lychee_ray.io.store.fs import read_parquet
+from lychee_ray.io.store.fs import AnyPath, read_parquet
 
 
 @dataclass
@@ -54,7 +54,8 @@ def _sessions(layout: StoreLayout, marker: CommitMarker) -> int | None:
 def error_rows(layout: StoreLayout, warnings: bool = False) -> list[dict[str, Any]]:
     """Rows of ``errors/`` in time order: failures, plus input warnings when ``warnings``."""
     rows: list[dict[str, Any]] = []
-    for f in sorted(layout.errors_dir.glob("*.parquet")):
+    found: list[AnyPath] = list(layout.errors_dir.glob("*.parquet"))
+    for f in sorted(found):
         rows += read_parquet(f).to_pylist()
     rows = [r for r in rows if warnings or r.get("stage") != "warning"]
     return sorted(rows, key=lambda r: r.get("time") or "")

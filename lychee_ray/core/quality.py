@@ -90,8 +90,10 @@ class QualityCounts:
     def from_flat(cls, flat: Mapping[str, int] | Iterable[tuple[str, int]] | None) -> QualityCounts:
         """Inverse of :meth:`to_flat`; also accepts Arrow's map form (a list of key/value pairs)."""
         items = dict(flat.items() if isinstance(flat, Mapping) else (flat or []))
-        q = cls(**{k: int(items.get(k, 0)) for k in ("drafts", "records", "segments_encoded", "segments_repaired",
-                                                      "segments_degenerate")})
+        q = cls(drafts=int(items.get("drafts", 0)), records=int(items.get("records", 0)),
+                segments_encoded=int(items.get("segments_encoded", 0)),
+                segments_repaired=int(items.get("segments_repaired", 0)),
+                segments_degenerate=int(items.get("segments_degenerate", 0)))
         for k, v in items.items():
             if k.startswith("rejected_"):
                 q.rejected[k.removeprefix("rejected_")] = int(v)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-RECORD_TYPES = ("fact", "preference", "event", "constraint", "procedure", "failure_pattern", "tool_affordance")
 RecordType = Literal["fact", "preference", "event", "constraint", "procedure", "failure_pattern", "tool_affordance"]
+RECORD_TYPES: tuple[RecordType, ...] = get_args(RecordType)
 NODE_KINDS = ("entity", "topic", "entity_topic", "time", "event_frame")
 NodeKind = Literal["entity", "topic", "entity_topic", "time", "event_frame"]
 TimeGranularity = Literal["datetime", "day", "week", "month", "year", "range"]
@@ -22,7 +22,7 @@ SegmentStatus = Literal["ok", "failed"]
 
 # Types an LLM tends to invent, mapped onto the seven the method defines. Anything else is rejected
 # (the draft is dropped and counted), so the type field stays a closed vocabulary for recall.
-TYPE_ALIASES = {
+TYPE_ALIASES: dict[str, RecordType] = {
     "preferences": "preference",
     "like": "preference",
     "opinion": "preference",
@@ -46,14 +46,15 @@ TYPE_ALIASES = {
 }
 
 
-def normalise_type(raw: str) -> str | None:
+_RECORD_TYPE_NAMES: dict[str, RecordType] = {t: t for t in RECORD_TYPES}
+
+
+def normalise_type(raw: str) -> RecordType | None:
     """Map a drafted type to one of :data:`RECORD_TYPES`, or None to reject it.
 
     Shared by the encoder (validating drafts) and the query planner (an LLM route's record types)."""
     t = raw.strip().lower().replace("-", "_").replace(" ", "_")
-    if t in RECORD_TYPES:
-        return t
-    return TYPE_ALIASES.get(t)
+    return _RECORD_TYPE_NAMES.get(t) or TYPE_ALIASES.get(t)
 
 
 def stable_id(prefix: str, *parts: Any, length: int = 20) -> str:
@@ -82,7 +83,7 @@ class TimeSpan(BaseModel):
     start: str | None = None
     end: str | None = None
     granularity: TimeGranularity | None = None
-    expression: str | None = Field(None, description="The original wording, e.g. 'last Saturday'.")
+    expression: str | None = Field(default=None, description="The original wording, e.g. 'last Saturday'.")
 
 
 class MemoryRecord(BaseModel):
@@ -100,9 +101,9 @@ class MemoryRecord(BaseModel):
     text: str
     entities: list[str] = Field(default_factory=list)
     topics: list[str] = Field(default_factory=list)
-    time: TimeSpan = Field(default_factory=TimeSpan)
+    time: TimeSpan = Field(default_factory=lambda: TimeSpan())  # (a lambda: the class itself fits both factory overloads)
     source_turn_ids: list[str] = Field(default_factory=list)
-    created_at: str | None = Field(None, description="Session time of the source turns (ISO).")
+    created_at: str | None = Field(default=None, description="Session time of the source turns (ISO).")
     backend: str
     model: str
 

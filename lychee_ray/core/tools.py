@@ -28,7 +28,7 @@ class ToolCall(BaseModel):
 
     call_id: str = Field(min_length=1, description="the call's id (OpenAI tool_calls[].id, Anthropic tool_use.id)")
     name: str = Field(min_length=1, description="the tool (function) name")
-    arguments: str = Field("", description="the arguments as given: JSON text when they are JSON")
+    arguments: str = Field(default="", description="the arguments as given: JSON text when they are JSON")
 
     def parsed_arguments(self) -> Any:
         """The arguments as JSON (a dict for well-formed calls); None when they are not JSON."""

@@ -48,8 +48,10 @@ def resolve_backend(llm_cfg: LLMConfig, explicit: str | None = None) -> BackendN
     choice = explicit if explicit is not None else llm_cfg.backend
     if choice not in (*BACKENDS, "auto"):
         raise ConfigError(f"unknown LLM backend {choice!r}; expected one of auto, openai, rules")
-    if choice != "auto":
-        return choice  # type: ignore[return-value]
+    if choice == OPENAI_BACKEND:
+        return OPENAI_BACKEND
+    if choice == RULES_BACKEND:
+        return RULES_BACKEND
     if llm_cfg.base_url or llm_cfg.api_key:
         return OPENAI_BACKEND
     global _logged_rules

@@ -39,7 +39,7 @@ from lychee_ray.llm.prompts import schema_tokens
 from lychee_ray.llm.ratelimit import RateLimiter, Sleep, make_rate_limiter
 from lychee_ray.llm.schema import parse_reply, safe_schema_name, schema_for, schema_instruction, with_instruction
 from lychee_ray.llm.sync import BackgroundLoop
-from lychee_ray.llm.usage import KEY_FIELDS, STAGES, CallTally, CallUsage, UsageLedger
+from lychee_ray.llm.usage import KEY_FIELDS, STAGES, CallTally, CallUsage, Stage, UsageLedger
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_message_tokens, count_tokens
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class LLMClient:
     # -- the call --------------------------------------------------------------------------------
     async def chat_json(
         self,
-        stage: str,
+        stage: Stage,
         messages: Sequence[Mapping[str, str]],
         schema: type[T],
         *,

@@ -31,16 +31,16 @@ class CallUsage(BaseModel):
 
     stage: Stage
     model: str
-    prompt_tokens: int = Field(0, ge=0, description="Prompt tokens over all answered attempts.")
-    completion_tokens: int = Field(0, ge=0, description="Completion tokens over all answered attempts.")
-    cached_tokens: int = Field(0, ge=0, description="Provider-reported prompt_tokens_details.cached_tokens.")
-    estimated: bool = Field(False, description="True when some counts come from the offline tokenizer.")
-    latency_s: float = Field(0.0, ge=0, description="Wall time of the call, retries and waits included.")
-    limiter_wait_s: float = Field(0.0, ge=0, description="Part of latency_s spent waiting on the rate limiter.")
-    attempts: int = Field(1, ge=0, description="HTTP attempts made (format fallbacks excluded).")
+    prompt_tokens: int = Field(default=0, ge=0, description="Prompt tokens over all answered attempts.")
+    completion_tokens: int = Field(default=0, ge=0, description="Completion tokens over all answered attempts.")
+    cached_tokens: int = Field(default=0, ge=0, description="Provider-reported prompt_tokens_details.cached_tokens.")
+    estimated: bool = Field(default=False, description="True when some counts come from the offline tokenizer.")
+    latency_s: float = Field(default=0.0, ge=0, description="Wall time of the call, retries and waits included.")
+    limiter_wait_s: float = Field(default=0.0, ge=0, description="Part of latency_s spent waiting on the rate limiter.")
+    attempts: int = Field(default=1, ge=0, description="HTTP attempts made (format fallbacks excluded).")
     ok: bool = True
-    error: str | None = Field(None, description="Last error text when ok is False.")
-    error_kind: str | None = Field(None, description="Last error kind (see lychee_ray.llm.errors.ErrorKind).")
+    error: str | None = Field(default=None, description="Last error text when ok is False.")
+    error_kind: str | None = Field(default=None, description="Last error kind (see lychee_ray.llm.errors.ErrorKind).")
     finish_reason: str | None = None
     started_at: float = Field(default_factory=time.time, description="Unix time the call started.")
     conversation_id: str | None = None
@@ -93,7 +93,7 @@ class CallTally:
     finish_reason: str | None = None
     keys: dict[str, str] = field(default_factory=dict)
 
-    def usage(self, stage: str, model: str, latency_s: float, *, ok: bool,
+    def usage(self, stage: Stage, model: str, latency_s: float, *, ok: bool,
               error: BaseException | None = None) -> CallUsage:
         """The :class:`CallUsage` of the call so far; ``error`` supplies the kind and text when not ok."""
         kind = getattr(error, "kind", None) or (type(error).__name__ if error is not None else None)
@@ -286,7 +286,7 @@ class UsageLedger:
         return {"entries": self.entries()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["entries"])  # type: ignore[misc]
+        UsageLedger.__init__(self, state["entries"])
 
     def __repr__(self) -> str:
         t = self.totals()

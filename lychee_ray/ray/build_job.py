@@ -169,8 +169,9 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
     run_id = f"ray-{uuid.uuid4().hex[:8]}"
     limiter = None
     if backend == "openai":
-        limiter = RateLimiterActor.options(name=f"lychee-limiter-{run_id}").remote(cfg.llm.rate_limit.model_dump())
-    counter = ProgressActor.options(name=f"lychee-progress-{run_id}").remote()
+        limiter = RateLimiterActor.options(  # type: ignore[attr-defined]  # @ray.remote: an ActorClass
+            name=f"lychee-limiter-{run_id}").remote(cfg.llm.rate_limit.model_dump())
+    counter = ProgressActor.options(name=f"lychee-progress-{run_id}").remote()  # type: ignore[attr-defined]  # @ray.remote: an ActorClass
     if prog is not None:
         prog.note = "starting the stages"
         prog.detail = limiter_detail(limiter)
@@ -189,8 +190,8 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
     fingerprint = build_fingerprint(cfg, backend, make_encoder(cfg, backend).model, embedder_name(cfg.embedding))
     paths = [f if is_uri(f) else str(Path(f).resolve()) for f in files]  # workers may run elsewhere
     if items is None:
-        ds = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, len(files)))
-        ds = ds.map_batches(read_file_batches, batch_size=1,
+        ds: ray.data.Dataset = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, len(files)))
+        ds = ds.map_batches(read_file_batches, batch_size=1,  # type: ignore[arg-type]  # fn_kwargs supply the other arguments
                             fn_kwargs={"fmt": fmt, "rows_per_batch": st.read.batch_size}, num_cpus=st.read.num_cpus,
                             compute=ray.data.TaskPoolStrategy(size=max(1, min(st.read.concurrency, len(files)))))
     else:  # blocks of read.batch_size rows, as the reader yields them

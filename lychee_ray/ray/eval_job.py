@@ -51,7 +51,7 @@ def answer_rows_ray(spec: dict[str, Any], questions: list[QuestionPayload], cfg:
     """Answer rows of ``questions`` from a Ray Data pipeline of :class:`QuestionWorker` actors, as they finish."""
     ec = cfg.eval
     rows = [{"q": json.dumps(q)} for q in questions]
-    ds = ray.data.from_items(rows, override_num_blocks=max(1, min(len(rows) // ec.batch_size + 1, MAX_QUESTION_BLOCKS)))
+    ds: ray.data.Dataset = ray.data.from_items(rows, override_num_blocks=max(1, min(len(rows) // ec.batch_size + 1, MAX_QUESTION_BLOCKS)))
     ds = ds.map_batches(
         QuestionWorker,
         batch_size=ec.batch_size,
@@ -80,7 +80,7 @@ class RayExecutor:
     def limiter(self) -> Any:
         """The cluster-wide limiter actor of the answering (``openai`` only; created on first use)."""
         if self.backend == "openai" and self._limiter is None:
-            self._limiter = RateLimiterActor.options(
+            self._limiter = RateLimiterActor.options(  # type: ignore[attr-defined]  # @ray.remote: an ActorClass
                 name=f"lychee-eval-limiter-{uuid.uuid4().hex[:LIMITER_SUFFIX_CHARS]}").remote(self.cfg.llm.rate_limit.model_dump())
         return self._limiter
 

@@ -84,8 +84,9 @@ class MemoryDeployment:
         self.service.warm()
         # two batches may be open at once (the second forms while the first embeds; the service's
         # coalescer merges them), so each holds at most half the replica's ongoing requests
-        self.embed_batch.set_max_batch_size(max(1, min(cfg.serve.batch_max_size, cfg.serve.max_ongoing_requests // 2)))
-        self.embed_batch.set_batch_wait_timeout_s(cfg.serve.batch_wait_ms / 1000.0)
+        batcher: Any = self.embed_batch  # serve.batch's wrapper: its setters are missing from Ray's type of it
+        batcher.set_max_batch_size(max(1, min(cfg.serve.batch_max_size, cfg.serve.max_ongoing_requests // 2)))
+        batcher.set_batch_wait_timeout_s(cfg.serve.batch_wait_ms / 1000.0)
         self.service.use_batcher(self.embed_batch)
         log.info("replica ready in %.1f s: %s (%d conversations)", time.perf_counter() - t0, memory,
                  len(self.service.store.reader.markers))
@@ -154,7 +155,8 @@ def build_application(memory: str | Path, cfg: LycheeConfig, *, env_vars: dict[s
     root = store_location(memory)
     if not StoreLayout(root, cfg.store).is_store():
         raise NotAStoreError(root)
-    return MemoryDeployment.options(**deployment_options(cfg, env_vars=env_vars)).bind(root, cfg.model_dump(mode="json"))
+    deployment: Any = MemoryDeployment  # @serve.deployment made it a Deployment (mypy ignores class decorators)
+    return deployment.options(**deployment_options(cfg, env_vars=env_vars)).bind(root, cfg.model_dump(mode="json"))
 
 
 def service_url(cfg: LycheeConfig) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from typing import Any
 from collections.abc import Callable
@@ -49,6 +50,15 @@ class Admission:
                 "timed_out": self.timed_out}
 
 
+async def _acquire_within(slots: asyncio.Semaphore, timeout_s: float) -> None:
+    """Acquire a slot, or raise a timeout error after ``timeout_s``."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout_s):
+            await slots.acquire()
+    else:  # Python 3.10 has no asyncio.timeout (raises asyncio.TimeoutError, not yet the builtin)
+        await asyncio.wait_for(slots.acquire(), timeout_s)
+
+
 class AdmissionMiddleware:
     """Bounded admission in front of the app (see the module doc)."""
 
@@ -71,9 +81,8 @@ class AdmissionMiddleware:
             a.waiting += 1
             t0 = time.monotonic()
             try:
-                async with asyncio.timeout(a.max_wait_s):
-                    await slots.acquire()
-            except TimeoutError:
+                await _acquire_within(slots, a.max_wait_s)
+            except (TimeoutError, asyncio.TimeoutError):  # (one class from Python 3.11 on)
                 a.timed_out += 1
                 return await self._overloaded(send, f"no slot within {time.monotonic() - t0:.1f} s")
             finally:

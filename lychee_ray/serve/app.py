@@ -45,7 +45,7 @@ deployment, :class:`lychee_ray.serve.embedding.Coalescer` without Ray).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -113,6 +113,12 @@ class IdConvertor(Convertor[str]):
 register_url_convertor("id", IdConvertor())
 
 
+@overload
+def valid_id(value: str, where: str, name: str) -> str: ...
+@overload
+def valid_id(value: str | None, where: str, name: str) -> str | None: ...
+
+
 def valid_id(value: str | None, where: str, name: str) -> str | None:
     """A path or query id held to the id policy (core/ids.py): FastAPI's 422 naming it, else as is."""
     problem = id_problem(value) if value is not None else None
@@ -168,21 +174,21 @@ def create_app(service: MemoryService) -> FastAPI:
     @app.get("/v1/conversations/{conversation_id:id}", response_model=ConversationInfo, tags=["memory"],
              dependencies=bearer, responses=_ERRORS, summary="one conversation's counts, sessions and date range")
     async def conversation(conversation_id: str, request: Request, user_id: str | None = None) -> ConversationInfo:
-        return await service.conversation(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+        return await service.conversation(valid_id(conversation_id, "path", "conversation_id"),
                                           valid_id(user_id, "query", "user_id"), principal=principal_of(request.scope))
 
     @app.post("/v1/conversations/{conversation_id:id}/turns", response_model=AppendResult, tags=["memory"],
               dependencies=bearer, responses={**_ERRORS, **_APPEND_ERRORS},
               summary="append turns: stored and searchable at once; closed segments encoded")
     async def append_turns(conversation_id: str, body: AppendBody, request: Request) -> AppendResult:
-        return await service.append_turns(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+        return await service.append_turns(valid_id(conversation_id, "path", "conversation_id"),
                                           body, principal=principal_of(request.scope))
 
     @app.post("/v1/conversations/{conversation_id:id}/flush", response_model=AppendResult, tags=["memory"],
               dependencies=bearer, responses={**_ERRORS, **_APPEND_ERRORS},
               summary="encode the conversation's open tail segment now")
     async def flush(conversation_id: str, request: Request, body: FlushBody | None = None) -> AppendResult:
-        return await service.flush(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+        return await service.flush(valid_id(conversation_id, "path", "conversation_id"),
                                    body.user_id if body is not None else None, principal=principal_of(request.scope))
 
     @app.delete("/v1/conversations/{conversation_id:id}", response_model=EraseReport, tags=["memory"],
@@ -192,14 +198,14 @@ def create_app(service: MemoryService) -> FastAPI:
         conversation_id: str, request: Request,
         user_id: str | None = Query(None, min_length=1, description="erase it only if it is this user's (else 404)"),
     ) -> EraseReport:
-        return await service.delete_conversation(valid_id(conversation_id, "path", "conversation_id"),  # type: ignore[arg-type]
+        return await service.delete_conversation(valid_id(conversation_id, "path", "conversation_id"),
                                                  valid_id(user_id, "query", "user_id"),
                                                  principal=principal_of(request.scope))
 
     @app.delete("/v1/users/{user_id:id}", response_model=EraseReport, tags=["memory"], dependencies=bearer,
                 responses=_ERRORS, summary="erase every conversation of a user")
     async def delete_user(user_id: str, request: Request) -> EraseReport:
-        return await service.delete_user(valid_id(user_id, "path", "user_id"),  # type: ignore[arg-type]
+        return await service.delete_user(valid_id(user_id, "path", "user_id"),
                                          principal=principal_of(request.scope))
 
     @app.post("/v1/admin/reload", response_model=ReloadResult, tags=["admin"], dependencies=bearer,

@@ -16,6 +16,7 @@ body's other fields (``turn_id`` of a 409 ``history_conflict``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -63,14 +64,14 @@ class MemoryClient:
 
     def search(self, question: str, *, conversation_id: str | None = None, user_id: str | None = None,
                question_date: str | None = None, budget_tokens: int | None = None,
-               recent_turns: list[dict[str, Any] | str] | None = None) -> SearchResult:
+               recent_turns: Sequence[Mapping[str, Any] | str] | None = None) -> SearchResult:
         """Scoped evidence for ``question`` (no answer call); ``recent_turns``: the agent's last turns."""
         return self._ask("/v1/search", SearchResult, question, conversation_id, user_id, question_date, budget_tokens,
                          recent_turns)
 
     def query(self, question: str, *, conversation_id: str | None = None, user_id: str | None = None,
               question_date: str | None = None, budget_tokens: int | None = None,
-              recent_turns: list[dict[str, Any] | str] | None = None) -> QueryResult:
+              recent_turns: Sequence[Mapping[str, Any] | str] | None = None) -> QueryResult:
         """The answer to ``question`` from scoped memory, with its evidence."""
         return self._ask("/v1/query", QueryResult, question, conversation_id, user_id, question_date, budget_tokens,
                          recent_turns)
@@ -100,7 +101,7 @@ class MemoryClient:
 
     def _ask(self, path: str, model: type[R], question: str, conversation_id: str | None, user_id: str | None,
              question_date: str | None, budget_tokens: int | None,
-             recent_turns: list[dict[str, Any] | str] | None = None) -> R:
+             recent_turns: Sequence[Mapping[str, Any] | str] | None = None) -> R:
         body: dict[str, Any] = {"conversation_id": conversation_id, "user_id": user_id, "question": question,
                                 "question_date": question_date, "budget_tokens": budget_tokens}
         if recent_turns:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -40,7 +40,7 @@ def route_path(scope: dict) -> str:
     return path
 
 
-def principal_of(scope: dict) -> Principal:
+def principal_of(scope: Mapping[str, Any]) -> Principal:
     """The principal the guard resolved for this request (a route without one is a wiring error:
     refused, never treated as admin)."""
     p = scope.get(PRINCIPAL_SCOPE_KEY)

@@ -28,15 +28,15 @@ class QueryRequest(BaseModel):
         {"conversation_id": "locomo-26", "question": "When did Caroline go to the LGBTQ support group?",
          "question_date": "2023-08-01"}]})
 
-    conversation_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+    conversation_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
                                         description="the conversation to read (needs no user_id)")
-    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+    user_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
                                      description="read all of this user's conversations; with conversation_id: that "
                                             "conversation must be this user's")
     question: str = Field(min_length=1, description="the question (at most serve.max_question_chars characters)")
-    question_date: str | None = Field(None, max_length=64,
+    question_date: str | None = Field(default=None, max_length=64,
                                       description="ISO date/datetime anchoring relative times ('last week'); default now")
-    budget_tokens: int | None = Field(None, ge=0, description="context token budget (default query.select.budget_tokens)")
+    budget_tokens: int | None = Field(default=None, ge=0, description="context token budget (default query.select.budget_tokens)")
     recent_turns: list[RecentTurn] = Field(
         default_factory=list, max_length=64,
         description="the asking agent's last turns, oldest first (what 'it' or 'that order' refers to); shown to the "
@@ -76,9 +76,9 @@ class AppendBody(BaseModel):
 
     turns: list[AppendTurn] = Field(min_length=1, description="turns with their own ids (the idempotency key); "
                                                               "a session_id not stored yet opens a new session")
-    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+    user_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
                                      description="must equal the conversation's owner; required to create it")
-    flush: bool = Field(False, description="also encode the open tail segment after these turns")
+    flush: bool = Field(default=False, description="also encode the open tail segment after these turns")
 
 
 class FlushBody(BaseModel):
@@ -86,7 +86,7 @@ class FlushBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+    user_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
                                      description="must equal the conversation's owner")
 
 
@@ -135,9 +135,9 @@ class ConversationInfo(BaseModel):
     model: str | None = None
     embedder: str | None = None
     cached: bool = Field(description="loaded in this replica's cache right now")
-    encode_pending_turns: int = Field(0, description="turns stored (searchable as raw turns) whose segmentation "
+    encode_pending_turns: int = Field(default=0, description="turns stored (searchable as raw turns) whose segmentation "
                                                      "and encoding are queued")
-    quality: dict[str, Any] | None = Field(None, description="memory checks of the build: drafted records, records "
+    quality: dict[str, Any] | None = Field(default=None, description="memory checks of the build: drafted records, records "
                                            "per segment, rejected by reason, repairs, segments repaired / failed as "
                                            "degenerate (docs/llm-quality.md)")
 
@@ -154,7 +154,7 @@ class ConversationSummary(BaseModel):
     segments: int
     failed_segments: int = Field(description="segments whose encoding failed (raw turns stay searchable)")
     committed_at: str | None = Field(description="when its build was committed (ISO 8601, UTC)")
-    key: str | None = Field(None, description="its commit marker: commits/<key>.json")
+    key: str | None = Field(default=None, description="its commit marker: commits/<key>.json")
 
 
 class ConversationPage(BaseModel):
@@ -190,7 +190,7 @@ class ErrorBody(BaseModel):
 
     detail: str
     error: str
-    turn_id: str | None = Field(None, description="history_conflict: the stored turn the append contradicts")
+    turn_id: str | None = Field(default=None, description="history_conflict: the stored turn the append contradicts")
 
 
 __all__ = [

@@ -62,6 +62,7 @@ class S3Server:
         # Record every request (for tests of how many round trips, and which listings, an operation
         # costs): wrap the WSGI app of moto's werkzeug server, which it looks up per request.
         wsgi = self._server._server
+        assert wsgi is not None  # (start() made it)
         inner = wsgi.app
 
         def app(environ: dict[str, Any], start_response: Any) -> Any:

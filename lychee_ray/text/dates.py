@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import calendar
 from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the name only (core.records loads pyarrow and pydantic)
+    from lychee_ray.core.records import TimeGranularity
 
 # Not calendar.month_name: that follows the process locale, and rewritten texts must not.
 MONTH_NAMES = ["", "January", "February", "March", "April", "May", "June", "July", "August", "September",
@@ -100,7 +104,7 @@ def week_start(d: date) -> date:
     return d - timedelta(days=d.weekday())
 
 
-def granularity_for(start: date, end: date) -> str:
+def granularity_for(start: date, end: date) -> TimeGranularity:
     """Name the granularity of an inclusive date span."""
     if start == end:
         return "day"

@@ -41,7 +41,7 @@ class SegmentTurn(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     tool_name: str | None = None
-    is_error: bool = Field(False, description="the source marked this tool result as an error")
+    is_error: bool = Field(default=False, description="the source marked this tool result as an error")
 
 
 # What a segment is: dialogue (turns to write memories of) or a system prompt (the conversation's
@@ -77,9 +77,9 @@ class TimeDraft(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    start: str | None = Field(None, description="ISO date (YYYY-MM-DD) or null")
-    end: str | None = Field(None, description="ISO date (YYYY-MM-DD) or null")
-    expression: str | None = Field(None, description="original time wording from the turns, or null")
+    start: str | None = Field(default=None, description="ISO date (YYYY-MM-DD) or null")
+    end: str | None = Field(default=None, description="ISO date (YYYY-MM-DD) or null")
+    expression: str | None = Field(default=None, description="original time wording from the turns, or null")
 
 
 class RecordDraft(BaseModel):
@@ -101,7 +101,7 @@ class EncodeOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     records: list[RecordDraft]
-    resolution_state: str = Field("", description="short note of who/what pronouns and aliases refer to")
+    resolution_state: str = Field(default="", description="short note of who/what pronouns and aliases refer to")
 
 
 class EncodeResult(BaseModel):
@@ -143,9 +143,10 @@ def merge_to_summary(output: EncodeOutput, max_chars: int = SUMMARY_MAX_CHARS) -
         text = text[:max_chars].rsplit(" ", 1)[0] + " …"
     types = [d.type for d in drafts]
     rtype = max(dict.fromkeys(types), key=types.count)
-    starts = sorted(d.time.start for d in drafts if d.time and d.time.start)
-    ends = sorted(d.time.end or d.time.start for d in drafts if d.time and (d.time.end or d.time.start))
-    exprs = [d.time.expression for d in drafts if d.time and d.time.expression]
+    spans = [d.time for d in drafts if d.time]
+    starts = sorted(t.start for t in spans if t.start)
+    ends = sorted(e for e in (t.end or t.start for t in spans) if e)
+    exprs = [t.expression for t in spans if t.expression]
     time = TimeDraft(start=starts[0], end=ends[-1], expression="; ".join(dict.fromkeys(exprs)) or None) if starts else None
     merged = RecordDraft(
         type=rtype, text=text,
@@ -265,7 +266,7 @@ def finalise_records(
                 session_id=turns[0].session_id,
                 segment_id=request.segment_id,
                 ordinal=ordinal,
-                type=rtype,  # type: ignore[arg-type]
+                type=rtype,
                 text=text,
                 entities=list(dict.fromkeys(e.strip() for e in d.entities if e and e.strip())),
                 topics=list(dict.fromkeys(k.strip().lower() for k in d.topics if k and k.strip())),

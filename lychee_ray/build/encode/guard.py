@@ -221,8 +221,9 @@ class RecordGuard:
         lo, hi = to_date(span.start), to_date(span.end or span.start)
         implausible = lo is None or hi is None or lo.year < ref.year - self.cfg.time_past_years \
             or hi.year > ref.year + self.cfg.time_future_years
-        contradicts = (relative and expr is not None and lo is not None and hi is not None
-                       and not (lo <= to_date(expr.end or expr.start) and to_date(expr.start) <= hi))  # type: ignore[operator]
+        e_lo, e_hi = (to_date(expr.start), to_date(expr.end or expr.start)) if expr is not None else (None, None)
+        contradicts = (relative and lo is not None and hi is not None and e_lo is not None and e_hi is not None
+                       and not (lo <= e_hi and e_lo <= hi))
         if not (implausible or contradicts):
             return t
         if expr is not None:

@@ -54,7 +54,7 @@ class BaseSegmenter:
     def __init__(
         self, cfg: SegmenterConfig | None = None, *, mode: ExchangeMode | None = None, encoding: str = DEFAULT_ENCODING
     ) -> None:
-        self.cfg = cfg or SegmenterConfig()
+        self.cfg = cfg or SegmenterConfig.model_validate({})  # every key from default.yaml
         self.encoding = encoding
         if mode is None and self.cfg.exchange_mode != "auto":
             mode = self.cfg.exchange_mode
@@ -182,14 +182,14 @@ class BaseSegmenter:
                 reason = "append"
         cut = reason not in ("start", "append")
         shift, moved = 0, None
-        if cut:
+        if reason != "start" and reason != "append":  # (= cut; spelled out so the closing reason's type is known)
             if reason == "semantic" and cparts is not None:
                 shift = self._placement(ex, cparts)
                 if shift == -1:
                     moved = self._pop_last_turn()  # that turn opens the new segment
                 elif shift == 1:
                     self._append_part(cparts[0], new_exchange=True)  # the unit's first turn closes the old one
-            closed.append(self._close(reason))  # type: ignore[arg-type]
+            closed.append(self._close(reason))
         if self._open is None:
             first = idx - 1 if moved is not None else idx
             self._open = _OpenSegment(self._next_segment, ex.session_index, ex.session_id, first)
@@ -201,8 +201,9 @@ class BaseSegmenter:
                 self._append_part(part, new_exchange=k == 0)
         else:
             self._append(ex, cparts)
-        if sig.get("surprise") is not None:
-            self._surprises.append(float(sig["surprise"]))  # type: ignore[arg-type]
+        surprise = sig.get("surprise")
+        if surprise is not None:
+            self._surprises.append(float(surprise))
         if raw_signal:
             self._bg_sum = raw.copy() if self._bg_sum is None else self._bg_sum + raw
             self._bg_n += 1
@@ -218,7 +219,7 @@ class BaseSegmenter:
                 cut=cut,
                 reason=reason,
                 placement=shift if reason == "semantic" and cparts is not None else None,
-                **sig,  # type: ignore[arg-type]
+                **sig,
             )
         )
         return closed
@@ -252,29 +253,28 @@ class BaseSegmenter:
         ``cfg`` defaults to the saved configuration; a different one is refused because the
         continued stream would no longer match an uninterrupted run.
         """
-        if isinstance(state, str):
-            state = json.loads(state)
-        if state.get("version") not in READABLE_STATE_VERSIONS:
-            raise ValueError(f"unsupported segmenter state version {state.get('version')!r}")
-        saved = SegmenterConfig.model_validate(state["config"])
+        data: dict[str, Any] = json.loads(state) if isinstance(state, str) else state
+        if data.get("version") not in READABLE_STATE_VERSIONS:
+            raise ValueError(f"unsupported segmenter state version {data.get('version')!r}")
+        saved = SegmenterConfig.model_validate(data["config"])
         if cfg is not None and cfg != saved:
             raise ValueError("segmenter config differs from the one the state was saved with")
-        klass = _METHODS[state["method"]]
-        seg = klass(saved, mode=state["mode"], encoding=state["encoding"])
-        seg._fixed_mode = state["fixed_mode"]
+        klass = _METHODS[data["method"]]
+        seg = klass(saved, mode=data["mode"], encoding=data["encoding"])
+        seg._fixed_mode = data["fixed_mode"]
         if seg._builder is not None:
-            seg._builder.pending = [TurnInput.from_dict(t) for t in state["pending"]]
-        seg._open = None if state["open"] is None else _OpenSegment.from_dict(state["open"])
-        seg._next_exchange = state["next_exchange"]
-        seg._next_segment = state["next_segment"]
-        seg._last_session = state["last_session"]
+            seg._builder.pending = [TurnInput.from_dict(t) for t in data["pending"]]
+        seg._open = None if data["open"] is None else _OpenSegment.from_dict(data["open"])
+        seg._next_exchange = data["next_exchange"]
+        seg._next_segment = data["next_segment"]
+        seg._last_session = data["last_session"]
         # (states saved before context units: every session seen had dialogue)
-        seg._dialogue_session = state.get("dialogue_session", state["last_session"])
-        seg._surprises.extend(float(s) for s in state["surprises"])
-        seg._bg_sum = None if state["bg_sum"] is None else np.asarray(state["bg_sum"], dtype=np.float64)
-        seg._bg_n = int(state["bg_n"])
-        seg._last_question = bool(state.get("last_question", False))
-        seg._load_extra_state(state)
+        seg._dialogue_session = data.get("dialogue_session", data["last_session"])
+        seg._surprises.extend(float(s) for s in data["surprises"])
+        seg._bg_sum = None if data["bg_sum"] is None else np.asarray(data["bg_sum"], dtype=np.float64)
+        seg._bg_n = int(data["bg_n"])
+        seg._last_question = bool(data.get("last_question", False))
+        seg._load_extra_state(data)
         return seg
 
     def new_stream(self) -> list[Segment]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -14,10 +15,10 @@ from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens, get_encoding
 ANSWER_ROLES = frozenset({"assistant", "agent"})
 
 
-def resolve_exchange_mode(mode: str, roles: Iterable[str]) -> ExchangeMode:
+def resolve_exchange_mode(mode: ExchangeMode | Literal["auto"], roles: Iterable[str]) -> ExchangeMode:
     """Concrete mode for ``auto``: ``role`` when any turn answers a user (assistant/agent), else ``pair``."""
     if mode != "auto":
-        return mode  # type: ignore[return-value]
+        return mode
     return "role" if any(r in ANSWER_ROLES for r in roles) else "pair"
 
 
@@ -163,7 +164,7 @@ class _ExchangeBuilder:
 
 def build_exchanges(
     turns: Sequence[TurnInput],
-    mode: str = "auto",
+    mode: ExchangeMode | Literal["auto"] = "auto",
     max_tokens: int = 2048,
     weighting: str = "mean",
     encoding: str = DEFAULT_ENCODING,

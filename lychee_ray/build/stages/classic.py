@@ -34,7 +34,9 @@ class LazyClassic:
         return self._processor is not None
 
     async def __call__(self, item: AdapterItem) -> Outcome:
-        proc = self._processor or await asyncio.to_thread(self._make)
+        proc = self._processor
+        if proc is None:
+            proc = await asyncio.to_thread(self._make)
         return await proc.process(item)
 
 

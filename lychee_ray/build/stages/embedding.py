@@ -67,8 +67,8 @@ async def embed_memory(works: list[StageWork], embed: EmbedFn, dim: int) -> None
     todo = [w for w in works if not w.done and w.pending is not None and not w.embedded]
     if not todo:
         return
-    assert all(w.pending is not None for w in todo)
-    vecs = await _embed_split(todo, [w.pending.plan.texts for w in todo], embed, dim, "records and nodes")  # type: ignore[union-attr]
+    texts = [w.pending.plan.texts for w in todo if w.pending is not None]  # (all of todo: filtered above)
+    vecs = await _embed_split(todo, texts, embed, dim, "records and nodes")
     for w, v in zip(todo, vecs, strict=False):
         if v is not None and w.pending is not None:
             try:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 from collections.abc import Sequence
 
 import numpy as np
@@ -70,7 +70,30 @@ class Selected:
         return list(dict.fromkeys(t for u in self.units for t in u.turn_ids))
 
 
-def _unit(view: ConversationView, uid: str, pos: int, sub: int, text: str, encoding: str) -> Evidence:
+class TurnView(Protocol):
+    """What the baselines read of a conversation's turns: a :class:`ConversationView` or a :class:`MergedTurns`."""
+
+    @property
+    def conversation_id(self) -> str: ...
+    @property
+    def turn_ids(self) -> list[str]: ...
+    @property
+    def turn_text(self) -> list[str]: ...
+    @property
+    def turn_speaker(self) -> list[str]: ...
+    @property
+    def turn_session_date(self) -> list[str | None]: ...
+    @property
+    def turn_index(self) -> Any: ...  # a FAISS index over the turn vectors (ids = row positions)
+    @property
+    def num_turns(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+
+    def is_context_turn(self, pos: int) -> bool: ...
+
+
+def _unit(view: TurnView, uid: str, pos: int, sub: int, text: str, encoding: str) -> Evidence:
     block = plain_line(view.turn_speaker[pos], text)
     return Evidence(
         key=ItemKey(view.conversation_id, "turn", uid), kind="turns", conversation_id=view.conversation_id, id=uid,
@@ -131,7 +154,12 @@ def merged_turns(views: Sequence[ConversationView], name: str) -> MergedTurns:
     """The turns of ``views`` (in order) as one :class:`MergedTurns` called ``name``."""
     import faiss
 
-    ids, text, speaker, dates, vecs, context = [], [], [], [], [], []
+    ids: list[str] = []
+    text: list[str] = []
+    speaker: list[str] = []
+    dates: list[str | None] = []
+    vecs: list[np.ndarray] = []
+    context: list[int] = []
     for v in views:
         base = len(ids)
         ids += [qualified(v.conversation_id, t) for t in v.turn_ids]
@@ -154,7 +182,7 @@ class TurnUnits:
     baseline would not index as memory either (and a 6,000-character policy that lexically matches
     every question would crowd out the messages at some budgets and not others)."""
 
-    def __init__(self, view: ConversationView | MergedTurns, encoding: str) -> None:
+    def __init__(self, view: TurnView, encoding: str) -> None:
         self.view = view
         self.encoding = encoding
         self.units = [_unit(view, view.turn_ids[p], p, 0, view.turn_text[p], encoding) for p in range(view.num_turns)]

@@ -70,12 +70,12 @@ def plot(results: dict[str, Any], run_dir: Path) -> list[str]:
 
         fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(order) + 3), 4.5))
         width = 0.8 / max(1, len(vs))
-        xs = np.arange(len(order))
+        pos = np.arange(len(order))
         for i, (name, r) in enumerate(vs.items()):
             pc = r.get("per_category") or {}
             ys = [100 * (pc.get(c, {}).get(key) or 0.0) for c in order]
-            ax.bar(xs + i * width - 0.4 + width / 2, ys, width, label=name)
-        ax.set_xticks(xs)
+            ax.bar(pos + i * width - 0.4 + width / 2, ys, width, label=name)
+        ax.set_xticks(pos)
         ax.set_xticklabels([cats[c] if cats[c] == c else f"{c} {cats[c]}" for c in order], rotation=15, fontsize=8)
         ax.set_ylabel(f"{label} (%)")
         ax.set_title(f"{results['dataset']} ({backend}): {label} per category")
@@ -97,10 +97,10 @@ def plot(results: dict[str, Any], run_dir: Path) -> list[str]:
 
         fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(vs) + 3), 4.5))
         width = 0.8 / len(keys)
-        xs = np.arange(len(vs))
+        pos = np.arange(len(vs))
         for i, (k, lab) in enumerate(keys):
-            ax.bar(xs + i * width - 0.4 + width / 2, [100 * (r.get(k) or 0.0) for r in vs.values()], width, label=lab)
-        ax.set_xticks(xs)
+            ax.bar(pos + i * width - 0.4 + width / 2, [100 * (r.get(k) or 0.0) for r in vs.values()], width, label=lab)
+        ax.set_xticks(pos)
         ax.set_xticklabels(list(vs), rotation=15, fontsize=8)
         ax.set_ylabel("% of questions / gold turns")
         ax.set_title(f"{results['dataset']}: what the context contains")

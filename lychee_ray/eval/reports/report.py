@@ -38,11 +38,12 @@ def _tok(x: float | None) -> str:
 def _bytes(n: int | None) -> str:
     if not n:
         return "0"
+    size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 def paper_cell(name: str, results: dict[str, Any]) -> str:
@@ -182,9 +183,9 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     if plots:
         lines.append("")
         lines.append("## Plots")
-        for p in plots:
+        for png in plots:
             lines.append("")
-            lines.append(f"![{p}]({p})")
+            lines.append(f"![{png}]({png})")
     stores = results.get("stores") or {}
     if stores:
         lines.append("")

@@ -58,7 +58,7 @@ def score_row(row: AnswerRow | dict[str, Any], q: QAItem, dataset: str, turn_ses
     gold = list(dict.fromkeys(q.evidence))
     cov = set(covered)
     wc = row.get("gold_word_coverage")
-    content = (content_scores(wc, [t in cov for t in gold], thresholds) if wc and len(wc) == len(gold) and not abst
+    content: dict[str, float | None] = (content_scores(wc, [t in cov for t in gold], thresholds) if wc and len(wc) == len(gold) and not abst
                else {thresholds_key(t): None for t in thresholds})
     f1 = b1 = None
     if not abst:
@@ -125,7 +125,7 @@ def aggregate(dataset: Dataset, variant: Variant, rows: list[dict[str, Any]], ju
               costs: dict[str, dict[str, Any]] | None, store: StoreInfo | None, query_wall_s: float,
               cfg: LycheeConfig | None = None) -> dict[str, Any]:
     """results.json entry of one variant (``rows`` already scored); ``cfg`` gives the split (defaults when None)."""
-    cfg = cfg if cfg is not None else LycheeConfig()
+    cfg = cfg if cfg is not None else LycheeConfig.model_validate({})  # every key from default.yaml
     res = summarise_rows(rows, judged)
     res["per_category"] = _per_category(dataset, rows, judged)
     if dataset.name == "locomo":

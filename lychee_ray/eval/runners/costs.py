@@ -29,6 +29,7 @@ from lychee_ray.eval.runners.stores import StoreInfo, markers_for
 from lychee_ray.eval.setup.datasets import Dataset
 from lychee_ray.eval.setup.layout import RunLayout
 from lychee_ray.io.store import CommitMarker, StoreLayout, read_part
+from lychee_ray.io.store.fs import AnyPath
 from lychee_ray.io.store.reader import conversation_bytes as store_conversation_bytes
 from lychee_ray.llm.schema import schema_for
 from lychee_ray.text.tokens import count_tokens
@@ -41,7 +42,7 @@ BUILD_STAGES = ("segment", "encode", "index")
 ESTIMATE_VERSION = 2
 
 
-def usage_totals(path: Path, marker: CommitMarker) -> dict[str, Any]:
+def usage_totals(path: AnyPath, marker: CommitMarker) -> dict[str, Any]:
     """Encode-stage tokens of one conversation from the store's usage table (marker tokens as fallback)."""
     out = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "calls": 0, "estimated": False}
     try:
@@ -158,7 +159,7 @@ def estimate_encode_tokens(conv: Conversation, records: pa.Table, segments: pa.T
     return {"prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": 0, "calls": calls, "estimated": True}
 
 
-def conversation_bytes(root: Path, marker: CommitMarker, tables: Iterable[str] | None = None,
+def conversation_bytes(root: AnyPath, marker: CommitMarker, tables: Iterable[str] | None = None,
                        indexes: Iterable[str] | None = None) -> int:
     """On-disk bytes of one conversation (every table of the store's registry unless ``tables``):
     :func:`lychee_ray.io.store.reader.conversation_bytes`."""

@@ -137,7 +137,7 @@ class JudgeReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     verdict: Verdict = Field(description="CORRECT or WRONG")
-    reason: str = Field("", description="one short sentence")
+    reason: str = Field(default="", description="one short sentence")
 
     @model_validator(mode="before")
     @classmethod
@@ -216,7 +216,7 @@ class LLMJudge:
                                              max_completion_tokens=self.max_completion_tokens, keys=keys)
         except LLMCallFailed as e:
             u = e.usage
-            spent = dict(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+            spent: dict[str, Any] = dict(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
                          cached_tokens=u.cached_tokens, estimated=u.estimated) if u is not None else dict(
                 prompt_tokens=prompt_tokens_estimate(msgs, JudgeReply, self.encoding), estimated=True)
             v = verdict_from_failure(e)

@@ -119,7 +119,7 @@ def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None,
     derive = adapter(fmt).agent_log
     limits = None
     if derive:
-        a = agentlog or AgentLogEvalConfig()
+        a = agentlog or AgentLogEvalConfig.model_validate({})  # every key from default.yaml
         limits = QuestionLimits(a.lookup_per_result, a.per_kind, a.max_answer_occurrences)
     out = []
     for item in read_input(fmt, data):

@@ -127,6 +127,7 @@ def _evaluate_variant(v: Variant, info: StoreInfo, cfg: LycheeConfig, ds: Datase
         log.warning("%s: %d question(s) skipped: their conversation is not in store %s", v.name, len(skipped), info.key)
     log.info("%s: %d answered earlier, %d to answer", v.name, len(have), len(todo))
     if todo:
+        assert info.path is not None  # (todo holds only questions of conversations in the store)
         spec = {"cfg_json": qcfg.model_dump_json(), "backend": backend, "kind": v.kind, "variant": v.name,
                 "variant_key": key, "store": root_string(info.path), "in_flight": cfg.eval.questions_in_flight,
                 "judge_cfg_json": jcfg.model_dump_json() if jcfg is not None else None}
@@ -174,12 +175,15 @@ def run_eval(cfg: LycheeConfig, opts: EvalOptions, executor: Executor | None = N
     state = RunState(run_dir)
     reuse = [store_root(p) if is_remote(p) else Path(p).resolve() for p in opts.reuse_stores]  # a store on s3:// too
     own_executor = executor is None
-    if executor is None and executor_factory is None:
-        if not opts.local:
-            raise EvalError("no_executor", "run_eval needs an executor for a Ray run: use lychee_ray.api.evaluate, "
-                                           "or pass executor= / executor_factory=, or set local=True")
-        executor_factory = local_executor
-    ex = executor if executor is not None else executor_factory(cfg, backend)
+    if executor is None:
+        if executor_factory is None:
+            if not opts.local:
+                raise EvalError("no_executor", "run_eval needs an executor for a Ray run: use lychee_ray.api.evaluate, "
+                                               "or pass executor= / executor_factory=, or set local=True")
+            executor_factory = local_executor
+        ex = executor_factory(cfg, backend)
+    else:
+        ex = executor
     jcfg = judge_config(cfg, opts.judge_model) if judged else None
     results: dict[str, Any] = {}
     scored_rows: list[dict[str, Any]] = []

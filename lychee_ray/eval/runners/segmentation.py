@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -120,9 +120,10 @@ def eval_exchange_mode(dialogues: Sequence[SegDialogue], requested: str = "auto"
         return "role" if has_roles else "turn"
     if requested == "role" and not has_roles:
         raise ValueError("exchange mode 'role' needs a corpus with user and agent/assistant roles")
-    if requested not in ("role", "pair", "turn"):
+    modes: dict[str, ExchangeMode] = {m: m for m in get_args(ExchangeMode)}
+    if requested not in modes:
         raise ValueError(f"unknown exchange mode {requested!r} (auto, role, pair or turn)")
-    return requested  # type: ignore[return-value]
+    return modes[requested]
 
 
 def dialogue_turn_inputs(

@@ -23,6 +23,7 @@ from lychee_ray.eval.setup.datasets import Dataset
 from lychee_ray.eval.setup.layout import RunLayout
 from lychee_ray.eval.setup.variants import Variant, build_config, build_key, expected_fingerprint, fixed_window_for
 from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key, iter_markers
+from lychee_ray.io.store.fs import AnyPath
 
 if TYPE_CHECKING:  # the build runner is heavy; only its summary type is named here
     from lychee_ray.build.runner import BuildSummary
@@ -45,7 +46,7 @@ class StoreInfo:
     backend: str
     cfg: LycheeConfig
     fingerprint: str
-    path: Path | None = None
+    path: AnyPath | None = None  # a reused store may be remote (s3://)
     reused_from: str | None = None
     built_now: bool = False
     build_wall_s: float = 0.0  # this run's build wall time
@@ -53,7 +54,7 @@ class StoreInfo:
     failed: list[str] = field(default_factory=list)
 
 
-def store_has(path: Path, conversation_ids: Iterable[str], fingerprint: str) -> bool:
+def store_has(path: AnyPath, conversation_ids: Iterable[str], fingerprint: str) -> bool:
     """Every conversation is committed in ``path`` with ``fingerprint``."""
     layout = StoreLayout(path)
     if not layout.is_store():
@@ -65,14 +66,14 @@ def store_has(path: Path, conversation_ids: Iterable[str], fingerprint: str) -> 
     return True
 
 
-def markers_for(path: Path, conversation_ids: Iterable[str]) -> dict[str, CommitMarker]:
+def markers_for(path: AnyPath, conversation_ids: Iterable[str]) -> dict[str, CommitMarker]:
     """Commit markers of the given conversations that ``path`` holds, by conversation id."""
     wanted = set(conversation_ids)
     return {m.conversation_id: m for m in iter_markers(path) if m.conversation_id in wanted}
 
 
 def ensure_store(info: StoreInfo, ds: Dataset, input_path: Path, run_dir: Path, state: RunState,
-                 reuse: Sequence[Path], builder: StoreBuilder, progress: bool = True) -> StoreInfo:
+                 reuse: Sequence[AnyPath], builder: StoreBuilder, progress: bool = True) -> StoreInfo:
     """Find a matching store or build the missing conversations with ``builder``."""
     cids = ds.conversation_ids
     own = RunLayout(run_dir).store_dir(info.key)
@@ -119,7 +120,7 @@ def turns_per_exchange(ds: Dataset, cfg: LycheeConfig) -> float:
     return turns / max(1, users)
 
 
-def mean_turns_per_segment(path: Path, conversation_ids: Iterable[str]) -> float | None:
+def mean_turns_per_segment(path: AnyPath, conversation_ids: Iterable[str]) -> float | None:
     """Mean turns per segment over the given conversations' commit markers (None without segments)."""
     ms = markers_for(path, conversation_ids).values()
     turns = sum(m.counts.turns for m in ms)
@@ -131,7 +132,7 @@ class VariantStores:
     """The store of every variant; variants with the same build share one (DESIGN §5)."""
 
     def __init__(self, cfg: LycheeConfig, ds: Dataset, backend: str, run_dir: Path, input_path: Path, state: RunState,
-                 reuse: Sequence[Path], builder: StoreBuilder, progress: bool = True) -> None:
+                 reuse: Sequence[AnyPath], builder: StoreBuilder, progress: bool = True) -> None:
         self.cfg, self.ds, self.backend = cfg, ds, backend
         self.run_dir, self.input_path, self.state = run_dir, input_path, state
         self.reuse, self.builder, self.progress = list(reuse), builder, progress
@@ -148,7 +149,7 @@ class VariantStores:
                                             self.builder, self.progress)
         return self.stores[key]
 
-    def complete_default(self) -> Path | None:
+    def complete_default(self) -> AnyPath | None:
         """A store of the default build (this backend) holding every selected conversation, if any."""
         known = self.stores.get(self.default_key)
         if known is not None and known.path is not None:

@@ -44,6 +44,13 @@ class TimeMention:
     relative: bool
     absolute: str | None = None
 
+    @property
+    def bounds(self) -> tuple[str, str]:
+        """(start, end) ISO days of ``time``: a found mention always has both."""
+        if self.time.start is None or self.time.end is None:
+            raise ValueError(f"time mention {self.text!r} without both ends")
+        return self.time.start, self.time.end
+
 
 def find_time_expressions(text: str, ref: datetime | date | str | None = None, *, day_first: bool = False) -> list[TimeMention]:
     """All time expressions in ``text`` in order, non-overlapping (longest match wins).
@@ -117,7 +124,7 @@ def find_time_expressions(text: str, ref: datetime | date | str | None = None, *
                 start=start,
                 end=end,
                 text=text[start:end],
-                time=TimeSpan(start=s.isoformat(), end=e.isoformat(), granularity=gran, expression=expression),  # type: ignore[arg-type]
+                time=TimeSpan(start=s.isoformat(), end=e.isoformat(), granularity=gran, expression=expression),
                 relative=res.relative,
                 absolute=absolute if res.relative else None,
             )

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from datetime import date, datetime
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 from collections.abc import Callable, Sequence
 
-from lychee_ray.core.records import TimeSpan
+from lychee_ray.core.records import TimeGranularity, TimeSpan
 from lychee_ray.text.dates import granularity_for, month_end, to_date
 from lychee_ray.text.time.detect import find_time_expressions
 
@@ -62,7 +62,7 @@ class TurnFields(Protocol):
 TimeResolver = Callable[[DraftFields, Sequence[TurnFields]], TimeSpan]
 
 
-def _parse_point(value: str | None, ref: date | None, day_first: bool) -> tuple[date, date, str] | None:
+def _parse_point(value: str | None, ref: date | None, day_first: bool) -> tuple[date, date, TimeGranularity] | None:
     """(start, end, granularity) of one drafted date value; None when it cannot be read."""
     if not value or not str(value).strip():
         return None
@@ -82,17 +82,17 @@ def _parse_point(value: str | None, ref: date | None, day_first: bool) -> tuple[
             return None
     found = find_time_expressions(s, ref, day_first=day_first)
     if found:
-        t = found[0].time
-        return date.fromisoformat(t.start), date.fromisoformat(t.end), t.granularity or "range"  # type: ignore[arg-type]
+        first, last = found[0].bounds
+        return date.fromisoformat(first), date.fromisoformat(last), found[0].time.granularity or "range"
     return _dateparser_point(s, ref, day_first)
 
 
 @lru_cache(maxsize=_DATEPARSER_CACHE)
-def _dateparser_point(s: str, ref: date | None, day_first: bool) -> tuple[date, date, str] | None:
+def _dateparser_point(s: str, ref: date | None, day_first: bool) -> tuple[date, date, TimeGranularity] | None:
     """Last resort for free-form draft dates; strict (all of day, month, year) to avoid guesses."""
     import dateparser  # lazy: importing it costs ~0.3 s
 
-    settings = {
+    settings: dict[str, Any] = {
         "STRICT_PARSING": True,
         "RETURN_AS_TIMEZONE_AWARE": False,
         "DATE_ORDER": "DMY" if day_first else "MDY",
@@ -134,7 +134,7 @@ def normalise_time(
                 gran = "datetime"
             else:
                 gran = granularity_for(start, end)
-            return TimeSpan(start=start.isoformat(), end=end.isoformat(), granularity=gran, expression=expression)  # type: ignore[arg-type]
+            return TimeSpan(start=start.isoformat(), end=end.isoformat(), granularity=gran, expression=expression)
         if expression:
             found = find_time_expressions(expression, rd, day_first=day_first)
             if found:

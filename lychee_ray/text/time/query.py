@@ -29,16 +29,16 @@ def parse_query_time(question: str, question_date: datetime | date | str | None 
         return None
     first = found[0]
     if len(found) >= 2 and _BETWEEN.search(question[: first.start + _BETWEEN_LOOKAHEAD]):
-        a, b = found[0].time, found[1].time
-        start, end = min(a.start, b.start), max(a.end, b.end)  # type: ignore[type-var]
-        return TimeSpan(start=start, end=end, granularity="range", expression=question[first.start : found[1].end].strip())
+        (a_start, a_end), (b_start, b_end) = found[0].bounds, found[1].bounds
+        return TimeSpan(start=min(a_start, b_start), end=max(a_end, b_end), granularity="range",
+                        expression=question[first.start : found[1].end].strip())
     prep = first.text.split(None, 1)[0].lower() if first.text.split() else ""
     t = first.time
     if prep in _OPEN_BEFORE and prep != first.text.lower():
-        end = t.end if prep == "by" else (date.fromisoformat(t.start) - timedelta(days=1)).isoformat()  # type: ignore[arg-type]
+        end = t.end if prep == "by" else (date.fromisoformat(first.bounds[0]) - timedelta(days=1)).isoformat()
         return TimeSpan(start=None, end=end, granularity="range", expression=first.text)
     if prep in _OPEN_AFTER:
-        start = (date.fromisoformat(t.end) + timedelta(days=1)).isoformat()  # type: ignore[arg-type]
+        start = (date.fromisoformat(first.bounds[1]) + timedelta(days=1)).isoformat()
         return TimeSpan(start=start, end=None, granularity="range", expression=first.text)
     if prep == "since":
         return TimeSpan(start=t.start, end=t.end if question_date is not None else None, granularity="range", expression=first.text)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from lychee_ray.text.dates import add_months, month_end, readable_day, readable_month, shift_months, week_start
 from lychee_ray.text.time.words import (
@@ -24,6 +25,9 @@ from lychee_ray.text.time.words import (
     season_label,
     season_span,
 )
+
+if TYPE_CHECKING:  # the name only
+    from lychee_ray.core.records import TimeGranularity
 
 # Counts above these are not times ("500 days ago" is a number, not a date) …
 _MAX_COUNT = 400
@@ -41,7 +45,7 @@ class Resolution:
 
     start: date
     end: date
-    granularity: str
+    granularity: TimeGranularity
     bare: str  # absolute wording without preposition, e.g. "7 May 2023"
     prep: str  # preposition that goes with ``bare`` ("on", "in" or "" for adverbial forms)
     relative: bool
