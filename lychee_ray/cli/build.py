@@ -12,16 +12,17 @@ import json
 import sys
 from pathlib import Path
 
+from lychee_ray.build.dryrun import dry_run
+from lychee_ray.build.runner import run_local_build
+from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK
-from lychee_ray.cli.main import add_config_args, config_from_args
 from lychee_ray.io.adapters import FORMATS, survey_input
 from lychee_ray.io.adapters.base import is_uri
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("build", help="build a memory store from conversations",
-                       epilog="exit codes: 0 at least one conversation built or already built; 1 none could be "
-                              "built (see `lychee-ray errors`); 2 unusable input or arguments (nothing is started)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = ("exit codes: 0 at least one conversation built or already built; 1 none could be "
+                "built (see `lychee-ray errors`); 2 unusable input or arguments (nothing is started)")
     p.add_argument("--input", required=True, help="file or directory")
     p.add_argument("--format", default=None, choices=FORMATS,
                    help="input format (default: detected from the input: LoCoMo directory/file, LongMemEval JSON, "
@@ -52,12 +53,10 @@ def _survey(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Survey the input, build, print the summary once; the exit code (see ``register``)."""
+    """Survey the input, build, print the summary once; the exit code (see ``add_arguments``)."""
     cfg = config_from_args(args)
     fmt = _survey(args)
     if args.dry_run:
-        from lychee_ray.build.dryrun import dry_run
-
         report = dry_run(cfg, fmt, args.input)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -65,13 +64,15 @@ def run(args: argparse.Namespace) -> int:
         slim = {cid: {k: v for k, v in c.items() if k != "calls_per_segment_prompt_tokens"} for cid, c in report["conversations"].items()}
         print(json.dumps({"conversations": slim, "total": report["total"]}, indent=1))
         return EXIT_OK if report["conversations"] else EXIT_FAILED
-    if args.local:
-        from lychee_ray.build.runner import run_local_build as run_build
-    else:
-        from lychee_ray.ray.build_job import run_ray_build as run_build
     # progress on stderr from the first second (the same display in both runners)
-    summary = run_build(cfg, fmt, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed,
-                        on_conflict=args.on_conflict, progress=True)
+    if args.local:
+        summary = run_local_build(cfg, fmt, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed,
+                                  on_conflict=args.on_conflict, progress=True)
+    else:
+        from lychee_ray.ray.build_job import run_ray_build  # lazy: Ray itself, which a --local build never loads
+
+        summary = run_ray_build(cfg, fmt, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed,
+                                on_conflict=args.on_conflict, progress=True)
     for line in summary.error_lines():
         print(line, file=sys.stderr)
     if args.json:

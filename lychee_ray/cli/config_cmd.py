@@ -6,11 +6,10 @@ import argparse
 
 import yaml
 
-from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.cli.args import add_config_args, config_from_args
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("config", help="configuration tools")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     csub = p.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     show = csub.add_parser("show", help="print the effective config as YAML")
     add_config_args(show)

@@ -10,8 +10,7 @@ from lychee_ray.io.adapters import FORMATS, survey_input
 from lychee_ray.io.convert import convert
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert LoCoMo / LongMemEval / JSONL to canonical conversations JSONL")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default=None, choices=FORMATS, help="input format (default: detected from the input)")
     p.add_argument("--input", required=True, help="file or directory")
     p.add_argument("--out", required=True, help="conversations.jsonl (QA → *.qa.jsonl, problems → *.errors.jsonl)")

@@ -26,10 +26,9 @@ from lychee_ray.io.store.erase import (
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("delete", help="erase a conversation or a user's conversations from a memory store, everywhere",
-                       epilog="removes rows of every table (also in compacted files), FAISS indexes, commit markers, "
-                              "writer state and errors/ rows, and updates the manifest; see docs/erasure.md")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = ("removes rows of every table (also in compacted files), FAISS indexes, commit markers, "
+                "writer state and errors/ rows, and updates the manifest; see docs/erasure.md")
     p.add_argument("--memory", required=True, help="memory store directory")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--conversation", help="the conversation id to erase")
@@ -81,4 +80,4 @@ def summary(r: EraseReport, scope: str, ident: str) -> str:
             f"in {r.seconds:.2f} s")
 
 
-__all__ = ["register", "run", "summary"]
+__all__ = ["add_arguments", "run", "summary"]

@@ -10,8 +10,7 @@ from lychee_ray.cli.store_view import error_rows, open_layout
 from lychee_ray.core.ids import printable
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("errors", help="show a memory store's build errors (and input warnings)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", required=True, help="memory store directory")
     p.add_argument("--warnings", action="store_true", help="also the input warnings (what was repaired or dropped)")
     p.add_argument("--json", action="store_true", help="the rows as a JSON list")

@@ -6,19 +6,18 @@ import argparse
 import json
 import sys
 
-from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.api import evaluate
+from lychee_ray.cli.args import add_config_args, config_from_args
+from lychee_ray.eval.runners.run import EvalOptions
+from lychee_ray.eval.setup.errors import EvalError
+from lychee_ray.eval.setup.variants import DEFAULT_VARIANTS, VARIANTS, UnknownVariant, select_variants
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    from lychee_ray.eval.setup.variants import DEFAULT_VARIANTS, VARIANTS
-
-    p = sub.add_parser(
-        "eval", help="benchmark evaluation: build (or reuse) memory, answer, judge, report",
-        description="Build memory with the Ray job (or reuse a store whose fingerprint matches), answer every "
-                    "question on a Ray Data pipeline, judge (openai backend), and write RUN_DIR/results.json, "
-                    "RUN_DIR/answers.parquet and RUN_DIR/report.md with plots. Re-running resumes. With --local "
-                    "everything runs in this process, without Ray.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = ("Build memory with the Ray job (or reuse a store whose fingerprint matches), answer every "
+                     "question on a Ray Data pipeline, judge (openai backend), and write RUN_DIR/results.json, "
+                     "RUN_DIR/answers.parquet and RUN_DIR/report.md with plots. Re-running resumes. With --local "
+                     "everything runs in this process, without Ray.")
     p.add_argument("dataset", choices=("locomo", "longmemeval"))
     p.add_argument("--data", required=True, help="LoCoMo directory / LongMemEval JSON file")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (stores, answers, results, report)")
@@ -41,11 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lychee_ray.api import evaluate
-    from lychee_ray.eval.runners.run import EvalOptions
-    from lychee_ray.eval.setup.errors import EvalError
-    from lychee_ray.eval.setup.variants import UnknownVariant, select_variants
-
     cfg = config_from_args(args)
     try:
         variants = select_variants(args.variant)

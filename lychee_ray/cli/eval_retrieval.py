@@ -7,12 +7,16 @@ import json
 import sys
 from pathlib import Path
 
-from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.cli.args import add_config_args, config_from_args
+from lychee_ray.eval.baselines.retrieval import BASELINES
+from lychee_ray.eval.reports.retrieval_table import retrieval_markdown
+from lychee_ray.eval.runners.evaluators import RetrievalEvaluator
+from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, question_rows
 from lychee_ray.io.adapters import FORMATS, detect_format
+from lychee_ray.memory import MemoryStore
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval-retrieval", help="id/content coverage of the selected context vs baselines at the same budget (no LLM)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", required=True, help="memory store directory")
     p.add_argument("--data", required=True, help="dataset with QA and gold evidence (e.g. ../shared/data/locomo)")
     p.add_argument("--format", default=None, choices=FORMATS,
@@ -34,12 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lychee_ray.eval.baselines.retrieval import BASELINES
-    from lychee_ray.eval.reports.retrieval_table import retrieval_markdown
-    from lychee_ray.eval.runners.evaluators import RetrievalEvaluator
-    from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, question_rows
-    from lychee_ray.memory import MemoryStore
-
     cfg = config_from_args(args)
     if not Path(args.data).exists():
         print(f"lychee-ray eval-retrieval: data not found: {args.data}", file=sys.stderr)

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from lychee_ray.cli.args import add_config_args, config_from_args
+from lychee_ray.embed import get_embedder
 from lychee_ray.eval.runners.segmentation import (
     SegCorpusError,
     eval_exchange_mode,
@@ -21,26 +23,20 @@ from lychee_ray.eval.runners.segmentation import (
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``eval-seg`` subcommand."""
-    p = sub.add_parser("eval-seg", help="Pk / WindowDiff / boundary F1 of the segmenter on a gold segmentation corpus")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``eval-seg`` arguments."""
     p.add_argument("--data", required=True, help="TIAGE-format JSON: [{dial_id, utterances[], segments[], roles[] (optional)}]")
     p.add_argument("--out", help="also write the JSON report here")
     p.add_argument("--subset", help="only dialogues whose 'set' field equals this (e.g. test)")
     p.add_argument("--reset-background", action="store_true", help="cold-start every dialogue (no carried statistics)")
     p.add_argument("--exchange-mode", default="auto", choices=("auto", "turn", "pair", "role"),
                    help="decision units: auto = role when the corpus has user/agent roles, else turn (each utterance)")
-    from lychee_ray.cli.main import add_config_args
-
     add_config_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Embed the corpus once, evaluate under the library protocol, print (and write) the JSON report."""
-    from lychee_ray.cli.main import config_from_args
-    from lychee_ray.embed import get_embedder
-
     cfg = config_from_args(args)
     try:
         dialogues = load_seg_corpus(args.data, args.subset)

@@ -11,9 +11,8 @@ from lychee_ray.core.ids import printable
 COLUMNS = ["conversation_id", "status", "user_id", "sessions", "turns", "records", "failed_segments", "committed_at"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="list the conversations of a memory store (ids, user, sizes, build date)",
-                       epilog="failed = the conversation could not be built (`lychee-ray errors --memory DIR` says why)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = "failed = the conversation could not be built (`lychee-ray errors --memory DIR` says why)"
     p.add_argument("--memory", required=True, help="memory store directory")
     p.add_argument("--json", action="store_true", help="one JSON object per conversation, in a list")
     p.set_defaults(func=run)

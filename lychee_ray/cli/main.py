@@ -10,50 +10,30 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
 
 from lychee_ray.cli.errors import report
-from lychee_ray.config import LycheeConfig, load_config
-from lychee_ray.core.ids import id_problem
 from lychee_ray.logs import configure_logging, set_quiet
 
-# Each module exposes ``register(subparsers)`` and sets ``func`` on its parser; order = help order.
-COMMAND_MODULES = [
-    "lychee_ray.cli.convert",
-    "lychee_ray.cli.config_cmd",
-    "lychee_ray.cli.build",
-    "lychee_ray.cli.list_cmd",
-    "lychee_ray.cli.errors_cmd",
-    "lychee_ray.cli.verify",
-    "lychee_ray.cli.stats",
-    "lychee_ray.cli.delete",
-    "lychee_ray.cli.migrate",
-    "lychee_ray.cli.eval_seg",
-    "lychee_ray.cli.query",
-    "lychee_ray.cli.serve",
-    "lychee_ray.cli.eval_retrieval",
-    "lychee_ray.cli.eval",
-]
-
-
-def add_config_args(p: argparse.ArgumentParser) -> None:
-    """``--config FILE`` (repeatable) and ``--set key=value`` (repeatable)."""
-    p.add_argument("--config", action="append", default=[], metavar="FILE", help="YAML config merged over the defaults")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one key, e.g. llm.model=gpt-4o-mini")
-
-
-def id_arg(value: str) -> str:
-    """argparse ``type`` of an id argument (``--conversation``, ``--user``): the one id policy
-    (core/ids.py), so the CLI refuses what the HTTP API refuses, with the reason."""
-    problem = id_problem(value)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(f"the id {problem}")
-    return value
-
-
-def config_from_args(args: argparse.Namespace) -> LycheeConfig:
-    """Effective config for a parsed command line (commands pass its ``store`` section to the store
-    they open: :class:`~lychee_ray.io.store.StoreLayout`)."""
-    return load_config(files=getattr(args, "config", []), sets=getattr(args, "set", []))
+# Command -> (its module, its one-line help); order = help order. A module's ``add_arguments(parser)``
+# adds the command's arguments and sets ``func``, the function that runs it.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "convert": ("lychee_ray.cli.convert", "convert LoCoMo / LongMemEval / JSONL to canonical conversations JSONL"),
+    "config": ("lychee_ray.cli.config_cmd", "configuration tools"),
+    "build": ("lychee_ray.cli.build", "build a memory store from conversations"),
+    "list": ("lychee_ray.cli.list_cmd", "list the conversations of a memory store (ids, user, sizes, build date)"),
+    "errors": ("lychee_ray.cli.errors_cmd", "show a memory store's build errors (and input warnings)"),
+    "verify": ("lychee_ray.cli.verify", "check a memory store's references, id maps and coverage"),
+    "stats": ("lychee_ray.cli.stats", "memory quality of a store: records per segment, rejected / repaired records"),
+    "delete": ("lychee_ray.cli.delete", "erase a conversation or a user's conversations from a memory store, everywhere"),
+    "migrate": ("lychee_ray.cli.migrate", "rewrite a store written by an older lychee-ray in the current layout"),
+    "eval-seg": ("lychee_ray.cli.eval_seg", "Pk / WindowDiff / boundary F1 of the segmenter on a gold segmentation corpus"),
+    "query": ("lychee_ray.cli.query", "answer a question from a memory store"),
+    "serve": ("lychee_ray.cli.serve", "serve a memory store over HTTP (Ray Serve; runs until Ctrl-C)"),
+    "eval-retrieval": ("lychee_ray.cli.eval_retrieval",
+                       "id/content coverage of the selected context vs baselines at the same budget (no LLM)"),
+    "eval": ("lychee_ray.cli.eval", "benchmark evaluation: build (or reuse) memory, answer, judge, report"),
+}
 
 
 def _add_global_flags(p: argparse.ArgumentParser, default: object) -> None:
@@ -63,30 +43,34 @@ def _add_global_flags(p: argparse.ArgumentParser, default: object) -> None:
     p.add_argument("--debug", action="store_true", default=default, help="show the traceback of an error")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``lychee-ray`` parser with every command that is installed."""
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first argument that is no flag (the global flags take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``lychee-ray`` parser: every command, with the arguments of the one ``argv`` names
+    (of every command when ``argv`` is None: the whole parser, which loads every command's module)."""
     parser = argparse.ArgumentParser(prog="lychee-ray", description="LycheeMemory V2 long-term memory on Ray",
                                      epilog="exit codes: 0 done; 1 the work failed; 2 unusable request "
                                             "(arguments, input, store, conversation id); 130 interrupted")
     _add_global_flags(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:  # a command whose module has not landed yet
-                continue
-            raise
-        mod.register(sub)
-    for p in sub.choices.values():  # after the command name too; SUPPRESS keeps the global value
-        _add_global_flags(p, argparse.SUPPRESS)
+    wanted = None if argv is None else command_in(argv)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        if argv is None or name == wanted:
+            # lazy: a command's module loads what the command needs (the build runner, the query engine,
+            # Ray); `lychee-ray --help` and the other commands load none of it
+            importlib.import_module(module).add_arguments(p)
+        _add_global_flags(p, argparse.SUPPRESS)  # after the command name too; SUPPRESS keeps the global value
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code (see :mod:`lychee_ray.cli.errors`)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     configure_logging(args.verbose)
     set_quiet(not args.verbose)
     try:

@@ -6,15 +6,14 @@ import argparse
 import json
 from dataclasses import asdict
 
-from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.cli.store_view import open_layout
 from lychee_ray.io.store.migrate import migrate_store
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("migrate", help="rewrite a store written by an older lychee-ray in the current layout",
-                       epilog="safe to run while the store is served; running it again changes nothing "
-                              "(docs/architecture.md, 'The store contract')")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = ("safe to run while the store is served; running it again changes nothing "
+                "(docs/architecture.md, 'The store contract')")
     p.add_argument("--memory", required=True, help="memory store directory or URI (s3://bucket/prefix, ...)")
     add_config_args(p)  # store.* settings (leases on object stores)
     p.set_defaults(func=run)

@@ -8,8 +8,13 @@ import os
 import sys
 from typing import Any
 
+from lychee_ray.cli.args import add_config_args, config_from_args, id_arg
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK, CliError, message_of
-from lychee_ray.cli.main import add_config_args, config_from_args, id_arg
+from lychee_ray.cli.store_view import error_rows
+from lychee_ray.memory import MemoryStore
+from lychee_ray.query.errors import ScopeError, UnknownConversation
+from lychee_ray.query.results import result_json
+from lychee_ray.serve.client import MemoryClient, RemoteError
 
 # Environment variable holding the service's bearer token (as for `lychee-ray serve`).
 TOKEN_ENV = "LYCHEE_SERVE_TOKEN"
@@ -17,8 +22,7 @@ TOKEN_ENV = "LYCHEE_SERVE_TOKEN"
 _REQUEST_ERROR_STATUSES = frozenset({401, 404, 413, 422})
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("query", help="answer a question from a memory store")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--memory", help="memory store directory (query in this process)")
@@ -44,9 +48,6 @@ def run(args: argparse.Namespace) -> int:
     """Run the command; the exit code (2: bad request or unknown scope, 1: the service failed)."""
     if args.url:
         return _run_remote(args)
-    from lychee_ray.memory import MemoryStore
-    from lychee_ray.query.errors import ScopeError, UnknownConversation
-
     cfg = config_from_args(args)
     store = MemoryStore.open(args.memory, cfg, llm=args.llm)  # not a store: one line, exit 2 (cli.errors)
     call = store.search if args.search_only else store.query
@@ -79,8 +80,6 @@ def unknown_scope_message(args: argparse.Namespace, reader: Any) -> str:
     if args.user is not None:
         return f"unknown user '{args.user}' — {hint}"
     cid = args.conversation
-    from lychee_ray.cli.store_view import error_rows
-
     failed = [e for e in error_rows(reader.layout) if e.get("conversation_id") == cid]
     if failed:
         return (f"conversation '{cid}' failed to build ({failed[-1]['stage']}: {' '.join(str(failed[-1]['message']).split())})"
@@ -92,8 +91,6 @@ def unknown_scope_message(args: argparse.Namespace, reader: Any) -> str:
 
 def _run_remote(args: argparse.Namespace) -> int:
     """The service does the work: POST the question to ``args.url``."""
-    from lychee_ray.serve.client import MemoryClient, RemoteError
-
     if args.llm:
         print("lychee-ray query: --llm is ignored with --url (the service's configuration decides)", file=sys.stderr)
     client = MemoryClient(args.url, args.token or os.environ.get(TOKEN_ENV), timeout=args.timeout)
@@ -111,8 +108,6 @@ def _run_remote(args: argparse.Namespace) -> int:
 def print_result(res: Any, args: argparse.Namespace) -> int:
     """Print a search/query result (``--json``: all of it) and return exit code 0."""
     if args.json:
-        from lychee_ray.query.results import result_json
-
         # the service's JSON: the same fields as the body of POST /v1/query (or /v1/search)
         print(result_json(res, indent=1).decode("utf-8"))
         if getattr(res, "answer_error", None):  # not a JSON field (HTTP answers 502/503): said here

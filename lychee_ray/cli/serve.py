@@ -14,15 +14,16 @@ import socket
 import sys
 from typing import Any
 
-from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.cli.args import add_config_args, config_from_args
+from lychee_ray.config import ray_address
 from lychee_ray.io.store import NotAStoreError, StoreLayout
 from lychee_ray.io.store.fs import store_root
+from lychee_ray.ray.serve import serve_until_stopped
 
 log = logging.getLogger(__name__)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve a memory store over HTTP (Ray Serve; runs until Ctrl-C)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", required=True, help="memory store directory (written by `lychee-ray build`)")
     p.add_argument("--host", default=None, help="bind address (default serve.host = 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default serve.port = 8000)")
@@ -80,9 +81,6 @@ def run(args: argparse.Namespace) -> int:
         log.warning("binding %s: the service is reachable from other machines%s", s.host,
                     "" if s.token or s.keys else " and NO key is set (serve.keys / LYCHEE_SERVE_KEYS, serve.token / "
                                                  "LYCHEE_SERVE_TOKEN)")
-
-    from lychee_ray.config import ray_address
-    from lychee_ray.ray.serve import serve_until_stopped
 
     # with RAY_ADDRESS the cluster's Serve proxy binds the port (possibly on another node)
     if ray_address() is None and not _port_free(s.host, s.port):

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from lychee_ray.cli.errors import EXIT_USAGE, CliError
-from lychee_ray.cli.main import id_arg
+from lychee_ray.cli.args import id_arg
 from lychee_ray.cli.store_view import format_table, open_layout
 from lychee_ray.core.ids import printable
 from lychee_ray.core.quality import REJECT_REASONS, REPAIR_KINDS, QualityCounts
@@ -22,9 +22,8 @@ COLUMNS = ["conversation_id", "segments", "drafts", "records", "rec/seg", "rejec
            "degenerate_seg"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("stats", help="memory quality of a store: records per segment, rejected / repaired records",
-                       epilog="reasons and repairs: docs/llm-quality.md")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = "reasons and repairs: docs/llm-quality.md"
     p.add_argument("--memory", required=True, help="memory store directory")
     p.add_argument("--conversation", type=id_arg, help="only this conversation")
     p.add_argument("--json", action="store_true", help="the figures as JSON ({total, conversations})")

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from lychee_ray.cli.main import add_config_args, config_from_args
+from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.io.store import StoreLayout
 from lychee_ray.io.store.gc import collect_garbage, garbage_paths
 from lychee_ray.io.verify import verify_store
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify", help="check a memory store's references, id maps and coverage")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", required=True, help="memory store directory or URI (s3://bucket/prefix, ...)")
     p.add_argument("--collect-garbage", action="store_true",
                    help="also remove files no commit marker names (crashed writers), once older than "

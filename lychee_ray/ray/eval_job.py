@@ -23,6 +23,7 @@ from lychee_ray.config import LycheeConfig
 from lychee_ray.eval.runners.evaluators import AnswerEvaluator, ProgressFn
 from lychee_ray.eval.runners.resume import write_rows_in_parts
 from lychee_ray.eval.setup.rows import QuestionPayload
+from lychee_ray.logs import configure_logging
 from lychee_ray.ray.build_job import run_ray_build
 from lychee_ray.ray.ratelimit import RateLimiterActor, RayRateLimiter
 from lychee_ray.ray.runtime import init_ray
@@ -36,8 +37,6 @@ class QuestionWorker:
     """Ray Data actor: one :class:`AnswerEvaluator` per actor; answers a batch of JSON questions."""
 
     def __init__(self, spec_json: str, limiter: Any = None) -> None:
-        from lychee_ray.logs import configure_logging
-
         configure_logging()
         self.evaluate = AnswerEvaluator(json.loads(spec_json), RayRateLimiter(limiter) if limiter is not None else None)
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from lychee_ray.config import LycheeConfig
+from lychee_ray.embed import get_embedder
 from lychee_ray.eval.baselines.retrieval import (
     FullContext,
     TurnUnits,
@@ -91,8 +92,6 @@ class QuestionAnswerer:
         if b is None:
             doc_embedder = None
             if self.kind == "sentence_rag":
-                from lychee_ray.embed import get_embedder
-
                 doc_embedder = self._embedder or get_embedder(self.cfg.embedding, self.cfg.llm)
             b = make_baseline(self.kind, TurnUnits(self.store.view(cid), self.encoding), self.cfg, doc_embedder)
             with self._lock:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from lychee_ray.core.conversation import QAItem
+from lychee_ray.embed import get_embedder
 from lychee_ray.eval.baselines.retrieval import (
     FullContext,
     MergedTurns,
@@ -233,8 +234,6 @@ def evaluate_retrieval(
     enc = store.encoding
     doc_embedder = None
     if "sentence_rag" in names:
-        from lychee_ray.embed import get_embedder
-
         doc_embedder = get_embedder(cfg.embedding, cfg.llm)  # the model the store's turn vectors come from
     results: list[QuestionResult] = []
     missing = sorted({q.conversation_id for q in questions if q.conversation_id not in store.reader.markers})

@@ -48,6 +48,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from lychee_ray.build.encode.rules import RulesEncoder
+from lychee_ray.build.pipeline import build_fingerprint
 from lychee_ray.config import LycheeConfig, deep_merge, parse_set
 from lychee_ray.query.channels import RECALL_CHANNELS
 
@@ -205,15 +207,11 @@ def encoder_model(cfg: LycheeConfig, backend: str) -> str:
     """The encoder model a build records (``rules-v1`` for the rules backend)."""
     if backend == "openai":
         return cfg.llm.model
-    from lychee_ray.build.encode.rules import RulesEncoder
-
     return RulesEncoder.model
 
 
 def expected_fingerprint(cfg: LycheeConfig, backend: str) -> str:
     """The store fingerprint a build of ``cfg`` with ``backend`` writes into its commit markers."""
-    from lychee_ray.build.pipeline import build_fingerprint
-
     return build_fingerprint(cfg, backend, encoder_model(cfg, backend), embedder_name(cfg))
 
 
