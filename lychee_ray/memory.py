@@ -81,7 +81,9 @@ class MemoryStore(QueryEngine):
         stored yet is appended normally.
         """
         try:
-            request = AppendRequest(conversation_id=conversation_id, turns=list(turns), user_id=user_id, flush=flush)
+            # (model_validate: the turns may be dicts, which validation turns into AppendTurn)
+            request = AppendRequest.model_validate({"conversation_id": conversation_id, "turns": list(turns),
+                                                    "user_id": user_id, "flush": flush})
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err.get("loc", ()))

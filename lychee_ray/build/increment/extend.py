@@ -133,8 +133,9 @@ async def extend_conversation(
     todo = list(conv.iter_turns()) if fresh else list(conv.iter_turns_from(n_stored))
     vecs = await ctx.embed([turn_embedding_text(t, max_chars) for *_, t in todo]) if todo else \
         np.zeros((0, ctx.embed_dim), dtype=np.float32)
-    all_vecs = vecs if fresh else np.concatenate([stored.turn_vectors, np.asarray(vecs, dtype=np.float32)])
+    all_vecs = vecs if fresh or stored is None else np.concatenate([stored.turn_vectors, np.asarray(vecs, dtype=np.float32)])
     rows: list[SegmentRow] = [] if stored is None else stored.rows
+    stored_records: list[MemoryRecord] = [] if stored is None else stored.records
     if stored is not None and reason is None:
         st = stored.segstate
         assert st is not None  # reason is None: a current resume point
@@ -158,7 +159,7 @@ async def extend_conversation(
     # then all that changes, and the increment is written as a delta of it
     keep = tail_start(stored, final_ids) if allow_delta and stored is not None and reason is None else None
     replaced_records: dict[str, list[MemoryRecord]] = {}  # the replaceable segments' stored records
-    for rec in (stored.records[keep:] if keep is not None else stored.records if replaceable else []):
+    for rec in (stored_records[keep:] if keep is not None else stored_records if replaceable else []):
         if rec.segment_id in old:
             replaced_records.setdefault(rec.segment_id, []).append(rec)
     reuse: dict[str, tuple[SegmentRow, list]] = {}
@@ -168,16 +169,17 @@ async def extend_conversation(
             break
         reuse[sid] = (r, sorted(replaced_records.get(sid, []), key=lambda x: x.ordinal))
     provisional_ids = [segment_id(cid, s.segment_index) for s in stream.tail] + [r.segment_id for r in survivors]
+    kept_state = stored.segstate if stored is not None else None
     unchanged = (not new_turns and n == n_stored and reason is None and len(reuse) == len(segs)
                  and all(old[i].close_reason == s.reason for i, s in zip(ids, segs, strict=False))
-                 and stored.segstate is not None and set(provisional_ids) == set(stored.segstate.provisional))
-    if unchanged:
-        return Increment(None, open_turn_ids=open_turns(stored.segstate, rows))
+                 and kept_state is not None and set(provisional_ids) == set(kept_state.provisional))
+    if unchanged and kept_state is not None:  # (unchanged implies a kept state)
+        return Increment(None, open_turn_ids=open_turns(kept_state, rows))
     prior = PriorContext(final[-1].resolution_state if final else "",
-                         stored.records[:keep] if keep is not None else
+                         stored_records[:keep] if keep is not None else
                          stored.records_of(final_ids) if stored is not None else [],
                          context_segments={r.segment_id for r in final if r.close_reason == "system_prompt"})
-    if keep is not None:  # kept between appends (increment/cache.py)
+    if keep is not None and stored is not None:  # kept between appends (increment/cache.py); (keep implies stored)
         prior.memory = stored.final_memory(prior.records)
     enc_rows, recs = await encode_segments(conv, segs, ctx, reuse, prior, speakers)
     new_recs = recs[len(prior.records):]
@@ -200,7 +202,7 @@ async def extend_conversation(
     timings = {"segment": round(t_seg - t0, 4), "encode": round(t_enc - t_seg, 4),
                "llm_latency": round(sum(u.latency_s for u in mine), 4)}
     last = LastIncrement(turns_added=len(new_turns), segments_encoded=len(encoded), rebuilt=reason)
-    if keep is not None:  # only the tail changed: write just that
+    if keep is not None and stored is not None:  # only the tail changed: write just that (keep implies stored)
         d = await delta_increment(stored, conv, ctx, keep=keep, records=records, all_rows=all_rows, final_ids=final_ids,
                                   new_vectors=np.asarray(vecs, dtype=np.float32), all_vectors=all_vecs,
                                   segstate=segstate, mine=mine, timings=timings, last_increment=last)
@@ -217,7 +219,7 @@ async def extend_conversation(
     art = await assemble_artifacts(
         conv, ctx, all_rows, records, all_vecs, segstate=segstate, usage=usage,
         tokens=usage_tokens(UsageLedger.from_table(usage)), timings=timings,
-        known=None if fresh else stored.known, last_increment=last,
+        known=None if fresh or stored is None else stored.known, last_increment=last,
     )
     before = {r.record_id for r in stored.records} if stored is not None else set()
     after = {r.record_id for r in records}

@@ -24,15 +24,15 @@ class AppendTurn(BaseModel):
 
     turn_id: PolicyId = Field(min_length=1, max_length=MAX_ID_CHARS, description="the turn's own id: the idempotency key")
     role: str = Field("user", description="user / assistant / system / tool")
-    speaker: str = Field("", description="display name (default: the role)")
+    speaker: str = Field(default="", description="display name (default: the role)")
     content: str = Field(description="the turn's text")
-    timestamp: str | None = Field(None, description="ISO datetime of the turn")
-    session_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
-    session_started_at: str | None = Field(None, description="ISO start of a new session (default: timestamp)")
+    timestamp: str | None = Field(default=None, description="ISO datetime of the turn")
+    session_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
+    session_started_at: str | None = Field(default=None, description="ISO start of a new session (default: timestamp)")
     meta: dict[str, Any] = Field(default_factory=dict)
     tool_calls: list[ToolCall] = Field(default_factory=list, description="an assistant turn's tool calls (agent logs)")
-    tool_call_id: str | None = Field(None, description="a tool turn: the call it answers")
-    tool_name: str | None = Field(None, description="a tool turn: the tool whose result it is")
+    tool_call_id: str | None = Field(default=None, description="a tool turn: the call it answers")
+    tool_name: str | None = Field(default=None, description="a tool turn: the tool whose result it is")
 
     def to_turn(self) -> Turn:
         """The turn this appends (validated as any input turn; ``ValidationError`` otherwise)."""
@@ -48,9 +48,9 @@ class AppendRequest(BaseModel):
 
     conversation_id: PolicyId = Field(min_length=1, max_length=MAX_ID_CHARS)
     turns: list[AppendTurn] = Field(default_factory=list, description="in conversation order; may be empty with flush")
-    user_id: PolicyId | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+    user_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
                                      description="must equal the stored owner; required to create a conversation")
-    flush: bool = Field(False, description="also encode the open tail segment (the segmenter's undecided turns)")
+    flush: bool = Field(default=False, description="also encode the open tail segment (the segmenter's undecided turns)")
 
 
 class AppendResult(BaseModel):
@@ -66,12 +66,12 @@ class AppendResult(BaseModel):
     segments_encoded: list[str] = Field(description="segment ids encoded by this call (closed, or flushed)")
     segments_failed: list[str] = Field(default_factory=list, description="of those, the ones whose encoding failed")
     records_written: int = Field(description="records added by this call")
-    records_removed: int = Field(0, description="records of re-opened tail segments replaced by this call")
+    records_removed: int = Field(default=0, description="records of re-opened tail segments replaced by this call")
     open_turn_ids: list[str] = Field(description="turns waiting in the open tail segment (not encoded yet)")
     generation: str | None = Field(description="the committed generation (None: nothing changed)")
     committed_at: str | None = None
-    rebuilt: str | None = Field(None, description="why the conversation was re-segmented from scratch, if it was")
-    encode_queued: bool = Field(False, description="turns of this conversation wait for segmentation and encoding "
+    rebuilt: str | None = Field(default=None, description="why the conversation was re-segmented from scratch, if it was")
+    encode_queued: bool = Field(default=False, description="turns of this conversation wait for segmentation and encoding "
                                                    "in the background (searchable as raw turns meanwhile)")
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
