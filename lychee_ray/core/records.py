@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Any, Literal
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -85,19 +86,40 @@ class TimeSpan(BaseModel):
     expression: str | None = Field(None, description="The original wording, e.g. 'last Saturday'.")
 
 
+@functools.cache  # per model class: asked once per row
+def _nested_fields(model: type[BaseModel]) -> tuple[tuple[str, type[BaseModel]], ...]:
+    """``model``'s fields that are models themselves (stored flattened: ``<field>_<its field>``)."""
+    return tuple((n, f.annotation) for n, f in model.model_fields.items()
+                 if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel))
+
+
+class _NotNull:
+    """``Annotated`` marker: the field's Arrow column is non-nullable (see :func:`arrow_schema`)."""
+
+    def __repr__(self) -> str:
+        return "NOT_NULL"
+
+
+NOT_NULL = _NotNull()
+
+
 class MemoryRecord(BaseModel):
-    """One self-contained memory: a standalone sentence with typed metadata."""
+    """One self-contained memory: a standalone sentence with typed metadata.
+
+    Its fields are the store's record columns (:data:`RECORD_SCHEMA` is derived from them): a new
+    field is a new column. Give it a default (stores written before it read it back as null) and
+    mark it ``Annotated[..., NOT_NULL]`` only if it can never be missing."""
 
     model_config = ConfigDict(extra="forbid")
 
-    record_id: str
-    conversation_id: str
-    user_id: str
-    session_id: str
-    segment_id: str
-    ordinal: int = Field(description="Position of the record within its segment's output.")
-    type: RecordType
-    text: str
+    record_id: Annotated[str, NOT_NULL]
+    conversation_id: Annotated[str, NOT_NULL]
+    user_id: Annotated[str, NOT_NULL]
+    session_id: Annotated[str, NOT_NULL]
+    segment_id: Annotated[str, NOT_NULL]
+    ordinal: Annotated[int, NOT_NULL] = Field(description="Position of the record within its segment's output.")
+    type: Annotated[RecordType, NOT_NULL]
+    text: Annotated[str, NOT_NULL]
     entities: list[str] = Field(default_factory=list)
     topics: list[str] = Field(default_factory=list)
     time: TimeSpan = Field(default_factory=TimeSpan)
@@ -111,17 +133,19 @@ class MemoryRecord(BaseModel):
         return stable_id("r", conversation_id, seg_id, ordinal, rtype, text)
 
     def to_row(self) -> dict[str, Any]:
+        """One :data:`RECORD_SCHEMA` row: nested models (``time``) flattened to ``time_<field>``."""
         d = self.model_dump()
-        t = d.pop("time")
-        d.update(time_start=t["start"], time_end=t["end"], time_granularity=t["granularity"], time_expression=t["expression"])
+        for name, _ in _nested_fields(type(self)):
+            d.update((f"{name}_{k}", v) for k, v in d.pop(name).items())
         return d
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> MemoryRecord:
-        r = dict(row)
-        r["time"] = TimeSpan(
-            start=r.pop("time_start"), end=r.pop("time_end"), granularity=r.pop("time_granularity"), expression=r.pop("time_expression")
-        )
+        """The record of a :data:`RECORD_SCHEMA` row (:meth:`to_row`'s inverse)."""
+        # a null column takes the field's default: a store written before a field reads it as null
+        r = {k: v for k, v in row.items() if v is not None}
+        for name, sub in _nested_fields(cls):
+            r[name] = sub(**{k: r.pop(f"{name}_{k}", None) for k in sub.model_fields})
         return cls.model_validate(r)
 
 
@@ -183,28 +207,44 @@ class SegmentRow(BaseModel):
         return row
 
 
-RECORD_SCHEMA = pa.schema(
-    [
-        pa.field("record_id", pa.string(), nullable=False),
-        pa.field("conversation_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.string(), nullable=False),
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("segment_id", pa.string(), nullable=False),
-        pa.field("ordinal", pa.int32(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("text", pa.string(), nullable=False),
-        pa.field("entities", pa.list_(pa.string())),
-        pa.field("topics", pa.list_(pa.string())),
-        pa.field("time_start", pa.string()),
-        pa.field("time_end", pa.string()),
-        pa.field("time_granularity", pa.string()),
-        pa.field("time_expression", pa.string()),
-        pa.field("source_turn_ids", pa.list_(pa.string())),
-        pa.field("created_at", pa.string()),
-        pa.field("backend", pa.string()),
-        pa.field("model", pa.string()),
-    ]
-)
+# Python type of a model field -> its Arrow column type (Literal[...] of strings is a string column).
+_ARROW_TYPES: dict[Any, pa.DataType] = {str: pa.string(), int: pa.int32(), float: pa.float64(), bool: pa.bool_()}
+
+
+def _arrow_type(annotation: Any, where: str) -> pa.DataType:
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return _arrow_type(args[0], where)
+    elif origin is Annotated:
+        return _arrow_type(get_args(annotation)[0], where)
+    elif origin is Literal and all(isinstance(v, str) for v in get_args(annotation)):
+        return pa.string()
+    elif origin is list:
+        return pa.list_(_arrow_type(get_args(annotation)[0], where))
+    elif annotation in _ARROW_TYPES:
+        return _ARROW_TYPES[annotation]
+    raise TypeError(f"{where}: no Arrow column type for {annotation!r}")
+
+
+def arrow_schema(model: type[BaseModel]) -> pa.Schema:
+    """The Arrow schema of ``model``'s rows, in field order: a nested model field ``time`` becomes
+    columns ``time_<its field>`` (as :meth:`MemoryRecord.to_row` flattens it); a column is
+    non-nullable when its field is ``Annotated[..., NOT_NULL]``."""
+    fields: list[pa.Field] = []
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):  # as _nested_fields: flattened
+            fields.extend(pa.field(f"{name}_{f.name}", f.type, f.nullable) for f in arrow_schema(ann))
+            continue
+        not_null = any(m is NOT_NULL for m in info.metadata)
+        fields.append(pa.field(name, _arrow_type(ann, f"{model.__name__}.{name}"), nullable=not not_null))
+    return pa.schema(fields)
+
+
+# The store's record columns: one per MemoryRecord field (its TimeSpan as time_start ... time_expression).
+RECORD_SCHEMA = arrow_schema(MemoryRecord)
 
 NODE_SCHEMA = pa.schema(
     [
