@@ -87,10 +87,22 @@ class TimeSpan(BaseModel):
 
 
 @functools.cache  # per model class: asked once per row
-def _nested_fields(model: type[BaseModel]) -> tuple[tuple[str, type[BaseModel]], ...]:
-    """``model``'s fields that are models themselves (stored flattened: ``<field>_<its field>``)."""
-    return tuple((n, f.annotation) for n, f in model.model_fields.items()
+def _nested_fields(model: type[BaseModel]) -> tuple[tuple[str, type[BaseModel], tuple[tuple[str, str], ...]], ...]:
+    """``model``'s fields that are models themselves, stored flattened: (field, its model,
+    ((its field, column ``<field>_<its field>``), ...))."""
+    return tuple((n, f.annotation, tuple((k, f"{n}_{k}") for k in f.annotation.model_fields))
+                 for n, f in model.model_fields.items()
                  if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel))
+
+
+@functools.cache
+def _default_on_null(model: type[BaseModel]) -> tuple[str, ...]:
+    """Fields with a default that do not take None (``list[str] = []``): a null column means "not
+    stored" (a part written before the field) and reads as the default. A field that takes None
+    (``str | None = None``) reads a null as None, which is its default."""
+    def takes_none(ann: Any) -> bool:
+        return ann is None or ann is type(None) or any(takes_none(a) for a in get_args(ann) if get_origin(ann) in (Union, types.UnionType))
+    return tuple(n for n, f in model.model_fields.items() if not f.is_required() and not takes_none(f.annotation))
 
 
 class _NotNull:
@@ -135,17 +147,21 @@ class MemoryRecord(BaseModel):
     def to_row(self) -> dict[str, Any]:
         """One :data:`RECORD_SCHEMA` row: nested models (``time``) flattened to ``time_<field>``."""
         d = self.model_dump()
-        for name, _ in _nested_fields(type(self)):
-            d.update((f"{name}_{k}", v) for k, v in d.pop(name).items())
+        for name, _, cols in _nested_fields(type(self)):
+            sub = d.pop(name)
+            for k, c in cols:
+                d[c] = sub[k]
         return d
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> MemoryRecord:
         """The record of a :data:`RECORD_SCHEMA` row (:meth:`to_row`'s inverse)."""
-        # a null column takes the field's default: a store written before a field reads it as null
-        r = {k: v for k, v in row.items() if v is not None}
-        for name, sub in _nested_fields(cls):
-            r[name] = sub(**{k: r.pop(f"{name}_{k}", None) for k in sub.model_fields})
+        r = dict(row)
+        for name, sub, cols in _nested_fields(cls):
+            r[name] = sub(**{k: r.pop(c, None) for k, c in cols})
+        for name in _default_on_null(cls):  # (a column a store written before the field lacks reads as null)
+            if name in r and r[name] is None:
+                del r[name]
         return cls.model_validate(r)
 
 
