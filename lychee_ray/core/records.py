@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Any, Literal, get_args
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -86,19 +87,52 @@ class TimeSpan(BaseModel):
     expression: str | None = Field(default=None, description="The original wording, e.g. 'last Saturday'.")
 
 
+@functools.cache  # per model class: asked once per row
+def _nested_fields(model: type[BaseModel]) -> tuple[tuple[str, type[BaseModel], tuple[tuple[str, str], ...]], ...]:
+    """``model``'s fields that are models themselves, stored flattened: (field, its model,
+    ((its field, column ``<field>_<its field>``), ...))."""
+    return tuple((n, f.annotation, tuple((k, f"{n}_{k}") for k in f.annotation.model_fields))
+                 for n, f in model.model_fields.items()
+                 if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel))
+
+
+@functools.cache
+def _default_on_null(model: type[BaseModel]) -> tuple[str, ...]:
+    """Fields with a default that do not take None (``list[str] = []``): a null column means "not
+    stored" (a part written before the field) and reads as the default. A field that takes None
+    (``str | None = None``) reads a null as None, which is its default."""
+    def takes_none(ann: Any) -> bool:
+        return ann is None or ann is type(None) or any(takes_none(a) for a in get_args(ann) if get_origin(ann) in (Union, types.UnionType))
+    return tuple(n for n, f in model.model_fields.items() if not f.is_required() and not takes_none(f.annotation))
+
+
+class _NotNull:
+    """``Annotated`` marker: the field's Arrow column is non-nullable (see :func:`arrow_schema`)."""
+
+    def __repr__(self) -> str:
+        return "NOT_NULL"
+
+
+NOT_NULL = _NotNull()
+
+
 class MemoryRecord(BaseModel):
-    """One self-contained memory: a standalone sentence with typed metadata."""
+    """One self-contained memory: a standalone sentence with typed metadata.
+
+    Its fields are the store's record columns (:data:`RECORD_SCHEMA` is derived from them): a new
+    field is a new column. Give it a default (stores written before it read it back as null) and
+    mark it ``Annotated[..., NOT_NULL]`` only if it can never be missing."""
 
     model_config = ConfigDict(extra="forbid")
 
-    record_id: str
-    conversation_id: str
-    user_id: str
-    session_id: str
-    segment_id: str
-    ordinal: int = Field(description="Position of the record within its segment's output.")
-    type: RecordType
-    text: str
+    record_id: Annotated[str, NOT_NULL]
+    conversation_id: Annotated[str, NOT_NULL]
+    user_id: Annotated[str, NOT_NULL]
+    session_id: Annotated[str, NOT_NULL]
+    segment_id: Annotated[str, NOT_NULL]
+    ordinal: Annotated[int, NOT_NULL] = Field(description="Position of the record within its segment's output.")
+    type: Annotated[RecordType, NOT_NULL]
+    text: Annotated[str, NOT_NULL]
     entities: list[str] = Field(default_factory=list)
     topics: list[str] = Field(default_factory=list)
     time: TimeSpan = Field(default_factory=lambda: TimeSpan())  # (a lambda: the class itself fits both factory overloads)
@@ -112,17 +146,23 @@ class MemoryRecord(BaseModel):
         return stable_id("r", conversation_id, seg_id, ordinal, rtype, text)
 
     def to_row(self) -> dict[str, Any]:
+        """One :data:`RECORD_SCHEMA` row: nested models (``time``) flattened to ``time_<field>``."""
         d = self.model_dump()
-        t = d.pop("time")
-        d.update(time_start=t["start"], time_end=t["end"], time_granularity=t["granularity"], time_expression=t["expression"])
+        for name, _, cols in _nested_fields(type(self)):
+            sub = d.pop(name)
+            for k, c in cols:
+                d[c] = sub[k]
         return d
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> MemoryRecord:
+        """The record of a :data:`RECORD_SCHEMA` row (:meth:`to_row`'s inverse)."""
         r = dict(row)
-        r["time"] = TimeSpan(
-            start=r.pop("time_start"), end=r.pop("time_end"), granularity=r.pop("time_granularity"), expression=r.pop("time_expression")
-        )
+        for name, sub, cols in _nested_fields(cls):
+            r[name] = sub(**{k: r.pop(c, None) for k, c in cols})
+        for name in _default_on_null(cls):  # (a column a store written before the field lacks reads as null)
+            if name in r and r[name] is None:
+                del r[name]
         return cls.model_validate(r)
 
 
@@ -184,28 +224,44 @@ class SegmentRow(BaseModel):
         return row
 
 
-RECORD_SCHEMA = pa.schema(
-    [
-        pa.field("record_id", pa.string(), nullable=False),
-        pa.field("conversation_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.string(), nullable=False),
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("segment_id", pa.string(), nullable=False),
-        pa.field("ordinal", pa.int32(), nullable=False),
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("text", pa.string(), nullable=False),
-        pa.field("entities", pa.list_(pa.string())),
-        pa.field("topics", pa.list_(pa.string())),
-        pa.field("time_start", pa.string()),
-        pa.field("time_end", pa.string()),
-        pa.field("time_granularity", pa.string()),
-        pa.field("time_expression", pa.string()),
-        pa.field("source_turn_ids", pa.list_(pa.string())),
-        pa.field("created_at", pa.string()),
-        pa.field("backend", pa.string()),
-        pa.field("model", pa.string()),
-    ]
-)
+# Python type of a model field -> its Arrow column type (Literal[...] of strings is a string column).
+_ARROW_TYPES: dict[Any, pa.DataType] = {str: pa.string(), int: pa.int32(), float: pa.float64(), bool: pa.bool_()}
+
+
+def _arrow_type(annotation: Any, where: str) -> pa.DataType:
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return _arrow_type(args[0], where)
+    elif origin is Annotated:
+        return _arrow_type(get_args(annotation)[0], where)
+    elif origin is Literal and all(isinstance(v, str) for v in get_args(annotation)):
+        return pa.string()
+    elif origin is list:
+        return pa.list_(_arrow_type(get_args(annotation)[0], where))
+    elif annotation in _ARROW_TYPES:
+        return _ARROW_TYPES[annotation]
+    raise TypeError(f"{where}: no Arrow column type for {annotation!r}")
+
+
+def arrow_schema(model: type[BaseModel]) -> pa.Schema:
+    """The Arrow schema of ``model``'s rows, in field order: a nested model field ``time`` becomes
+    columns ``time_<its field>`` (as :meth:`MemoryRecord.to_row` flattens it); a column is
+    non-nullable when its field is ``Annotated[..., NOT_NULL]``."""
+    fields: list[pa.Field] = []
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):  # as _nested_fields: flattened
+            fields.extend(pa.field(f"{name}_{f.name}", f.type, f.nullable) for f in arrow_schema(ann))
+            continue
+        not_null = any(m is NOT_NULL for m in info.metadata)
+        fields.append(pa.field(name, _arrow_type(ann, f"{model.__name__}.{name}"), nullable=not not_null))
+    return pa.schema(fields)
+
+
+# The store's record columns: one per MemoryRecord field (its TimeSpan as time_start ... time_expression).
+RECORD_SCHEMA = arrow_schema(MemoryRecord)
 
 NODE_SCHEMA = pa.schema(
     [

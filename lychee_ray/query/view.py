@@ -3,8 +3,9 @@
 :class:`ConversationView` is a committed conversation as plain Python/NumPy columns, the FAISS
 indexes, node key lookups and the BM25 indexes over record and turn texts (built once when the
 conversation is loaded and cached with it, query/cache.py). Items are records (``id = record_id``)
-or raw turns (``id = turn_id``), told apart by their ``kind``. The recall channels that search a
-view are in :mod:`lychee_ray.query.channels`.
+or raw turns (``id = turn_id``), told apart by their ``kind``. Every record column is available by
+name through :meth:`ConversationView.record_column` (a new record field needs nothing here). The
+recall channels that search a view are in :mod:`lychee_ray.query.channels`.
 """
 
 from __future__ import annotations
@@ -270,6 +271,19 @@ class ConversationView:
     def lagging(self) -> bool:
         """True while its records, nodes and segments are an older commit's than its turns."""
         return self.derived_from is not self.source
+
+    def record_column(self, name: str) -> list:
+        """Any :data:`~lychee_ray.core.records.RECORD_SCHEMA` column by name, as a plain list by
+        record position: the generic way query code reads a record field (the ``record_*`` fields
+        above are the ones the recall path reads on every query, prepared when the view is built).
+        Converted from the records table on first use and kept in :attr:`memo` (per-query code then
+        indexes a list); KeyError for a column the records table lacks."""
+        key = ("record_column", name)
+        col = self.memo.get(key)
+        if col is None:
+            assert self.derived_from is not None, "a view built by from_data"
+            col = self.memo[key] = self.derived_from.records.column(name).to_pylist()
+        return col
 
     @property
     def num_records(self) -> int:

@@ -221,6 +221,13 @@ def check_reply_language(output: EncodeOutput, request: EncodeRequest, share: fl
         raise AttemptError("wrong_language", problem)
 
 
+# Fields a draft and a record share, copied by name as drafted; the ones finalise_records
+# normalises itself are set explicitly there. A new record field the encoder fills is a field of
+# both models and needs nothing here.
+_NORMALISED_FIELDS = frozenset({"type", "text", "entities", "topics", "time"})
+_COPIED_FIELDS = tuple(n for n in RecordDraft.model_fields if n in MemoryRecord.model_fields and n not in _NORMALISED_FIELDS)
+
+
 def finalise_records(
     output: EncodeOutput, request: EncodeRequest, backend: str, model: str, resolve_time: TimeResolver | None = None
 ) -> tuple[list[MemoryRecord], list[str]]:
@@ -231,7 +238,8 @@ def finalise_records(
       segment's turns as its source (the content came from this segment);
     - empty texts are dropped; identical (type, text) drafts are merged;
     - times are normalised with ``resolve_time(draft, request_turns)`` when given
-      (:func:`~lychee_ray.text.time.normalise.make_resolver`), else copied from the draft as written.
+      (:func:`~lychee_ray.text.time.normalise.make_resolver`), else copied from the draft as written;
+    - any other field the draft and the record share is copied as drafted (by name).
     """
     problems: list[str] = []
     by_index = {t.index: t for t in request.turns}
@@ -275,6 +283,7 @@ def finalise_records(
                 created_at=turns[0].session_date,
                 backend=backend,
                 model=model,
+                **{name: getattr(d, name) for name in _COPIED_FIELDS},
             )
         )
     return records, problems

@@ -8,10 +8,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, EncodeResult, check_reply_language, merge_to_summary
+from lychee_ray.build.encode.base import (
+    EncodeOutput,
+    EncodeRequest,
+    EncodeResult,
+    RecordDraft,
+    check_reply_language,
+    merge_to_summary,
+)
 from lychee_ray.config import EncoderConfig, TokenizerConfig
 from lychee_ray.core.records import RECORD_TYPES
 from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
+
+# How the prompt explains each RecordDraft field, where it says more than the field's description in
+# the JSON schema; a field not listed here is explained by its Field(description=...) (draft_fields).
+FIELD_NOTES = {
+    "type": f"""one of {", ".join(RECORD_TYPES)}
+  (fact = stable information; preference = likes/dislikes/opinions; event = something that happened or is
+  planned, with its time; constraint = a rule, limit or requirement; procedure = how something is done;
+  failure_pattern = what went wrong and why; tool_affordance = what a tool or resource can do)""",
+    "text": "the standalone sentence",
+    "entities": "people, places, organisations, objects named in it",
+    "topics": "1-4 short lowercase keywords",
+    "time": """start and end as YYYY-MM-DD (same day for a single day; first and last day for a month or year)
+  or null when the record has no time; expression = the original time words or null""",
+    "source_turns": "the [index] numbers of the turns the record comes from",
+}
+
+
+def draft_fields() -> str:
+    """The prompt's "Fields:" list: one line per :class:`RecordDraft` field, in its order, with its
+    :data:`FIELD_NOTES` entry or else its ``Field(description=...)``."""
+    lines = []
+    for name, info in RecordDraft.model_fields.items():
+        note = FIELD_NOTES.get(name, info.description)
+        lines.append(f"- {name}: {note}" if note else f"- {name}")
+    return ";\n".join(lines) + "."
+
 
 INSTRUCTIONS = f"""You write long-term memory records for a conversational agent.
 You receive one segment of a conversation (consecutive turns on one topic), the date of its session, and
@@ -25,16 +58,7 @@ Each record is ONE standalone sentence that can be understood with no other cont
 - one fact per record; skip greetings and small talk; do not invent anything;
 - write in the language of the segment's turns (do not translate).
 Fields:
-- type: one of {", ".join(RECORD_TYPES)}
-  (fact = stable information; preference = likes/dislikes/opinions; event = something that happened or is
-  planned, with its time; constraint = a rule, limit or requirement; procedure = how something is done;
-  failure_pattern = what went wrong and why; tool_affordance = what a tool or resource can do);
-- text: the standalone sentence;
-- entities: people, places, organisations, objects named in it;
-- topics: 1-4 short lowercase keywords;
-- time: start and end as YYYY-MM-DD (same day for a single day; first and last day for a month or year)
-  or null when the record has no time; expression = the original time words or null;
-- source_turns: the [index] numbers of the turns the record comes from.
+{draft_fields()}
 resolution_state: a short note of who or what the pronouns and aliases of this conversation refer to
 (e.g. "I = Caroline; you = Melanie; 'the shelter' = Hope Animal Shelter"), for the next segment.
 """

@@ -10,11 +10,12 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from lychee_ray.io.store.fs import StorePath, parquet_writer, read_parquet, replace, temp_sibling
+from lychee_ray.io.store.fs import StorePath, parquet_writer, replace, temp_sibling
 from lychee_ray.io.store.layout import StoreLayout, as_layout
 from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.marker import CommitMarker, TableLocation
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
+from lychee_ray.io.store.reader import read_base_part
 
 T = TypeVar("T")
 
@@ -70,7 +71,7 @@ def compact(root: str | Path | StorePath | StoreLayout, conversations_per_file: 
 def _read(layout: StoreLayout, table: str, marker: CommitMarker) -> pa.Table | None:
     """A conversation's own part of ``table`` (None: gone, a newer generation replaced it)."""
     try:
-        return read_parquet(layout.marker_part_path(table, marker))
+        return read_base_part(layout, table, marker)  # (a part older than a column: the column as nulls)
     except FileNotFoundError:
         return None
 

@@ -39,12 +39,50 @@ def read_part(root: str | Path | StorePath | StoreLayout, table: str, marker: Co
 
 def read_base_part(root: str | Path | StorePath | StoreLayout, table: str, marker: CommitMarker,
                    columns: list[str] | None = None) -> pa.Table:
-    """The base generation's rows of ``table``: its own part, or its row group in a compacted file."""
+    """The base generation's rows of ``table``: its own part, or its row group in a compacted file
+    (:func:`conform_part`: with the columns it predates as nulls)."""
     layout = as_layout(root)
     loc = marker.location.get(table)
     if loc is None:
-        return read_parquet(layout.marker_part_path(table, marker), columns=columns)
-    return parquet_file(layout.table_dir(table) / loc.file).read_row_group(loc.row_group, columns=columns)
+        path = layout.marker_part_path(table, marker)
+        try:
+            part = read_parquet(path, columns=columns)
+        except pa.ArrowInvalid:
+            if columns is None:
+                raise
+            part = read_parquet(path)  # a column asked for that the part predates: filled below
+    else:  # (a row group read skips asked-for columns it lacks)
+        part = parquet_file(layout.table_dir(table) / loc.file).read_row_group(loc.row_group, columns=columns)
+    return conform_part(table, part, columns)
+
+
+def conform_part(table: str, part: pa.Table, columns: list[str] | None = None) -> pa.Table:
+    """A stored part of ``table`` with the nullable columns of the table's schema (io/store/tables.py)
+    it lacks added as nulls, in schema order: a part written before a column existed (a new record
+    field) reads like one written after, so merging deltas, appends and compaction see one schema.
+    The one place parts are brought up to the current schema (every part is read through
+    :func:`read_base_part` or :func:`read_delta`). ``columns``: only these (in this order). A part
+    that lacks nothing is returned as it is."""
+    schema = table_spec(table).schema
+    have = set(part.column_names)
+    if schema is None or all(f.name in have or not f.nullable or (columns is not None and f.name not in columns)
+                             for f in schema):
+        return part
+    fields, arrays = [], []
+    for f in schema:
+        if f.name in have:
+            fields.append(part.schema.field(f.name))
+            arrays.append(part.column(f.name))
+        elif f.nullable:
+            fields.append(f)
+            arrays.append(pa.chunked_array([pa.nulls(part.num_rows, f.type)], type=f.type))
+    known = set(schema.names)
+    for f in part.schema:  # columns the schema no longer has stay, after its own
+        if f.name not in known:
+            fields.append(f)
+            arrays.append(part.column(f.name))
+    full = pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=part.schema.metadata))
+    return full if columns is None else full.select(columns)
 
 
 def read_segstate(root: str | Path | StorePath | StoreLayout, marker: CommitMarker) -> dict[str, Any] | None:
@@ -224,7 +262,7 @@ def read_delta(layout: StoreLayout, key: str, generation: str, names: Iterable[s
         if not n_rows and not deletes:
             continue
         spec = table_spec(name)
-        upserts = read_parquet(layout.part_path(name, key, generation)) if n_rows else (
+        upserts = conform_part(name, read_parquet(layout.part_path(name, key, generation))) if n_rows else (
             spec.schema.empty_table() if spec.schema is not None else pa.table({}))
         vecs = None
         if vectors and spec.index is not None and n_rows:
