@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from lychee_ray.config import NodesConfig
 from lychee_ray.core.keys import normalise_key
-from lychee_ray.core.records import EvidenceNode, MemoryRecord
+from lychee_ray.core.records import EvidenceNode, MemoryRecord, NodeKind
 from lychee_ray.text.dates import iso_day
 
 
@@ -38,7 +38,7 @@ def time_keys(rec: MemoryRecord, max_days: int) -> list[tuple[str, str]]:
 class _NodeAcc:
     """Accumulates one node's record ids (deduplicated, capped) and its most common surface form."""
 
-    def __init__(self, kind: str, key: str) -> None:
+    def __init__(self, kind: NodeKind, key: str) -> None:
         self.kind, self.key = kind, key
         self.record_ids: list[str] = []
         self._ids: set[str] = set()
@@ -93,9 +93,9 @@ def build_nodes(
         return []
     cid, uid = records[0].conversation_id, records[0].user_id
     cap = cfg.max_records_per_node
-    acc: dict[tuple[str, str], _NodeAcc] = {}
+    acc: dict[tuple[NodeKind, str], _NodeAcc] = {}
 
-    def add(kind: str, key: str, display: str, rid: str) -> None:
+    def add(kind: NodeKind, key: str, display: str, rid: str) -> None:
         if key:
             a = acc.get((kind, key))
             if a is None:  # (not setdefault: that builds a throwaway accumulator on every call)
@@ -133,7 +133,7 @@ def build_nodes(
     nodes = [
         EvidenceNode(
             node_id=EvidenceNode.make_id(cid, a.kind, a.key),
-            conversation_id=cid, user_id=uid, kind=a.kind, key=a.key,  # type: ignore[arg-type]
+            conversation_id=cid, user_id=uid, kind=a.kind, key=a.key,
             text=a.display(), record_ids=a.record_ids,
         )
         for a in acc.values()

@@ -147,7 +147,8 @@ async def encode_segments(
         memory.accept(records)  # an incremental build continues after the stored segments (docs/incremental.md)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
-        base = dict(
+        # the fields every row of this segment shares (values of several types: SegmentRow checks them)
+        base: dict[str, Any] = dict(
             conversation_id=conv.conversation_id, segment_id=sid, index=seg.segment_index,
             session_ids=[seg.session_id], turn_ids=seg.turn_ids, num_tokens=seg.tokens, close_reason=seg.reason,
             backend=ctx.encoder.backend, model=ctx.encoder.model,
@@ -256,6 +257,8 @@ class PendingArtifacts:
     def complete(self, fresh: np.ndarray) -> ConversationArtifacts:
         """The artifacts with the vectors of ``plan.texts`` (in order) and the known ones."""
         dim = self.artifacts.info.embedding_dim
+        if dim is None:  # always set by a build (None only in old markers); the error reshape(-1, None) raised
+            raise TypeError("the artifacts carry no embedding dimension")
         vecs = self.plan.vectors(fresh, dim)
         self.artifacts.record_vectors = vecs[: self.plan.num_records]
         self.artifacts.node_vectors = vecs[self.plan.num_records:]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, create_model
 
@@ -63,14 +63,21 @@ class RecallConfig(Section):
 # Multiplier on each recall channel's RRF contribution (1 = plain RRF), one key per channel. The keys
 # are those of query.fusion.weights in configs/default.yaml: a channel's weight default is where it
 # becomes a configuration key, and the channel registry (lychee_ray/query/channels) checks that
-# every registered channel has one and every key a channel.
-ChannelWeights = create_model(
-    "ChannelWeights",
-    __base__=Section,
-    __doc__="Multiplier on each recall channel's RRF contribution (1 = plain RRF).",
-    __module__=__name__,
-    **{name: (float, Field(ge=0)) for name in packaged_default("query", "fusion", "weights")},
-)
+# every registered channel has one and every key a channel. The class is built at runtime from those
+# keys; the checker, which cannot see them, gets a plain section under the same name.
+_WEIGHT_FIELDS: dict[str, Any] = {
+    name: (float, Field(ge=0)) for name in packaged_default("query", "fusion", "weights")}
+if TYPE_CHECKING:
+    class ChannelWeights(Section):
+        """The checker's view: a section whose keys (channel names) are known only at runtime."""
+else:
+    ChannelWeights = create_model(
+        "ChannelWeights",
+        __base__=Section,
+        __doc__="Multiplier on each recall channel's RRF contribution (1 = plain RRF).",
+        __module__=__name__,
+        **_WEIGHT_FIELDS,
+    )
 
 
 class FusionConfig(Section):

@@ -26,7 +26,11 @@ class Embedder(Protocol):
     """Anything that maps texts to unit vectors."""
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """The vectors' width (read-only: the remote embedder learns it from its first reply)."""
+        ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Return an ``(len(texts), dim)`` float32 array of L2-normalised rows."""

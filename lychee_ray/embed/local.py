@@ -45,7 +45,10 @@ class LocalEmbedder:
         self.name = cfg.model or DEFAULT_MODEL_NAME
         self._model = SentenceTransformer(path, device=cfg.device, local_files_only=True)
         dim_fn = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self.dim = int(dim_fn())
+        dim = dim_fn()
+        if dim is None:  # (the same error kind int(None) raised)
+            raise TypeError(f"embedding model {path!r} reports no embedding dimension")
+        self.dim = int(dim)
         self._batch = cfg.batch_size
         self._lock = threading.Lock()  # torch modules are not safe to call from many threads at once
         self.texts_embedded = 0

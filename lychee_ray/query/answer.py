@@ -118,7 +118,8 @@ class RulesAnswerer:
         prompt = prompt_tokens_estimate(answer_messages(question, question_date, context), AnswerReply, self.encoding)
         shown = [e.id for e in evidence]
         q = set(lexical_terms(question))
-        scored: list[tuple[float, float, int, str]] = []
+        # (overlap, is a record, score, -position, sentence): sorted best first
+        scored: list[tuple[int, bool, float, int, str]] = []
         for i, e in enumerate(evidence):
             for s in rough_sentences(e.text):
                 s = s.strip()

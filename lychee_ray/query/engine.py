@@ -28,6 +28,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from collections.abc import Callable, Iterable, Sequence
@@ -37,7 +38,7 @@ import numpy as np
 from lychee_ray.config import LycheeConfig, QueryConfig, load_config
 from lychee_ray.embed import Embedder, get_embedder
 from lychee_ray.io.store import MemoryStoreReader
-from lychee_ray.io.store.fs import store_root
+from lychee_ray.io.store.fs import StorePath, store_root
 from lychee_ray.llm.backend import make_llm_client, resolve_backend
 from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
@@ -74,7 +75,7 @@ class QueryEngine:
 
     def __init__(
         self,
-        root: str | Path,
+        root: str | Path | StorePath,
         config: LycheeConfig | None = None,
         *,
         embedder: Embedder | None = None,
@@ -109,7 +110,7 @@ class QueryEngine:
         faiss.omp_set_num_threads(self.qcfg.recall.faiss_threads)  # latency path: no OpenMP fan-out
 
     @classmethod
-    def open(cls: type[E], path: str | Path, config: LycheeConfig | None = None, **kwargs: Any) -> E:
+    def open(cls: type[E], path: str | Path | StorePath, config: LycheeConfig | None = None, **kwargs: Any) -> E:
         """Open a store directory written by ``lychee-ray build`` (see the class's keyword arguments)."""
         return cls(path, config, **kwargs)
 
@@ -354,7 +355,7 @@ class QueryEngine:
                 view, idents)) for ch in RECALL_CHANNELS]
 
         return [
-            (lambda cid=cid, view=view, ri=ri, route=route, qv=qv: route_task(cid, view, ri, route, qv))
+            partial(route_task, cid, view, ri, route, qv)
             for cid, view in views.items()
             for ri, (route, qv) in enumerate(zip(routes, qvecs, strict=False))
         ]

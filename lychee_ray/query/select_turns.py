@@ -29,6 +29,7 @@ import numpy as np
 from lychee_ray.config import SelectConfig
 from lychee_ray.query.evidence import Evidence, Selection, fmt_day, turn_line_tokens
 from lychee_ray.query.fuse import FusedItem, ItemKey
+from lychee_ray.query.hits import ItemKind
 from lychee_ray.query.mmr import Placed, greedy_mmr
 from lychee_ray.query.view import ConversationView
 from lychee_ray.query.windows import (
@@ -57,7 +58,7 @@ class _Candidate:
     """A turn (shown whole, or through a stand-in record) or a record shown on its own."""
 
     conversation_id: str
-    kind: str  # "turn" | "record"
+    kind: ItemKind
     pos: int
     score: float = 0.0
     channels: set[str] = field(default_factory=set)
@@ -94,7 +95,7 @@ def _candidates(pool: Sequence[FusedItem], rel: np.ndarray, views: dict[str, Con
     cands: dict[tuple[str, str, int], _Candidate] = {}
     pooled_records: dict[tuple[str, int], list[int]] = {}
 
-    def add(cid: str, kind: str, p: int, it: FusedItem, score: float, record: int | None = None) -> None:
+    def add(cid: str, kind: ItemKind, p: int, it: FusedItem, score: float, record: int | None = None) -> None:
         c = cands.get((cid, kind, p))
         if c is None:
             c = cands[(cid, kind, p)] = _Candidate(cid, kind, p, first_seen=len(cands))

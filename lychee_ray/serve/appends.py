@@ -248,7 +248,7 @@ class Appender:
     (tests), else :func:`build_embedder` loads the configured one on the first append.
     """
 
-    def __init__(self, root: str | Path, config: LycheeConfig, store: QueryEngine, embedder: Embedder | None = None) -> None:
+    def __init__(self, root: str | Path | StorePath, config: LycheeConfig, store: QueryEngine, embedder: Embedder | None = None) -> None:
         self.root = store_root(root, config.store)  # a remote root carries the config's store settings
         self.layout = StoreLayout(self.root, config.store)
         self.config = config

@@ -14,14 +14,14 @@ from collections.abc import Iterable
 from lychee_ray.build.nodes import _event_frames, time_keys
 from lychee_ray.config import NodesConfig
 from lychee_ray.core.keys import normalise_key
-from lychee_ray.core.records import EvidenceNode, MemoryRecord
+from lychee_ray.core.records import EvidenceNode, MemoryRecord, NodeKind
 
-Key = tuple[str, str]  # (kind, key)
+Key = tuple[NodeKind, str]  # (kind, key)
 
 
-def record_keys(r: MemoryRecord, cfg: NodesConfig) -> list[tuple[str, str, str]]:
+def record_keys(r: MemoryRecord, cfg: NodesConfig) -> list[tuple[NodeKind, str, str]]:
     """(kind, key, display) of every node a record adds to, in the order ``build_nodes`` adds them."""
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[NodeKind, str, str]] = []
     ents = [(normalise_key(e), e) for e in r.entities]
     tops = [(normalise_key(t), t) for t in r.topics]
     out += [("entity", k, e) for k, e in ents]
@@ -74,7 +74,7 @@ class NodeIndex:
     def __init__(self, conversation_id: str, user_id: str, cfg: NodesConfig) -> None:
         self.cid, self.uid, self.cfg = conversation_id, user_id, cfg
         self._acc: dict[Key, _KeyState] = {}  # key -> its contributions, in record order
-        self._keys: dict[str, list[tuple[str, str, str]]] = {}  # record id -> its (kind, key, display)
+        self._keys: dict[str, list[tuple[NodeKind, str, str]]] = {}  # record id -> its (kind, key, display)
         self._order: list[str] = []  # record ids in conversation order
         self._by_segment: dict[str, list[MemoryRecord]] = {}
         self._segment_of: dict[str, str] = {}  # record id -> its segment
@@ -171,7 +171,7 @@ class NodeIndex:
             return None
         kind, key = k
         return EvidenceNode(node_id=EvidenceNode.make_id(self.cid, kind, key), conversation_id=self.cid,
-                            user_id=self.uid, kind=kind, key=key,  # type: ignore[arg-type]
+                            user_id=self.uid, kind=kind, key=key,
                             text=acc.display(), record_ids=list(acc.ids))
 
     def _segment_frames(self, recs: list[MemoryRecord]) -> list[EvidenceNode]:

@@ -94,7 +94,7 @@ def convert_conversation(obj: dict[str, Any], file: str, line: int) -> AdapterIt
                 thinking.append(str(b.get("thinking") or b.get("data") or ""))
             else:
                 texts.append(b)
-        text = content_text(texts, f"{where}.content", warnings) if texts else ""
+        text = (content_text(texts, f"{where}.content", warnings) or "") if texts else ""  # (a list: never None)
         if calls or text.strip() or not results:  # (a message of tool results only is those turns)
             turn: dict[str, Any] = {"turn_id": tid, "role": role, "content": text}
             if calls:

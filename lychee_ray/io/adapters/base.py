@@ -126,7 +126,7 @@ def open_input(path: str | Path) -> BinaryIO:
     if is_uri(path):
         filesystem, inner = fs.FileSystem.from_uri(str(path))
         # random access (Parquet needs it) behind a buffered reader (line iteration for JSONL)
-        return io.BufferedReader(filesystem.open_input_file(inner))  # type: ignore[arg-type]
+        return io.BufferedReader(filesystem.open_input_file(inner))
     return open(path, "rb")
 
 

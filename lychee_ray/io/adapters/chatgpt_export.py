@@ -114,21 +114,24 @@ def convert_conversation(obj: dict[str, Any], file: str, line: int) -> AdapterIt
         if not isinstance(m, dict):
             continue
         where = f"mapping.{node_id}"
-        author = m.get("author") if isinstance(m.get("author"), dict) else {}
+        raw_author = m.get("author")
+        author: dict[str, Any] = raw_author if isinstance(raw_author, dict) else {}
         raw_role = author.get("role")
         role = MESSAGE_ROLES.get(raw_role, raw_role) if isinstance(raw_role, str) else raw_role
         text = message_text(m.get("content"), f"{where}.content", warnings)
         recipient = m.get("recipient")
-        to_tool = role == "assistant" and isinstance(recipient, str) and recipient not in ("all", "")
-        if not text.strip() and not to_tool:
+        # the tool an assistant message is addressed to (None: not a tool call)
+        to_tool = recipient if role == "assistant" and isinstance(recipient, str) and recipient not in ("all", "") \
+            else None
+        if not text.strip() and to_tool is None:
             empty += 1
             continue
         tid = str(m.get("id") or node_id)
         turn: dict[str, Any] = {"turn_id": tid, "role": role, "content": text}
-        if to_tool:
+        if to_tool is not None:
             turn["content"] = ""
-            turn["tool_calls"] = [{"call_id": tid, "name": recipient, "arguments": text}]
-            linker.call(tid, tid, recipient)
+            turn["tool_calls"] = [{"call_id": tid, "name": to_tool, "arguments": text}]
+            linker.call(tid, tid, to_tool)
         elif role == "tool":
             name = author.get("name") if isinstance(author.get("name"), str) else None
             call_id, tool = linker.result(tid, None, name)
@@ -137,7 +140,8 @@ def convert_conversation(obj: dict[str, Any], file: str, line: int) -> AdapterIt
             turn["speaker"] = author["name"]
         if m.get("create_time") is not None:
             turn["timestamp"] = epoch_iso(m["create_time"])
-        content = m.get("content") if isinstance(m.get("content"), dict) else {}
+        raw_content = m.get("content")
+        content: dict[str, Any] = raw_content if isinstance(raw_content, dict) else {}
         if content.get("content_type") == "system_error":
             turn["meta"] = {"is_error": True}
         turns.append(turn)

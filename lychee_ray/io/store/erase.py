@@ -48,6 +48,7 @@ from lychee_ray.io.store.fs import (
     read_parquet,
     remove_tree,
     replace,
+    sorted_entries,
     temp_sibling,
     tree_size,
     write_parquet,
@@ -139,7 +140,8 @@ def erase_user(root: str | Path | StorePath | StoreLayout, user_id: str) -> Eras
 def _open(root: str | Path | StorePath | StoreLayout) -> StoreLayout:
     layout = as_layout(root)
     if not layout.is_store():
-        raise NotAStoreError(root)
+        # (a layout's own root names it: str() of a layout object is not a path)
+        raise NotAStoreError(root.root if isinstance(root, StoreLayout) else root)
     return layout
 
 
@@ -232,7 +234,7 @@ def _rewrite_compacted(layout: StoreLayout, journals: list[dict[str, Any]], ids:
     for table in table_names():
         drop = {(loc["file"], int(loc["row_group"])) for j in journals
                 for t, loc in j["location"].items() if t == table and isinstance(loc, dict)}
-        for f in sorted(layout.table_dir(table).glob("compact-*.parquet")):
+        for f in sorted_entries(layout.table_dir(table), "compact-*.parquet"):
             pf = parquet_file(f)
             match_rows = "conversation_id" in pf.schema_arrow.names and len(id_set) > 0
             keep: list[tuple[int, pa.Table | None]] = []  # (old row group, filtered rows | None = as is)
@@ -308,7 +310,7 @@ def _rewrite_errors(layout: StoreLayout, ids: set[str], tally: _Tally) -> None:
     if not ids or not layout.errors_dir.is_dir():
         return
     id_set = pa.array(sorted(ids), pa.string())
-    for f in sorted(layout.errors_dir.glob("*.parquet")):
+    for f in sorted_entries(layout.errors_dir, "*.parquet"):
         t = read_parquet(f)
         if "conversation_id" not in t.column_names:
             continue

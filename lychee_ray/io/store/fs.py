@@ -160,6 +160,10 @@ class StorePath:
     def suffix(self) -> str:
         return posixpath.splitext(self.name)[1]
 
+    @property
+    def stem(self) -> str:
+        return posixpath.splitext(self.name)[0]
+
     def with_name(self, name: str) -> StorePath:
         return self.parent / name
 
@@ -295,17 +299,22 @@ class StorePath:
 AnyPath = Path | StorePath
 
 
+def _local_root(root: str | Path) -> Path:
+    """The ``Path`` of a root that is not remote (``file://`` URIs are local paths)."""
+    if isinstance(root, Path):
+        return root
+    s = str(root)
+    return Path(urlsplit(s).path) if s.startswith("file://") else Path(s)
+
+
 def store_root(root: str | Path | StorePath, settings: StoreConfig | None = None) -> AnyPath:
     """The path object of a store root: :class:`StorePath` for a remote URI (carrying ``settings``,
     or the ones it already has, or the packaged defaults), ``Path`` otherwise."""
     if isinstance(root, StorePath):
         return root if settings is None else root.with_settings(settings)
-    if isinstance(root, Path):
-        return root
-    s = str(root)
-    if s.startswith("file://"):
-        return Path(urlsplit(s).path)
-    return StorePath.from_uri(s, settings) if is_remote(s) else Path(s)
+    if not isinstance(root, Path) and is_remote(root):
+        return StorePath.from_uri(str(root), settings)
+    return _local_root(root)
 
 
 def root_string(root: str | Path | StorePath) -> str:
@@ -315,7 +324,17 @@ def root_string(root: str | Path | StorePath) -> str:
         return root.uri(with_query=True)
     if is_remote(root):
         return str(root)
-    return str(store_root(root).resolve())  # type: ignore[union-attr]
+    return str(_local_root(root).resolve())
+
+
+def sorted_entries(path: AnyPath, pattern: str | None = None) -> list[AnyPath]:
+    """The paths directly below ``path`` (``pattern`` None) or matching the glob ``pattern`` below
+    it, sorted; either kind of path (each kind sorts among its own: a listing never mixes them)."""
+    if isinstance(path, StorePath):
+        remote = path.iterdir() if pattern is None else path.glob(pattern)
+        return [*sorted(remote)]
+    local = path.iterdir() if pattern is None else path.glob(pattern)
+    return [*sorted(local)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -381,7 +400,9 @@ def replace(tmp: AnyPath, path: AnyPath) -> None:
     if tmp == path:
         return
     if isinstance(path, StorePath):  # not reached with temp_sibling; a copy is the best an object store can do
-        path.fs.move(tmp.path, path.path)  # type: ignore[union-attr]
+        if not isinstance(tmp, StorePath):
+            raise TypeError(f"{tmp} and {path} are not in one filesystem")
+        path.fs.move(tmp.path, path.path)
         return
     import os
 
@@ -439,4 +460,4 @@ def listing_state(path: AnyPath) -> float:
 
 __all__ = ["AnyPath", "StorePath", "StoreStat", "create_exclusive", "default_settings", "display_uri", "is_remote",
            "listing_state", "parquet_file", "parquet_writer", "read_parquet", "remove_tree", "replace", "root_string",
-           "store_root", "temp_sibling", "tree_size", "write_parquet"]
+           "sorted_entries", "store_root", "temp_sibling", "tree_size", "write_parquet"]

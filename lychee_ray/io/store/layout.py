@@ -53,7 +53,8 @@ from lychee_ray.config.store import StoreConfig
 from lychee_ray.io.store.lease import check_held
 from lychee_ray.io.store.marker import CommitMarker, MarkerError
 from lychee_ray.io.store.tables import table_names
-from lychee_ray.io.store.fs import AnyPath, StorePath, default_settings, display_uri, listing_state, store_root
+from lychee_ray.io.store.fs import (
+    AnyPath, StorePath, default_settings, display_uri, listing_state, sorted_entries, store_root)
 
 # 2: one path scheme (every marker names a generation), typed markers with a version (issue 30)
 STORE_VERSION = 2
@@ -245,7 +246,7 @@ class StoreLayout:
                     add(gen, f)
         idx = self.index_dir(key)
         if idx.is_dir():
-            for f in sorted(idx.iterdir()):
+            for f in sorted_entries(idx):
                 add(f.name if f.is_dir() and _GENERATION.fullmatch(f.name) else None, f)
         return out
 
@@ -326,9 +327,9 @@ class StoreLayout:
         """Publish ``marker`` (one atomic write; the caller holds the conversation's write lock). On
         an object store the caller's lease is checked first (:func:`~.lease.check_held`): a writer
         whose lease may have expired raises :class:`~.lease.LeaseLost` and publishes nothing."""
-        path = self.marker_path(marker.key)
-        if isinstance(path, StorePath):
-            check_held(self.write_lock_path(marker.key))
+        path, lock = self.marker_path(marker.key), self.write_lock_path(marker.key)
+        if isinstance(lock, StorePath):  # a remote store (the marker and its lock share the root)
+            check_held(lock)
         atomic_write_text(path, marker.to_json())
 
     def iter_markers(self) -> Iterator[CommitMarker]:

@@ -45,10 +45,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, overload
 from collections.abc import Callable, Iterator
 
-from lychee_ray.io.store.fs import AnyPath, StorePath
+from lychee_ray.io.store.fs import AnyPath, StorePath, sorted_entries
 from lychee_ray.io.store.layout import StoreLayout, as_layout, conversation_key
 from lychee_ray.io.store.lease import Lease, acquire_lease
 
@@ -95,6 +95,11 @@ def _layout(root: str | Path | StorePath | StoreLayout) -> StoreLayout:
     return as_layout(root)
 
 
+# a blocking call never returns None (the checker needs no assert at each caller)
+@overload
+def flock_path(path: AnyPath, *, blocking: Literal[True] = ...) -> LockHandle: ...
+@overload
+def flock_path(path: AnyPath, *, blocking: bool) -> LockHandle | None: ...
 def flock_path(path: AnyPath, *, blocking: bool = True) -> LockHandle | None:
     """Hold an exclusive ``flock`` on ``path`` (created when missing); returns its descriptor (a
     lease on an object store), or None when ``blocking`` is False and another holder has it.
@@ -153,6 +158,7 @@ def write_lock(root: str | Path | StoreLayout, conversation_id: str, timeout_s: 
     key = conversation_key(conversation_id)
     path = layout.write_lock_path(key) if which == "write" else layout.encode_lock_path(key)
     t0 = time.monotonic()
+    fd: LockHandle | None
     if timeout_s is None:
         fd = flock_path(path)
     else:
@@ -220,7 +226,7 @@ def pending_erasures(root: str | Path | StoreLayout) -> list[dict[str, Any]]:
     layout = _layout(root)
     if not layout.locks_dir.is_dir():
         return []
-    found = (read_journal(p) for p in sorted(layout.locks_dir.iterdir()) if p.name.endswith(".deleting"))
+    found = (read_journal(p) for p in sorted_entries(layout.locks_dir) if p.name.endswith(".deleting"))
     return [j for j in found if j is not None]
 
 

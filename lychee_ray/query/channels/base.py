@@ -21,11 +21,18 @@ from lychee_ray.query.view import ConversationView
 class RecallChannel(Protocol):
     """One recall channel; registered in :mod:`lychee_ray.query.channels`."""
 
-    # its ranked lists' channel name, and its key under query.fusion.weights
-    name: str
-    # the query.recall keys that bound its depth (all 0 = the channel is off: evaluation variants
-    # switch channels off by them)
-    depth_keys: tuple[str, ...]
+    # read-only properties: the channels are frozen dataclasses (a plain attribute here would ask
+    # for a settable one)
+    @property
+    def name(self) -> str:
+        """Its ranked lists' channel name, and its key under query.fusion.weights."""
+        ...
+
+    @property
+    def depth_keys(self) -> tuple[str, ...]:
+        """The query.recall keys that bound its depth (all 0 = the channel is off: evaluation
+        variants switch channels off by them)."""
+        ...
 
     def recall(self, view: ConversationView, route: Route, qvecs: np.ndarray, cfg: RecallConfig) -> list[Hit]:
         """The route's items in this channel, best first (an empty list when it does not apply)."""

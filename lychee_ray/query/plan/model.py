@@ -53,8 +53,8 @@ class RecentTurn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    role: str = Field("user", max_length=32, description="user / assistant / tool / system")
-    speaker: str = Field("", max_length=200, description="display name (default: the role)")
+    role: str = Field(default="user", max_length=32, description="user / assistant / tool / system")
+    speaker: str = Field(default="", max_length=200, description="display name (default: the role)")
     content: str = Field(description="the turn's text")
 
     def line(self) -> str:

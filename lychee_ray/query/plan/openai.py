@@ -95,7 +95,7 @@ class OpenAIPlanner:
             texts = [t.strip() for t in d.search_texts if t and t.strip()][: self.cfg.max_search_texts]
             if not texts:
                 continue
-            types = [t for t in dict.fromkeys(normalise_type(x) for x in d.record_types) if t]
+            types: list[str] = [t for t in dict.fromkeys(normalise_type(x) for x in d.record_types) if t]
             routes.append(
                 Route(
                     goal=texts[0], search_texts=texts,

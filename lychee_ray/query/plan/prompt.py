@@ -36,8 +36,8 @@ def parse_time_text(text: str | None) -> TimeDraft | None:
     if not t or t.lower() in ("null", "none"):
         return None
     if TIME_RANGE_SEP in t:
-        a, _, b = t.partition(TIME_RANGE_SEP)
-        a, b = a.strip() or None, b.strip() or None
+        head, _, tail = t.partition(TIME_RANGE_SEP)
+        a, b = head.strip() or None, tail.strip() or None
         return TimeDraft(start=a, end=b) if (a or b) else None
     if t[:4].isdigit():
         return TimeDraft(start=t, end=t)
