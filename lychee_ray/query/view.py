@@ -208,7 +208,7 @@ class ConversationView:
             times.append(t)
             a, b = day_ordinal(s), day_ordinal(e)
             a, b = (a if a is not None else b), (b if b is not None else a)
-            spans.append(None if a is None else (min(a, b), max(a, b)))
+            spans.append(None if a is None or b is None else (min(a, b), max(a, b)))
         seg_of: dict[str, int] = {}
         for idx, tids in paced(zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist(), strict=False), pause):
             for t in tids or []:
@@ -231,9 +231,12 @@ class ConversationView:
         entities = {key: (text, len(node_records[i])) for i, (k, key, text) in enumerate(zip(nod["kind"], nod["key"], nod["text"], strict=False)) if k == "entity"}
         topics = {key for k, key in zip(nod["kind"], nod["key"], strict=False) if k == "topic"}
         rec_text = [str(t) for t in rec["text"]]
+        rec_kind: ItemKind = "record"
+        turn_kind: ItemKind = "turn"
+        kinds = [rec_kind] * n_rec + [turn_kind] * n_turn
         bm25 = BM25Index(
             rec_text + tc.lines,
-            ["record"] * n_rec + ["turn"] * n_turn,
+            kinds,
             list(rec["record_id"]) + tc.ids,
             bm25_k1, bm25_b,
             tokens=[doc_terms(t) for t in paced(rec_text, pause)] + tc.tokens, pause=pause,

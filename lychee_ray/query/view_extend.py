@@ -96,7 +96,7 @@ def extend_with_turns(view: ConversationView, data: ConversationData, committed_
         turn_said=np.concatenate([view.turn_said, tc.said]),
         # values derived per record / turn position: the old positions keep their meaning
         memo=dict(view.memo),
-        nbytes=view_nbytes(data) + (0 if exact else view_nbytes(view.derived_from)),  # type: ignore[arg-type]
+        nbytes=view_nbytes(data) + (0 if exact else view_nbytes(view.derived_from)),  # type: ignore[arg-type]  # not exact: derived_from is set
         source=data,
         derived_from=data if exact else view.derived_from,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,7 +42,7 @@ def compact(root: str | Path | StorePath | StoreLayout, conversations_per_file: 
             for start in range(0, len(todo), conversations_per_file):
                 chunk, parts = [], []
                 group = todo[start : start + conversations_per_file]
-                for m, part in zip(group, _map(layout, lambda m, table=table: _read(layout, table, m), group), strict=False):
+                for m, part in zip(group, _map(layout, functools.partial(_read, layout, table), group), strict=False):
                     if part is None:  # an append committed a newer generation meanwhile: next time
                         merged[table] -= 1
                     else:

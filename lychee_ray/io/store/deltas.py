@@ -144,7 +144,7 @@ def _stack(a: TableVectors | None, b: TableVectors | None, offset: int) -> Table
     """Vectors of ``concat(table_a, table_b)`` (``b``'s rows shifted by ``offset``)."""
     if a is None and b is None:
         return None
-    dim = (a.vectors.shape[1] if a is not None else b.vectors.shape[1])  # type: ignore[union-attr]
+    dim = a.vectors.shape[1] if a is not None else b.vectors.shape[1] if b is not None else 0
     a = a or TableVectors.empty(dim)
     b = b or TableVectors.empty(dim)
     return TableVectors(np.concatenate([a.rows, b.rows + offset]).astype(np.int64),

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from lychee_ray.core.records import ERROR_SCHEMA
-from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet
+from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet, sorted_entries
 from lychee_ray.io.store.artifacts import TableDelta, TableVectors
 from lychee_ray.io.store.deltas import MergedTable, apply_delta, read_delta_manifest
 from lychee_ray.io.store.index import build_flat_index, read_index, stored_vectors
@@ -204,7 +204,7 @@ def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMa
     layout = as_layout(root)
     names = table_names() if tables is None else tuple(tables)
     if previous is not None and _extends(previous, marker, names):
-        data, todo = previous, marker.deltas[len(previous.marker.deltas):]  # type: ignore[union-attr]
+        data, todo = previous, marker.deltas[len(previous.marker.deltas):]  # type: ignore[union-attr]  # _extends: both have deltas
     else:
         data, todo = _read_base(layout, marker, names), marker.deltas
     if not todo:
@@ -224,7 +224,7 @@ def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMa
     ids: dict[str, Any] = {"dim": dim}
     for s in indexed_tables():
         if s.name in out_tables:
-            ids[s.name] = (out_tables[s.name].column(s.index.id_column).to_pylist()  # type: ignore[union-attr]
+            ids[s.name] = (out_tables[s.name].column(s.index.id_column).to_pylist()  # type: ignore[union-attr]  # indexed_tables(): index set
                            if s.name in changed or s.name not in data.ids else data.ids[s.name])
     return ConversationData(conversation_id=marker.conversation_id, user_id=marker.owner, tables=out_tables,
                             indexes=indexes, ids=ids, marker=marker, vectors=vectors)
@@ -374,5 +374,5 @@ class MemoryStoreReader:
         return pa.concat_tables(parts)
 
     def errors(self) -> pa.Table:
-        files = sorted(self.layout.errors_dir.glob("*.parquet"))
+        files = sorted_entries(self.layout.errors_dir, "*.parquet")
         return pa.concat_tables([read_parquet(f) for f in files]) if files else ERROR_SCHEMA.empty_table()
