@@ -12,6 +12,7 @@ import threading
 from typing import Generic, TypeVar
 
 import numpy as np
+from cachetools import FIFOCache
 
 from lychee_ray.build.increment.stored import StoredConversation, load_stored
 from lychee_ray.build.increment.turn_log import TURN_LOG_COLUMNS, TurnLog
@@ -24,11 +25,12 @@ V = TypeVar("V")
 
 
 class _Bounded(Generic[V]):
-    """A dict bounded to ``max_items`` entries, least recently put dropped first (thread-safe)."""
+    """A map bounded to ``max_items`` entries, least recently put dropped first (thread-safe):
+    cachetools' FIFOCache (a put moves its key to the end) behind our lock."""
 
     def __init__(self, max_items: int) -> None:
         self.max_items = max_items
-        self._items: dict[str, V] = {}
+        self._items: FIFOCache[str, V] = FIFOCache(maxsize=max_items)
         self._lock = threading.Lock()
 
     def get(self, key: str) -> V | None:
@@ -46,10 +48,7 @@ class _Bounded(Generic[V]):
 
     def put(self, key: str, value: V) -> None:
         with self._lock:
-            self._items.pop(key, None)
             self._items[key] = value
-            while len(self._items) > self.max_items:
-                self._items.pop(next(iter(self._items)))
 
 
 class StoredCache:
