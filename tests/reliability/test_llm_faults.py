@@ -268,7 +268,13 @@ def test_build_persistent_fault_fails_segments_keeps_turns_then_retry_failed_equ
     out = tmp_path / "st"
     with OpenAIServer(handler=FaultInjector(encoder_reply, fault, match=is_encode_request, text_keys=ENCODE_TEXT)) as srv:
         s = _build(srv.base_url, build_input, out, fault)
-        assert len(srv.chat_requests()) == clean_calls * MAX_ATTEMPTS  # every segment tried max_attempts times
+        seen = len(srv.chat_requests())
+        if fault == "timeout":
+            # a starved machine can time an attempt out (0.75 s read timeout) before the server thread
+            # records it: the server's log may undercount; the segments' own attempt counts below are exact
+            assert clean_calls <= seen <= clean_calls * MAX_ATTEMPTS, seen
+        else:
+            assert seen == clean_calls * MAX_ATTEMPTS  # every segment tried max_attempts times
     n_segments = sum(len(t["segments"]) for t in clean.values())
     # no conversation lost: both committed, every segment recorded as failed with its error kind
     assert (s.inputs, s.built, s.failed, s.failed_segments, s.records) == (2, 2, 0, n_segments, 0), s.to_dict()
