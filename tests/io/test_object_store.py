@@ -431,6 +431,101 @@ def test_a_writer_whose_lease_may_have_lapsed_does_not_commit(s3_server, ctx, co
     assert writer.commit(_artifacts_from(stored, c)).generation != before.generation  # a fresh lock commits
 
 
+def _starve_leases(monkeypatch, times: int | None) -> list[str]:
+    """Make a lease's commit-time check find it starved (renewal two thirds of a lease old), as a
+    holder's whose renewer thread fell behind does: the first ``times`` checks per lock (None: every
+    check). Returns the lock paths found starved, one entry per check."""
+    from lychee_ray.io.store.lease import Lease
+
+    real = Lease.check
+    starved: list[str] = []
+
+    def check(self):
+        if times is None or starved.count(str(self.path)) < times:
+            starved.append(str(self.path))
+            self.renewed -= self.path.settings.lock_lease_s * 0.7
+        return real(self)
+
+    monkeypatch.setattr(Lease, "check", check)
+    return starved
+
+
+@pytest.mark.parametrize("path", ["new", "grown"])
+def test_a_build_whose_lease_lapsed_before_its_commit_commits_again_under_a_fresh_lock(path, s3_server, ctx, convs,
+                                                                                       monkeypatch, tmp_path):
+    """A builder starved long enough that its lease may have expired refuses to commit (LeaseLost);
+    the build then takes the lock again and commits the same work, since nothing else committed the
+    conversation meanwhile — every conversation built once (staged commit for new conversations, the
+    one-conversation path for grown ones), a warning row says so, the store equals a clean build."""
+    uri = s3_server.bucket(f"lychee-recommit-{path}") + "/store"
+    grown = convs[:2]
+    if path == "grown":
+        halves = [c.model_copy(update={"sessions": c.sessions[:1]}) for c in grown]
+        assert build(ctx, uri, halves).built == 2
+    starved = _starve_leases(monkeypatch, times=1)
+    s = build(ctx, uri, grown)
+    assert (s.built, s.failed, s.appended) == (2, 0, 2 if path == "grown" else 0), s.errors
+    assert len(starved) == 2  # each conversation's first commit was refused once
+    said = [w for w in s.warnings if "committed again under a fresh write lock" in w["message"]]
+    assert sorted(w["conversation_id"] for w in said) == sorted(c.conversation_id for c in grown)
+    monkeypatch.undo()
+    local = tmp_path / "clean"
+    build(ctx, local, grown)
+    for c in grown:
+        a, b = tables(local, c.conversation_id), tables(uri, c.conversation_id)
+        for t in ("records", "segments", "nodes", "turns"):
+            assert a[t].equals(b[t]), (c.conversation_id, t)
+    assert verify_store(uri)["ok"]
+
+
+def test_a_build_whose_lease_keeps_lapsing_fails_at_commit_publishes_nothing_and_a_rerun_builds_it(
+        s3_server, ctx, convs, monkeypatch):
+    """Refused again on every fresh lock (``store.commit_lease_retries`` more tries): the conversation
+    is quarantined at stage ``commit`` with the LeaseLost message, nothing of it is published, and
+    the same build run again commits it."""
+    uri = s3_server.bucket("lychee-recommit-fails") + "/store"
+    c = convs[0]
+    starved = _starve_leases(monkeypatch, times=None)
+    s = build(ctx, uri, [c])
+    assert (s.built, s.failed) == (0, 1)
+    assert len(starved) == 1 + CFG.store.commit_lease_retries
+    err = s.errors[0]
+    assert err["stage"] == "commit" and err["message"].startswith("LeaseLost:"), err
+    assert not list(iter_markers(uri)) and not s3_server.list_keys(uri + "/records")
+    monkeypatch.undo()
+    again = build(ctx, uri, [c])
+    assert (again.built, again.failed) == (1, 0)
+    assert verify_store(uri)["ok"]
+
+
+def test_recommit_after_a_lost_lease_only_onto_the_commit_the_work_was_built_on(tmp_path, ctx, convs):
+    """The re-commit commits under a fresh lock only when the conversation's marker is still the one
+    the work was built on; when another writer committed meanwhile it commits nothing (None: the
+    caller decides again)."""
+    import asyncio
+
+    from lychee_ray.build.recommit import recommit_after_lost_lease
+    from lychee_ray.io.store.lease import LeaseLost
+
+    root = tmp_path / "store"
+    c = convs[0]
+    assert build(ctx, root, [c]).built == 1
+    writer = MemoryStoreWriter(root)
+    key = conversation_key(c.conversation_id)
+    first = writer.layout.read_marker(key)
+    art = _artifacts_from(load_stored(root, first), c)
+    lost = LeaseLost(StorePath.from_uri("s3://b/lock"), "a test")
+    # built as a new conversation, but one is committed now: nothing committed
+    assert asyncio.run(recommit_after_lost_lease(writer, c.conversation_id, art, None, lost)) is None
+    assert writer.layout.read_marker(key) == first
+    # built on the current commit: committed as the next generation of the same lineage
+    m = asyncio.run(recommit_after_lost_lease(writer, c.conversation_id, art, first, lost))
+    assert m is not None and m.generation != first.generation and m.lineage == first.lineage
+    # built on a commit that is no longer current: nothing committed
+    assert asyncio.run(recommit_after_lost_lease(writer, c.conversation_id, art, first, lost)) is None
+    assert writer.layout.read_marker(key) == m
+
+
 def test_index_cache_is_bounded_and_reused(local_and_s3, tmp_path, monkeypatch):
     _, uri = local_and_s3
     reader = MemoryStoreReader(uri, StoreConfig(cache_dir=str(tmp_path / "cache"), cache_max_bytes=1))

@@ -4,7 +4,8 @@ The decision read the conversation's marker without the lock; here, holding it, 
 again. Unchanged (the usual case): the generation is committed. Changed (an append or another build
 committed the conversation meanwhile): the conversation goes through the one-conversation path
 instead (``classic``), which decides again under the lock — nothing is committed over a commit the
-decision did not see.
+decision did not see. A commit refused because the lock's lease was lost (object stores) is made
+again under a fresh lock when the marker has not moved (build/recommit.py).
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from collections.abc import Callable
 
 from lychee_ray.io.store.locks import async_write_lock
 from lychee_ray.build.outcomes import Outcome
+from lychee_ray.build.recommit import lost_lease_warning, recommit_after_lost_lease
 from lychee_ray.build.stages.classic import ClassicFn
 from lychee_ray.build.stages.work import MarkerSeen, StageWork
 from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import ConversationDeleting
+from lychee_ray.io.store.marker import CommitMarker
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +57,23 @@ class Committer:
             work.fail("commit", "nothing to commit (an earlier stage did not run)")
             assert work.outcome is not None
             return work.outcome
+        marker: CommitMarker | None = None
         try:
-            async with async_write_lock(self.writer.layout, cid):
-                marker = self.writer.current_marker(cid)  # we hold its write lock (a version-1 marker is migrated)
-                if MarkerSeen.unchanged(work.seen, marker):
-                    # fenced (io/store/fence.py): a conversation the decision found new must still have
-                    # no commit; a stored one, the lineage the decision saw (checked with it above)
-                    based_on = None if work.seen is None else marker
-                    committed = await asyncio.to_thread(self.writer.commit, pending.artifacts, locked=True,
-                                                        based_on=based_on)
-                else:
-                    committed = None
+            try:
+                async with async_write_lock(self.writer.layout, cid):
+                    marker = self.writer.current_marker(cid)  # we hold its write lock (a version-1 marker is migrated)
+                    if MarkerSeen.unchanged(work.seen, marker):
+                        # fenced (io/store/fence.py): a conversation the decision found new must still have
+                        # no commit; a stored one, the lineage the decision saw (checked with it above)
+                        based_on = None if work.seen is None else marker
+                        committed = await asyncio.to_thread(self.writer.commit, pending.artifacts, locked=True,
+                                                            based_on=based_on)
+                    else:
+                        committed = None
+            except LeaseLost as lost:  # (object stores) outside the lost lock now: take a fresh one
+                committed = await recommit_after_lost_lease(self.writer, cid, pending.artifacts, marker, lost)
+                if committed is not None:
+                    work.warnings.append(lost_lease_warning(lost))
         except ConversationDeleting as e:
             work.fail("deleting", str(e))
             assert work.outcome is not None
