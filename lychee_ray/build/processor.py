@@ -107,13 +107,9 @@ class ConversationProcessor:
                 if isinstance(done, _LostCommit):
                     raise done.error
                 return done
-        except LeaseLost as e:
-            log.error("conversation %s failed at commit: %s", cid, e)
-            return Outcome("failed", cid, "commit", f"{type(e).__name__}: {e}", item.file, item.line,
-                           wall_s=time.perf_counter() - t0, warnings=warnings)
         except ConversationDeleting:
             raise
-        except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build
+        except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build (LeaseLost: the tries used up)
             log.exception("conversation %s failed at commit", cid)
             return Outcome("failed", cid, "commit", f"{type(e).__name__}: {e}", item.file, item.line,
                            wall_s=time.perf_counter() - t0, warnings=warnings)

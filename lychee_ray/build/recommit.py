@@ -24,13 +24,6 @@ from lychee_ray.io.store.marker import CommitMarker
 log = logging.getLogger(__name__)
 
 
-def same_commit(a: CommitMarker | None, b: CommitMarker | None) -> bool:
-    """Whether two markers name the same commit (both None: no commit either time)."""
-    if a is None or b is None:
-        return a is None and b is None
-    return (a.generation, a.committed_at, a.lineage) == (b.generation, b.committed_at, b.lineage)
-
-
 def lost_lease_warning(lost: LeaseLost) -> str:
     """The outcome's warning line for a commit that needed a fresh lease."""
     return f"commit: {lost}; committed again under a fresh write lock (nothing else had committed it)"
@@ -49,7 +42,7 @@ async def recommit_after_lost_lease(writer: MemoryStoreWriter, conversation_id: 
         try:
             async with async_write_lock(writer.layout, conversation_id):
                 current = writer.current_marker(conversation_id)
-                if not same_commit(current, base):
+                if not (current is None if base is None else base.same_commit(current)):
                     return None
                 return await asyncio.to_thread(writer.commit, art, locked=True, based_on=current)
         except LeaseLost as e:
@@ -57,4 +50,4 @@ async def recommit_after_lost_lease(writer: MemoryStoreWriter, conversation_id: 
     raise lost
 
 
-__all__ = ["lost_lease_warning", "recommit_after_lost_lease", "same_commit"]
+__all__ = ["lost_lease_warning", "recommit_after_lost_lease"]
