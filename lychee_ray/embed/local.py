@@ -63,7 +63,8 @@ class LocalEmbedder:
                 for q in dict.fromkeys((quantize, "none")):
                     try:
                         enc = onnx_export.OnnxSentenceEncoder(self._model, cfg.onnx_cache_dir, threads=torch.get_num_threads(),
-                                                  quantize=q, spinning=cfg.allow_spinning)
+                                                  quantize=q, spinning=cfg.allow_spinning,
+                                                  length_sort_window=cfg.length_sort_window)
                         if q != "none":
                             worst = checked_agreement(enc, enc.path, lambda: onnx_export.OnnxSentenceEncoder(
                                 self._model, cfg.onnx_cache_dir, threads=1), self._batch)

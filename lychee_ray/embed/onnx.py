@@ -225,29 +225,67 @@ class OnnxEncoder:
     """Runs an exported mean-pooled sentence model (fp32 or int8) on texts tokenized by ``tokenize``."""
 
     def __init__(self, path: Path, tokenize: Tokenize, quantize: str = "none", threads: int = 0,
-                 spinning: bool = True) -> None:
+                 spinning: bool = True, length_sort_window: int = 1024) -> None:
+        """``length_sort_window``: texts tokenized together and then batched by token length (see
+        :meth:`encode`; ``embedding.length_sort_window``)."""
         self.path = path
         self.quantize = quantize
         self._tokenize = tokenize
         self._session = open_session(path, threads, spinning)
         self.input_names = [i.name for i in self._session.get_inputs()]
+        self.length_sort_window = max(1, length_sort_window)
+        self.padded_tokens = 0  # tokens of every batch run, padding included (benchmarks, tests)
+
+    def _run(self, feats: Mapping[str, np.ndarray]) -> np.ndarray:
+        feed = {n: np.asarray(feats[n]).astype(np.int64, copy=False) for n in self.input_names}
+        self.padded_tokens += int(np.asarray(feats["attention_mask"]).size)
+        return np.asarray(self._session.run(None, feed)[0])
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
-        """Unit vectors of ``texts``; batches hold texts of similar length (less padding). The int8
-        model runs one text at a time: dynamic quantization scales activations per run, so in a batch
-        a text's vector would depend on its companions and their padding (and so would search results)."""
+        """Vectors of ``texts`` (mean-pooled, not normalised), in order.
+
+        Batches hold texts of the same token length, so little of a batch is padding. Character
+        length is a poor proxy for it (JSON, numbers and ids in agent logs take far more tokens per
+        character than prose: sorted by characters, a batch of tool results was mostly padding and
+        cost ~1.5x the CPU). So the texts, roughly ordered by characters, are tokenized
+        ``length_sort_window`` at a time, re-sorted by their token counts, and each batch takes its
+        rows of the tokenizer's output cut to its longest text: with right padding that is exactly
+        what tokenizing the batch alone gives. A tokenizer that pads on the left is tokenized per batch.
+
+        The int8 model runs one text at a time: dynamic quantization scales activations per run, so in a
+        batch a text's vector would depend on its companions and their padding (and so would search results)."""
         if self.quantize != "none":
             batch_size = 1
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out: list[np.ndarray] = [np.empty(0)] * len(texts)
-        for i in range(0, len(order), batch_size):
-            idx = order[i: i + batch_size]
-            feats = self._tokenize([texts[j] for j in idx])
-            feed = {n: np.asarray(feats[n]).astype(np.int64, copy=False) for n in self.input_names}
-            vecs = self._session.run(None, feed)[0]
-            for j, v in zip(idx, vecs, strict=False):
-                out[j] = v
+        if batch_size == 1:  # no padding to avoid: one tokenizer call per text
+            for j in order:
+                out[j] = self._run(self._tokenize([texts[j]]))[0]
+            return np.asarray(out, dtype=np.float32)
+        for w in range(0, len(order), self.length_sort_window):
+            window = order[w: w + self.length_sort_window]
+            feats = {n: np.asarray(a) for n, a in self._tokenize([texts[j] for j in window]).items()}
+            mask = feats["attention_mask"]
+            lengths = mask.sum(axis=1)
+            if not np.array_equal(mask != 0, np.arange(mask.shape[1])[None, :] < lengths[:, None]):
+                self._encode_tokenizing_batches(texts, window, batch_size, out)  # not right-padded
+                continue
+            by_tokens = np.argsort(-lengths, kind="stable")
+            for i in range(0, len(by_tokens), batch_size):
+                rows = by_tokens[i: i + batch_size]
+                width = int(lengths[rows[0]])  # the longest of the batch: sorted by tokens
+                vecs = self._run({n: a[rows, :width] for n, a in feats.items()})
+                for r, v in zip(rows, vecs, strict=False):
+                    out[window[r]] = v
         return np.asarray(out, dtype=np.float32)
+
+    def _encode_tokenizing_batches(self, texts: Sequence[str], idx: np.ndarray, batch_size: int,
+                                   out: list[np.ndarray]) -> None:
+        """Vectors of ``texts[idx]`` into ``out``, tokenizing each batch of ``batch_size`` alone."""
+        for i in range(0, len(idx), batch_size):
+            part = idx[i: i + batch_size]
+            for j, v in zip(part, self._run(self._tokenize([texts[j] for j in part])), strict=False):
+                out[j] = v
 
 
 class OnnxSentenceEncoder(OnnxEncoder):
@@ -255,7 +293,7 @@ class OnnxSentenceEncoder(OnnxEncoder):
     the cache on first use; tokenized by the model itself."""
 
     def __init__(self, model: Any, cache_dir: str | Path | None = None, threads: int = 0,
-                 quantize: str = "none", spinning: bool = True) -> None:
+                 quantize: str = "none", spinning: bool = True, length_sort_window: int = 1024) -> None:
         import warnings
 
         reason = unsupported_reason(model)
@@ -282,7 +320,7 @@ class OnnxSentenceEncoder(OnnxEncoder):
             feats = model.preprocess(texts)
             return {n: feats[n].cpu().numpy() for n in input_names}
 
-        super().__init__(path, tokenize, quantize, threads, spinning)
+        super().__init__(path, tokenize, quantize, threads, spinning, length_sort_window)
 
 
 __all__ = ["INT8_SCHEME", "OnnxEncoder", "OnnxSentenceEncoder", "Tokenize", "default_cache_dir", "onnx_paths",

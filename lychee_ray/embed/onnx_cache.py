@@ -196,14 +196,16 @@ def load_cached(cfg: EmbeddingConfig, quantize: str = "none") -> CachedOnnxEmbed
         if tokenize is None:
             return None
         threads = _threads(cfg)
-        enc = OnnxEncoder(path, tokenize, quantize, threads=threads, spinning=cfg.allow_spinning)
+        enc = OnnxEncoder(path, tokenize, quantize, threads=threads, spinning=cfg.allow_spinning,
+                          length_sort_window=cfg.length_sort_window)
         if quantize != "none":
             worst = checked_agreement(enc, path, lambda: OnnxEncoder(fp32, tokenize, threads=1), cfg.batch_size)
             if worst < cfg.query_quantization_min_cosine:
                 log.warning("ONNX %s quantization of the embedding model not used (its vectors are too far from fp32 "
                             "on this CPU: cosine %.3f < embedding.query_quantization_min_cosine %s); using fp32 ONNX",
                             quantize, worst, cfg.query_quantization_min_cosine)
-                enc = OnnxEncoder(fp32, tokenize, threads=threads, spinning=cfg.allow_spinning)
+                enc = OnnxEncoder(fp32, tokenize, threads=threads, spinning=cfg.allow_spinning,
+                                 length_sort_window=cfg.length_sort_window)
         return CachedOnnxEmbedder(cfg.model or DEFAULT_MODEL_NAME, enc, cfg.batch_size)
     except Exception as e:  # noqa: BLE001 — a cache problem must not stop the query: the full loader still works
         log.warning("the cached ONNX embedding model could not be loaded (%s); loading the model in full", e)

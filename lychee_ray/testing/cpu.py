@@ -11,6 +11,7 @@ ended between two readings loses at most ``interval_s`` of CPU.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from collections.abc import Callable
@@ -96,4 +97,73 @@ def descendants(root: int, exclude: set[int] | None = None) -> list[int]:
     return out
 
 
-__all__ = ["CpuSampler", "descendants", "process_cpu"]
+# Ray's own processes, by a word of their command line (in this order: a worker's names the raylet)
+_DAEMONS = (("gcs_server", "gcs_server"), ("raylet", "raylet"), ("dashboard/agent.py", "dashboard_agent"),
+            ("runtime_env/agent", "runtime_env_agent"), ("log_monitor", "log_monitor"), ("monitor.py", "monitor"),
+            ("dashboard", "dashboard"))
+
+
+class ProcessLabels:
+    """What each process is, for a CPU breakdown of a Ray job: ``ray::<Actor or task>`` for a worker
+    (its process title; the method it runs now and ``IDLE`` are dropped, so a worker keeps the label
+    of the actor it became), the daemon's name for Ray's own processes (``raylet``, ``gcs_server``,
+    ...), ``driver`` for ``driver_pid``. A label, once specific, is kept: a process's CPU time is read
+    until it ends, and its title changes as it works."""
+
+    def __init__(self, driver_pid: int) -> None:
+        self.driver_pid = driver_pid
+        self._labels: dict[int, str] = {}
+
+    def observe(self, pid: int) -> None:
+        """Read ``pid``'s command line now and keep its label once it is specific."""
+        if pid in self._labels:
+            return
+        label = self._read(pid)
+        if label is not None:
+            self._labels[pid] = label
+
+    def label(self, pid: int) -> str:
+        """The kept label, or ``other`` (a process never seen with a specific title)."""
+        return self._labels.get(pid, "other")
+
+    def _read(self, pid: int) -> str | None:
+        if pid == self.driver_pid:
+            return "driver"
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return None
+        return command_label(cmd)
+
+
+def command_label(cmd: str) -> str | None:
+    """The label of a process by its command line (see :class:`ProcessLabels`); None: not specific yet."""
+    m = re.match(r"ray::(\S+)", cmd)
+    if m:
+        name = re.sub(r"\)\.[A-Za-z_]+$", ")", m.group(1))  # MapWorker(...).submit -> MapWorker(...)
+        name = re.sub(r"^([A-Za-z_]+)\.[A-Za-z_]+$", r"\1", name)  # _StatsActor.method -> _StatsActor
+        return None if name == "IDLE" else f"ray::{name}"
+    if "default_worker.py" in cmd or "setup_worker.py" in cmd:
+        return None  # a worker before its title is set
+    return next((label for needle, label in _DAEMONS if needle in cmd), None)
+
+
+def sample_by_process(root: int, labels: ProcessLabels) -> dict[str, list[int]]:
+    """:class:`CpuSampler` groups: ``root``'s process tree, one group per process (observed by ``labels``)."""
+    out: dict[str, list[int]] = {}
+    for pid in descendants(root):
+        labels.observe(pid)
+        out[str(pid)] = [pid]
+    return out
+
+
+def totals_by_label(totals: dict[str, float], labels: ProcessLabels) -> dict[str, float]:
+    """Per-process totals (groups of :func:`sample_by_process`) summed by label, largest first."""
+    out: dict[str, float] = {}
+    for pid, sec in totals.items():
+        key = labels.label(int(pid))
+        out[key] = out.get(key, 0.0) + sec
+    return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+
+__all__ = ["CpuSampler", "ProcessLabels", "command_label", "descendants", "process_cpu", "sample_by_process", "totals_by_label"]
