@@ -246,8 +246,8 @@ class OnnxEncoder:
 
         Batches hold texts of the same token length, so little of a batch is padding. Character
         length is a poor proxy for it (JSON, numbers and ids in agent logs take far more tokens per
-        character than prose: sorted by characters, a batch of tool results was mostly padding and
-        cost ~1.5x the CPU). So the texts, roughly ordered by characters, are tokenized
+        character than prose: sorted by characters, 22 % of the tokens run on agent logs were padding,
+        and turn embedding cost 1.2x the CPU). So the texts, roughly ordered by characters, are tokenized
         ``length_sort_window`` at a time, re-sorted by their token counts, and each batch takes its
         rows of the tokenizer's output cut to its longest text: with right padding that is exactly
         what tokenizing the batch alone gives. A tokenizer that pads on the left is tokenized per batch.
