@@ -16,7 +16,6 @@ run including padding, and the largest difference between the two vectors of a t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -30,6 +29,7 @@ from lychee_ray.build.segment.conversation import turn_embedding_text  # noqa: E
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.embed import get_embedder  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
+from lychee_ray.testing.results import write_result  # noqa: E402
 
 
 def cpu_s() -> float:
@@ -86,9 +86,7 @@ def main() -> int:
            "ratio_tokens_to_characters": round(med["tokens"] / med["characters"], 3),
            "max_abs_vector_difference": float(np.abs(vecs["tokens"] - vecs["characters"]).max()),
            "load_avg_1m_at_end": round(os.getloadavg()[0], 2)}
-    print(json.dumps(out, indent=1))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
+    write_result(out, args.out)
     return 0
 
 

@@ -12,7 +12,6 @@ eval-retrieval`` on stores built both ways (docs/build-cost.md).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.embed import get_embedder  # noqa: E402
 from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
+from lychee_ray.testing.results import write_result  # noqa: E402
 
 
 def main() -> int:
@@ -46,9 +46,7 @@ def main() -> int:
            "runtime": getattr(int8, "runtime", ""), "cosine_median": round(float(np.median(cos)), 4),
            "cosine_p1": round(float(np.percentile(cos, 1)), 4), "cosine_min": round(float(cos.min()), 4),
            "cosine_mean": round(float(cos.mean()), 4)}
-    print(json.dumps(out, indent=1))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
+    write_result(out, args.out)
     return 0
 
 
