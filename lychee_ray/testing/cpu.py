@@ -140,8 +140,8 @@ def command_label(cmd: str) -> str | None:
     """The label of a process by its command line (see :class:`ProcessLabels`); None: not specific yet."""
     m = re.match(r"ray::(\S+)", cmd)
     if m:
-        name = re.sub(r"\)\.[A-Za-z_]+$", ")", m.group(1))  # MapWorker(...).submit -> MapWorker(...)
-        name = re.sub(r"^([A-Za-z_]+)\.[A-Za-z_]+$", r"\1", name)  # _StatsActor.method -> _StatsActor
+        # the method it runs now: MapWorker(...).submit -> MapWorker(...), x:_StatsActor.__init__ -> x:_StatsActor
+        name = re.sub(r"\.[A-Za-z_]\w*$", "", m.group(1))
         return None if name == "IDLE" else f"ray::{name}"
     if "default_worker.py" in cmd or "setup_worker.py" in cmd:
         return None  # a worker before its title is set

@@ -10,6 +10,7 @@ def test_command_labels_name_actors_tasks_and_daemons():
     assert command_label("ray::MapWorker(MapBatches(CommitStage)) ") == "ray::MapWorker(MapBatches(CommitStage))"
     assert command_label("ray::_StatsActor.update_iteration_metrics") == "ray::_StatsActor"
     assert command_label("ray::ProgressActor") == "ray::ProgressActor"
+    assert command_label("ray::datasets_stats_actor:_StatsActor.__init__") == "ray::datasets_stats_actor:_StatsActor"
     assert command_label("ray::IDLE ") is None  # not yet what it will become
     assert command_label("/usr/bin/python .../ray/_private/workers/default_worker.py --node-ip-address=x --raylet-name=y") is None
     assert command_label("/site-packages/ray/core/src/ray/raylet/raylet --raylet_socket_name=...") == "raylet"
