@@ -39,6 +39,7 @@ import multiprocessing as mp
 import os
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -58,6 +59,7 @@ from lychee_ray.testing.cpu import CpuSampler, descendants  # noqa: E402
 from lychee_ray.testing.fake_llm import encoder_reply  # noqa: E402
 from lychee_ray.testing.openai_server import OpenAIServer  # noqa: E402
 from lychee_ray.testing.recording import RecordedRequest, RequestStats  # noqa: E402
+from lychee_ray.testing.results import write_result  # noqa: E402
 from lychee_ray.testing.synthetic import write_jsonl  # noqa: E402
 
 
@@ -248,34 +250,8 @@ def distinct_texts(path: Path) -> None:
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--conversations", type=int, default=1000)
-    ap.add_argument("--latency-s", type=float, default=0.2, help="fixed latency of every LLM call")
-    ap.add_argument("--limit-rpm", type=float, default=3000.0, help="requests/min limit given to the job")
-    ap.add_argument("--in-flight", type=int, default=16, help="conversations in flight per builder actor")
-    ap.add_argument("--embedding", choices=("server", "local"), default="server",
-                    help="server = hash embeddings from the test server; local = offline MiniLM")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out-uri", default=None,
-                    help="store location: a directory or a pyarrow.fs URI (s3://bucket/prefix); default: a temp dir")
-    ap.add_argument("--s3-local", action="store_true", help="start the moto S3 server for --out-uri s3://...")
-    ap.add_argument("--nodes", type=int, default=0,
-                    help="run as a Ray job on a local cluster of a head and this many worker nodes (0: local Ray)")
-    ap.add_argument("--node-cpus", type=int, default=2, help="logical CPUs of each worker node (--nodes)")
-    ap.add_argument("--node-object-store-mb", type=int, default=256, help="object store of each node (--nodes)")
-    ap.add_argument("--actors", type=int, default=0, help="build-stage actors (a fixed pool); 0: --nodes, or the config's")
-    ap.add_argument("--compact-per-file", type=int, default=256, help="conversations per compacted file")
-    ap.add_argument("--timeout-s", type=float, default=7200.0, help="give up on the build job after this long")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a configuration override for the job (repeatable), e.g. ray.stages.build.batch_size=8")
-    ap.add_argument("--distinct-texts", action="store_true",
-                    help="make every turn's text distinct (the generator repeats ~600 texts: the embedding memo "
-                         "and deduplication would make the model's cost vanish, unlike real logs)")
-    ap.add_argument("--out", required=True, help="JSON result file")
-    args = ap.parse_args()
-
-    work = Path(tempfile.mkdtemp(prefix="lychee-throughput-"))
+def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Generate the corpus in ``work``, run the build job against the fake LLM, compact, and measure."""
     src = work / "conversations.jsonl"
     turns = write_jsonl(str(src), args.conversations, seed=args.seed, sessions=2, topics_per_session=2)
     if args.distinct_texts:
@@ -353,10 +329,45 @@ def main() -> int:
         "embedding": args.embedding,
         "distinct_texts": args.distinct_texts,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
-    print(json.dumps(result, indent=1))
-    return 0 if summary["failed"] == 0 else 1
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--conversations", type=int, default=1000)
+    ap.add_argument("--latency-s", type=float, default=0.2, help="fixed latency of every LLM call")
+    ap.add_argument("--limit-rpm", type=float, default=3000.0, help="requests/min limit given to the job")
+    ap.add_argument("--in-flight", type=int, default=16, help="conversations in flight per builder actor")
+    ap.add_argument("--embedding", choices=("server", "local"), default="server",
+                    help="server = hash embeddings from the test server; local = offline MiniLM")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out-uri", default=None,
+                    help="store location: a directory or a pyarrow.fs URI (s3://bucket/prefix); default: a temp dir")
+    ap.add_argument("--s3-local", action="store_true", help="start the moto S3 server for --out-uri s3://...")
+    ap.add_argument("--nodes", type=int, default=0,
+                    help="run as a Ray job on a local cluster of a head and this many worker nodes (0: local Ray)")
+    ap.add_argument("--node-cpus", type=int, default=2, help="logical CPUs of each worker node (--nodes)")
+    ap.add_argument("--node-object-store-mb", type=int, default=256, help="object store of each node (--nodes)")
+    ap.add_argument("--actors", type=int, default=0, help="build-stage actors (a fixed pool); 0: --nodes, or the config's")
+    ap.add_argument("--compact-per-file", type=int, default=256, help="conversations per compacted file")
+    ap.add_argument("--timeout-s", type=float, default=7200.0, help="give up on the build job after this long")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a configuration override for the job (repeatable), e.g. ray.stages.build.batch_size=8")
+    ap.add_argument("--distinct-texts", action="store_true",
+                    help="make every turn's text distinct (the generator repeats ~600 texts: the embedding memo "
+                         "and deduplication would make the model's cost vanish, unlike real logs)")
+    ap.add_argument("--keep-work", action="store_true", help="keep the generated corpus and the store (deleted by default)")
+    ap.add_argument("--out", required=True, help="JSON result file")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="lychee-throughput-"))
+    try:
+        result = measure(args, work)
+    finally:
+        if not args.keep_work:  # the store of a 10,000-conversation run is ~1.7 GB
+            shutil.rmtree(work, ignore_errors=True)
+    write_result(result, args.out)
+    return 0 if result["failed"] == 0 else 1
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def run_build(tree: Path, input_path: str, out_dir: Path, extra: list[str]) -> d
     t0 = time.monotonic()
     proc = subprocess.Popen(args, env=env, cwd=out_dir.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
-    err = proc.stderr.read()  # read before waiting: a full pipe would block the child
+    with proc.stderr:
+        err = proc.stderr.read()  # read before waiting: a full pipe would block the child
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0

@@ -110,7 +110,7 @@ def main() -> int:
                     enc.quantize = saved
                 runs[way].append(cpu_s() - t0)
         ms_per_token = {w: round(float(np.median(v)) / sample_tokens * 1000, 5) for w, v in runs.items()}
-        tokens = n_tokens(ts) if len(ts) <= 4 * args.sample else round(sample_tokens * len(ts) / len(sample))
+        tokens = n_tokens(ts)
         kinds[kind] = {"texts": len(ts), "tokens": tokens, "tokens_per_text": round(tokens / max(1, len(ts)), 2),
                        "tokens_per_turn": round(tokens / turns, 2), "sampled": len(sample),
                        "cpu_ms_per_token": ms_per_token,

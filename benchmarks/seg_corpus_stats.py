@@ -15,7 +15,6 @@ way from LoCoMo's dev conversations and the tau-bench airline dev trajectories);
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -26,11 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibrate_segmenter import DATA, load_locomo  # noqa: E402
+from calibrate_segmenter import load_locomo  # noqa: E402
+from segmenter_loco import add_corpus_args, corpus_paths  # noqa: E402
 
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.runners.segmentation import load_seg_corpus  # noqa: E402
-from lychee_ray.eval.setup.seg_corpora import locomo_mix, tau_mix  # noqa: E402
 from lychee_ray.testing.results import write_result  # noqa: E402
 
 
@@ -41,22 +40,13 @@ def spread(values: list[float]) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
-    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
-    ap.add_argument("--locomo", default=str(DATA / "locomo"))
-    ap.add_argument("--tau", default=str(DATA / "agentlogs" / "tau_airline_dev.jsonl"))
+    add_corpus_args(ap)
     ap.add_argument("--out", required=True, help="JSON result file")
     args = ap.parse_args()
     cfg = load_config(env={})
-    dev = set(cfg.eval.locomo_split.dev)
-    convs = [c for c in load_locomo(Path(args.locomo)) if c.conversation_id in dev]
-    trajectories = [json.loads(line) for line in Path(args.tau).read_text(encoding="utf-8").splitlines() if line.strip()]
     result: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {"tiage": Path(args.tiage), "superdialseg": Path(args.superdialseg)}
-        for name, dialogues in (("locomo_mix", locomo_mix(convs)), ("tau_mix", tau_mix(trajectories))):
-            paths[name] = Path(tmp) / f"{name}.json"
-            paths[name].write_text(json.dumps(dialogues, ensure_ascii=False), encoding="utf-8")
+        paths = corpus_paths(args, load_locomo(Path(args.locomo)), set(cfg.eval.locomo_split.dev), Path(tmp))
         for name, path in paths.items():
             ds = load_seg_corpus(path)
             words = [float(np.mean([len(u.split()) for u in d.utterances])) for d in ds]

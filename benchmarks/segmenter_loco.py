@@ -135,6 +135,27 @@ DESIGNS: dict[str, dict[str, Any]] = {
 }
 
 
+def add_corpus_args(ap: argparse.ArgumentParser) -> None:
+    """The corpora of the four groups (options shared with seg_corpus_stats.py)."""
+    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
+    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
+    ap.add_argument("--locomo", default=str(DATA / "locomo"))
+    ap.add_argument("--tau", default=str(DATA / "agentlogs" / "tau_airline_dev.jsonl"))
+
+
+def corpus_paths(args: argparse.Namespace, convs: list[Any], dev: set[str], corpora_dir: Path) -> dict[str, Path]:
+    """The corpus file of each group's corpus: TIAGE and SuperDialseg as given; ``locomo_mix`` (from the
+    ``dev`` conversations of ``convs``) and ``tau_mix`` derived and written to ``corpora_dir``."""
+    corpora_dir.mkdir(parents=True, exist_ok=True)
+    trajectories = [json.loads(line) for line in Path(args.tau).read_text(encoding="utf-8").splitlines() if line.strip()]
+    derived = {"locomo_mix": locomo_mix([c for c in convs if c.conversation_id in dev]), "tau_mix": tau_mix(trajectories)}
+    paths = {"tiage": Path(args.tiage), "superdialseg": Path(args.superdialseg)}
+    for name, dialogues in derived.items():
+        paths[name] = corpora_dir / f"{name}.json"
+        paths[name].write_text(json.dumps(dialogues, ensure_ascii=False) + "\n", encoding="utf-8")
+    return paths
+
+
 class Bench:
     """Corpora, their vectors, baselines and the LoCoMo conversations, loaded once."""
 
@@ -148,16 +169,8 @@ class Bench:
         embedder = get_embedder(self.cfg_all.embedding, self.cfg_all.llm)
         self.embedding_model = getattr(embedder, "name", "?")
         cache = Path(args.cache_dir).expanduser()
-        corpora_dir = Path(args.corpora_dir)
-        corpora_dir.mkdir(parents=True, exist_ok=True)
         convs = load_locomo(Path(args.locomo))
-        dev = set(self.cfg_all.eval.locomo_split.dev)
-        trajectories = [json.loads(line) for line in Path(args.tau).read_text(encoding="utf-8").splitlines() if line.strip()]
-        derived = {"locomo_mix": locomo_mix([c for c in convs if c.conversation_id in dev]), "tau_mix": tau_mix(trajectories)}
-        paths = {"tiage": Path(args.tiage), "superdialseg": Path(args.superdialseg)}
-        for name, dialogues in derived.items():
-            paths[name] = corpora_dir / f"{name}.json"
-            paths[name].write_text(json.dumps(dialogues, ensure_ascii=False) + "\n", encoding="utf-8")
+        paths = corpus_paths(args, convs, set(self.cfg_all.eval.locomo_split.dev), Path(args.corpora_dir))
         self.corpus_paths = {k: str(v) for k, v in paths.items()}
         self.dialogues: dict[str, list[SegDialogue]] = {}
         self.vectors: dict[str, np.ndarray] = {}
@@ -530,10 +543,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def add_corpus_arguments(ap: argparse.ArgumentParser) -> None:
     """The corpora, caches and base config every Bench reads (shared with segmenter_offbyone.py)."""
-    ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
-    ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
-    ap.add_argument("--locomo", default=str(DATA / "locomo"))
-    ap.add_argument("--tau", default=str(DATA / "agentlogs" / "tau_airline_dev.jsonl"))
+    add_corpus_args(ap)
     ap.add_argument("--corpora-dir", default=str(ROOT / "benchmarks" / "results" / "seg_corpora"), help="the derived corpora are written here")
     ap.add_argument("--cache-dir", default="~/.cache/lychee_ray/segcache", help="embeddings kept here between runs")
     ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
