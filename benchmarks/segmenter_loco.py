@@ -89,11 +89,15 @@ ALL_MODES = ["role", "pair", "turn"]
 START: dict[str, Any] = {"bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_cohesion": 0.45,
                          "cues.w_question": 0.0, "cues.w_answer": 0.0, "cues.w_lexical": 0.0,
                          "calibration.blend": 0.0, "calibration.kind": "quantile", "center_embeddings": True,
-                         "cues.question_modes": ALL_MODES, "cues.answer_modes": ALL_MODES, "cues.lexical_modes": ALL_MODES}
+                         "cues.question_modes": ALL_MODES, "cues.answer_modes": ALL_MODES, "cues.lexical_modes": ALL_MODES,
+                         "cues.question_max_words": 0.0}
 REFITS = 2
 BIAS_GRID = [-1.0, -0.5, 0.0, 0.5, 1.0]  # offsets from the fitted intercept; then +-0.25 around the best
 SEGMENT_TURNS_GRID = [5.0, 6.0, 7.0, 8.0, 10.0]  # the stream threshold's length prior (blend 1), LoCoMo feasibility decides the ends
 SPREAD_GRID = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]  # the robust stream threshold's spread (blend 1, kind robust)
+# The question cue's gate: words per turn at most this (the fitting corpora decide; 0 would be no gate).
+WORD_GATE_GRID = [16.0, 20.0, 24.0]
+GRIDS = {"WORD_GATE_GRID": WORD_GATE_GRID}
 LOCOMO_RANGE = (4.0, 8.0)  # the cost model: turns per segment on LoCoMo (mean over the ten conversations)
 INFEASIBLE = 1.0  # added to the worst margin of a bias that leaves LoCoMo outside LOCOMO_RANGE
 
@@ -131,6 +135,16 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "no_question+robust1": {"inputs": ["phi", "cohesion", "role", "answer", "lexical"],
                             "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "calibration.kind": "robust"}},
     "embedding+answer+stream1": {"inputs": ["phi", "cohesion", "role", "answer"], "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
+    # Q_t gated on the stream's recent words per turn (docs/segmenter.md §3.5: it helps short-utterance chat,
+    # hurts long turns); the gate's limit is chosen inside every fit from WORD_GATE_GRID by the worst fitting margin.
+    "embedding+lexical+role_answer+short_question+stream1": {
+        "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
+        "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]},
+        "grid": {"cues.question_max_words": "WORD_GATE_GRID"}},
+    "embedding+role_answer+short_question+stream1": {
+        "inputs": ["phi", "cohesion", "role", "answer", "question"],
+        "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]},
+        "grid": {"cues.question_max_words": "WORD_GATE_GRID"}},
     "embedding+stream1": {"inputs": ["phi", "cohesion", "role"], "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
 }
 
@@ -296,7 +310,25 @@ def design_config(bench: Bench, design: dict[str, Any]) -> SegmenterConfig:
 
 
 def fit_design(bench: Bench, design: dict[str, Any], groups: list[str], log: str = "") -> dict[str, Any]:
-    """Fit ``design`` on ``groups`` (module docstring): the weights, the bias, and the fitting figures."""
+    """Fit ``design`` on ``groups`` (module docstring): the weights, the bias, and the fitting figures.
+
+    A design with a ``grid`` (a switch such as the question cue's word gate) is fitted at every grid
+    value and keeps the one with the worst fitting margin lowest (ties: the earlier value): chosen on
+    the fitting groups only, like the bias.
+    """
+    grid = design.get("grid")
+    if not grid:
+        return _fit_at(bench, design, groups, log)
+    ((key, values),) = grid.items()
+    fits = []
+    for value in GRIDS[values] if isinstance(values, str) else values:
+        at = {**design, "over": {**design.get("over", {}), key: value}}
+        fits.append(_fit_at(bench, at, groups, f"{log} [{key}={value}]"))
+    best = min(fits, key=lambda f: f["worst_fitting_margin"])
+    return {**best, "grid": {str(f["overrides"][key]): round(f["worst_fitting_margin"], 4) for f in fits}}
+
+
+def _fit_at(bench: Bench, design: dict[str, Any], groups: list[str], log: str = "") -> dict[str, Any]:
     inputs = design["inputs"]
     cfg = design_config(bench, design)
     views = [v for g in groups for v in GROUPS[g]]
@@ -405,7 +437,7 @@ CUES: dict[str, dict[str, Any]] = {
 def with_cue(design: dict[str, Any], cue: str, on: bool) -> dict[str, Any]:
     """``design`` with ``cue`` switched on or off."""
     spec = CUES[cue]
-    d = {"inputs": list(design["inputs"]), "over": dict(design.get("over", {}))}
+    d: dict[str, Any] = {"inputs": list(design["inputs"]), "over": dict(design.get("over", {}))}
     if "input" in spec:
         if on and spec["input"] not in d["inputs"]:
             d["inputs"].append(spec["input"])
@@ -413,6 +445,8 @@ def with_cue(design: dict[str, Any], cue: str, on: bool) -> dict[str, Any]:
             d["inputs"].remove(spec["input"])
     else:
         d["over"].update(spec["over"] if on else spec["off"])
+    if design.get("grid") and "question" in d["inputs"]:  # the question gate's limit stays chosen in every fit
+        d["grid"] = design["grid"]
     return d
 
 

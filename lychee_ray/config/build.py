@@ -57,6 +57,12 @@ class CueConfig(Section):
     question_modes: list[Literal["role", "pair", "turn"]]
     answer_modes: list[Literal["role", "pair", "turn"]]
     lexical_modes: list[Literal["role", "pair", "turn"]]
+    # Q_t counts only while the stream's recent words per turn (the mean over its last `words_window`
+    # non-empty turns, known after `words_min_history`) is at most this: the question cue helps
+    # short-utterance chat and hurts long-utterance chat and agent logs (issue 38). 0 = no gate.
+    question_max_words: float = Field(ge=0)
+    words_window: int = Field(ge=1)
+    words_min_history: int = Field(ge=1)
 
 
 class PlacementConfig(Section):

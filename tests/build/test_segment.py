@@ -307,7 +307,8 @@ def test_question_cue_cuts_and_answer_cue_holds_on_a_flat_embedding_stream():
     texts = ["i like walking my dogs.", "they are lovely animals.", "my dogs sleep a lot.",
              "what is your favourite season?", "winter, because of skiing.", "skiing sounds great."]
     turns = make_turns([0] * 6, texts=texts)
-    cues = {"w_question": 4.0, "w_answer": -4.0, "w_lexical": 0.0, "lexical_window": 2, "min_word_chars": 4, "question_modes": ["role", "pair", "turn"], "answer_modes": ["role", "pair", "turn"], "lexical_modes": ["role", "pair", "turn"]}
+    cues = {"w_question": 4.0, "w_answer": -4.0, "w_lexical": 0.0, "lexical_window": 2, "min_word_chars": 4, "question_modes": ["role", "pair", "turn"], "answer_modes": ["role", "pair", "turn"], "lexical_modes": ["role", "pair", "turn"],
+            "question_max_words": 0.0}  # no word gate: the cues alone (the gate: test_segment_decision.py)
     cfg = SegmenterConfig(bias=-2.0, w_surprise=0.0, w_cohesion=0.0, w_length=0.0, w_count=0.0, cues=cues, calibration={"blend": 0.0})
     segs, decisions = segment_turn_inputs(turns, cfg, mode="turn")
     assert cut_points(segs) == [3]
@@ -509,7 +510,8 @@ def _conversation() -> Conversation:
     return Conversation(
         conversation_id="c1",
         sessions=[
-            Session(session_id="s1", turns=turns("D1", "cats", 6, ["user", "assistant"]) + turns("D1b", "rockets", 6, ["user", "assistant"])),
+            # four cat exchanges before the shift: the stream has the surprise history its robust signal needs
+            Session(session_id="s1", turns=turns("D1", "cats", 8, ["user", "assistant"]) + turns("D1b", "rockets", 6, ["user", "assistant"])),
             Session(session_id="s2", turns=turns("D2", "cats", 4, ["user", "assistant"])),
         ],
     )
@@ -522,7 +524,7 @@ def test_segment_conversation_embeds_once_and_returns_vectors():
     assert emb.calls == 1 and res.turn_vectors.shape == (conv.num_turns, DIM)
     assert res.mode == "role"
     assert [s.session_id for s in res.segments] == ["s1", "s1", "s2"]
-    assert res.segments[0].turn_ids == [f"D1:{i}" for i in range(6)]
+    assert res.segments[0].turn_ids == [f"D1:{i}" for i in range(8)]
     again = segment_conversation(conv, cfg=SegmenterConfig(), turn_vectors=res.turn_vectors)
     assert [s.model_dump() for s in again.segments] == [s.model_dump() for s in res.segments]
     resolved = segment_turns(conv, res.segments[1])

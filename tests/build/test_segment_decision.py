@@ -1,4 +1,5 @@
-"""Turn-level placement of a cut (pair units), the stream-calibrated threshold and the cue gates (issue 38).
+"""Turn-level placement of a cut (pair units), the stream-calibrated threshold and the cue gates, by
+exchange mode and by the stream's words per turn (issue 38).
 
 Synthetic unit vectors, no model (the helpers of test_segment.py).
 """
@@ -10,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from lychee_ray.build.segment import BaseSegmenter, make_segmenter, segment_turn_inputs
+from lychee_ray.build.segment import BaseSegmenter, WordRate, count_words, make_segmenter, segment_turn_inputs
 from lychee_ray.build.segment.calibration import StreamThreshold, logit
 from lychee_ray.build.segment.placement import choose_shift, gap_coherence
 from lychee_ray.config import CalibrationConfig, SegmenterConfig
@@ -191,3 +192,65 @@ def test_robust_stream_threshold_is_a_scale_not_a_rate():
     quant, _ = segment_turn_inputs(turns, SegmenterConfig(**base, calibration={"blend": 1.0, "kind": "quantile", "segment_turns": 6.0, "min_history": 16}), mode="turn")
     assert cut_points(robust) == [20, 40, 60, 80, 100, 120, 140]
     assert len(quant) > len(robust)
+
+
+# ---- the question cue's gate on the stream's words per turn -----------------------------------
+
+
+def test_word_rate_is_a_windowed_mean_known_after_min_history():
+    wr = WordRate(window=4, min_history=3)
+    wr.observe([5, 0])  # an empty turn is no evidence
+    assert wr.mean() is None and not wr.at_most(100.0) and wr.at_most(0.0)  # 0 = no gate
+    wr.observe([7, 9])
+    assert wr.mean() == pytest.approx(7.0) and wr.at_most(7.0) and not wr.at_most(6.9)
+    wr.observe([20, 20])  # the window keeps the last 4: 7, 9, 20, 20
+    assert wr.mean() == pytest.approx(14.0)
+    assert count_words("Don't you like 2023's jazz? Oui!") == 6
+
+
+def _question_stream(words_per_turn: int, n: int = 24) -> list:
+    filler = " ".join(["word"] * (words_per_turn - 1))
+    texts = [f"why {filler}?" if i % 3 == 0 else f"so {filler}." for i in range(n)]
+    return make_turns([0] * n, texts=texts)
+
+
+def test_question_cue_counts_only_on_short_utterance_streams():
+    cfg = SegmenterConfig(cues={"w_question": 1.0, "question_max_words": 15.0, "words_min_history": 4, "words_window": 8})
+    _, short = segment_turn_inputs(_question_stream(10), cfg, mode="turn")
+    _, long = segment_turn_inputs(_question_stream(30), cfg, mode="turn")
+    decided = [d for d in short if d.p is not None]
+    # shut until the stream has shown 4 turns, then open: the questions among later units count
+    assert all(d.question == 0.0 and d.words_per_turn is None for d in decided if d.exchange_index < 4)
+    assert any(d.question == 1.0 for d in decided) and all(d.words_per_turn == 10.0 for d in decided if d.exchange_index >= 4)
+    assert all(d.question == 0.0 for d in long if d.p is not None)  # 30 words per turn: the gate stays shut
+    ungated = cfg.model_copy(update={"cues": cfg.cues.model_copy(update={"question_max_words": 0.0})})
+    _, long_ungated = segment_turn_inputs(_question_stream(30), ungated, mode="turn")
+    assert any(d.question == 1.0 for d in long_ungated)
+
+
+def test_question_gate_survives_save_restore_and_new_stream():
+    cfg = SegmenterConfig(cues={"w_question": 2.0, "question_max_words": 15.0, "words_min_history": 4, "words_window": 6})
+    turns = _question_stream(10, n=30)
+    whole = make_segmenter(cfg, mode="turn")
+    ref = whole.push_turns(turns) + whole.finish()
+    for splits in ([2], [3, 5], list(range(1, 30, 4))):
+        segs, decs = _run(make_segmenter(cfg, mode="turn"), turns, splits)
+        assert [s.model_dump() for s in segs] == [s.model_dump() for s in ref]
+        assert [d.model_dump() for d in decs] == [d.model_dump() for d in whole.decisions]
+    whole.new_stream()  # the next dialogue of the stream: the gate is open from its first unit on
+    whole.decisions = []
+    whole.push_turns(_question_stream(10, n=6))
+    assert [d.words_per_turn for d in whole.decisions if d.p is not None][0] == 10.0
+
+
+def test_state_of_version_4_is_still_read():
+    seg = make_segmenter(SegmenterConfig(placement=PAIR_ON), mode="pair")
+    first = seg.push_turns(make_turns([0] * 5))
+    state = json.loads(json.dumps(seg.state_dict()))
+    assert state["version"] == 5 and state["turn_words"]
+    state["version"] = 4
+    del state["turn_words"]
+    restored = BaseSegmenter.from_state(state)
+    assert restored._word_rate.mean() is None  # a state from before the gate: no words seen
+    out = restored.push_turns(make_turns([1] * 6, sessions=[1] * 6)) + restored.finish()
+    assert sum(s.num_turns for s in first + out) == 11

@@ -50,7 +50,7 @@ from lychee_ray.build.segment.conversation import (
     segment_turns,
     turn_embedding_text,
 )
-from lychee_ray.build.segment.cues import content_words, is_question, lexical_novelty
+from lychee_ray.build.segment.cues import WordRate, content_words, count_words, is_question, lexical_novelty
 from lychee_ray.build.segment.exchanges import (
     ANSWER_ROLES,
     build_exchanges,
@@ -93,10 +93,12 @@ __all__ = [
     "StreamSegmentation",
     "TurnInput",
     "TurnRef",
+    "WordRate",
     "build_exchanges",
     "calibrated_surprise",
     "content_words",
     "conversation_turn_inputs",
+    "count_words",
     "embed_turns",
     "fit_to_cap",
     "is_question",

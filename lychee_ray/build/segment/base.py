@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from lychee_ray.build.segment.cues import content_words
+from lychee_ray.build.segment.cues import WordRate, content_words
 from lychee_ray.build.segment.exchanges import (
     _ExchangeBuilder,
     _unit,
@@ -72,6 +72,8 @@ class BaseSegmenter:
         self._bg_n = 0
         # The last unit of the stream ended with a question (the answer cue of the next unit).
         self._last_question = False
+        # The stream's recent words per turn (the question cue's gate); survives new_stream() like the background mean.
+        self._word_rate = WordRate(self.cfg.cues.words_window, self.cfg.cues.words_min_history)
         self.decisions: list[Decision] = []  # trace since construction / restore (not in the state)
 
     # ---- public API ------------------------------------------------------------------------
@@ -208,6 +210,7 @@ class BaseSegmenter:
             self._bg_sum = raw.copy() if self._bg_sum is None else self._bg_sum + raw
             self._bg_n += 1
         self._last_question = ex.closer_question
+        self._word_rate.observe(ex.word_counts)
         self._observe(ex, sig)
         self.decisions.append(
             Decision(
@@ -243,6 +246,7 @@ class BaseSegmenter:
             "bg_sum": None if self._bg_sum is None else self._bg_sum.tolist(),
             "bg_n": self._bg_n,
             "last_question": self._last_question,
+            "turn_words": list(self._word_rate.counts),
             **self._extra_state(),
         }
 
@@ -274,6 +278,7 @@ class BaseSegmenter:
         seg._bg_sum = None if data["bg_sum"] is None else np.asarray(data["bg_sum"], dtype=np.float64)
         seg._bg_n = int(data["bg_n"])
         seg._last_question = bool(data.get("last_question", False))
+        seg._word_rate.counts.extend(int(c) for c in data.get("turn_words", []))
         seg._load_extra_state(data)
         return seg
 
@@ -281,7 +286,7 @@ class BaseSegmenter:
         """Finish the current stream and start another (e.g. the next dialogue of a corpus).
 
         Segment and exchange numbering restart; the background statistics (the surprise history
-        behind R and the centering mean) are kept, as a deployed segmenter keeps its experience.
+        behind R, the centering mean and the words per turn) are kept, as a deployed segmenter keeps its experience.
         """
         closed = self.finish()
         self._builder = _ExchangeBuilder(self._fixed_mode) if self._fixed_mode else None

@@ -9,11 +9,16 @@ already seen (online, no look-ahead):
 * answer: the previous unit ended with a question, so this unit answers it and continues its topic.
 * lexical novelty: the share of the unit's content words absent from the open segment's recent units
   (names and nouns that embeddings of short turns blur).
+
+The question cue helps short-utterance chat and hurts long-utterance chat and agent logs (issue 38,
+docs/segmenter.md §3.5), so it can be gated on the stream's recent words per turn
+(:class:`WordRate`), a statistic the segmenter observes in the stream itself.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Sequence
 
 # Question marks of the scripts we expect (ASCII, full-width CJK, Arabic, Spanish opening mark).
@@ -40,6 +45,40 @@ def content_words(texts: Iterable[str], min_chars: int) -> tuple[str, ...]:
             if len(w) >= min_chars:
                 seen.setdefault(w, None)
     return tuple(seen)
+
+
+def count_words(text: str) -> int:
+    """Words in ``text`` (runs of word characters of any script, as :func:`content_words` reads them)."""
+    return len(_WORD.findall(text))
+
+
+class WordRate:
+    """The stream's recent words per turn: the mean over its last ``window`` non-empty turns.
+
+    Counts are integers, so the mean is exact and a saved and restored stream gates every unit as an
+    uninterrupted one does.
+    """
+
+    def __init__(self, window: int, min_history: int) -> None:
+        self.min_history = min_history
+        self.counts: deque[int] = deque(maxlen=window)
+
+    def observe(self, counts: Iterable[int]) -> None:
+        """Add the word counts of a unit's turns (empty turns carry no evidence and are skipped)."""
+        self.counts.extend(c for c in counts if c > 0)
+
+    def mean(self) -> float | None:
+        """Words per turn over the window; None until ``min_history`` turns were seen."""
+        if len(self.counts) < self.min_history:
+            return None
+        return sum(self.counts) / len(self.counts)
+
+    def at_most(self, limit: float) -> bool:
+        """The gate: True when ``limit`` is 0 (no gate) or the stream's mean is known and at most ``limit``."""
+        if limit <= 0:
+            return True
+        m = self.mean()
+        return m is not None and m <= limit
 
 
 def lexical_novelty(words: Sequence[str], recent: Sequence[Sequence[str]]) -> float | None:

@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from lychee_ray.build.segment.cues import content_words, is_question
+from lychee_ray.build.segment.cues import content_words, count_words, is_question
 from lychee_ray.build.segment.types import Exchange, ExchangeMode, TurnInput, TurnRef
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens, get_encoding
 
@@ -125,6 +125,7 @@ def fit_to_cap(
                 opener_question=i == 0 and is_question(texts[0]),
                 closer_question=is_question(texts[-1]),
                 words=content_words(texts, min_word_chars),
+                word_counts=tuple(count_words(t) for t in texts),
             )
         )
     return out

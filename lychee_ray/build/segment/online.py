@@ -59,7 +59,10 @@ class OnlineSegmenter(BaseSegmenter):
         cues = cfg.cues
         # A cue counts only in the exchange modes it is gated to (cues.*_modes): a cue's meaning depends
         # on the unit (in role mode the answer cue is "the user answers the assistant's question").
-        q = 1.0 if ex.opener_question and self.mode in cues.question_modes else 0.0
+        # Q_t is also gated on the stream's words per turn (cues.question_max_words; 0 = no gate).
+        words = self._word_rate.mean()
+        q_open = self.mode in cues.question_modes and self._word_rate.at_most(cues.question_max_words)
+        q = 1.0 if ex.opener_question and q_open else 0.0
         a = 1.0 if self._last_question and self.mode in cues.answer_modes else 0.0
         x = lexical_novelty(ex.words, o.recent_words) if self.mode in cues.lexical_modes else None
         z = (
@@ -78,7 +81,7 @@ class OnlineSegmenter(BaseSegmenter):
         fixed = logit(cfg.threshold)
         self._z, self._pressure = z, cfg.w_length * lp + cfg.w_count * npr
         p = sigmoid(z - self._calibration.threshold(fixed) + fixed)
-        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, answer=a, lexical_novelty=x, p=p)
+        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, words_per_turn=words, answer=a, lexical_novelty=x, p=p)
         return out
 
     def _observe(self, ex: Exchange, sig: dict[str, float | None]) -> None:

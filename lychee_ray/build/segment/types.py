@@ -93,7 +93,8 @@ class Decision(BaseModel):
     length_pressure: float | None = None  # L_t
     count_pressure: float | None = None  # N_t
     prior: float | None = None  # r_t, the structural prior (role_bias at a user's new request)
-    question: float | None = None  # Q_t: 1 when the unit's opening turn asks a question
+    question: float | None = None  # Q_t: 1 when the unit's opening turn asks a question (and the gates are open)
+    words_per_turn: float | None = None  # the stream's recent words per turn before the unit (the question cue's gate)
     answer: float | None = None  # A_t: 1 when the previous unit ended with a question
     lexical_novelty: float | None = None  # X_t: share of content words new to the open segment's recent units
     p: float | None = None  # p_t
@@ -146,6 +147,8 @@ class Exchange:
     opener_question: bool = False
     closer_question: bool = False
     words: tuple[str, ...] = ()
+    # Words of each of the unit's turns (or pieces): the stream's words per turn (the question cue's gate).
+    word_counts: tuple[int, ...] = ()
 
     @property
     def has_signal(self) -> bool:
