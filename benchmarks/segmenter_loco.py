@@ -90,7 +90,10 @@ START: dict[str, Any] = {"bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_
                          "cues.w_question": 0.0, "cues.w_answer": 0.0, "cues.w_lexical": 0.0,
                          "calibration.blend": 0.0, "calibration.kind": "quantile", "center_embeddings": True,
                          "cues.question_modes": ALL_MODES, "cues.answer_modes": ALL_MODES, "cues.lexical_modes": ALL_MODES,
-                         "cues.question_max_words": 0.0}
+                         "cues.question_max_words": 0.0,
+                         # the stream threshold's length prior while the weights are fitted (the grid sets it
+                         # afterwards): pinned, so that a fit does not depend on the value the last fit wrote
+                         "calibration.segment_turns": 10.0}
 REFITS = 2
 BIAS_GRID = [-1.0, -0.5, 0.0, 0.5, 1.0]  # offsets from the fitted intercept; then +-0.25 around the best
 SEGMENT_TURNS_GRID = [5.0, 6.0, 7.0, 8.0, 10.0]  # the stream threshold's length prior (blend 1), LoCoMo feasibility decides the ends
