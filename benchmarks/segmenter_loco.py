@@ -144,6 +144,10 @@ DESIGNS: dict[str, dict[str, Any]] = {
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
         "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]},
         "grid": {"cues.question_max_words": "WORD_GATE_GRID"}},
+    "embedding+lexical+role_answer+short_question": {  # the defaults' fixed-threshold twin (stream vs fixed)
+        "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
+        "over": {"placement.modes": ["pair"], "cues.answer_modes": ["role"]},
+        "grid": {"cues.question_max_words": "WORD_GATE_GRID"}},
     "embedding+role_answer+short_question+stream1": {
         "inputs": ["phi", "cohesion", "role", "answer", "question"],
         "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]},
