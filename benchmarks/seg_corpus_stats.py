@@ -26,8 +26,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibrate_segmenter import load_locomo  # noqa: E402
-from segmenter_loco import add_corpus_args, corpus_paths  # noqa: E402
+from segmenter_loco import add_corpus_files, corpus_paths  # noqa: E402
 
+from lychee_ray.build.segment import count_words, is_question  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.runners.segmentation import load_seg_corpus  # noqa: E402
 from lychee_ray.testing.results import write_result  # noqa: E402
@@ -40,7 +41,7 @@ def spread(values: list[float]) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_corpus_args(ap)
+    add_corpus_files(ap)
     ap.add_argument("--out", required=True, help="JSON result file")
     args = ap.parse_args()
     cfg = load_config(env={})
@@ -49,8 +50,9 @@ def main() -> int:
         paths = corpus_paths(args, load_locomo(Path(args.locomo)), set(cfg.eval.locomo_split.dev), Path(tmp))
         for name, path in paths.items():
             ds = load_seg_corpus(path)
-            words = [float(np.mean([len(u.split()) for u in d.utterances])) for d in ds]
-            questions = [float(np.mean([u.rstrip().endswith("?") for u in d.utterances])) for d in ds]
+            # the segmenter's own readings: the words its question gate counts, the questions its cue sees
+            words = [float(np.mean([count_words(u) for u in d.utterances])) for d in ds]
+            questions = [float(np.mean([is_question(u) for u in d.utterances])) for d in ds]
             result[name] = {"dialogues": len(ds), "words_per_utterance": spread(words),
                             "question_share": spread(questions), "roles": any(d.roles for d in ds)}
     write_result(result, args.out)

@@ -100,7 +100,6 @@ SEGMENT_TURNS_GRID = [5.0, 6.0, 7.0, 8.0, 10.0]  # the stream threshold's length
 SPREAD_GRID = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0]  # the robust stream threshold's spread (blend 1, kind robust)
 # The question cue's gate: words per turn at most this (the fitting corpora decide; 0 would be no gate).
 WORD_GATE_GRID = [16.0, 20.0, 24.0]
-GRIDS = {"WORD_GATE_GRID": WORD_GATE_GRID}
 LOCOMO_RANGE = (4.0, 8.0)  # the cost model: turns per segment on LoCoMo (mean over the ten conversations)
 INFEASIBLE = 1.0  # added to the worst margin of a bias that leaves LoCoMo outside LOCOMO_RANGE
 
@@ -143,20 +142,20 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "embedding+lexical+role_answer+short_question+stream1": {
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
         "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]},
-        "grid": {"cues.question_max_words": "WORD_GATE_GRID"}},
+        "grid": {"cues.question_max_words": WORD_GATE_GRID}},
     "embedding+lexical+role_answer+short_question": {  # the defaults' fixed-threshold twin (stream vs fixed)
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
         "over": {"placement.modes": ["pair"], "cues.answer_modes": ["role"]},
-        "grid": {"cues.question_max_words": "WORD_GATE_GRID"}},
+        "grid": {"cues.question_max_words": WORD_GATE_GRID}},
     "embedding+role_answer+short_question+stream1": {
         "inputs": ["phi", "cohesion", "role", "answer", "question"],
         "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]},
-        "grid": {"cues.question_max_words": "WORD_GATE_GRID"}},
+        "grid": {"cues.question_max_words": WORD_GATE_GRID}},
     "embedding+stream1": {"inputs": ["phi", "cohesion", "role"], "over": {"placement.modes": ["pair"], "calibration.blend": 1.0}},
 }
 
 
-def add_corpus_args(ap: argparse.ArgumentParser) -> None:
+def add_corpus_files(ap: argparse.ArgumentParser) -> None:
     """The corpora of the four groups (options shared with seg_corpus_stats.py)."""
     ap.add_argument("--tiage", default=str(DATA / "segmentation" / "tiage.json"))
     ap.add_argument("--superdialseg", default=str(DATA / "segmentation" / "superdialseg_validation.json"))
@@ -328,7 +327,7 @@ def fit_design(bench: Bench, design: dict[str, Any], groups: list[str], log: str
         return _fit_at(bench, design, groups, log)
     ((key, values),) = grid.items()
     fits = []
-    for value in GRIDS[values] if isinstance(values, str) else values:
+    for value in values:
         at = {**design, "over": {**design.get("over", {}), key: value}}
         fits.append(_fit_at(bench, at, groups, f"{log} [{key}={value}]"))
     best = min(fits, key=lambda f: f["worst_fitting_margin"])
@@ -584,7 +583,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def add_corpus_arguments(ap: argparse.ArgumentParser) -> None:
     """The corpora, caches and base config every Bench reads (shared with segmenter_offbyone.py)."""
-    add_corpus_args(ap)
+    add_corpus_files(ap)
     ap.add_argument("--corpora-dir", default=str(ROOT / "benchmarks" / "results" / "seg_corpora"), help="the derived corpora are written here")
     ap.add_argument("--cache-dir", default="~/.cache/lychee_ray/segcache", help="embeddings kept here between runs")
     ap.add_argument("--config", action="append", default=[], help="base config file(s) (default: configs/default.yaml)")
