@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         embed_s, vecs = median_time(lambda: embedder.encode(texts), args.repeats)
         tok_s, _ = median_time(lambda: [count_tokens(t, enc) for t in texts], args.repeats)
         turns = conversation_turn_inputs(conv, vecs, enc)
-        mode = resolve_exchange_mode(cfg.segmenter.exchange_mode, (t.role for t in turns))
+        mode = resolve_exchange_mode(cfg.segmenter.exchange_mode, (t.role for t in turns), cfg.segmenter.auto_without_roles)
         seg_s, (segments, decisions) = median_time(
             lambda: segment_turn_inputs(turns, cfg.segmenter, mode=mode, encoding=enc), args.segment_repeats
         )

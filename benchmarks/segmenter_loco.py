@@ -91,6 +91,8 @@ START: dict[str, Any] = {"bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_
                          "calibration.blend": 0.0, "calibration.kind": "quantile", "center_embeddings": True,
                          "cues.question_modes": ALL_MODES, "cues.answer_modes": ALL_MODES, "cues.lexical_modes": ALL_MODES,
                          "cues.question_max_words": 0.0,
+                         # LoCoMo as built (the 4-8 turns per segment constraint) in pair units unless a design says otherwise
+                         "auto_without_roles": "pair",
                          # the stream threshold's length prior while the weights are fitted (the grid sets it
                          # afterwards): pinned, so that a fit does not depend on the value the last fit wrote
                          "calibration.segment_turns": 10.0}
@@ -142,6 +144,12 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "embedding+lexical+role_answer+short_question+stream1": {
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
         "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"]},
+        "grid": {"cues.question_max_words": WORD_GATE_GRID}},
+    # The same decision with two-human chat built in turn units (segmenter.auto_without_roles: turn): the LoCoMo
+    # feasibility constraint then reads LoCoMo as built in turn units (docs/segmenter.md §3.11).
+    "embedding+lexical+role_answer+short_question+stream1+turn_units": {
+        "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
+        "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"], "auto_without_roles": "turn"},
         "grid": {"cues.question_max_words": WORD_GATE_GRID}},
     "embedding+lexical+role_answer+short_question": {  # the defaults' fixed-threshold twin (stream vs fixed)
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],

@@ -8,6 +8,10 @@ For each ``A:B`` pair and every held-out view: WindowDiff of A, of B, and the me
 difference A − B with its paired bootstrap 95 % interval over dialogues (negative = A is better).
 A cue's held-out effect is the pair (design with the cue : the same design without it, each refitted
 on every fold); the stream threshold's is (stream design : the same design with the fixed threshold).
+
+``--views VA:VB --designs D1,D2``: within each run, two views of the same held-out corpus (the same
+dialogues, e.g. ``locomo_turn:locomo_pair`` = turn units against pair units, docs/segmenter.md §3.11),
+paired the same way.
 """
 
 from __future__ import annotations
@@ -39,10 +43,22 @@ def compare(a: dict[str, Any], b: dict[str, Any], resamples: int) -> dict[str, A
     return out
 
 
+def compare_views(run: dict[str, Any], va: str, vb: str, resamples: int) -> dict[str, Any]:
+    """Views ``va`` and ``vb`` of one held-out corpus in ``run``: WD of each and the paired difference va − vb."""
+    (test,) = [r["test"] for r in run["held_out"].values() if va in r["test"]]
+    if vb not in test:
+        raise SystemExit(f"{va} and {vb} are not views of one held-out corpus")
+    x, y = (np.asarray(test[v]["per_dialogue_windowdiff"]) for v in (va, vb))
+    bs = paired_bootstrap(x, y, resamples=resamples)
+    return {"a": float(x.mean()), "b": float(y.mean()), "diff": bs["mean"], "ci95": [bs["boot_low"], bs["boot_high"]]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", required=True, help="segmenter_loco.py --checkpoint file")
-    ap.add_argument("--pair", action="append", required=True, help="A:B (run names in --runs); repeatable")
+    ap.add_argument("--pair", action="append", default=[], help="A:B (run names in --runs); repeatable")
+    ap.add_argument("--views", action="append", default=[], help="VA:VB (two views of one corpus) within each of --designs; repeatable")
+    ap.add_argument("--designs", default="", help="comma-separated run names for --views")
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
@@ -62,6 +78,16 @@ def main(argv: list[str] | None = None) -> int:
         for v, e in result[pair].items():
             print(f"   {v:13s} {e['a']:.3f} vs {e['b']:.3f}: {e['diff']:+.3f} [{e['ci95'][0]:+.3f}, {e['ci95'][1]:+.3f}]"
                   f"   margins {e['a_margin']:+.3f} / {e['b_margin']:+.3f}")
+    for views in args.views:
+        va, _, vb = views.partition(":")
+        result[views] = {}
+        for name in filter(None, args.designs.split(",")):
+            if name not in runs:
+                raise SystemExit(f"not in {args.runs}: {name}")
+            e = result[views][name] = compare_views(runs[name], va, vb, args.resamples)
+            print(f"{name}: {va} {e['a']:.3f} vs {vb} {e['b']:.3f}: {e['diff']:+.3f} [{e['ci95'][0]:+.3f}, {e['ci95'][1]:+.3f}]")
+    if not result:
+        raise SystemExit("nothing to compare: give --pair or --views with --designs")
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
 

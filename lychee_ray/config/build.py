@@ -108,8 +108,11 @@ class SegmenterConfig(Section):
     # semantic = boundary probability p_t; fixed = every `fixed_window` exchanges (the ablation).
     method: Literal["semantic", "fixed"]
     # role = user turn + replies; pair = two consecutive turns; turn = one turn;
-    # auto = role when the conversation has assistant turns, else pair.
+    # auto = role when the conversation has assistant turns, else auto_without_roles.
     exchange_mode: Literal["auto", "role", "pair", "turn"]
+    # The unit `auto` uses where no turn answers a user (two-human chat, a corpus without roles):
+    # turn (every utterance is a decision point) or pair (two consecutive turns; before issue 38's last step).
+    auto_without_roles: Literal["pair", "turn"]
     # Exchange vector from its turn vectors: mean = normalised mean; tokens = token-weighted mean.
     exchange_weighting: Literal["mean", "tokens"]
     # Hard cap on a segment's tokens (turn text); longer turns are split into pieces.

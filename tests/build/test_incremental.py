@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from lychee_ray.build.increment import (
+    ConfigMismatch,
     ConversationBusy,
     HistoryConflict,
     InvalidTurns,
@@ -335,3 +336,28 @@ def test_iter_turns_from_equals_skipping_turn_by_turn(conv):
     whole = list(conv.iter_turns())
     for k in [0, 1, 5, len(conv.sessions[0].turns), len(conv.sessions[0].turns) + 1, len(whole) - 1, len(whole), len(whole) + 3]:
         assert list(conv.iter_turns_from(k)) == list(itertools.islice(iter(whole), k, None)), k
+
+
+
+def test_store_built_in_pair_units_is_rebuilt_in_turn_units(tmp_path, ctx, conv, reference):
+    """A store whose two-human chat was segmented in pair units (``auto_without_roles: pair``, the default
+    before issue 38's last step) was built with other settings: an API append refuses it with a typed
+    error (nothing written), and the next build rebuilds it whole, exactly as a fresh build in turn units."""
+    pair_cfg = load_config(env={}, sets=["segmenter.auto_without_roles=pair"])
+    items = [AdapterItem(file="mem", line=0, conversation=prefix(conv, 30))]
+    run_local_build_items(pair_cfg, items, tmp_path, backend="rules", ctx=make_context(pair_cfg, "rules", HashEmbedder()))
+    layout = StoreLayout(tmp_path)
+    marker = next(iter_markers(tmp_path))
+    assert json.loads(layout.marker_segstate_path(marker).read_text())["segmenter"]["mode"] == "pair"
+    store = MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules")
+    with pytest.raises(ConfigMismatch) as e:
+        store.append(conv.conversation_id, turn_dicts(conv)[30:50])
+    assert e.value.kind == "config_mismatch" and next(iter_markers(tmp_path)) == marker
+    s = build(ctx, tmp_path, conv)
+    assert s.built == 1 and s.appended == 0
+    marker = next(iter_markers(tmp_path))
+    assert json.loads(layout.marker_segstate_path(marker).read_text())["segmenter"]["mode"] == "turn"
+    got = tables(tmp_path, conv.conversation_id)
+    for t in ("records", "segments", "nodes"):
+        assert got[t].equals(reference[0][t]), t
+    assert verify_store(tmp_path)["ok"]

@@ -205,7 +205,13 @@ def test_exchange_building_modes():
     assert [len(u.turns) for u in build_exchanges(turns, "pair")] == [2, 2, 2, 2]
     assert [len(u.turns) for u in build_exchanges(turns, "turn")] == [1] * 8
     humans = make_turns([0] * 5)
-    assert [len(u.turns) for u in build_exchanges(humans, "auto")] == [2, 2, 1]  # all user -> pair
+    # all user: auto_without_roles decides (turn by default, pair on request); role units need an answering turn
+    assert [len(u.turns) for u in build_exchanges(humans, "auto")] == [1] * 5
+    assert [len(u.turns) for u in build_exchanges(humans, "auto", without_roles="pair")] == [2, 2, 1]
+    assert SegmenterConfig().auto_without_roles == "turn"
+    seg = make_segmenter(SegmenterConfig(auto_without_roles="pair"))
+    seg.push_turns(humans)
+    assert seg.mode == "pair"
     # a session that starts with an assistant turn
     lead = make_turns([0] * 3, roles=["assistant", "user", "assistant"])
     assert [len(u.turns) for u in build_exchanges(lead, "role")] == [1, 2]

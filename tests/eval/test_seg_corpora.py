@@ -110,6 +110,8 @@ def test_eval_exchange_mode_option():
     plain = [SegDialogue("d", ["a", "b", "c", "d"], [2, 2])]
     roles = [SegDialogue("d", ["a", "b", "c", "d"], [2, 2], roles=["user", "agent", "user", "agent"])]
     assert eval_exchange_mode(plain) == "turn" and eval_exchange_mode(roles) == "role"
+    # auto follows segmenter.auto_without_roles (eval-seg scores the units the build uses)
+    assert eval_exchange_mode(plain, "auto", "pair") == "pair" and eval_exchange_mode(roles, "auto", "pair") == "role"
     assert eval_exchange_mode(plain, "pair") == "pair" and eval_exchange_mode(roles, "turn") == "turn"
     with pytest.raises(ValueError):
         eval_exchange_mode(plain, "role")  # no user/agent roles to build role units from

@@ -88,7 +88,8 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
     if st.segmenter_config != ctx.cfg.segmenter:
         return "segmenter_config", True
     if ctx.cfg.segmenter.exchange_mode == "auto" and st.segmenter_mode != "role" and \
-            resolve_exchange_mode("auto", (t.role for *_, t in conv.iter_turns_from(st.num_turns))) \
+            resolve_exchange_mode("auto", (t.role for *_, t in conv.iter_turns_from(st.num_turns)),
+                                  ctx.cfg.segmenter.auto_without_roles) \
             != st.segmenter_mode:
         # e.g. the first assistant turn: one build would use role mode throughout. ("role" is
         # resolved from any answering turn, so it stays; the saved mode covers the first

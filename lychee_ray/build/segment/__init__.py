@@ -74,6 +74,7 @@ from lychee_ray.build.segment.types import (
     Segment,
     TurnInput,
     TurnRef,
+    UnitWithoutRoles,
 )
 
 __all__ = [
@@ -93,6 +94,7 @@ __all__ = [
     "StreamSegmentation",
     "TurnInput",
     "TurnRef",
+    "UnitWithoutRoles",
     "WordRate",
     "build_exchanges",
     "calibrated_surprise",

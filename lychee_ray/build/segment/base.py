@@ -93,7 +93,7 @@ class BaseSegmenter:
         if not turns:
             return []
         if self._builder is None:
-            self._builder = _ExchangeBuilder(resolve_exchange_mode("auto", (t.role for t in turns)))
+            self._builder = _ExchangeBuilder(resolve_exchange_mode("auto", (t.role for t in turns), self.cfg.auto_without_roles))
         closed: list[Segment] = []
         for t in turns:
             if t.ref.session_index < self._last_session:

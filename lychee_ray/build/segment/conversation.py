@@ -33,7 +33,7 @@ def segment_turn_inputs(
     """Segment a finished turn sequence; ``auto`` mode is resolved on the whole sequence."""
     cfg = cfg or SegmenterConfig.model_validate({})  # every key from default.yaml
     if mode is None:
-        mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns))
+        mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns), cfg.auto_without_roles)
     seg = make_segmenter(cfg, mode=mode, encoding=encoding)
     out = seg.push_turns(turns)
     out.extend(seg.finish())
@@ -102,7 +102,7 @@ def segment_conversation(
             raise ValueError("segment_conversation needs an embedder or turn_vectors")
         turn_vectors = embed_turns(conv, embedder, cfg.max_turn_chars)
     turns = conversation_turn_inputs(conv, turn_vectors, encoding, cfg.max_turn_chars)
-    mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns))
+    mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns), cfg.auto_without_roles)
     segments, decisions = segment_turn_inputs(turns, cfg, mode=mode, encoding=encoding)
     return SegmentationResult(segments, decisions, np.asarray(turn_vectors), mode)
 
@@ -141,7 +141,7 @@ def segment_stream(
     if state is not None:
         seg = BaseSegmenter.from_state(state, cfg)
     else:
-        seg = make_segmenter(cfg, mode=resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns)), encoding=encoding)
+        seg = make_segmenter(cfg, mode=resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns), cfg.auto_without_roles), encoding=encoding)
     closed = seg.push_turns(turns)
     resume = seg.state_dict()
     return StreamSegmentation(closed, seg.finish() if finish else [], resume)

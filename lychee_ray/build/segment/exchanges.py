@@ -8,18 +8,21 @@ from typing import Literal
 import numpy as np
 
 from lychee_ray.build.segment.cues import content_words, count_words, is_question
-from lychee_ray.build.segment.types import Exchange, ExchangeMode, TurnInput, TurnRef
+from lychee_ray.build.segment.types import Exchange, ExchangeMode, TurnInput, TurnRef, UnitWithoutRoles
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens, get_encoding
 
 # Roles that answer a user: chat logs say "assistant", support corpora (SuperDialseg) say "agent".
 ANSWER_ROLES = frozenset({"assistant", "agent"})
 
 
-def resolve_exchange_mode(mode: ExchangeMode | Literal["auto"], roles: Iterable[str]) -> ExchangeMode:
-    """Concrete mode for ``auto``: ``role`` when any turn answers a user (assistant/agent), else ``pair``."""
+def resolve_exchange_mode(
+    mode: ExchangeMode | Literal["auto"], roles: Iterable[str], without_roles: UnitWithoutRoles
+) -> ExchangeMode:
+    """Concrete mode for ``auto``: ``role`` when any turn answers a user (assistant/agent), else
+    ``without_roles`` (``segmenter.auto_without_roles``)."""
     if mode != "auto":
         return mode
-    return "role" if any(r in ANSWER_ROLES for r in roles) else "pair"
+    return "role" if any(r in ANSWER_ROLES for r in roles) else without_roles
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -170,9 +173,11 @@ def build_exchanges(
     weighting: str = "mean",
     encoding: str = DEFAULT_ENCODING,
     min_word_chars: int = 4,
+    without_roles: UnitWithoutRoles = "turn",
 ) -> list[Exchange]:
-    """All decision units of a finished turn sequence (batch form of what the segmenter streams)."""
-    b = _ExchangeBuilder(resolve_exchange_mode(mode, (t.role for t in turns)))
+    """All decision units of a finished turn sequence (batch form of what the segmenter streams);
+    ``without_roles``: the unit ``auto`` picks without an answering role (``segmenter.auto_without_roles``)."""
+    b = _ExchangeBuilder(resolve_exchange_mode(mode, (t.role for t in turns), without_roles))
     groups = [g for t in turns for g in b.add(t)] + b.flush()
     return [u for g in groups for u in fit_to_cap(g, max_tokens, weighting, encoding, min_word_chars)]
 

@@ -9,6 +9,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 ExchangeMode = Literal["role", "pair", "turn"]
+# The units `auto` may pick where no turn answers a user (segmenter.auto_without_roles).
+UnitWithoutRoles = Literal["pair", "turn"]
 # system_prompt: a session's leading system turn is a context unit of its own (agent logs), never
 # part of a dialogue segment: closed as soon as it is seen.
 CloseReason = Literal["semantic", "window", "length_cap", "session_boundary", "end_of_stream", "system_prompt"]

@@ -41,6 +41,7 @@ from lychee_ray.build.segment import (
     Segment,
     TurnInput,
     TurnRef,
+    UnitWithoutRoles,
     make_segmenter,
 )
 from lychee_ray.config import SegmenterConfig
@@ -108,16 +109,19 @@ def load_seg_corpus(path: str | Path, subset: str | None = None) -> list[SegDial
     return out
 
 
-def eval_exchange_mode(dialogues: Sequence[SegDialogue], requested: str = "auto") -> ExchangeMode:
+def eval_exchange_mode(
+    dialogues: Sequence[SegDialogue], requested: str = "auto", without_roles: UnitWithoutRoles = "turn"
+) -> ExchangeMode:
     """The units eval-seg decides on: ``requested`` unless ``auto``; for ``auto``, ``role`` when the corpus has
-    user/agent roles (topic shifts come with the user's turn), else ``turn`` (each utterance).
+    user/agent roles (topic shifts come with the user's turn), else ``without_roles`` (the build's
+    ``segmenter.auto_without_roles``, so that eval-seg scores the units the build decides on).
 
     ``role`` on a corpus without user/agent roles is refused (every utterance would be one user request).
     """
     roles = {r for d in dialogues for r in (d.roles or ())}
     has_roles = "user" in roles and bool(roles & ANSWER_ROLES)
     if requested == "auto":
-        return "role" if has_roles else "turn"
+        return "role" if has_roles else without_roles
     if requested == "role" and not has_roles:
         raise ValueError("exchange mode 'role' needs a corpus with user and agent/assistant roles")
     modes: dict[str, ExchangeMode] = {m: m for m in get_args(ExchangeMode)}
@@ -221,7 +225,7 @@ def evaluate_dialogues(
     """
     turns = dialogue_turn_inputs(dialogues, vectors, encoding)
     gold = [d.segments for d in dialogues]
-    mode = eval_exchange_mode(dialogues, exchange_mode)
+    mode = eval_exchange_mode(dialogues, exchange_mode, cfg.auto_without_roles)
     t0 = time.perf_counter()
     hyp = segment_dialogues(turns, cfg, mode=mode, reset_background=reset_background, encoding=encoding)
     seg_s = time.perf_counter() - t0

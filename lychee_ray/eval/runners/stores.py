@@ -110,7 +110,7 @@ def turns_per_exchange(ds: Dataset, cfg: LycheeConfig) -> float:
     modes = set()
     for c in ds.conversations:
         roles = [t.role for *_, t in c.iter_turns()]
-        modes.add(resolve_exchange_mode(cfg.segmenter.exchange_mode, roles))
+        modes.add(resolve_exchange_mode(cfg.segmenter.exchange_mode, roles, cfg.segmenter.auto_without_roles))
         turns += len(roles)
         users += sum(r == "user" for r in roles)
     if modes == {"turn"}:
