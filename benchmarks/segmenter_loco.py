@@ -80,7 +80,7 @@ REFERENCES = ("no_boundary", "fixed_window", "texttiling")
 # Logit inputs as the trace records them, and the config key of each weight.
 INPUTS: dict[str, str] = {
     "phi": "w_surprise", "cohesion": "w_cohesion", "role": "role_bias",
-    "question": "cues.w_question", "answer": "cues.w_answer", "lexical": "cues.w_lexical",
+    "question": "cues.w_question", "answer": "cues.w_answer", "lexical": "cues.w_lexical", "ahead": "cues.w_ahead",
 }
 # Where every fit starts (issue 20's embedding decision, no cues; the trace only needs a sane open segment).
 # The switches a design may set are pinned here to their issue-29 values (fixed threshold, every cue in
@@ -93,6 +93,8 @@ START: dict[str, Any] = {"bias": -1.3, "role_bias": 1.8, "w_surprise": 0.65, "w_
                          "cues.question_max_words": 0.0,
                          # LoCoMo as built (the 4-8 turns per segment constraint) in pair units unless a design says otherwise
                          "auto_without_roles": "pair",
+                         # no look-ahead unless a design asks for it (it holds every unit until the next one)
+                         "cues.w_ahead": 0.0, "cues.ahead_modes": [],
                          # the stream threshold's length prior while the weights are fitted (the grid sets it
                          # afterwards): pinned, so that a fit does not depend on the value the last fit wrote
                          "calibration.segment_turns": 10.0}
@@ -150,6 +152,17 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "embedding+lexical+role_answer+short_question+stream1+turn_units": {
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
         "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"], "auto_without_roles": "turn"},
+        "grid": {"cues.question_max_words": WORD_GATE_GRID}},
+    # ... with the look-ahead H_t (each unit decided once the next has arrived), in every mode or without role units
+    "embedding+lexical+role_answer+short_question+stream1+turn_units+ahead": {
+        "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question", "ahead"],
+        "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"], "auto_without_roles": "turn",
+                 "cues.ahead_modes": ["role", "pair", "turn"]},
+        "grid": {"cues.question_max_words": WORD_GATE_GRID}},
+    "embedding+lexical+role_answer+short_question+stream1+turn_units+ahead_no_role": {
+        "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question", "ahead"],
+        "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"], "auto_without_roles": "turn",
+                 "cues.ahead_modes": ["pair", "turn"]},
         "grid": {"cues.question_max_words": WORD_GATE_GRID}},
     "embedding+lexical+role_answer+short_question": {  # the defaults' fixed-threshold twin (stream vs fixed)
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
@@ -309,7 +322,7 @@ def trace(bench: Bench, view: str, cfg: SegmenterConfig) -> tuple[np.ndarray, np
             hit = idx[0] in starts or (mode == "pair" and any(i in starts for i in idx[1:]))
             rows.append([dec.phi or 0.0, min(cfg.cohesion_max, (dec.cohesion_drop or 0.0) / cfg.cohesion_scale),
                          1.0 if (dec.prior or 0.0) != 0.0 else 0.0, dec.question or 0.0, dec.answer or 0.0,
-                         dec.lexical_novelty or 0.0, dec.length_pressure or 0.0, dec.count_pressure or 0.0])
+                         dec.lexical_novelty or 0.0, dec.ahead or 0.0, dec.length_pressure or 0.0, dec.count_pressure or 0.0])
             labels.append(1.0 if hit else 0.0)
     return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.float64)
 
@@ -356,7 +369,8 @@ def _fit_at(bench: Bench, design: dict[str, Any], groups: list[str], log: str = 
         x, y, w = np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
         vid = np.concatenate([np.full(len(yy), i) for i, yy in enumerate(ys)])
         dummies = (vid[:, None] == np.arange(1, len(ys))[None, :]).astype(np.float64)
-        offset = x[:, 6] * cfg.w_length + x[:, 7] * cfg.w_count  # the pressures: the cost model's prior, not fitted
+        pressures = len(INPUTS)  # the two columns after the inputs
+        offset = x[:, pressures] * cfg.w_length + x[:, pressures + 1] * cfg.w_count  # the cost model's prior, not fitted
         b, coef = logistic_irls(np.hstack([x[:, cols], dummies]), y, w, offset)
         intercepts = np.concatenate([[b], b + coef[len(cols):]])
         view_weight = np.concatenate([[1.0 / len(GROUPS[g])] * len(GROUPS[g]) for g in groups])

@@ -63,6 +63,10 @@ class CueConfig(Section):
     question_max_words: float = Field(ge=0)
     words_window: int = Field(ge=1)
     words_min_history: int = Field(ge=1)
+    # The look-ahead H_t = cos(next unit, unit) - cos(next unit, open segment's trajectory): in these modes
+    # a unit is decided only when the next one has arrived (one unit of latency; [] = decide at once).
+    w_ahead: float
+    ahead_modes: list[Literal["role", "pair", "turn"]]
 
 
 class PlacementConfig(Section):

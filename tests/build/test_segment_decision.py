@@ -11,7 +11,15 @@ import json
 import numpy as np
 import pytest
 
-from lychee_ray.build.segment import BaseSegmenter, WordRate, count_words, make_segmenter, segment_turn_inputs
+from lychee_ray.build.segment import (
+    BaseSegmenter,
+    WordRate,
+    count_words,
+    make_segmenter,
+    open_turn_refs,
+    segment_stream,
+    segment_turn_inputs,
+)
 from lychee_ray.build.segment.calibration import StreamThreshold, logit
 from lychee_ray.build.segment.placement import choose_shift, gap_coherence
 from lychee_ray.config import CalibrationConfig, SegmenterConfig
@@ -99,16 +107,6 @@ def test_save_restore_with_placement_and_stream_threshold_is_exact():
         assert [d.model_dump() for d in decs] == [d.model_dump() for d in whole.decisions]
 
 
-def test_state_of_version_3_is_still_read():
-    seg = make_segmenter(SegmenterConfig(placement=PAIR_ON), mode="pair")
-    first = seg.push_turns(make_turns([0] * 5))
-    state = json.loads(json.dumps(seg.state_dict()))
-    state["version"] = 3
-    del state["calibration"]
-    del state["open"]["tail"]
-    restored = BaseSegmenter.from_state(state)
-    out = restored.push_turns(make_turns([1] * 6, sessions=[1] * 6)) + restored.finish()
-    assert sum(s.num_turns for s in first + out) == 11
 
 
 # ---- the stream threshold ------------------------------------------------------------------
@@ -243,14 +241,101 @@ def test_question_gate_survives_save_restore_and_new_stream():
     assert [d.words_per_turn for d in whole.decisions if d.p is not None][0] == 10.0
 
 
-def test_state_of_version_4_is_still_read():
+
+
+
+# ---- the look-ahead (cues.ahead_modes) -----------------------------------------------------------
+
+AHEAD = {"w_ahead": 1.5, "ahead_modes": ["role", "pair", "turn"]}
+
+
+def _ahead_stream(n: int = 150, seed: int = 12) -> list:
+    rng = np.random.default_rng(seed)
+    topics = [int(t) for t in np.repeat(rng.integers(0, 5, size=n // 5), 5)]
+    tokens = [int(t) for t in rng.integers(1, 60, size=n)]
+    return make_turns(topics, tokens=tokens, seed=3)
+
+
+@pytest.mark.parametrize("mode", ["turn", "pair"])
+def test_look_ahead_with_zero_weight_changes_only_the_latency(mode):
+    """A held unit is decided on the same logit when H_t has no weight: the same segments, one unit later."""
+    turns = _ahead_stream()
+    off = make_segmenter(SegmenterConfig(placement=PAIR_ON), mode=mode)
+    ref = off.push_turns(turns) + off.finish()
+    on = make_segmenter(SegmenterConfig(placement=PAIR_ON, cues={**AHEAD, "w_ahead": 0.0}), mode=mode)
+    early = on.push_turns(turns[:20])
+    assert len(early) < len([s for s in ref if s.turns[-1].position < turns[20].ref.position]) + 1
+    got = early + on.push_turns(turns[20:]) + on.finish()
+    assert [s.model_dump() for s in got] == [s.model_dump() for s in ref]
+    assert [d.model_dump(exclude={"ahead"}) for d in on.decisions] == [d.model_dump(exclude={"ahead"}) for d in off.decisions]
+    assert any((d.ahead or 0.0) > 0 for d in on.decisions) and any((d.ahead or 0.0) < 0 for d in on.decisions)
+
+
+def test_look_ahead_tells_a_shift_from_a_one_unit_digression():
+    """At a real shift the next unit sides with the new unit (H_t > 0); after a one-unit digression it
+    returns to the open segment (H_t < 0), so the digression is less likely cut."""
+    cfg = SegmenterConfig(cues=AHEAD, center_embeddings=False)
+    seg = make_segmenter(cfg, mode="turn")
+    seg.push_turns(make_turns([0] * 6 + [1] + [0] * 5 + [2] * 6, seed=5))
+    seg.finish()
+    h = {i: d.ahead for i, d in enumerate(d for d in seg.decisions if d.exchange_index is not None)}
+    assert h[6] < 0 < h[12]  # unit 6: the digression; unit 12: the shift to topic 2
+    assert h[17] == 0.0  # the last unit has no next one
+
+
+def test_held_unit_is_decided_at_a_session_end_and_before_a_system_prompt():
+    cfg = SegmenterConfig(cues=AHEAD)
+    turns = make_turns([0] * 5 + [1] * 4, sessions=[0] * 5 + [1] * 4)
+    seg = make_segmenter(cfg, mode="turn")
+    segs = seg.push_turns(turns)
+    last_of_session = [d for d in seg.decisions if d.turn_ids == ["D0:4"]]
+    assert len(last_of_session) == 1 and last_of_session[0].ahead == 0.0  # never looks into the next session
+    segs += seg.finish()
+    assert_covers(turns, segs)
+    # a system turn opening a later session closes the open segment after the held unit is decided
+    prompt = make_turns([3], sessions=[2], roles=["system"])
+    seg = make_segmenter(cfg, mode="role")
+    segs = seg.push_turns(turns[:5]) + seg.push_turns(prompt) + seg.finish()
+    assert [s.reason for s in segs][-1] == "system_prompt" and sum(s.num_turns for s in segs) == 6
+
+
+@pytest.mark.parametrize("mode", ["turn", "pair"])
+def test_save_restore_with_a_held_unit_is_exact(mode):
+    turns = _ahead_stream()
+    cfg = SegmenterConfig(placement=PAIR_ON, cues=AHEAD, calibration={"blend": 1.0, "min_history": 4})
+    whole = make_segmenter(cfg, mode=mode)
+    ref = whole.push_turns(turns) + whole.finish()
+    for splits in ([1], [2, 3], [17, 18, 90], list(range(5, len(turns), 11))):
+        segs, decs = _run(make_segmenter(cfg, mode=mode), turns, splits)
+        assert [s.model_dump() for s in segs] == [s.model_dump() for s in ref]
+        assert [d.model_dump() for d in decs] == [d.model_dump() for d in whole.decisions]
+
+
+def test_held_turns_are_open_turns_of_a_resume_point():
+    turns = make_turns([0] * 7)
+    res = segment_stream(turns, SegmenterConfig(cues=AHEAD, exchange_mode="turn"), finish=False)
+    held = res.state["held"]["unit"]["turns"]
+    assert [r["turn_id"] for r in held] == ["D0:6"]
+    assert [r.turn_id for r in open_turn_refs(res.state)][-1] == "D0:6"
+    closed = {r.turn_id for s in res.closed for r in s.turns}
+    assert closed | {r.turn_id for r in open_turn_refs(res.state)} == {t.ref.turn_id for t in turns}
+
+
+@pytest.mark.parametrize("version", [3, 4, 5])
+def test_older_state_versions_are_still_read(version):
+    """A state saved by an older version (without the fields added since) continues the stream."""
     seg = make_segmenter(SegmenterConfig(placement=PAIR_ON), mode="pair")
     first = seg.push_turns(make_turns([0] * 5))
     state = json.loads(json.dumps(seg.state_dict()))
-    assert state["version"] == 5 and state["turn_words"]
-    state["version"] = 4
-    del state["turn_words"]
+    assert state["version"] == 6 and state["turn_words"] and "held" in state
+    state["version"] = version
+    del state["held"]  # 6: the unit held for the look-ahead
+    if version < 5:
+        del state["turn_words"]  # 5: the question gate's words per turn
+    if version < 4:
+        del state["calibration"], state["open"]["tail"]  # 4: the stream threshold, placement's last turns
     restored = BaseSegmenter.from_state(state)
-    assert restored._word_rate.mean() is None  # a state from before the gate: no words seen
+    if version < 5:
+        assert restored._word_rate.mean() is None  # a state from before the gate: no words seen
     out = restored.push_turns(make_turns([1] * 6, sessions=[1] * 6)) + restored.finish()
     assert sum(s.num_turns for s in first + out) == 11

@@ -37,9 +37,13 @@ QDATE = "2023-06-10"
 TOKEN = "append-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # These tests are about appends, not where the segmenter cuts: a length cap below session 3's size
-# (23 turns, more than 512 tokens) makes sure the appended session closes a segment whatever the semantic
-# defaults decide (the build, every service and the store use the same segmenter settings).
-SEGMENTS = ["segmenter.max_segment_tokens=512"]
+# (23 turns, more than 512 tokens) makes sure the appended session closes a segment, and the units are
+# pinned to pairs so that the question's evidence (D3:15-16) lands in a closed, encoded segment whatever
+# the semantic defaults decide. (In turn units this fixture leaves D3:12-23 open, and the turn-centred
+# selection ranks an open-tail turn - first in every turn channel, but without records to lift it -
+# below record-lifted turns: docs/segmenter.md §3.11 notes it.) The build, every service and the store
+# use the same segmenter settings.
+SEGMENTS = ["segmenter.max_segment_tokens=512", "segmenter.auto_without_roles=pair"]
 
 
 @pytest.fixture(scope="module")

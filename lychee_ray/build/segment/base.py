@@ -74,6 +74,8 @@ class BaseSegmenter:
         self._last_question = False
         # The stream's recent words per turn (the question cue's gate); survives new_stream() like the background mean.
         self._word_rate = WordRate(self.cfg.cues.words_window, self.cfg.cues.words_min_history)
+        # The unit waiting for the next one (cues.ahead_modes: decided once the next unit has arrived).
+        self._held: tuple[Exchange, list[_TurnPart] | None] | None = None
         self.decisions: list[Decision] = []  # trace since construction / restore (not in the state)
 
     # ---- public API ------------------------------------------------------------------------
@@ -115,6 +117,7 @@ class BaseSegmenter:
         assert self._builder is not None
         for group in self._builder.flush():
             closed.extend(self._push_group(group))
+        closed.extend(self._decide_held())
         if self._open is not None:  # (of an earlier session: this session has no dialogue yet)
             seg = self._close("session_boundary")
             self.decisions.append(Decision(exchange_index=None, segment_index=seg.segment_index,
@@ -137,6 +140,7 @@ class BaseSegmenter:
         if self._builder is not None:
             for group in self._builder.flush():
                 closed.extend(self._push_group(group))
+        closed.extend(self._decide_held())
         if self._open is not None:
             seg = self._close("end_of_stream")
             self.decisions.append(
@@ -156,9 +160,28 @@ class BaseSegmenter:
 
         ``parts``: the unit's whole turns with their (uncentred) vectors, when every turn of the unit is
         whole; they let a semantic cut move by one turn (``placement``). None = the cut stays at the unit.
+        In the modes of ``cues.ahead_modes`` the unit is held and decided when the next unit arrives (or
+        at the end of its session or stream): the segments returned are those the previous unit closed.
         """
         if ex.tokens > self.cfg.max_segment_tokens:
             raise ValueError("exchange over the token cap: build units with fit_to_cap()")
+        if self.mode not in self.cfg.cues.ahead_modes:
+            return self._decide(ex, parts, None)
+        held, self._held = self._held, (ex, parts)
+        if held is None:
+            return []
+        # the look-ahead never reaches across a session boundary (the next session opens a segment anyway)
+        return self._decide(held[0], held[1], ex if ex.session_index == held[0].session_index else None)
+
+    def _decide_held(self) -> list[Segment]:
+        """Decide the held unit without a next one (end of its session or of the stream)."""
+        if self._held is None:
+            return []
+        (ex, parts), self._held = self._held, None
+        return self._decide(ex, parts, None)
+
+    def _decide(self, ex: Exchange, parts: list[_TurnPart] | None, nxt: Exchange | None) -> list[Segment]:
+        """Decide ``ex`` (``nxt``: the unit after it in its session, for the look-ahead; None = none)."""
         closed: list[Segment] = []
         idx = self._next_exchange
         self._next_exchange += 1
@@ -175,7 +198,8 @@ class BaseSegmenter:
         elif ex.session_index != self._open.session_index:
             reason = "session_boundary"
         else:
-            sig = self._signals(ex)
+            ahead = self._centered(nxt.vector) if nxt is not None and nxt.has_signal else None
+            sig = self._signals(ex, ahead)
             if self._open.tokens + ex.tokens > self.cfg.max_segment_tokens:
                 reason = "length_cap"
             elif self._wants_cut(sig):
@@ -247,6 +271,10 @@ class BaseSegmenter:
             "bg_n": self._bg_n,
             "last_question": self._last_question,
             "turn_words": list(self._word_rate.counts),
+            "held": None if self._held is None else {
+                "unit": self._held[0].to_dict(),
+                "parts": None if self._held[1] is None else [p.to_dict() for p in self._held[1]],
+            },
             **self._extra_state(),
         }
 
@@ -279,6 +307,10 @@ class BaseSegmenter:
         seg._bg_n = int(data["bg_n"])
         seg._last_question = bool(data.get("last_question", False))
         seg._word_rate.counts.extend(int(c) for c in data.get("turn_words", []))
+        held = data.get("held")
+        if held is not None:
+            parts = None if held["parts"] is None else [_TurnPart.from_dict(p) for p in held["parts"]]
+            seg._held = (Exchange.from_dict(held["unit"]), parts)
         seg._load_extra_state(data)
         return seg
 
@@ -378,7 +410,8 @@ class BaseSegmenter:
         o.tail.append(part)
         del o.tail[: -(self.cfg.placement.window + 1)]
 
-    def _signals(self, ex: Exchange) -> dict[str, float | None]:
+    def _signals(self, ex: Exchange, ahead: np.ndarray | None = None) -> dict[str, float | None]:
+        """The decision's inputs for ``ex`` (centred); ``ahead``: the next unit's centred vector, if any."""
         raise NotImplementedError
 
     def _wants_cut(self, sig: dict[str, float | None]) -> bool:

@@ -148,9 +148,11 @@ def segment_stream(
 
 
 def open_turn_refs(state: dict[str, Any]) -> list[TurnRef]:
-    """References of the turns a saved segmenter state holds undecided: its open segment's turns,
-    then the turns of its pending (not yet complete) exchange."""
+    """References of the turns a saved segmenter state holds undecided: its open segment's turns, the
+    turns of the unit held for the look-ahead, then those of its pending (not yet complete) exchange."""
     refs = [TurnRef(**r) for r in (state.get("open") or {}).get("turns", [])]
+    held = state.get("held")
+    refs += [TurnRef(**r) for r in held["unit"]["turns"]] if held else []
     return refs + [TurnRef(**t["ref"]) for t in state.get("pending", [])]
 
 

@@ -22,11 +22,13 @@ _REPEAT_SURPRISE = 1e-6
 class OnlineSegmenter(BaseSegmenter):
     """The semantic segmenter: cut when the boundary probability p_t exceeds the threshold.
 
-    ``p_t = sigmoid(b + r_t + w_s*phi(s_t) + w_c*D_t + w_l*L_t + w_n*N_t + w_q*Q_t + w_a*A_t + w_x*X_t)``
+    ``p_t = sigmoid(b + r_t + w_s*phi(s_t) + w_c*D_t + w_l*L_t + w_n*N_t + w_q*Q_t + w_a*A_t + w_x*X_t + w_h*H_t)``
     where ``r_t`` is the structural prior of the decision point: ``role_bias`` when, in ``role`` mode,
     the unit opens with a user turn (a new request: support dialogues shift topic there), else 0; and
     ``Q_t, A_t, X_t`` are the surface cues of :mod:`lychee_ray.build.segment.cues` (question, answer,
-    lexical novelty; X_t counts as 0 for a unit without content words).
+    lexical novelty; X_t counts as 0 for a unit without content words) and ``H_t`` the look-ahead (the
+    next unit's cosine to this unit minus its cosine to the open segment's trajectory; in
+    ``cues.ahead_modes`` only, where each unit is decided once the next one has arrived).
     """
 
     method = "semantic"
@@ -37,7 +39,7 @@ class OnlineSegmenter(BaseSegmenter):
         self._z: float | None = None  # the logit of the unit being decided (for the stream threshold)
         self._pressure = 0.0  # the pressure part of that logit
 
-    def _signals(self, ex: Exchange) -> dict[str, float | None]:
+    def _signals(self, ex: Exchange, ahead: np.ndarray | None = None) -> dict[str, float | None]:
         cfg, o = self.cfg, self._open
         assert o is not None
         lp = ramp(o.tokens, cfg.length_pressure)
@@ -46,7 +48,8 @@ class OnlineSegmenter(BaseSegmenter):
         if not ex.has_signal or o.vec_sum is None:
             return out  # no semantic evidence either way: never a semantic cut
         norm_sum = float(np.linalg.norm(o.vec_sum))
-        cos_h = float(ex.vector @ _unit(np.sum(o.recent, axis=0)))
+        trajectory = _unit(np.sum(o.recent, axis=0))
+        cos_h = float(ex.vector @ trajectory)
         if cfg.surprise.reference == "max":  # the authors' form: the closer of centroid and trajectory
             cos_c = float(ex.vector @ o.vec_sum) / norm_sum if norm_sum > 0 else 0.0
             cos_h = max(cos_h, cos_c)
@@ -65,6 +68,10 @@ class OnlineSegmenter(BaseSegmenter):
         q = 1.0 if ex.opener_question and q_open else 0.0
         a = 1.0 if self._last_question and self.mode in cues.answer_modes else 0.0
         x = lexical_novelty(ex.words, o.recent_words) if self.mode in cues.lexical_modes else None
+        # H_t: does the next unit side with this one rather than with the open segment? (0 without a next unit)
+        h = None
+        if self.mode in cues.ahead_modes:
+            h = 0.0 if ahead is None else float(ahead @ ex.vector) - float(ahead @ trajectory)
         z = (
             cfg.bias
             + prior
@@ -75,13 +82,14 @@ class OnlineSegmenter(BaseSegmenter):
             + cues.w_question * q
             + cues.w_answer * a
             + cues.w_lexical * (x or 0.0)
+            + cues.w_ahead * (h or 0.0)
         )
         # The stream threshold moves the cut point; p_t is reported against the configured threshold
         # (p_t > threshold <=> z_t > the calibrated logit threshold), so the trace reads as before.
         fixed = logit(cfg.threshold)
         self._z, self._pressure = z, cfg.w_length * lp + cfg.w_count * npr
         p = sigmoid(z - self._calibration.threshold(fixed) + fixed)
-        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, words_per_turn=words, answer=a, lexical_novelty=x, p=p)
+        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, words_per_turn=words, answer=a, lexical_novelty=x, ahead=h, p=p)
         return out
 
     def _observe(self, ex: Exchange, sig: dict[str, float | None]) -> None:
@@ -117,7 +125,7 @@ class FixedWindowSegmenter(BaseSegmenter):
 
     method = "fixed"
 
-    def _signals(self, ex: Exchange) -> dict[str, float | None]:
+    def _signals(self, ex: Exchange, ahead: np.ndarray | None = None) -> dict[str, float | None]:
         assert self._open is not None
         return {"count_pressure": float(self._open.n_exchanges)}
 

@@ -11,10 +11,10 @@ from lychee_ray.build.segment.types import TurnRef
 
 # 2: n_turns in the open segment (count pressure over turns); 3: recent_words, last_question;
 # 4: the open segment's last turns (turn-level placement) and the stream threshold's history;
-# 5: the stream's recent words per turn (the question cue's gate).
-STATE_VERSION = 5
+# 5: the stream's recent words per turn (the question cue's gate); 6: the unit held for the look-ahead.
+STATE_VERSION = 6
 # Older states this code still reads (the fields added since get their empty values).
-READABLE_STATE_VERSIONS = (2, 3, 4, 5)
+READABLE_STATE_VERSIONS = (2, 3, 4, 5, 6)
 
 
 @dataclass

@@ -99,6 +99,8 @@ class Decision(BaseModel):
     words_per_turn: float | None = None  # the stream's recent words per turn before the unit (the question cue's gate)
     answer: float | None = None  # A_t: 1 when the previous unit ended with a question
     lexical_novelty: float | None = None  # X_t: share of content words new to the open segment's recent units
+    # H_t, the look-ahead: cos(next unit, this unit) - cos(next unit, the open segment's trajectory); 0 without a next unit
+    ahead: float | None = None
     p: float | None = None  # p_t
     # Turns by which a semantic cut moved from the unit's own gap (docs/segmenter.md §3): -1 = before the
     # open segment's last turn (that turn joined the new segment), +1 = after the unit's first turn.
@@ -155,3 +157,33 @@ class Exchange:
     @property
     def has_signal(self) -> bool:
         return bool(np.any(self.vector))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (a unit held for the look-ahead is part of the segmenter's state)."""
+        return {
+            "session_index": self.session_index,
+            "session_id": self.session_id,
+            "turns": [r.model_dump() for r in self.turns],
+            "tokens": self.tokens,
+            "vector": self.vector.tolist(),
+            "opener_role": self.opener_role,
+            "opener_question": self.opener_question,
+            "closer_question": self.closer_question,
+            "words": list(self.words),
+            "word_counts": list(self.word_counts),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Exchange:
+        return cls(
+            session_index=int(d["session_index"]),
+            session_id=d["session_id"],
+            turns=[TurnRef(**r) for r in d["turns"]],
+            tokens=int(d["tokens"]),
+            vector=np.asarray(d["vector"], dtype=np.float64),
+            opener_role=d["opener_role"],
+            opener_question=bool(d["opener_question"]),
+            closer_question=bool(d["closer_question"]),
+            words=tuple(d["words"]),
+            word_counts=tuple(int(c) for c in d["word_counts"]),
+        )
