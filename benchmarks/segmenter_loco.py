@@ -153,16 +153,11 @@ DESIGNS: dict[str, dict[str, Any]] = {
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
         "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"], "auto_without_roles": "turn"},
         "grid": {"cues.question_max_words": WORD_GATE_GRID}},
-    # ... with the look-ahead H_t (each unit decided once the next has arrived), in every mode or without role units
+    # ... with the look-ahead H_t (each unit decided once the next has arrived), in every mode (docs/segmenter.md §3.12)
     "embedding+lexical+role_answer+short_question+stream1+turn_units+ahead": {
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question", "ahead"],
         "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"], "auto_without_roles": "turn",
                  "cues.ahead_modes": ["role", "pair", "turn"]},
-        "grid": {"cues.question_max_words": WORD_GATE_GRID}},
-    "embedding+lexical+role_answer+short_question+stream1+turn_units+ahead_no_role": {
-        "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question", "ahead"],
-        "over": {"placement.modes": ["pair"], "calibration.blend": 1.0, "cues.answer_modes": ["role"], "auto_without_roles": "turn",
-                 "cues.ahead_modes": ["pair", "turn"]},
         "grid": {"cues.question_max_words": WORD_GATE_GRID}},
     "embedding+lexical+role_answer+short_question": {  # the defaults' fixed-threshold twin (stream vs fixed)
         "inputs": ["phi", "cohesion", "role", "lexical", "answer", "question"],
