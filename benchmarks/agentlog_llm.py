@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lychee_ray.build.runner import run_local_build_items  # noqa: E402
+from lychee_ray.ingest.runner import run_local_build_items  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.metrics.attribution import AttributionFigures, measure_attribution  # noqa: E402
 from lychee_ray.eval.runners.retrieval import evaluate_retrieval, load_questions  # noqa: E402

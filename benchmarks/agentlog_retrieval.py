@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lychee_ray.api import build_memory  # noqa: E402
-from lychee_ray.build.dryrun import dry_run  # noqa: E402
+from lychee_ray.ingest.dryrun import dry_run  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.metrics.attribution import AttributionFigures, measure_attribution  # noqa: E402
 from lychee_ray.eval.runners.retrieval import evaluate_retrieval, load_questions  # noqa: E402

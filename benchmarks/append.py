@@ -30,9 +30,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lychee_ray.build.dryrun import encode_prompt_tokens  # noqa: E402
-from lychee_ray.build.context import make_context  # noqa: E402
-from lychee_ray.build.runner import run_local_build_items  # noqa: E402
+from lychee_ray.ingest.dryrun import encode_prompt_tokens  # noqa: E402
+from lychee_ray.ingest.context import make_context  # noqa: E402
+from lychee_ray.ingest.runner import run_local_build_items  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.io.adapters import AdapterItem, read_input  # noqa: E402
 from lychee_ray.io.store import iter_markers, read_part  # noqa: E402

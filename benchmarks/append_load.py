@@ -102,8 +102,8 @@ def load_items(data: Path, n: int) -> list[Any]:
 
 def ensure_base(args: argparse.Namespace, items: list[Any]) -> Path:
     """A rules store of the writers' conversations, first ``--base-sessions`` sessions (cached)."""
-    from lychee_ray.build.context import make_context
-    from lychee_ray.build.runner import run_local_build_items
+    from lychee_ray.ingest.context import make_context
+    from lychee_ray.ingest.runner import run_local_build_items
     from lychee_ray.io.adapters import AdapterItem
 
     store = Path(args.cache_dir) / f"append_base_{len(items)}c_{args.base_sessions}s"

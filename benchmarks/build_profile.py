@@ -3,7 +3,7 @@
     python benchmarks/build_profile.py --input ../shared/data/locomo --format locomo \
         --out benchmarks/results/build_profile_locomo.json --baseline --ray
 
-Runs the build's stage functions (lychee_ray/build/stages/) in this process one stage at a time
+Runs the build's stage functions (lychee_ray/ingest/stages/) in this process one stage at a time
 over the whole input — decide, embed turns, build (segmenting, encoding, nodes, the rest of
 assembling), embed records and nodes, commit (FAISS index build, index and Parquet writes, the rest)
 — and charges each the process CPU time (user + system of every thread: ONNX Runtime's included)
@@ -37,16 +37,16 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lychee_ray.build import pipeline  # noqa: E402
-from lychee_ray.build.processor import ConversationProcessor  # noqa: E402
-from lychee_ray.build.context import make_context  # noqa: E402
-from lychee_ray.build.runner import finish_run, manifest_info, process_stream  # noqa: E402
-from lychee_ray.build.stages.classic import LazyClassic  # noqa: E402
-from lychee_ray.build.stages.commit import Committer  # noqa: E402
-from lychee_ray.build.stages.construct import Constructor  # noqa: E402
-from lychee_ray.build.stages.decide import Decider  # noqa: E402
-from lychee_ray.build.stages.embedding import embed_memory, embed_turns  # noqa: E402
-from lychee_ray.build.outcomes import BuildSummary  # noqa: E402
+from lychee_ray.ingest import pipeline  # noqa: E402
+from lychee_ray.ingest.processor import ConversationProcessor  # noqa: E402
+from lychee_ray.ingest.context import make_context  # noqa: E402
+from lychee_ray.ingest.runner import finish_run, manifest_info, process_stream  # noqa: E402
+from lychee_ray.ingest.stages.classic import LazyClassic  # noqa: E402
+from lychee_ray.ingest.stages.commit import Committer  # noqa: E402
+from lychee_ray.ingest.stages.construct import Constructor  # noqa: E402
+from lychee_ray.ingest.stages.decide import Decider  # noqa: E402
+from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns  # noqa: E402
+from lychee_ray.ingest.outcomes import BuildSummary  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
 from lychee_ray.io.store import MemoryStoreWriter  # noqa: E402

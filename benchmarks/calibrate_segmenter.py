@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lychee_ray.build.segment import segment_conversation, turn_embedding_text
+from lychee_ray.ingest.segment import segment_conversation, turn_embedding_text
 from lychee_ray.config import SegmenterConfig, load_config
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.eval.baselines.texttiling import depth_scores, gap_coherence, texttiling_hearst, texttiling_oracle

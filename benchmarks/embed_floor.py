@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lychee_ray.build.segment.conversation import turn_embedding_text  # noqa: E402
+from lychee_ray.ingest.segment.conversation import turn_embedding_text  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.embed import get_embedder  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402

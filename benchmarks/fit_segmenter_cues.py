@@ -51,7 +51,7 @@ from calibrate_segmenter import (  # noqa: E402
     with_overrides,
 )
 
-from lychee_ray.build.segment import make_segmenter  # noqa: E402
+from lychee_ray.ingest.segment import make_segmenter  # noqa: E402
 from lychee_ray.config import SegmenterConfig, load_config  # noqa: E402
 from lychee_ray.eval.runners.segmentation import (  # noqa: E402
     SegDialogue,

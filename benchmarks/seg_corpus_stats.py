@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibrate_segmenter import load_locomo  # noqa: E402
 from segmenter_loco import add_corpus_files, corpus_paths  # noqa: E402
 
-from lychee_ray.build.segment import count_words, is_question  # noqa: E402
+from lychee_ray.ingest.segment import count_words, is_question  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.runners.segmentation import load_seg_corpus  # noqa: E402
 from lychee_ray.testing.results import write_result  # noqa: E402

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lychee_ray.config import load_config  # noqa: E402
-from lychee_ray.build.segment import (  # noqa: E402
+from lychee_ray.ingest.segment import (  # noqa: E402
     conversation_turn_inputs,
     resolve_exchange_mode,
     segment_turn_inputs,

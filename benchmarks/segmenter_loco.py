@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibrate_segmenter import DATA, embed_cached, load_locomo, with_overrides  # noqa: E402
 from fit_segmenter_cues import logistic_irls  # noqa: E402
 
-from lychee_ray.build.segment import make_segmenter, segment_conversation, turn_embedding_text  # noqa: E402
+from lychee_ray.ingest.segment import make_segmenter, segment_conversation, turn_embedding_text  # noqa: E402
 from lychee_ray.config import SegmenterConfig, load_config  # noqa: E402
 from lychee_ray.eval.baselines.texttiling import texttiling_hearst  # noqa: E402
 from lychee_ray.eval.metrics.segmentation import (  # noqa: E402

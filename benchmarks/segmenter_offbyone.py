@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from segmenter_loco import ISSUE29, VIEWS, Bench, add_corpus_arguments  # noqa: E402
 
 from calibrate_segmenter import with_overrides  # noqa: E402
-from lychee_ray.build.segment import make_segmenter  # noqa: E402
-from lychee_ray.build.segment.cues import is_question  # noqa: E402
+from lychee_ray.ingest.segment import make_segmenter  # noqa: E402
+from lychee_ray.ingest.segment.cues import is_question  # noqa: E402
 from lychee_ray.eval.metrics.segmentation import lengths_to_boundaries  # noqa: E402
 
 

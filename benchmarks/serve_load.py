@@ -68,7 +68,7 @@ def free_port() -> int:
 
 
 def ensure_synthetic_store(args: argparse.Namespace) -> Path:
-    from lychee_ray.build.runner import run_local_build
+    from lychee_ray.ingest.runner import run_local_build
     from lychee_ray.testing.synthetic import write_jsonl
 
     store = Path(args.cache_dir) / f"synthetic_{args.synthetic}"
@@ -108,7 +108,7 @@ def ensure_store(args: argparse.Namespace) -> Path:
     if (store / "manifest.json").exists():
         print(f"reusing store {store}", file=sys.stderr)
         return store
-    from lychee_ray.build.runner import run_local_build
+    from lychee_ray.ingest.runner import run_local_build
 
     print(f"building a rules store of {args.data} into {store} (several minutes on a small machine)", file=sys.stderr)
     t0 = time.perf_counter()

@@ -2,7 +2,7 @@
 evaluate, and the store object with its append types and errors.
 
 This module sits on top of the stages like the CLI does: it chooses the runner, the local one
-(:mod:`lychee_ray.build.runner`, no Ray) or the Ray Data job (:mod:`lychee_ray.ray.build_job`,
+(:mod:`lychee_ray.ingest.runner`, no Ray) or the Ray Data job (:mod:`lychee_ray.ray.build_job`,
 imported only when asked for). :class:`~lychee_ray.memory.MemoryStore` queries a store and appends
 to it; an append takes :class:`AppendTurn` s, returns an :class:`AppendResult`, and refuses with one
 of the typed errors (``kind`` says which; :class:`IncrementError` is their base).
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Iterable
 
-from lychee_ray.build.increment.errors import (
+from lychee_ray.ingest.increment.errors import (
     AppendErrorKind,
     ConfigMismatch,
     ConversationBusy,
@@ -25,8 +25,8 @@ from lychee_ray.build.increment.errors import (
     UnknownConversationError,
     UserIdRequired,
 )
-from lychee_ray.build.increment.models import AppendResult, AppendTurn
-from lychee_ray.build.runner import BuildSummary, run_local_build_items
+from lychee_ray.ingest.increment.models import AppendResult, AppendTurn
+from lychee_ray.ingest.runner import BuildSummary, run_local_build_items
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters import AdapterItem, read_input, read_objects, survey_input

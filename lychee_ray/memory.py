@@ -8,7 +8,7 @@
 
 A facade over the query engine (:class:`~lychee_ray.query.engine.QueryEngine`: ``query``,
 ``search``, scoping, the conversation cache) and the append service
-(:class:`~lychee_ray.build.increment.service.AppendService`: ``append``, ``flush``, ``catch_up``);
+(:class:`~lychee_ray.ingest.increment.service.AppendService`: ``append``, ``flush``, ``catch_up``);
 after an append that committed, this store reads its own write at once.
 """
 
@@ -21,11 +21,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychee_ray.build.context import make_context
-from lychee_ray.build.increment.errors import InvalidTurns
-from lychee_ray.build.increment.models import AppendRequest, AppendResult, AppendTurn
-from lychee_ray.build.increment.service import AppendService
-from lychee_ray.build.pipeline import BuildContext
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.increment.errors import InvalidTurns
+from lychee_ray.ingest.increment.models import AppendRequest, AppendResult, AppendTurn
+from lychee_ray.ingest.increment.service import AppendService
+from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import Embedder, get_embedder
 from lychee_ray.llm.client import LLMClient
@@ -38,7 +38,7 @@ class MemoryStore(QueryEngine):
 
     Queries: :class:`~lychee_ray.query.engine.QueryEngine` (``embedder``, ``llm``, ``llm_client``,
     ``reranker``, ``cache_max_bytes`` are its options). Appends (docs/incremental.md) run through
-    one :class:`~lychee_ray.build.increment.service.AppendService`, whose build context is made on
+    one :class:`~lychee_ray.ingest.increment.service.AppendService`, whose build context is made on
     first use (:meth:`_append_context`).
     """
 
@@ -66,12 +66,12 @@ class MemoryStore(QueryEngine):
     ) -> AppendResult:
         """Add turns to a conversation's memory now.
 
-        ``turns``: :class:`~lychee_ray.build.increment.models.AppendTurn` objects or dicts (``turn_id``,
+        ``turns``: :class:`~lychee_ray.ingest.increment.models.AppendTurn` objects or dicts (``turn_id``,
         ``role``, ``speaker``, ``content``, ``timestamp``, optional ``session_id``). New turns are
         searchable at once through the raw-turn channel; the segments they close are encoded and
         their records and nodes indexed; ``flush`` also encodes the open tail segment. Idempotent by
         turn id. ``user_id`` must match the stored owner, and is required to create a conversation
-        (``appends.create``). Raises the typed errors of :mod:`lychee_ray.build.increment.errors`
+        (``appends.create``). Raises the typed errors of :mod:`lychee_ray.ingest.increment.errors`
         (``kind`` says which) and ``ConversationDeleting``; nothing is written then. Blocking: from
         async code use :meth:`aappend`.
 

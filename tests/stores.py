@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lychee_ray.build.nodes import build_nodes
+from lychee_ray.ingest.nodes import build_nodes
 from lychee_ray.config import LycheeConfig
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.core.records import MemoryRecord, SegmentRow, TimeSpan

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from lychee_ray.build.dryrun import dry_run
-from lychee_ray.build.runner import run_local_build
+from lychee_ray.ingest.dryrun import dry_run
+from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK
 from lychee_ray.io.adapters import FORMATS, survey_input

@@ -69,7 +69,7 @@ class AppendsConfig(Section):
     lock_timeout_s: float = Field(gt=0)
     lock_poll_s: float = Field(gt=0)
     # Conversations whose stored turns (and loaded tables) an appending process keeps, so the next
-    # append reads only the deltas committed since (build/increment/cache.py).
+    # append reads only the deltas committed since (ingest/increment/cache.py).
     cache_conversations: int = Field(ge=1)
     # A background encoding starts over when another commit changed the conversation's segmentation
     # while it encoded (it holds no write lock meanwhile); after this many rounds it gives up

@@ -87,7 +87,7 @@ class PlacementConfig(Section):
 class CalibrationConfig(Section):
     """The cut threshold calibrated from the stream's own decision scores (docs/segmenter.md §3).
 
-    Fixed: cut when the logit z_t > logit(threshold). Stream (lychee_ray/build/segment/calibration.py):
+    Fixed: cut when the logit z_t > logit(threshold). Stream (lychee_ray/ingest/segment/calibration.py):
     ``quantile`` cuts the top rho of the stream's recent evidence, rho = (turns per unit, measured on the
     stream) / ``segment_turns`` (a segment-length prior); ``robust`` cuts evidence ``spread`` robust
     standard deviations above the stream's median. The threshold used is the blend
@@ -213,7 +213,7 @@ class ToolRecordsConfig(Section):
 
 
 class RulesEncoderConfig(Section):
-    """The ``rules`` encoder backend (no LLM): sentence rules over each turn (build/encode/rules)."""
+    """The ``rules`` encoder backend (no LLM): sentence rules over each turn (ingest/encode/rules)."""
 
     # Sentences shorter than this many words are merged or dropped as filler.
     min_words: int = Field(ge=1)

@@ -32,7 +32,7 @@ class StageConfig(Section):
 
 
 class BuildStagesConfig(Section):
-    """The build job's stages, in order (lychee_ray/build/stages/)."""
+    """The build job's stages, in order (lychee_ray/ingest/stages/)."""
 
     read: StageConfig  # input files → conversations (tasks)
     decide: StageConfig  # skip / increment / build, before any embedding

@@ -1,7 +1,7 @@
 """The construction job on Ray Data, as stages: read → decide → embed turns → build → embed
 records and nodes → commit (``ray.stages.*`` sizes each: CPUs, GPUs, actors, batch), with one
 cluster-wide rate limiter actor for the LLM and one progress actor. Ray is only the runner here:
-every stage calls the same library functions as the in-process runner (``lychee_ray.build.stages``);
+every stage calls the same library functions as the in-process runner (``lychee_ray.ingest.stages``);
 the actor shells are in :mod:`lychee_ray.ray.build_stages`.
 """
 
@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 
 import ray
 
-from lychee_ray.build.outcomes import BuildSummary, Outcome, item_to_row
-from lychee_ray.build.pipeline import build_fingerprint
-from lychee_ray.build.encode.factory import make_encoder
-from lychee_ray.build.run_progress import BuildProgress, ProgressCounts
-from lychee_ray.build.runner import finish_run, manifest_info
+from lychee_ray.ingest.outcomes import BuildSummary, Outcome, item_to_row
+from lychee_ray.ingest.pipeline import build_fingerprint
+from lychee_ray.ingest.encode.factory import make_encoder
+from lychee_ray.ingest.run_progress import BuildProgress, ProgressCounts
+from lychee_ray.ingest.runner import finish_run, manifest_info
 from lychee_ray.config import LycheeConfig, StageConfig
 from lychee_ray.embed.base import embedder_name
 from lychee_ray.io.adapters import AdapterItem, input_files, read_input

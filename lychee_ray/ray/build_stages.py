@@ -1,7 +1,7 @@
 """The build job's stages as Ray Data operators: one actor class per stage, each a thin shell
-around the stage functions of ``lychee_ray.build.stages`` (the same ones ``--local`` runs), plus
+around the stage functions of ``lychee_ray.ingest.stages`` (the same ones ``--local`` runs), plus
 the job's progress counter actor. Work travels between them as one pickled column per
-conversation (:class:`~lychee_ray.build.stages.work.StageWork`).
+conversation (:class:`~lychee_ray.ingest.stages.work.StageWork`).
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from collections.abc import Sequence
 import numpy as np
 import ray
 
-from lychee_ray.build.outcomes import Outcome, row_to_item
-from lychee_ray.build.pipeline import BuildContext
-from lychee_ray.build.encode.factory import make_encoder
-from lychee_ray.build.context import make_context
-from lychee_ray.build.processor import ConversationProcessor
-from lychee_ray.build.run_progress import ProgressCounts
-from lychee_ray.build.stages.classic import LazyClassic
-from lychee_ray.build.stages.commit import Committer
-from lychee_ray.build.stages.construct import Constructor
-from lychee_ray.build.stages.decide import Decider
-from lychee_ray.build.stages.embedding import embed_memory, embed_turns
-from lychee_ray.build.stages.work import WORK_COLUMN, StageWork, from_row, works_to_columns
+from lychee_ray.ingest.outcomes import Outcome, row_to_item
+from lychee_ray.ingest.pipeline import BuildContext
+from lychee_ray.ingest.encode.factory import make_encoder
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.processor import ConversationProcessor
+from lychee_ray.ingest.run_progress import ProgressCounts
+from lychee_ray.ingest.stages.classic import LazyClassic
+from lychee_ray.ingest.stages.commit import Committer
+from lychee_ray.ingest.stages.construct import Constructor
+from lychee_ray.ingest.stages.decide import Decider
+from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns
+from lychee_ray.ingest.stages.work import WORK_COLUMN, StageWork, from_row, works_to_columns
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import get_embedder
 from lychee_ray.embed.base import embedder_name

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import ray
 
-from lychee_ray.build.runner import BuildSummary
+from lychee_ray.ingest.runner import BuildSummary
 from lychee_ray.config import LycheeConfig
 from lychee_ray.eval.runners.evaluators import AnswerEvaluator, ProgressFn
 from lychee_ray.eval.runners.resume import write_rows_in_parts

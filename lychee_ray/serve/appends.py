@@ -1,7 +1,7 @@
 """Online appends in the query service: ``POST /v1/conversations/{id}/turns`` and ``.../flush``.
 
 * :class:`Appender` runs one append in a worker thread through the library's append service
-  (:class:`~lychee_ray.build.increment.service.AppendService`), which commits one new generation under the
+  (:class:`~lychee_ray.ingest.increment.service.AppendService`), which commits one new generation under the
   conversation's ``flock`` write lock (so writers of one conversation are serialised across
   threads, replicas and processes of one machine), then this replica re-reads the conversation's
   commit marker and answers from the new generation at once. Errors become HTTP answers by their
@@ -30,11 +30,11 @@ from collections.abc import Callable
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from lychee_ray.build.context import make_context
-from lychee_ray.build.increment.errors import IncrementError
-from lychee_ray.build.increment.models import AppendRequest, AppendResult, AppendTurn
-from lychee_ray.build.increment.service import AppendService
-from lychee_ray.build.pipeline import BuildContext
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.increment.errors import IncrementError
+from lychee_ray.ingest.increment.models import AppendRequest, AppendResult, AppendTurn
+from lychee_ray.ingest.increment.service import AppendService
+from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import Embedder, get_embedder
 from lychee_ray.io.store import CommitMarker, MemoryStoreReader, StoreLayout, conversation_key
@@ -240,7 +240,7 @@ def _epoch(iso: object) -> float | None:
 
 
 class Appender:
-    """One replica's appends: its :class:`~lychee_ray.build.increment.service.AppendService` (build
+    """One replica's appends: its :class:`~lychee_ray.ingest.increment.service.AppendService` (build
     contexts made on first use), the encode queue, the idle flusher, counters.
 
     ``store`` is the replica's :class:`~lychee_ray.query.engine.QueryEngine` (its reader re-reads a

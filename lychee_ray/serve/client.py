@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import httpx
 
-from lychee_ray.build.increment.models import AppendResult, AppendTurn
+from lychee_ray.ingest.increment.models import AppendResult, AppendTurn
 from lychee_ray.io.store.erase import EraseReport
 from lychee_ray.query.results import QueryResult, SearchResult
 

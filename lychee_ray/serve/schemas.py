@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lychee_ray.build.increment.models import AppendResult, AppendTurn  # the append endpoints' bodies (re-exported)
+from lychee_ray.ingest.increment.models import AppendResult, AppendTurn  # the append endpoints' bodies (re-exported)
 from lychee_ray.core.ids import MAX_ID_CHARS, PolicyId
 from lychee_ray.io.store.erase import EraseReport  # the DELETE endpoints' body (re-exported here)
 from lychee_ray.query.results import EvidenceItem, QueryUsage

@@ -1,7 +1,7 @@
 """A deterministic stand-in "model" for the OpenAI-compatible test server.
 
 :func:`encoder_reply` reads an encode prompt (the turn lines ``[i] Speaker (role): text`` that
-:mod:`lychee_ray.build.encode.openai` writes) and answers valid ``{records, resolution_state}`` JSON: one
+:mod:`lychee_ray.ingest.encode.openai` writes) and answers valid ``{records, resolution_state}`` JSON: one
 record per turn. Tests and the throughput benchmark use it to drive the real ``openai`` encoder
 path end to end without a model.
 

@@ -127,8 +127,8 @@ def test_variant_configs_and_shared_stores():
 def test_encoder_mode_keeps_existing_fingerprints_and_summary_merges():
     import asyncio
 
-    from lychee_ray.build.encode.base import EncodeRequest, SegmentTurn
-    from lychee_ray.build.encode.factory import make_encoder
+    from lychee_ray.ingest.encode.base import EncodeRequest, SegmentTurn
+    from lychee_ray.ingest.encode.factory import make_encoder
 
     atomic = LycheeConfig()
     summary = load_config(sets=["encoder.mode=summary"], env={})
@@ -207,7 +207,7 @@ def test_resume_keeps_finished_answers_and_redoes_failed_ones(tmp_path):
 @pytest.fixture(scope="module")
 def small_store(tmp_path_factory):
     """A rules store of the two sample conversations (in-process build, server embeddings)."""
-    from lychee_ray.build.runner import run_local_build
+    from lychee_ray.ingest.runner import run_local_build
 
     tmp = tmp_path_factory.mktemp("evalstore")
     d = locomo_dir(tmp, 2)
@@ -321,11 +321,11 @@ LONG_TURN = " ".join(f"On day {i} Anna walked Max along the river and met her ne
 
 def test_cost_estimate_counts_the_pieces_the_encoder_reads(tmp_path):
     """A turn over the segment cap (and over max_turn_chars) is estimated with the pieces the encoder read."""
-    from lychee_ray.build.dryrun import encode_prompt_tokens, segment_request
-    from lychee_ray.build.encode.base import EncodeOutput
-    from lychee_ray.build.pipeline import speakers_of
-    from lychee_ray.build.context import make_context
-    from lychee_ray.build.runner import run_local_build
+    from lychee_ray.ingest.dryrun import encode_prompt_tokens, segment_request
+    from lychee_ray.ingest.encode.base import EncodeOutput
+    from lychee_ray.ingest.pipeline import speakers_of
+    from lychee_ray.ingest.context import make_context
+    from lychee_ray.ingest.runner import run_local_build
     from lychee_ray.eval.runners.costs import estimate_encode_tokens, stored_segments
     from lychee_ray.io.store import iter_markers, read_part
     from lychee_ray.llm.schema import schema_for

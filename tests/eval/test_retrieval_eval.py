@@ -168,8 +168,8 @@ LOCOMO_SAMPLE = {
 
 
 def test_build_and_eval_retrieval_cli(tmp_path, embedder, capsys):
-    from lychee_ray.build.context import make_context
-    from lychee_ray.build.runner import run_local_build
+    from lychee_ray.ingest.context import make_context
+    from lychee_ray.ingest.runner import run_local_build
     from lychee_ray.cli.main import main
     from lychee_ray.config import LycheeConfig
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.build.runner import input_warnings
+from lychee_ray.ingest.runner import input_warnings
 from lychee_ray.core.conversation import Turn
 from lychee_ray.io.adapters import detect_format, read_input, survey_input
 

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
-from lychee_ray.build.context import make_context
-from lychee_ray.build.runner import run_local_build_items
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.runner import run_local_build_items
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import read_objects
 from lychee_ray.io.store import (

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from lychee_ray.serve.encode_queue import EncodeQueue
-from lychee_ray.build.increment import StoredCache
+from lychee_ray.ingest.increment import StoredCache
 from lychee_ray.config import load_config
 from lychee_ray.io.store import (
     ConversationReplaced,

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.build.context import make_context
-from lychee_ray.build.runner import run_local_build_items
-from lychee_ray.build.increment.stored import load_stored
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.runner import run_local_build_items
+from lychee_ray.ingest.increment.stored import load_stored
 from lychee_ray.config import StoreConfig, load_config
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import (
@@ -504,7 +504,7 @@ def test_recommit_after_a_lost_lease_only_onto_the_commit_the_work_was_built_on(
     caller decides again)."""
     import asyncio
 
-    from lychee_ray.build.recommit import recommit_after_lost_lease
+    from lychee_ray.ingest.recommit import recommit_after_lost_lease
     from lychee_ray.io.store.lease import LeaseLost
 
     root = tmp_path / "store"

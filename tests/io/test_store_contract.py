@@ -28,8 +28,8 @@ from lychee_ray.io.store import (
     table_names,
     unregister_table,
 )
-from lychee_ray.build.context import make_context
-from lychee_ray.build.runner import run_local_build_items
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.runner import run_local_build_items
 from lychee_ray.cli.main import main
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import AdapterItem

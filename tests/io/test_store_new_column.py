@@ -13,8 +13,8 @@ from lychee_ray.io.store.fs import read_parquet, write_parquet
 from lychee_ray.io.store.reader import conform_part, read_delta
 from lychee_ray.io.verify import verify_store
 from lychee_ray.query.view import ConversationView
-from tests.build.test_deltas import marker, open_store
-from tests.build.test_incremental import conv, turn_dicts  # noqa: F401 (fixture)
+from tests.ingest.test_deltas import marker, open_store
+from tests.ingest.test_incremental import conv, turn_dicts  # noqa: F401 (fixture)
 
 NEW = "time_expression"  # the column the "old" part predates (nullable)
 NO_FOLD = ("appends.delta_max_count=50", "appends.delta_fold_min_rows=100000")

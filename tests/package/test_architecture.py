@@ -17,7 +17,7 @@ LAYERS: dict[str, int] = {
     "text": 2,
     "llm": 3, "embed": 3,
     "io": 4,
-    "build": 5,
+    "ingest": 5,
     "query": 6,
     "serve": 7, "eval": 7, "testing": 7,
     "ray": 8,

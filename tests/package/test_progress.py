@@ -44,7 +44,7 @@ def test_turn_eta_predicts_the_real_finish_of_a_scripted_run(monkeypatch):
     (after 10 % is done) predicts the real finish within 10 %; an ETA by conversation count would not."""
     import random
 
-    from lychee_ray.build.run_progress import BuildProgress
+    from lychee_ray.ingest.run_progress import BuildProgress
     from lychee_ray.config import load_config
 
     now = [0.0]
@@ -91,7 +91,7 @@ def test_build_progress_shows_at_once_and_on_time():
     """The first line appears before anything is done; the ticker prints on time with nothing new."""
     import time as _time
 
-    from lychee_ray.build.run_progress import BuildProgress
+    from lychee_ray.ingest.run_progress import BuildProgress
     from lychee_ray.config import load_config
 
     cfg = load_config(env={}, sets=["ray.progress_interval_s=0.05"])
@@ -127,8 +127,8 @@ def test_local_build_progress_eta_against_the_real_finish(tmp_path):
     import re
     import time as _time
 
-    from lychee_ray.build.context import make_context
-    from lychee_ray.build.runner import run_local_build
+    from lychee_ray.ingest.context import make_context
+    from lychee_ray.ingest.runner import run_local_build
     from lychee_ray.config import load_config
     from lychee_ray.testing.fake_llm import encoder_reply
     from lychee_ray.testing.openai_server import OpenAIServer

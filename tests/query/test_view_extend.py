@@ -12,8 +12,8 @@ from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.query.evidence import prime_line_tokens
 from lychee_ray.query.view import ConversationView
 from lychee_ray.query.view_extend import appended_turns, derived_unchanged, extend_with_turns
-from tests.build.test_deltas import open_store
-from tests.build.test_incremental import conv, turn_dicts  # noqa: F401 (fixture)
+from tests.ingest.test_deltas import open_store
+from tests.ingest.test_incremental import conv, turn_dicts  # noqa: F401 (fixture)
 
 # compared apart: indexes by what they return, the memo by the counts it holds
 _APART = {"record_index", "node_index", "turn_index", "bm25", "turn_bm25", "memo", "source", "derived_from"}

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lychee_ray.build.context import make_context
-from lychee_ray.build.runner import run_local_build
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.config import load_config
 from lychee_ray.io.store import MemoryStoreReader, StoreLayout, conversation_key
 from lychee_ray.io.verify import verify_store

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lychee_ray.config import load_config
-from lychee_ray.build.runner import run_local_build
+from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.testing.fake_llm import encoder_reply
 from lychee_ray.testing.openai_server import OpenAIServer

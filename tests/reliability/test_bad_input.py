@@ -35,8 +35,8 @@ import yaml
 from lychee_ray.io.adapters import AdapterItem, read_input
 from lychee_ray.io.adapters.clean import clean_text
 from lychee_ray.config import DEFAULT_CONFIG_PATH, LycheeConfig, SegmenterConfig, load_config
-from lychee_ray.build.context import make_context
-from lychee_ray.build.runner import BuildSummary, run_local_build
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.runner import BuildSummary, run_local_build
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.io.verify import verify_store
 
@@ -311,7 +311,7 @@ def test_prompt_injection_is_stored_as_data(tmp_path, embedder):
     assert b.reader.markers["inj-turns"].counts.records > 0
     assert by_turn(b, "inj-system-role", "role")[0] == "system"
     # in the encoder's prompt, turn text only ever appears inside the user message's turn list
-    from lychee_ray.build.encode.openai import instructions_for
+    from lychee_ray.ingest.encode.openai import instructions_for
 
     cfg = load_config(env={})
     seen = set()
@@ -327,10 +327,10 @@ def test_prompt_injection_is_stored_as_data(tmp_path, embedder):
 def encode_prompts(conv) -> list[dict[str, str]]:
     """The openai encoder's messages for every segment of ``conv`` (no LLM call; segments cut on
     hashing vectors: where the cuts fall does not matter here, every turn is in one prompt)."""
-    from lychee_ray.build.pipeline import encode_turns, speakers_of
-    from lychee_ray.build.encode.base import EncodeRequest
-    from lychee_ray.build.encode.openai import build_messages
-    from lychee_ray.build.segment import segment_conversation
+    from lychee_ray.ingest.pipeline import encode_turns, speakers_of
+    from lychee_ray.ingest.encode.base import EncodeRequest
+    from lychee_ray.ingest.encode.openai import build_messages
+    from lychee_ray.ingest.segment import segment_conversation
 
     cfg = load_config(env={})
     segs = segment_conversation(conv, HashEmbedder(), cfg.segmenter, encoding=cfg.tokenizer.encoding).segments
@@ -508,7 +508,7 @@ def test_100k_tiny_turns_build_in_bounded_time(tmp_path):
 
 def test_token_split_of_a_huge_text_is_linear(monkeypatch):
     """Splitting an over-cap text tokenises O(n) characters in total (it was O(n^2): minutes for 10 MB)."""
-    import lychee_ray.build.segment.exchanges as segment
+    import lychee_ray.ingest.segment.exchanges as segment
     from lychee_ray.text.tokens import count_tokens, get_encoding
 
     real = get_encoding()

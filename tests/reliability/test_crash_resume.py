@@ -189,8 +189,8 @@ class MemoEmbedder:
 
 
 def _local_build(src: Path, out: Path, embedder) -> Any:
-    from lychee_ray.build.context import make_context
-    from lychee_ray.build.runner import run_local_build
+    from lychee_ray.ingest.context import make_context
+    from lychee_ray.ingest.runner import run_local_build
 
     cfg = load_config(env={}, sets=["build.compact_conversations_per_file=2", "build.conversations_in_flight=2"])
     return run_local_build(cfg, "jsonl", src, out, backend="rules", ctx=make_context(cfg, "rules", embedder=embedder))

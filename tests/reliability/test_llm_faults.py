@@ -36,15 +36,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from lychee_ray.config import LycheeConfig, load_config
-from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, wrong_script_problem
+from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, wrong_script_problem
 from lychee_ray.eval.runners.answerer import QuestionAnswerer
 from lychee_ray.eval.runners.judge import LLMJudge, judge_config
 from lychee_ray.eval.runners.resume import done_ok, load_answers, write_part
 from lychee_ray.llm.backend import make_llm_client
 from lychee_ray.llm.errors import INVALID_REPLY_KINDS
 from lychee_ray.memory import MemoryStore
-from lychee_ray.build.context import make_context
-from lychee_ray.build.runner import run_local_build
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.serve import MemoryService, create_app
 from lychee_ray.io.store import MemoryStoreReader
 from lychee_ray.testing.fake_llm import encoder_reply, is_answer_request, is_encode_request, is_judge_request, is_plan_request, plan_reply

@@ -37,5 +37,5 @@ def test_text_imports_nothing_above_core():
 
 def test_the_check_sees_upward_imports(tmp_path):
     f = tmp_path / "x.py"
-    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from lychee_ray.build.encode.base import RecordDraft\n")
-    assert _lychee_imports(f) == ["lychee_ray.build.encode.base"]
+    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from lychee_ray.ingest.encode.base import RecordDraft\n")
+    assert _lychee_imports(f) == ["lychee_ray.ingest.encode.base"]

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from lychee_ray.build.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, TimeDraft, finalise_records
+from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn, TimeDraft, finalise_records
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.text.time.detect import find_time_expressions
 from lychee_ray.text.time.normalise import make_resolver, normalise_time, resolve_record_time

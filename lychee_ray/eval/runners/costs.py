@@ -3,7 +3,7 @@
 ``openai`` stores report what the provider billed (their usage tables). ``rules`` stores make no
 LLM call, so their cost is an offline count of what the ``openai`` encoder would spend on the same
 segments (marked estimated): the exact encode prompts, built by the same functions the build uses
-(:func:`~lychee_ray.build.dryrun.segment_request` → :func:`~lychee_ray.build.pipeline.encode_turns`),
+(:func:`~lychee_ray.ingest.dryrun.segment_request` → :func:`~lychee_ray.ingest.pipeline.encode_turns`),
 plus the stored records serialised as the encoder's JSON reply. Estimates are cached per store in
 ``costs/<build key>.json`` and redone when a conversation is committed again.
 """
@@ -19,10 +19,10 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from lychee_ray.build.dryrun import encode_prompt_tokens, segment_request
-from lychee_ray.build.encode.base import EncodeOutput
-from lychee_ray.build.pipeline import speakers_of
-from lychee_ray.build.segment import Segment, TurnRef, conversation_turn_inputs, fit_to_cap
+from lychee_ray.ingest.dryrun import encode_prompt_tokens, segment_request
+from lychee_ray.ingest.encode.base import EncodeOutput
+from lychee_ray.ingest.pipeline import speakers_of
+from lychee_ray.ingest.segment import Segment, TurnRef, conversation_turn_inputs, fit_to_cap
 from lychee_ray.config import LycheeConfig, SegmenterConfig
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.eval.runners.stores import StoreInfo, markers_for

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from lychee_ray.build.runner import BuildSummary, run_local_build
+from lychee_ray.ingest.runner import BuildSummary, run_local_build
 from lychee_ray.config import LycheeConfig
 from lychee_ray.eval.runners.evaluators import AnswerEvaluator, ProgressFn
 from lychee_ray.eval.runners.resume import write_rows_in_parts

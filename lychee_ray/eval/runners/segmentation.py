@@ -5,7 +5,7 @@ where ``segments`` are consecutive utterance counts; an optional ``roles`` list 
 ``assistant`` per utterance, as in SuperDialseg) and an optional ``set`` split label.
 
 Protocol (docs/segmenter.md): the dialogues are fed to ONE segmenter in file order, calling
-:meth:`~lychee_ray.build.segment.BaseSegmenter.new_stream` between them, so segments never cross dialogues
+:meth:`~lychee_ray.ingest.segment.BaseSegmenter.new_stream` between them, so segments never cross dialogues
 but the background statistics carry over, as they do inside a long conversation. ``reset_background``
 starts every dialogue cold instead (a fresh segmenter). Without roles each utterance is one unit
 (exchange mode ``turn``); with user/agent roles the exchanges are role-aware (a user turn plus the
@@ -35,7 +35,7 @@ from typing import Any, get_args
 
 import numpy as np
 
-from lychee_ray.build.segment import (
+from lychee_ray.ingest.segment import (
     ANSWER_ROLES,
     ExchangeMode,
     Segment,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from collections.abc import Iterable, Sequence
 
-from lychee_ray.build.segment import resolve_exchange_mode
+from lychee_ray.ingest.segment import resolve_exchange_mode
 from lychee_ray.config import LycheeConfig
 from lychee_ray.eval.runners.resume import RunState
 from lychee_ray.eval.setup.datasets import Dataset
@@ -26,7 +26,7 @@ from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key, ite
 from lychee_ray.io.store.fs import AnyPath
 
 if TYPE_CHECKING:  # the build runner is heavy; only its summary type is named here
-    from lychee_ray.build.runner import BuildSummary
+    from lychee_ray.ingest.runner import BuildSummary
 
 log = logging.getLogger(__name__)
 

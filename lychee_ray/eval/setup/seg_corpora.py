@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from lychee_ray.build.segment.cues import is_question
+from lychee_ray.ingest.segment.cues import is_question
 from lychee_ray.core.conversation import Conversation
 
 STOP_MARKER = "###STOP###"  # tau-bench's user simulator ends a trajectory with it (a giveaway, not dialogue)

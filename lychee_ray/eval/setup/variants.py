@@ -48,8 +48,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from lychee_ray.build.encode.rules import RulesEncoder
-from lychee_ray.build.pipeline import build_fingerprint
+from lychee_ray.ingest.encode.rules import RulesEncoder
+from lychee_ray.ingest.pipeline import build_fingerprint
 from lychee_ray.config import LycheeConfig, deep_merge, parse_set
 from lychee_ray.query.channels import RECALL_CHANNELS
 

@@ -276,7 +276,7 @@ class StoreLayout:
         return self._lock_stem(key).with_suffix(".lock")
 
     def encode_lock_path(self, key: str) -> AnyPath:
-        """Lock serialising the background encodings of one conversation (build/increment/
+        """Lock serialising the background encodings of one conversation (ingest/increment/
         ``catch_up``): they segment and encode without the write lock, so appends go on."""
         return self._lock_stem(key).with_suffix(".encode")
 

@@ -148,11 +148,11 @@ class CommitMarker(BuildInfo):
     # is the base)
     segstate_generation: str | None = None
     # stored turns the segmenter has not reached yet (appends whose segmentation and encoding are
-    # queued, build/increment/); they are searchable as raw turns meanwhile
+    # queued, ingest/increment/); they are searchable as raw turns meanwhile
     unsegmented_turns: int = 0
     # raised by every commit that changes the segmentation (segments, records, the resume point);
     # not by queued appends or folds. A background encoding commits only if it is unchanged since
-    # the state it encoded from (build/increment/ catch_up).
+    # the state it encoded from (ingest/increment/ catch_up).
     segmentation_epoch: int = 0
     # random id stamped by the conversation's first commit and carried by every later one: an erased
     # and re-created id has a new one (None: written before lineages, see the module doc)

@@ -195,7 +195,7 @@ def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMa
     """Read the generations ``marker`` names: the base's ``tables`` (default: every registered
     table), every vector index and ``ids.json``, then each delta generation applied in order
     (io/store/deltas.py). The one place that opens a generation's files; the serving reader
-    (:meth:`MemoryStoreReader.load`) and incremental builds (build/increment/stored.py) both use it.
+    (:meth:`MemoryStoreReader.load`) and incremental builds (ingest/increment/stored.py) both use it.
 
     ``previous``: data this process already loaded for an earlier commit of the conversation; when
     ``marker`` only adds deltas to it, just those are read and applied (an append costs a reader

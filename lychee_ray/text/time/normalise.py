@@ -161,7 +161,7 @@ def resolve_record_time(draft: DraftFields, turns: Sequence[TurnFields]) -> Time
 
 
 def make_resolver(*, day_first: bool = False, search_turns: bool = True) -> TimeResolver:
-    """A ``resolve_time`` callable for :func:`~lychee_ray.build.encode.base.finalise_records`.
+    """A ``resolve_time`` callable for :func:`~lychee_ray.ingest.encode.base.finalise_records`.
 
     ``search_turns``: when the draft's own time and text carry no time, fall back to the source
     turns' contents (True, default) or leave the time empty (False).

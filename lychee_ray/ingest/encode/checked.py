@@ -1,0 +1,117 @@
+"""One segment's encode call with the memory checks around it (issue 16).
+
+call → :class:`~lychee_ray.ingest.encode.guard.RecordGuard` → if the reply is degenerate, one call
+in repair mode (``encoder.guard.repair_mode``) → still degenerate: the segment fails with
+``degenerate_output`` (its turns stay searchable; ``--retry-failed`` re-encodes it). Every draft of
+every call is accounted for in the segment's :class:`~lychee_ray.core.quality.QualityCounts`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from lychee_ray.ingest.encode.base import EncodeRequest, SegmentEncoder, finalise_records
+from lychee_ray.ingest.encode.guard import ConversationMemory, GuardedReply, RecordGuard
+from lychee_ray.config import EncoderConfig
+from lychee_ray.core.quality import DEGENERATE_OUTPUT, QualityCounts
+from lychee_ray.core.records import MemoryRecord
+from lychee_ray.text.time.normalise import TimeResolver
+
+log = logging.getLogger(__name__)
+
+# Failure kind of an encoder exception that carries none (LLMCallFailed carries its own).
+ENCODE_ERROR = "encode_error"
+
+
+@dataclass
+class CheckedSegment:
+    """Outcome of encoding one segment: records (empty when failed) and the accounting."""
+
+    records: list[MemoryRecord]
+    resolution_state: str
+    attempts: int
+    quality: QualityCounts
+    error: str | None = None
+    error_kind: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _degenerate_message(reply: GuardedReply) -> str:
+    r = reply.counts.rejected
+    return (f"degenerate output: {reply.degenerate_rejections} of {reply.counts.drafts} drafted records rejected "
+            f"(echo {r.get('echo', 0)}, ungrounded {r.get('ungrounded', 0)}, "
+            f"invalid citation {r.get('invalid_citation', 0)})")
+
+
+async def encode_checked(
+    encoder: SegmentEncoder,
+    request: EncodeRequest,
+    guard: RecordGuard,
+    memory: ConversationMemory,
+    resolver: TimeResolver,
+    cfg: EncoderConfig,
+    segment_attempts: int,
+) -> CheckedSegment:
+    """Encode ``request`` (up to ``segment_attempts`` whole-segment tries on exceptions), check the
+    reply, repair or fail a degenerate one. ``memory`` is updated with the stored records."""
+    quality = QualityCounts(segments_encoded=1)
+    attempts = 0
+    error, kind = "no encode attempt was made (build.segment_attempts = 0)", ENCODE_ERROR
+    for _ in range(segment_attempts):
+        try:
+            result = await encoder.encode(request)
+        except Exception as e:  # noqa: BLE001 — any failure is recorded on the segment, never lost
+            attempts += getattr(e, "attempts", 1)
+            error, kind = f"{type(e).__name__}: {e}", getattr(e, "kind", None) or ENCODE_ERROR
+            continue
+        attempts += result.attempts
+        reply = guard.check(result.output, request, memory)
+        quality.drafts += reply.counts.drafts
+        for reason, n in reply.counts.rejected.items():
+            quality.reject(reason, n)
+        used = request
+        repairs = cfg.guard.repair_attempts if getattr(encoder, "supports_repair", False) else 0
+        repair_error = ""
+        while reply.is_degenerate(cfg.guard.max_rejected_share) and repairs > 0:
+            repairs -= 1
+            retry = request.model_copy(update={"repair": cfg.guard.repair_mode, "avoid_texts": reply.rejected_texts})
+            try:
+                result = await encoder.encode(retry)
+            except Exception as e:  # noqa: BLE001 — the repair call failed: the segment stays degenerate
+                attempts += getattr(e, "attempts", 1)
+                repair_error = f"; the repair call failed: {type(e).__name__}: {e}"
+                break
+            attempts += result.attempts
+            quality.reject("replaced_by_repair", len(reply.output.records))
+            quality.segments_repaired = 1
+            used = retry
+            reply = guard.check(result.output, used, memory)
+            quality.drafts += reply.counts.drafts
+            for reason, n in reply.counts.rejected.items():
+                quality.reject(reason, n)
+        if reply.is_degenerate(cfg.guard.max_rejected_share):
+            quality.reject("degenerate_segment", len(reply.output.records))
+            quality.segments_degenerate = 1
+            quality.segments_repaired = 0
+            return CheckedSegment([], request.prev_resolution_state, attempts, quality,
+                                  _degenerate_message(reply) + repair_error, DEGENERATE_OUTPUT)
+        recs, problems = finalise_records(reply.output, used, encoder.backend, result.model, resolver)
+        if problems:
+            log.debug("%s: %s", request.segment_id, "; ".join(problems))
+        # a repair (e.g. a rewritten date) can make two drafts identical: finalise merges them
+        quality.reject("duplicate_in_reply", len(reply.output.records) - len(recs))
+        for k, n in reply.counts.repaired.items():
+            quality.repair(k, n)
+        quality.records = len(recs)
+        memory.accept(recs)
+        return CheckedSegment(recs, reply.output.resolution_state or request.prev_resolution_state, attempts, quality,
+                              notes=problems)
+    return CheckedSegment([], request.prev_resolution_state, attempts, quality, error, kind)
+
+
+__all__ = ["CheckedSegment", "ENCODE_ERROR", "encode_checked"]

@@ -1,0 +1,216 @@
+"""The paper's segment encoder: one schema-constrained LLM call per segment.
+
+Prompt order matters for provider prompt caching: the static instructions come first (identical for
+every call), then the session date(s), the bounded reference context ρ_k, then the segment's turns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lychee_ray.ingest.encode.base import (
+    EncodeOutput,
+    EncodeRequest,
+    EncodeResult,
+    RecordDraft,
+    check_reply_language,
+    merge_to_summary,
+)
+from lychee_ray.config import EncoderConfig, TokenizerConfig
+from lychee_ray.core.records import RECORD_TYPES
+from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
+
+# How the prompt explains each RecordDraft field, where it says more than the field's description in
+# the JSON schema; a field not listed here is explained by its Field(description=...) (draft_fields).
+FIELD_NOTES = {
+    "type": f"""one of {", ".join(RECORD_TYPES)}
+  (fact = stable information; preference = likes/dislikes/opinions; event = something that happened or is
+  planned, with its time; constraint = a rule, limit or requirement; procedure = how something is done;
+  failure_pattern = what went wrong and why; tool_affordance = what a tool or resource can do)""",
+    "text": "the standalone sentence",
+    "entities": "people, places, organisations, objects named in it",
+    "topics": "1-4 short lowercase keywords",
+    "time": """start and end as YYYY-MM-DD (same day for a single day; first and last day for a month or year)
+  or null when the record has no time; expression = the original time words or null""",
+    "source_turns": "the [index] numbers of the turns the record comes from",
+}
+
+
+def draft_fields() -> str:
+    """The prompt's "Fields:" list: one line per :class:`RecordDraft` field, in its order, with its
+    :data:`FIELD_NOTES` entry or else its ``Field(description=...)``."""
+    lines = []
+    for name, info in RecordDraft.model_fields.items():
+        note = FIELD_NOTES.get(name, info.description)
+        lines.append(f"- {name}: {note}" if note else f"- {name}")
+    return ";\n".join(lines) + "."
+
+
+INSTRUCTIONS = f"""You write long-term memory records for a conversational agent.
+You receive one segment of a conversation (consecutive turns on one topic), the date of its session, and
+reference context from earlier segments. Return JSON with "records" and "resolution_state".
+
+Each record is ONE standalone sentence that can be understood with no other context:
+- use people's names instead of pronouns ("I", "you", "she", "my sister" -> the name when known);
+- turn relative dates into absolute ones using the session date ("yesterday" -> "7 May 2023",
+  "last year" -> "2022"); keep the original wording in time.expression;
+- keep concrete details: names, numbers, places, titles, dates, quantities, reasons;
+- one fact per record; skip greetings and small talk; do not invent anything;
+- write in the language of the segment's turns (do not translate).
+Fields:
+{draft_fields()}
+resolution_state: a short note of who or what the pronouns and aliases of this conversation refer to
+(e.g. "I = Caroline; you = Melanie; 'the shelter' = Hope Animal Shelter"), for the next segment.
+"""
+
+
+# encoder.mode: summary — the paper's "summary-level records" ablation: the same call and output
+# schema, but ONE record summarising the whole segment instead of one record per fact.
+SUMMARY_INSTRUCTIONS = INSTRUCTIONS.replace(
+    "Each record is ONE standalone sentence that can be understood with no other context:",
+    "Write exactly ONE record: a short standalone summary (1-3 sentences) of the whole segment that can be\n"
+    "understood with no other context:",
+).replace("- one fact per record; skip greetings and small talk; do not invent anything;",
+          "- summarise the segment as a whole; skip greetings and small talk; do not invent anything;")
+
+
+# encoder.context_style: guarded — weak models copy a bare "Recent records" list into every later
+# segment (issue 16: 81% duplicates with a 1.5B model); saying what the context is for, and that its
+# records are already stored, keeps it useful for resolving names and dates without inviting copies.
+GUARDED_CONTEXT_RULE = (
+    "- write records ONLY for what the Segment turns say, citing their [index] numbers; the reference context\n"
+    "  is already stored memory, given only so you know who is who and which dates are meant: never copy,\n"
+    "  repeat or rephrase its records;\n"
+)
+
+
+# Agent logs (issue 35): segments with tool calls ("-> tool(args)") and tool results. Shown only for
+# such segments (a second static prefix: provider prompt caching still applies per variant).
+AGENT_RULES = (
+    "Agent logs: turns may be an assistant's tool calls ('-> tool(key=value)') and tool results ('tool result: ...').\n"
+    "- attribute by role: what the assistant said or did is the agent's ('the agent cancelled ...'), what the user\n"
+    "  said is the user's; a tool result is what the tool returned, never something the user said;\n"
+    "- keep identifiers verbatim: reservation/order codes, ids, e-mails, amounts, dates, flight numbers, names;\n"
+    "- event = an action that changed something (the tool, its key arguments and the result); fact = state a\n"
+    "  lookup returned (one record per entity looked up); tool_affordance = which tool, with which arguments,\n"
+    "  served which request; failure_pattern = a tool error, a refusal, a hand-over to a human, or the user\n"
+    "  correcting the agent (say what failed and why); procedure = a multi-step flow that reached its goal.\n"
+)
+
+# A system prompt (kind "system_prompt") is the agent's instructions, encoded once per distinct text.
+SYSTEM_PROMPT_INSTRUCTIONS = f"""You write long-term memory records from an AI agent's system prompt (its instructions).
+Return JSON with "records" and "resolution_state" (an empty string).
+Write one record per rule the agent must follow: type constraint, ONE standalone sentence starting with
+"Policy:", keeping numbers, limits and conditions verbatim; a step-by-step flow the prompt prescribes is
+one record of type procedure. Skip greetings, formatting and text that states no rule. Do not invent rules.
+Fields: type (one of {", ".join(RECORD_TYPES)}), text, entities (named things), topics (1-4 lowercase
+keywords), time (null), source_turns ([index] of the prompt turn).
+"""
+
+
+def instructions_for(cfg: EncoderConfig, agent: bool = False) -> str:
+    """Static system prompt for ``encoder.mode`` (atomic records or one summary record) and
+    ``encoder.context_style`` (the guarded style adds the do-not-copy rule); ``agent``: the segment
+    has tool traffic (:data:`AGENT_RULES` added)."""
+    base = SUMMARY_INSTRUCTIONS if cfg.mode == "summary" else INSTRUCTIONS
+    anchor = "- write in the language of the segment's turns (do not translate).\n"
+    if cfg.context_style == "guarded":
+        base = base.replace(anchor, anchor + GUARDED_CONTEXT_RULE, 1)
+    if agent:
+        base = base.replace(anchor, anchor + AGENT_RULES, 1)
+    return base
+
+
+def _format_turn(t: Any, max_chars: int) -> str:
+    text = t.content if len(t.content) <= max_chars else t.content[:max_chars] + " […]"
+    return f"[{t.index}] {t.speaker} ({t.role}): {text}"
+
+
+def reference_context(request: EncodeRequest, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> str:
+    """ρ_k = (d_{k−1}; last m records), newest records kept first when the token budget is short.
+
+    ``context_style: guarded`` labels the records as already stored (not to be copied); a repair
+    call (``request.repair``) shows no records (``no_records``) or adds the rejected copies as a
+    "do not repeat" list (``do_not_repeat``), all within the same token budget.
+    """
+    budget = cfg.context_token_budget
+    if budget <= 0:
+        return ""
+    state = truncate_to_tokens(request.prev_resolution_state.strip(), budget // 3 or budget, tokenizer.encoding)
+    lines = [f"Resolution state: {state}"] if state else []
+    used = count_tokens("\n".join(lines), tokenizer.encoding)
+    records = request.prev_records[-cfg.context_records:] if cfg.context_records else []
+    if request.repair == "no_records":
+        records = []
+    elif request.repair == "do_not_repeat":
+        records = list(dict.fromkeys([*records, *request.avoid_texts]))
+    kept: list[str] = []
+    for text in reversed(records):
+        line = f"- {text}"
+        cost = count_tokens(line, tokenizer.encoding) + 1
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    if kept:
+        if request.repair == "do_not_repeat":
+            lines.append("Already stored — do NOT write these again, write only new facts from the Segment turns:")
+        elif cfg.context_style == "guarded":
+            lines.append("Already stored (for resolving names and dates only; do not copy):")
+        else:
+            lines.append("Recent records:")
+        lines.extend(reversed(kept))
+    return "\n".join(lines)
+
+
+def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> list[dict[str, str]]:
+    """The chat messages of one encode call (system = static instructions)."""
+    if request.kind == "system_prompt":
+        prompt = "\n".join(_format_turn(t, cfg.max_turn_chars) for t in request.turns)
+        return [{"role": "system", "content": SYSTEM_PROMPT_INSTRUCTIONS},
+                {"role": "user", "content": f"System prompt:\n{prompt}"}]
+    agent = any(t.tool_calls or t.role == "tool" for t in request.turns)
+    dates = ", ".join(request.session_dates) or "unknown"
+    rho = reference_context(request, cfg, tokenizer)
+    speakers = ", ".join(request.speakers)
+    turns = "\n".join(_format_turn(t, cfg.max_turn_chars) for t in request.turns)
+    user = (
+        f"Session date: {dates}\n"
+        f"Speakers: {speakers}\n"
+        f"Reference context from earlier segments:\n{rho or '(none)'}\n\n"
+        f"Segment turns:\n{turns}"
+    )
+    return [{"role": "system", "content": instructions_for(cfg, agent)}, {"role": "user", "content": user}]
+
+
+class OpenAIEncoder:
+    """``SegmentEncoder`` backed by :class:`~lychee_ray.llm.client.LLMClient`."""
+
+    backend = "openai"
+    # a degenerate reply is worth one more call with the repair prompt (encoder.guard.repair_mode)
+    supports_repair = True
+
+    def __init__(self, client: Any, cfg: EncoderConfig, tokenizer: TokenizerConfig) -> None:
+        self.client = client
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.model = client.config.model
+
+    async def encode(self, request: EncodeRequest) -> EncodeResult:
+        """One call; a reply in the wrong language (``encoder.wrong_script_share``) or truncated
+        (finish_reason=length) is an invalid reply, retried by the client like malformed JSON."""
+
+        def validate(out: EncodeOutput) -> None:
+            check_reply_language(out, request, self.cfg.wrong_script_share)
+
+        res = await self.client.chat_json(
+            "encode",
+            build_messages(request, self.cfg, self.tokenizer),
+            EncodeOutput,
+            schema_name="segment_records",
+            max_completion_tokens=self.cfg.max_completion_tokens,
+            keys={"conversation_id": request.conversation_id, "segment_id": request.segment_id},
+            validate=validate,
+        )
+        out = merge_to_summary(res.parsed) if self.cfg.mode == "summary" else res.parsed
+        return EncodeResult(output=out, attempts=res.usage.attempts, model=self.model)

@@ -1,0 +1,422 @@
+"""Records from agent work for the ``rules`` backend (issue 35; docs/agent-logs.md).
+
+Agent logs carry their facts in structure, not in prose: a tool call names a tool and its
+arguments, its result is JSON, and the identifiers a later agent asks for (reservation codes, order
+numbers, e-mail addresses, amounts, dates) sit verbatim in both. Everything here is derived from
+that structure, deterministically, and keeps the specifics verbatim:
+
+* ``tool_affordance`` — what a tool was used for and with which arguments (the user's request it served);
+* ``fact`` — state a lookup returned (a tool whose name starts with one of ``read_prefixes``), one
+  record per field group or list item, each opening with the call (``get_user_details(user_id=…)``)
+  so it stands alone;
+* ``event`` — an action that changed something (any other tool), with its date, the user and the result;
+* ``failure_pattern`` — a tool error, a hand-over to a human (``transfer_words``), the agent refusing
+  a request, the user correcting the agent;
+* ``procedure`` — the multi-step flow of a segment that ended in an action;
+* ``constraint`` — the rules of a system prompt (:func:`policy_records`).
+
+Records are attributed by role: what the assistant said or did is the agent's ("the agent …"), a
+tool's output is the tool's, what the user said stays the user's (the sentence records of
+:mod:`.encoder`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+from collections.abc import Iterator
+
+from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SegmentTurn, TimeDraft
+from lychee_ray.config import ToolRecordsConfig
+from lychee_ray.core.tools import CALL_ARROW, ToolCall
+from lychee_ray.text.sentences import split_sentences
+
+# How the assistant is named in records (its turns' speaker is usually just "assistant").
+AGENT = "the agent"
+# An assistant sentence that declines the user's request.
+REFUSAL = re.compile(
+    r"\b(?:i(?:'m| am) (?:sorry|afraid)[^.!?]*\b(?:can(?:no|')t|unable|not (?:able|possible|allowed|permitted))|"
+    r"i (?:can(?:no|')t|am unable to|am not able to|won't be able to)|(?:is|are) not (?:allowed|permitted|eligible|possible)|"
+    r"against (?:our |the )?polic(?:y|ies)|not (?:able|possible) to (?:do|process|help|change|cancel|modify))", re.I)
+# A user sentence that corrects what the agent said or did: strong cues count anywhere, a bare "no"
+# only right after an agent statement (after a question it is an answer).
+CORRECTION = re.compile(
+    r"(?:\bthat(?:'s| is| was)(?: not| wrong| incorrect)|\bnot what i\b|\bi (?:said|meant)\b|^actually\b|"
+    r"\byou (?:got|made) (?:it|that|a mistake)|\b(?:that|this|it) (?:is|was)(?:n't| not) (?:right|correct)|\bwrong\b)", re.I)
+WEAK_CORRECTION = re.compile(r"^(?:no|nope|wait)\b", re.I)
+# A tool result that reports a failure.
+_ERROR_TEXT = re.compile(r"^\s*(?:error|exception|failed|failure|traceback)\b", re.I)
+_ERROR_KEYS = ("error", "errors", "error_message", "exception")
+# A system-prompt sentence that states a rule (modal or limiting words).
+_RULE = re.compile(
+    r"\b(?:must|should|shall|cannot|can't|can not|can only|only|at most|at least|never|always|not allowed|"
+    r"do not|don't|does not|need to|needs to|required|requires|allowed|prohibited|forbidden|deny|refuse|"
+    r"if and only if|unless|no more than|up to|free|eligible|not be)\b", re.I)
+_HEADER = re.compile(r"^\s{0,3}#{1,6}\s*(.+?)\s*#*\s*$")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_SPACES = re.compile(r"\s+")
+
+
+def _one_line(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a word boundary (marked with …)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit].rsplit(" ", 1)[0]
+    return (head or text[:limit]) + " …"
+
+
+def _key(k: Any) -> str:
+    """A JSON key as a record says it: ``created_at`` → ``created at``; a key that is itself an id
+    (``credit_card_4421486``: it has digits) stays verbatim."""
+    s = str(k)
+    return s if any(c.isdigit() for c in s) else s.replace("_", " ")
+
+
+def _render(value: Any) -> str:
+    """A JSON value written compactly with its keys: ``a: 1, b: (c: 2)``, lists as ``x; y``."""
+    if isinstance(value, dict):
+        return ", ".join(f"{_key(k)}: {_render(v) if not isinstance(v, dict) else '(' + _render(v) + ')'}"
+                         for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(_render(v) if not isinstance(v, list) else " + ".join(_render(x) for x in v) for v in value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _items(value: Any, split_chars: int, prefix: str = "") -> Iterator[str]:
+    """The parts of a JSON value that can stand as one record each: top-level fields (one whose
+    rendering is longer than ``split_chars`` split into its own items), list elements."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = f"{prefix}{_key(k)}"
+            if isinstance(v, (dict, list)) and v and len(_render(v)) > split_chars:
+                yield from _items(v, split_chars, f"{key} ")
+            else:
+                yield f"{key}: {_render(v)}"
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield f"{prefix}{i + 1}: {_render(v)}" if prefix else _render(v)
+    else:
+        yield f"{prefix}{_render(value)}"
+
+
+def result_chunks(text: str, limit: int, max_chunks: int) -> list[str]:
+    """A tool result as at most ``max_chunks`` texts of at most ``limit`` characters: JSON split by
+    fields and list items (packed while they fit), other text by sentences. The last chunk says
+    how many items did not fit."""
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        value = None
+    # a field longer than half a record is split (so that a record holds a few whole fields)
+    parts = list(_items(value, limit // 2)) if isinstance(value, (dict, list)) else [s for s in split_sentences(_one_line(text)) if s]
+    chunks: list[str] = []
+    cur = ""
+    for i, p in enumerate(parts):
+        p = _cut(_one_line(p), limit)
+        if cur and len(cur) + 2 + len(p) > limit:
+            chunks.append(cur)
+            cur = ""
+            if len(chunks) == max_chunks:
+                left = len(parts) - i
+                chunks[-1] = _cut(chunks[-1], max(20, limit - 24)) + f" (and {left} more)"
+                return chunks
+        cur = f"{cur}; {p}" if cur else p
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def is_error_result(turn: SegmentTurn) -> bool:
+    """A tool result that reports a failure (marked by its source, or reads as an error)."""
+    if turn.is_error:
+        return True
+    body = _result_body(turn)
+    if _ERROR_TEXT.match(body):
+        return True
+    try:
+        value = json.loads(body)
+    except (json.JSONDecodeError, TypeError):
+        return False
+    return isinstance(value, dict) and any(value.get(k) for k in _ERROR_KEYS)
+
+
+def _result_body(turn: SegmentTurn) -> str:
+    """A tool turn's own output (its rendered text minus the ``name result:`` prefix)."""
+    prefix = f"{turn.tool_name or 'tool'} result: "
+    return turn.content[len(prefix):] if turn.content.startswith(prefix) else turn.content
+
+
+def strip_calls(text: str) -> str:
+    """An assistant turn's text without its rendered tool-call lines (what it *said*)."""
+    return "\n".join(line for line in text.split("\n") if not line.startswith(CALL_ARROW)).strip()
+
+
+@dataclass
+class _Call:
+    """One call of the segment with its result turn (None: unanswered in this segment)."""
+
+    call: ToolCall
+    turn: SegmentTurn
+    result: SegmentTurn | None
+    request: str | None  # the user's request it served (first sentence of the last user turn before it)
+
+
+class AgentRecords:
+    """Derives the records of tool traffic, failures and flows of one segment (see the module doc)."""
+
+    def __init__(self, cfg: ToolRecordsConfig, max_entities: int, max_topics: int) -> None:
+        self.cfg = cfg
+        self.max_entities = max_entities
+        self.max_topics = max_topics
+        self._read = tuple(p.lower() for p in cfg.read_prefixes)
+        self._transfer = tuple(w.lower() for w in cfg.transfer_words)
+        self._notes = {n.lower() for n in cfg.note_tools}
+
+    # -- tool kinds ------------------------------------------------------------------------------
+    def is_note(self, name: str) -> bool:
+        return name.lower() in self._notes
+
+    def is_transfer(self, name: str) -> bool:
+        low = name.lower()
+        return any(w in low for w in self._transfer)
+
+    def is_read(self, name: str) -> bool:
+        """A lookup: the tool name's first word (``get_user``, ``lookupOrder``) is a read prefix."""
+        return _first_word(name) in self._read
+
+    # -- the segment -----------------------------------------------------------------------------
+    def segment_records(self, request: EncodeRequest) -> list[RecordDraft]:
+        """Tool traffic, failures and the flow of one dialogue segment."""
+        calls = self._calls(request)
+        out: list[RecordDraft] = []
+        for c in calls:
+            out.extend(self._call_records(c, request))
+        out.extend(self._dialogue_failures(request))
+        flow = self._procedure(calls, request)
+        if flow is not None:
+            out.append(flow)
+        for d in out:  # every record one bounded, capitalised sentence (a call's arguments can be long)
+            d.text = _cut(_cap(d.text), 2 * self.cfg.max_record_chars)
+        return out
+
+    def _calls(self, request: EncodeRequest) -> list[_Call]:
+        """The segment's calls in order, each with the result that answers it: the first tool turn
+        after it naming its call id (ids are reused by some models once a call is answered)."""
+        request_text: str | None = None
+        out: list[_Call] = []
+        for t in request.turns:
+            if t.role == "user" and t.content.strip():
+                request_text = self._request_gist(t.content)
+            if t.role == "tool" and t.tool_call_id:
+                waiting = [c for c in out if c.result is None and c.call.call_id == t.tool_call_id]
+                if waiting:
+                    waiting[-1].result = t
+            for call in t.tool_calls:
+                out.append(_Call(call, t, None, request_text))
+        return out
+
+    def _request_gist(self, text: str) -> str | None:
+        """What the user asked for: the first sentence of at least three words (else the turn's
+        start), cut to ``request_chars``."""
+        line = _one_line(text)
+        first = next((x for x in split_sentences(line) if len(x.split()) >= 3), line)
+        return _cut(first, self.cfg.request_chars) if first else None
+
+    def _call_records(self, c: _Call, request: EncodeRequest) -> list[RecordDraft]:
+        name, sig = c.call.name, short_signature(c.call, self.cfg.short_arg_chars)
+        day = _day(c.turn.session_date)
+        sources = [c.turn.index] + ([c.result.index] if c.result is not None else [])
+        user = _user(request)
+        ents = self._entities(c.call, request)
+        topics = self._topics(name)
+        time = TimeDraft(start=day, end=day) if day else None
+        cap = self.cfg.max_record_chars
+        if self.is_note(name):
+            args = c.call.parsed_arguments()
+            note = _render(args) if isinstance(args, dict) and args else c.call.arguments
+            if not note.strip():
+                return []
+            return [RecordDraft(type="fact", text=_cut(f"{_cap(AGENT)} noted: {_one_line(note)}", cap * 2),
+                                entities=ents, topics=topics, source_turns=[c.turn.index])]
+        out: list[RecordDraft] = []
+        purpose = f" to handle the user's request: {c.request}" if c.request else ""
+        out.append(RecordDraft(type="tool_affordance", text=f"{_cap(AGENT)} used the tool {name} with arguments "
+                                                            f"{_args_text(c.call)}{purpose}",
+                               entities=ents, topics=topics, source_turns=[c.turn.index]))
+        when = f"On {day}, " if day else ""
+        if c.result is None:
+            return out
+        body = _result_body(c.result)
+        if is_error_result(c.result):
+            out.append(RecordDraft(type="failure_pattern", text=f"{when}{AGENT}'s call {sig}{user} failed: "
+                                                                f"{_cut(_one_line(body), cap)}",
+                                   entities=ents, topics=[*topics, "error"][: self.max_topics], time=time,
+                                   source_turns=sources))
+            return out
+        chunks = result_chunks(body, cap, self.cfg.max_records_per_result) if body.strip() else []
+        if self.is_transfer(name):
+            out.append(RecordDraft(type="failure_pattern", text=f"{when}{AGENT} handed the conversation{user} over to a "
+                                                                f"human agent ({sig}): {_cut(_one_line(body), cap)}",
+                                   entities=ents, topics=[*topics, "transfer"][: self.max_topics], time=time,
+                                   source_turns=sources))
+        elif self.is_read(name):
+            for chunk in chunks:
+                out.append(RecordDraft(type="fact", text=f"{sig} returned: {chunk}", entities=ents, topics=topics,
+                                       source_turns=sources))
+        else:
+            first = f"; result: {chunks[0]}" if chunks else ""
+            out.append(RecordDraft(type="event", text=f"{when}{AGENT} performed {sig}{user}{first}", entities=ents,
+                                   topics=topics, time=time, source_turns=sources))
+            for chunk in chunks[1:]:
+                out.append(RecordDraft(type="fact", text=f"After {sig}: {chunk}", entities=ents, topics=topics,
+                                       source_turns=sources))
+        return out
+
+    def _dialogue_failures(self, request: EncodeRequest) -> list[RecordDraft]:
+        """The agent refusing a request; the user correcting the agent right after its turn."""
+        out: list[RecordDraft] = []
+        prev_role, prev_asked = None, False
+        cap = self.cfg.max_record_chars
+        for t in request.turns:
+            said = strip_calls(t.content) if t.role == "assistant" else t.content if t.role == "user" else ""
+            day = _day(t.session_date)
+            when = f"On {day}, " if day else ""
+            if said:
+                for s in split_sentences(_one_line(said)):
+                    if t.role == "assistant" and REFUSAL.search(s):
+                        out.append(RecordDraft(type="failure_pattern", text=f"{when}{AGENT} declined{_user(request)}: "
+                                                                            f"{_cut(s, cap)}",
+                                               entities=[], topics=["refusal"], source_turns=[t.index]))
+                        break
+                    # a "no" that answers the agent's question is an answer, not a correction
+                    if t.role == "user" and (CORRECTION.search(s) or (
+                            prev_role == "assistant" and not prev_asked and WEAK_CORRECTION.search(s))):
+                        who = f"user {request.user_id}" if _has_user(request) else "the user"
+                        out.append(RecordDraft(type="failure_pattern", text=f"{_cap(when)}{who} corrected "
+                                                                            f"{AGENT}: {_cut(s, cap)}",
+                                               entities=[], topics=["correction"], source_turns=[t.index]))
+                        break
+            if t.role in ("user", "assistant") and (said or t.tool_calls):
+                prev_role = t.role
+                prev_asked = said.rstrip().endswith("?")
+        return out
+
+    def _procedure(self, calls: list[_Call], request: EncodeRequest) -> RecordDraft | None:
+        """The segment's flow: two or more tool steps that include an action."""
+        steps = [c for c in calls if not self.is_note(c.call.name)]
+        acts = [c for c in steps if not self.is_read(c.call.name) and not self.is_transfer(c.call.name)]
+        if len(steps) < 2 or not acts:
+            return None
+        goal = next((c.request for c in acts if c.request), None)
+        chain = f" {CALL_ARROW} ".join(_step(c, self.cfg.short_arg_chars) for c in steps)
+        head = f"To handle the request \"{goal}\", " if goal else ""
+        text = _cut(f"{head}{AGENT} ran these steps: {chain}", self.cfg.max_record_chars * 2)
+        ents = list(dict.fromkeys(e for c in steps for e in self._entities(c.call, request)))[: self.max_entities]
+        return RecordDraft(type="procedure", text=_cap(text), entities=ents,
+                           topics=list(dict.fromkeys(t for c in acts for t in self._topics(c.call.name)))[: self.max_topics],
+                           source_turns=sorted({c.turn.index for c in steps} | {c.result.index for c in steps if c.result}))
+
+    # -- metadata --------------------------------------------------------------------------------
+    def _entities(self, call: ToolCall, request: EncodeRequest) -> list[str]:
+        """The call's identifying values (argument strings and numbers) and the user: what exact
+        key matches (entity nodes) and the lexical channel find the record by."""
+        args = call.parsed_arguments()
+        vals: list[str] = []
+        if isinstance(args, dict):
+            for v in args.values():
+                for x in (v if isinstance(v, list) else [v]):
+                    if isinstance(x, (str, int, float)) and not isinstance(x, bool) and 0 < len(str(x)) <= 64:
+                        vals.append(str(x))
+        if _has_user(request):
+            vals.append(request.user_id)
+        return list(dict.fromkeys(vals))[: self.max_entities]
+
+    def _topics(self, name: str) -> list[str]:
+        words = [w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if len(w) > 2]
+        return list(dict.fromkeys([name.lower(), *words]))[: self.max_topics]
+
+
+def policy_records(request: EncodeRequest, cfg: ToolRecordsConfig, max_topics: int) -> list[RecordDraft]:
+    """The rules a system prompt states, one ``constraint`` record each (``Policy (section): …``),
+    at most ``max_policy_records``, in order; its other sentences are context, not memory."""
+    out: list[RecordDraft] = []
+    for t in request.turns:
+        section = ""
+        for line in t.content.splitlines():
+            header = _HEADER.match(line)
+            if header:
+                section = _one_line(header.group(1))
+                continue
+            text = _BULLET.sub("", line).strip()
+            if not text:
+                continue
+            for s in split_sentences(_one_line(text)):
+                if len(out) >= cfg.max_policy_records:
+                    return out
+                if len(s.split()) < 4 or not _RULE.search(s):
+                    continue
+                where = f" ({section})" if section else ""
+                topics = [w.lower() for w in re.findall(r"[A-Za-z]{3,}", section)][:max_topics]
+                out.append(RecordDraft(type="constraint", text=f"Policy{where}: {_cut(s, cfg.max_record_chars)}",
+                                       entities=[], topics=topics, source_turns=[t.index]))
+    return out
+
+
+def _first_word(name: str) -> str:
+    words = [w for w in re.split(r"[_\W]+|(?<=[a-z0-9])(?=[A-Z])", name) if w]
+    return words[0].lower() if words else ""
+
+
+def _day(session_date: str | None) -> str | None:
+    return session_date[:10] if session_date and len(session_date) >= 10 else None
+
+
+def _has_user(request: EncodeRequest) -> bool:
+    """True when the conversation names a user of its own (not just its id as the default owner)."""
+    return bool(request.user_id) and request.user_id != request.conversation_id
+
+
+def _user(request: EncodeRequest) -> str:
+    return f" for user {request.user_id}" if _has_user(request) else ""
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _args_text(call: ToolCall) -> str:
+    args = call.parsed_arguments()
+    if isinstance(args, dict):
+        return ", ".join(f"{k}={_render(v)}" for k, v in args.items()) or "(none)"  # (argument names verbatim)
+    return _one_line(call.arguments) or "(none)"
+
+
+def _step(c: _Call, max_arg_chars: int) -> str:
+    outcome = " (failed)" if c.result is not None and is_error_result(c.result) else ""
+    return f"{short_signature(c.call, max_arg_chars)}{outcome}"
+
+
+def short_signature(call: ToolCall, max_arg_chars: int) -> str:
+    """``name(key=value, …)`` with the scalar arguments that identify the call (ids, codes, dates);
+    longer or nested values are shown as ``…`` (the call's tool_affordance record has them all):
+    records lead with what identifies a call, not with a booking's payload."""
+    args = call.parsed_arguments()
+    if not isinstance(args, dict):
+        return call.signature() if len(call.arguments) <= max_arg_chars else f"{call.name}(…)"
+    shown = [f"{k}={v}" for k, v in args.items()
+             if isinstance(v, (str, int, float)) and not isinstance(v, bool) and len(str(v)) <= max_arg_chars]
+    more = "…" if len(shown) < len(args) else ""
+    return f"{call.name}({', '.join([*shown, more] if shown and more else shown or [more])})"
+
+
+__all__ = ["AGENT", "AgentRecords", "is_error_result", "policy_records", "result_chunks", "short_signature", "strip_calls"]

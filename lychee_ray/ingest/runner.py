@@ -1,0 +1,183 @@
+"""The in-process build runner (``lychee-ray build --local``, ``build_memory(local=True)``) and what
+every build run ends with (errors table, compaction, garbage sweep, manifest).
+
+The build runs as stages (ingest/stages/: decide → embed turns → build → embed records and nodes →
+commit), the same stage functions the Ray job runs as Ray Data operators; here they are one asyncio
+pipeline (:class:`~lychee_ray.ingest.stages.local.LocalStages`). Every input conversation ends as
+exactly one :class:`~lychee_ray.ingest.outcomes.Outcome`: built, skipped or failed.
+
+The names this module always exported (``Outcome``, ``BuildSummary``, ``ConversationProcessor``,
+...) are re-exported from where they live now; the build context's factory is
+:func:`lychee_ray.ingest.context.make_context`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any
+from collections.abc import AsyncIterator, Iterable
+
+from lychee_ray.ingest.outcomes import (
+    SUMMARY_MAX_IDS,
+    BuildSummary,
+    Outcome,
+    input_warnings,
+    item_to_row,
+    row_to_item,
+)
+from lychee_ray.ingest.pipeline import BuildContext
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.processor import ConversationProcessor, unchanged_input
+from lychee_ray.ingest.run_progress import BuildProgress
+from lychee_ray.ingest.stages.classic import LazyClassic
+from lychee_ray.ingest.stages.commit import Committer
+from lychee_ray.ingest.stages.construct import Constructor
+from lychee_ray.ingest.stages.decide import Decider
+from lychee_ray.ingest.stages.local import LocalStages
+from lychee_ray.ingest.stages.work import StageWork
+from lychee_ray.config import LycheeConfig
+from lychee_ray.io.adapters import AdapterItem, input_files, read_input
+from lychee_ray.io.adapters.detect import count_conversations
+from lychee_ray.io.store import MemoryStoreWriter, compact
+from lychee_ray.io.store.gc import collect_garbage
+from lychee_ray.io.store.migrate import migrate_if_needed
+from lychee_ray.llm.backend import BACKEND_DESCRIPTIONS, resolve_backend
+
+log = logging.getLogger(__name__)
+
+
+def manifest_info(cfg: LycheeConfig, backend: str, summary: BuildSummary, runner: str) -> dict[str, Any]:
+    """Run-level manifest fields (models, dims and fingerprints come from the commit markers)."""
+    return {
+        "backend_description": BACKEND_DESCRIPTIONS.get(backend, ""),
+        "config": cfg.redacted(),
+        "runner": runner,
+        "last_run": summary.to_dict(),
+    }
+
+
+async def process_stream(
+    items: Iterable[AdapterItem], processor: ConversationProcessor, in_flight: int
+) -> AsyncIterator[Outcome]:
+    """Process items through the one-conversation path alone (how builds ran before the stages; the
+    pre-stage baseline of benchmarks/build_profile.py), at most ``in_flight`` at once; yields outcomes as they finish."""
+    pending: set[asyncio.Task[Outcome]] = set()
+    for item in items:
+        pending.add(asyncio.create_task(processor.process(item)))
+        if len(pending) >= in_flight:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                yield t.result()
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            yield t.result()
+
+
+def finish_run(
+    writer: MemoryStoreWriter, summary: BuildSummary, run_id: str, info: dict[str, Any], conversations_per_file: int
+) -> None:
+    """Errors table, claims released, Parquet parts compacted, crashed writers' garbage swept
+    (io/store/gc.py), manifest written."""
+    writer.write_errors(summary.errors + summary.warnings, run_id=run_id)
+    writer.release_claims(run_id)
+    if conversations_per_file > 0:
+        compact(writer.layout, conversations_per_file)
+    swept = collect_garbage(writer.layout)
+    if swept.files_removed:
+        log.info("removed %d unreferenced file(s) (%d bytes) left by crashed writers", swept.files_removed, swept.bytes_freed)
+    writer.write_manifest(info)
+
+
+def run_local_build(
+    cfg: LycheeConfig,
+    fmt: str,
+    input_path: str | Path,
+    out: str | Path,
+    backend: str | None = None,
+    retry_failed: bool = False,
+    ctx: BuildContext | None = None,
+    on_conflict: str | None = None,
+    progress: bool = False,
+    progress_stream: IO[str] | None = None,
+) -> BuildSummary:
+    """Build (or resume) a store from input files in this process (see :func:`run_local_build_items`);
+    ``progress``: show it (conversations in the input counted first, for the total)."""
+    total = count_conversations(fmt, input_files(fmt, input_path)) if progress else None
+    return run_local_build_items(cfg, read_input(fmt, input_path), out, backend=backend, retry_failed=retry_failed, ctx=ctx,
+                                 on_conflict=on_conflict, progress=progress, total=total, progress_stream=progress_stream)
+
+
+def local_stages(cfg: LycheeConfig, ctx: BuildContext, writer: MemoryStoreWriter, run_id: str, retry_failed: bool = False,
+                 on_conflict: str | None = None) -> LocalStages:
+    """The stages of one in-process run over ``ctx`` (its embedders, encoder and ledger)."""
+    processor = ConversationProcessor(ctx, writer, run_id, retry_failed, on_conflict)
+    classic = LazyClassic(lambda: processor)
+    st = cfg.ray.stages
+    return LocalStages(
+        decider=Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars, retry_failed),
+        ctx=ctx, constructor=Constructor(ctx, classic, cfg.build.conversations_in_flight),
+        committer=Committer(writer, classic), turn_batch=st.embed_turns.batch_size,
+        memory_batch=st.embed_memory.batch_size, commit_batch=st.commit.batch_size,
+        in_flight=cfg.build.conversations_in_flight)
+
+
+def run_local_build_items(
+    cfg: LycheeConfig,
+    items: Iterable[AdapterItem],
+    out: str | Path,
+    backend: str | None = None,
+    retry_failed: bool = False,
+    ctx: BuildContext | None = None,
+    on_conflict: str | None = None,
+    progress: bool = False,
+    total: int | None = None,
+    progress_stream: IO[str] | None = None,
+) -> BuildSummary:
+    """Build (or resume) a store in this process from adapter items (read lazily, a few in flight).
+
+    Every item is accounted for in the returned summary: built, skipped or failed. Conversations
+    already stored gain their new turns (``appended``); ``on_conflict`` (default
+    ``build.on_conflict``) decides about inputs that rewrite a stored history (docs/incremental.md).
+    ``progress``: conversations and turns committed, from the start (``total``: conversations in
+    the input, when known), on ``progress_stream`` (stderr).
+    """
+    t0 = time.perf_counter()
+    backend = resolve_backend(cfg.llm, backend)
+    prog = BuildProgress(total, cfg, stream=progress_stream) if progress else None
+    if prog is not None:
+        prog.start("loading the embedding model" if ctx is None else "")
+        prog.ticking()
+    summary = BuildSummary()
+    try:
+        ctx = ctx or make_context(cfg, backend)
+        writer = MemoryStoreWriter(out, cfg.store)
+        migrate_if_needed(writer.layout)  # a store written by an older version: to the current layout first
+        run_id = f"local-{uuid.uuid4().hex[:8]}"
+        stages = local_stages(cfg, ctx, writer, run_id, retry_failed, on_conflict)
+
+        def decided(w: StageWork) -> None:
+            if prog is not None:
+                prog.decided(w.num_turns)
+
+        def finished(w: StageWork, o: Outcome) -> None:
+            summary.add(o)
+            if prog is not None:
+                prog.finished(o.status, w.num_turns)
+
+        asyncio.run(stages.run(items, finished, decided))
+    finally:
+        if prog is not None:
+            prog.close()
+    summary.wall_s = round(time.perf_counter() - t0, 3)
+    finish_run(writer, summary, run_id, manifest_info(cfg, backend, summary, "local"), cfg.build.compact_conversations_per_file)
+    return summary
+
+
+__all__ = ["SUMMARY_MAX_IDS", "BuildSummary", "ConversationProcessor", "Outcome", "finish_run", "input_warnings",
+           "item_to_row", "local_stages", "manifest_info", "process_stream",
+           "row_to_item", "run_local_build", "run_local_build_items", "unchanged_input"]

@@ -1,0 +1,132 @@
+"""The stages in one process: an asyncio pipeline (``lychee-ray build --local``, ``build_memory``).
+
+Decide → embed turns → build → embed records and nodes → commit, each stage a coroutine (the build
+stage ``build.conversations_in_flight`` of them) joined by queues, so the model embeds the texts of
+whatever conversations wait at its stage in one call (up to the stage's ``batch_size``) while
+other conversations are built (the model runs in a worker thread), and outcomes come out as each
+conversation commits. At most ``build.conversations_in_flight`` + ``embed_turns.batch_size``
+conversations are in the pipeline at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+from collections.abc import Callable, Iterable
+
+from lychee_ray.ingest.outcomes import Outcome
+from lychee_ray.ingest.pipeline import BuildContext
+from lychee_ray.ingest.stages.commit import Committer
+from lychee_ray.ingest.stages.construct import Constructor
+from lychee_ray.ingest.stages.decide import Decider
+from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns
+from lychee_ray.ingest.stages.work import StageWork
+from lychee_ray.io.adapters import AdapterItem
+
+_END = object()
+
+
+class _Channel:
+    """A queue between two stages that its ``producers`` close (consumers then read None)."""
+
+    def __init__(self, producers: int = 1) -> None:
+        self._q: asyncio.Queue[Any] = asyncio.Queue()
+        self._open = producers
+
+    async def put(self, w: StageWork) -> None:
+        await self._q.put(w)
+
+    async def close(self) -> None:
+        self._open -= 1
+        if self._open == 0:
+            await self._q.put(_END)
+
+    async def get(self) -> StageWork | None:
+        w = await self._q.get()
+        if w is _END:
+            await self._q.put(_END)  # every other consumer must see the end too
+            return None
+        return w
+
+    async def take(self, n: int) -> list[StageWork]:
+        """The next item and whatever else waits, up to ``n`` ([] once closed and drained)."""
+        first = await self.get()
+        if first is None:
+            return []
+        out = [first]
+        while len(out) < n and not self._q.empty():
+            w = self._q.get_nowait()
+            if w is _END:
+                await self._q.put(_END)
+                break
+            out.append(w)
+        return out
+
+
+@dataclass
+class LocalStages:
+    """The stage objects of one process, and its batch sizes."""
+
+    decider: Decider
+    ctx: BuildContext
+    constructor: Constructor
+    committer: Committer
+    turn_batch: int
+    memory_batch: int
+    commit_batch: int
+    in_flight: int
+
+    async def run(self, items: Iterable[AdapterItem], on_outcome: Callable[[StageWork, Outcome], None],
+                  on_decided: Callable[[StageWork], None] | None = None) -> None:
+        """Every item to one outcome (``on_outcome`` as each commits); ``on_decided`` sees each decision."""
+        ctx = self.ctx
+        max_chars = ctx.cfg.segmenter.max_turn_chars
+        slots = asyncio.Semaphore(self.in_flight + self.turn_batch)
+        to_embed, to_build, to_vectors, to_commit = _Channel(), _Channel(), _Channel(self.in_flight), _Channel()
+
+        def finished(w: StageWork, o: Outcome) -> None:
+            slots.release()
+            on_outcome(w, o)
+
+        async def decide() -> None:
+            for item in items:
+                await slots.acquire()
+                w = await asyncio.to_thread(self.decider.decide, item)  # a marker read: file or object storage
+                if on_decided is not None:
+                    on_decided(w)
+                if w.done:
+                    assert w.outcome is not None
+                    finished(w, w.outcome)
+                else:
+                    await to_embed.put(w)
+            await to_embed.close()
+
+        async def turns() -> None:
+            while batch := await to_embed.take(self.turn_batch):
+                await embed_turns(batch, ctx.embed, ctx.embed_dim, max_chars)
+                for w in batch:
+                    await to_build.put(w)
+            await to_build.close()
+
+        async def build() -> None:
+            while (w := await to_build.get()) is not None:
+                await self.constructor.run([w])
+                await to_vectors.put(w)
+            await to_vectors.close()
+
+        async def vectors() -> None:
+            while batch := await to_vectors.take(self.memory_batch):
+                await embed_memory(batch, ctx.memory_embed, ctx.embed_dim)
+                for w in batch:
+                    await to_commit.put(w)
+            await to_commit.close()
+
+        async def commit() -> None:
+            while batch := await to_commit.take(self.commit_batch):
+                await self.committer.run(batch, finished)
+
+        await asyncio.gather(decide(), turns(), *(build() for _ in range(self.in_flight)), vectors(), commit())
+
+
+__all__ = ["LocalStages"]

@@ -1,0 +1,123 @@
+"""What flows between the build stages: one :class:`StageWork` per input conversation.
+
+A work is either finished (it carries its :class:`~lychee_ray.ingest.outcomes.Outcome`: skipped,
+failed, or built whole by the one-conversation path) or on its way: a route, the commit marker the
+decision read, then turn vectors, then pending artifacts, then their vectors. Finished works pass
+through the later stages untouched, so every input conversation reaches the end as one outcome.
+Between processes a work travels as one pickled column (:meth:`to_row` / :func:`from_row`).
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from lychee_ray.ingest.outcomes import Outcome
+from lychee_ray.ingest.pipeline import PendingArtifacts
+from lychee_ray.io.adapters import AdapterItem
+from lychee_ray.io.store.marker import CommitMarker
+
+# "build": the staged path (a new conversation, or one stored with another configuration);
+# "classic": the one-conversation path under the write lock (ingest/processor.py) — increments,
+# --retry-failed, markers to migrate, and commits whose marker changed after the decision
+Route = Literal["build", "classic"]
+
+# Ray Data columns of a work row (the stages read only WORK_COLUMN; the others are for logs)
+WORK_COLUMN = "work"
+ID_COLUMN = "conversation_id"
+TURNS_COLUMN = "turns"
+
+
+@dataclass(frozen=True)
+class MarkerSeen:
+    """The commit marker the decision read (None: no marker): the commit goes ahead only if the
+    conversation's marker is still this one when its write lock is held."""
+
+    generation: str | None
+    committed_at: str | None
+    # the conversation's history (issue 39): an erased and re-created id has another lineage
+    lineage: str | None = None
+
+    @classmethod
+    def of(cls, marker: CommitMarker | None) -> MarkerSeen | None:
+        return None if marker is None else cls(marker.generation, marker.committed_at, marker.lineage)
+
+    @staticmethod
+    def unchanged(seen: MarkerSeen | None, marker: CommitMarker | None) -> bool:
+        """True when ``marker`` (read under the lock) is the one the decision saw."""
+        return seen == MarkerSeen.of(marker)
+
+
+@dataclass
+class StageWork:
+    """One input conversation between stages."""
+
+    item: AdapterItem
+    # wall-clock start (time.time(): comparable across processes) for the outcome's wall_s
+    t0: float = field(default_factory=time.time)
+    outcome: Outcome | None = None
+    route: Route = "build"
+    seen: MarkerSeen | None = None
+    warnings: list[str] = field(default_factory=list)
+    turn_vectors: np.ndarray | None = None
+    pending: PendingArtifacts | None = None
+    embedded: bool = False  # pending's record and node vectors are in
+    placement: str | None = None  # where it was built (the Ray job's node id: the run's placement report)
+
+    @property
+    def done(self) -> bool:
+        """Finished: its outcome is known and the remaining stages pass it through."""
+        return self.outcome is not None
+
+    @property
+    def conversation_id(self) -> str | None:
+        conv = self.item.conversation
+        return conv.conversation_id if conv is not None else (self.outcome.conversation_id if self.outcome else None)
+
+    @property
+    def num_turns(self) -> int:
+        conv = self.item.conversation
+        return conv.num_turns if conv is not None else 0
+
+    def fail(self, stage: str, error: BaseException | str) -> None:
+        """Quarantine the conversation at ``stage`` (one bad conversation never stops the job)."""
+        msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        self.outcome = Outcome("failed", self.conversation_id, stage, msg, self.item.file, self.item.line,
+                               wall_s=self.elapsed(), warnings=self.warnings)
+        self.turn_vectors = None
+        self.pending = None
+
+    def elapsed(self) -> float:
+        return max(0.0, time.time() - self.t0)
+
+    def to_row(self) -> dict[str, Any]:
+        """The work as one Ray Data row."""
+        return {WORK_COLUMN: pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL),
+                ID_COLUMN: self.conversation_id or "", TURNS_COLUMN: self.num_turns}
+
+
+def from_row(row: dict[str, Any]) -> StageWork:
+    """The work a row of :meth:`StageWork.to_row` carries."""
+    work = pickle.loads(row[WORK_COLUMN])
+    if not isinstance(work, StageWork):
+        raise TypeError(f"not a stage work: {type(work).__name__}")
+    return work
+
+
+def rows_to_columns(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, list[Any]]:
+    """Rows as the column dict a Ray Data batch is (``keys`` when there are no rows)."""
+    cols = tuple(rows[0]) if rows else keys
+    return {k: [r[k] for r in rows] for k in cols}
+
+
+def works_to_columns(works: list[StageWork]) -> dict[str, list[Any]]:
+    """A batch of works as Ray Data columns."""
+    return rows_to_columns([w.to_row() for w in works], (WORK_COLUMN, ID_COLUMN, TURNS_COLUMN))
+
+
+__all__ = ["ID_COLUMN", "MarkerSeen", "Route", "StageWork", "TURNS_COLUMN", "WORK_COLUMN", "from_row",
+           "rows_to_columns", "works_to_columns"]

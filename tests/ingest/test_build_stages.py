@@ -1,0 +1,238 @@
+"""The build's stages (ingest/stages/): routing before any embedding, batching across conversations,
+the commit's re-check under the write lock, the memo and the record/node embedder, and the Ray
+job's embedding stages on a GPU resource (a logical GPU here: no CUDA device on this machine)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lychee_ray.ingest.processor import ConversationProcessor
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.runner import run_local_build_items
+from lychee_ray.ingest.stages.classic import LazyClassic
+from lychee_ray.ingest.stages.commit import Committer
+from lychee_ray.ingest.stages.construct import Constructor
+from lychee_ray.ingest.stages.decide import Decider
+from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns, turn_texts
+from lychee_ray.ingest.stages.work import MarkerSeen, from_row
+from lychee_ray.config import EmbeddingConfig, load_config
+from lychee_ray.embed import get_embedder
+from lychee_ray.embed.memo import MemoEmbedder
+from lychee_ray.io.adapters import AdapterItem
+from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, iter_markers
+from lychee_ray.testing.synthetic import synthetic_conversation
+from tests.reliability.test_bad_input import HashEmbedder
+
+CFG = load_config(env={})
+REPO = Path(__file__).resolve().parents[2]
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hashing embedder, counting its calls and texts."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def encode(self, texts):
+        self.calls.append(len(texts))
+        return super().encode(texts)
+
+
+def items(n: int, seed: int = 5, start: int = 0) -> list[AdapterItem]:
+    return [AdapterItem(file="mem", line=i, conversation=synthetic_conversation(i, seed=seed, sessions=1,
+                                                                                   topics_per_session=2))
+            for i in range(start, start + n)]
+
+
+def stages(tmp_path: Path, embedder=None, run_id: str = "run-1"):
+    ctx = make_context(CFG, "rules", embedder or HashEmbedder())
+    writer = MemoryStoreWriter(tmp_path / "st", CFG.store)
+    classic = LazyClassic(lambda: ConversationProcessor(ctx, writer, run_id))
+    decider = Decider(writer, run_id, ctx.fingerprint, CFG.segmenter.max_turn_chars)
+    return ctx, writer, decider, Constructor(ctx, classic, 4), Committer(writer, classic)
+
+
+def run_works(ctx, constructor, committer, works):
+    async def go():
+        await embed_turns(works, ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars)
+        await constructor.run(works)
+        await embed_memory(works, ctx.memory_embed, ctx.embed_dim)
+        return await committer.run(works)
+
+    return asyncio.run(go())
+
+
+def test_decide_routes_before_any_embedding(tmp_path):
+    emb = CountingEmbedder()
+    ctx, writer, decider, constructor, committer = stages(tmp_path, emb)
+    first = [decider.decide(i) for i in items(3)]
+    assert [w.route for w in first] == ["build"] * 3 and not any(w.done for w in first) and emb.calls == []
+    outs = run_works(ctx, constructor, committer, first)
+    assert [o.status for o in outs] == ["built"] * 3
+    # a new run: unchanged → skipped; more turns → classic (the increment path); other config → build
+    decider2 = Decider(writer, "run-2", ctx.fingerprint, CFG.segmenter.max_turn_chars)
+    convs = [i.conversation for i in items(3)]
+    longer = convs[1].model_copy(deep=True)
+    longer.sessions[-1].turns.append(longer.sessions[-1].turns[0].model_copy(update={"turn_id": "new-1"}))
+    w_same = decider2.decide(AdapterItem(file="mem", line=0, conversation=convs[0]))
+    w_more = decider2.decide(AdapterItem(file="mem", line=1, conversation=longer))
+    assert w_same.done and w_same.outcome.status == "skipped"
+    assert not w_more.done and w_more.route == "classic"
+    other = Decider(writer, "run-3", "another-fingerprint", CFG.segmenter.max_turn_chars)
+    assert other.decide(AdapterItem(file="mem", line=2, conversation=convs[2])).route == "build"
+    # a duplicate id in one run is skipped with a warning naming both lines; unreadable inputs are quarantined
+    dup = decider2.decide(AdapterItem(file="other", line=9, conversation=convs[0]))
+    assert dup.done and dup.outcome.status == "duplicate" and "duplicate" in dup.outcome.message
+    assert "other:9" in dup.outcome.warnings[0] and "mem:0" in dup.outcome.warnings[0]
+    bad = decider2.decide(AdapterItem(file="in.jsonl", line=3, conversation=None))
+    assert bad.done and bad.outcome.status == "failed" and bad.outcome.stage == "input"
+    assert len(emb.calls) == 2  # the first run's two model calls (turns, records and nodes); deciding embeds nothing
+
+
+def test_embedding_stages_batch_across_conversations(tmp_path):
+    emb = CountingEmbedder()
+    ctx, _writer, decider, constructor, committer = stages(tmp_path, emb)
+    works = [decider.decide(i) for i in items(4)]
+    texts = [turn_texts(w, CFG.segmenter.max_turn_chars) for w in works]
+    outs = run_works(ctx, constructor, committer, works)
+    assert [o.status for o in outs] == ["built"] * 4
+    # one model call for the turns of all four, one for their records and nodes
+    assert len(emb.calls) == 2 and emb.calls[0] == sum(len(t) for t in texts)
+    # each conversation's vectors are its own texts' (split back in order)
+    r = MemoryStoreReader(tmp_path / "st")
+    for w, t in zip(works, texts):
+        got = r.load(w.conversation_id).table_vectors("turns")
+        assert np.allclose(got.vectors, HashEmbedder().encode(t)[got.rows])
+
+
+def test_commit_rechecks_the_marker_under_the_lock(tmp_path):
+    """Another writer commits the conversation between the decision and the commit: the staged
+    build is not committed over it; the conversation is decided again (classic path)."""
+    ctx, writer, decider, constructor, committer = stages(tmp_path)
+    (item,) = items(1)
+    conv = item.conversation
+    work = decider.decide(item)
+    assert work.route == "build" and work.seen is None
+
+    async def build_then_race():
+        await embed_turns([work], ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars)
+        await constructor.run([work])
+        await embed_memory([work], ctx.memory_embed, ctx.embed_dim)
+        # meanwhile: a shorter history of the same conversation is committed by another build
+        short = conv.model_copy(update={"sessions": [conv.sessions[0].model_copy(
+            update={"turns": conv.sessions[0].turns[:4]})]})
+        await asyncio.to_thread(run_local_build_items, CFG, [AdapterItem(file="other", line=1, conversation=short)],
+                                tmp_path / "st", backend="rules", ctx=make_context(CFG, "rules", HashEmbedder()))
+        return await committer.run([work])
+
+    (o,) = asyncio.run(build_then_race())
+    # the classic path found 4 stored turns and appended the rest: nothing lost, nothing doubled
+    assert o.status == "built" and o.appended
+    (m,) = list(iter_markers(tmp_path / "st"))
+    assert m.counts.turns == conv.num_turns
+    assert MemoryStoreReader(tmp_path / "st").load(conv.conversation_id).turns.num_rows == conv.num_turns
+
+
+def test_commit_stage_is_fenced_on_the_lineage_it_read(tmp_path, monkeypatch):
+    """The writer's fence (issue 39) backs the re-check: were the re-check wrong, a staged build of a
+    conversation the decision found new is still refused once another writer has created it."""
+    ctx, writer, decider, constructor, committer = stages(tmp_path)
+    (item,) = items(1)
+    work = decider.decide(item)
+    assert work.route == "build" and work.seen is None
+
+    async def build_then_recreate():
+        await embed_turns([work], ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars)
+        await constructor.run([work])
+        await embed_memory([work], ctx.memory_embed, ctx.embed_dim)
+        await asyncio.to_thread(run_local_build_items, CFG, [AdapterItem(file="other", line=1, conversation=item.conversation)],
+                                tmp_path / "st", backend="rules", ctx=make_context(CFG, "rules", HashEmbedder()))
+        return await committer.run([work])
+
+    monkeypatch.setattr(MarkerSeen, "unchanged", staticmethod(lambda seen, marker: True))  # the re-check disabled
+    before = writer.commit_marker(item.conversation.conversation_id)
+    (o,) = asyncio.run(build_then_recreate())
+    after = writer.commit_marker(item.conversation.conversation_id)
+    assert o.status == "failed" and o.stage == "commit" and "ConversationReplaced" in (o.message or "")
+    # the other writer's commit stands: nothing of the refused build was committed over it
+    assert before is None and after is not None and [m.generation for m in iter_markers(tmp_path / "st")] == [after.generation]
+
+
+def test_work_travels_as_one_row(tmp_path):
+    ctx, _w, decider, constructor, _c = stages(tmp_path)
+    (w,) = [decider.decide(i) for i in items(1)]
+    asyncio.run(embed_turns([w], ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars))
+    asyncio.run(constructor.run([w]))
+    back = from_row(w.to_row())
+    assert back.conversation_id == w.conversation_id and back.pending is not None
+    assert back.pending.plan.texts == w.pending.plan.texts
+
+
+def test_memo_returns_the_same_vectors_and_embeds_each_text_once():
+    emb = CountingEmbedder()
+    memo = MemoEmbedder(emb, max_texts=3)
+    a = memo.encode(["x y", "y z", "x y"])
+    b = memo.encode(["y z", "q r", "x y"])
+    assert np.array_equal(a[0], b[2]) and np.array_equal(a[1], b[0])
+    assert emb.calls == [2, 1] and (memo.hits, memo.misses) == (2, 3)
+    memo.encode(["a b", "c d"])  # the oldest texts leave the memo (3 at most)
+    assert len(memo._kept) == 3
+
+
+def test_record_embedder_is_int8_and_independent_of_its_batch(embedder):
+    """Record and node vectors come from the int8 query model one text per run: a text's vector
+    never depends on the texts around it, and stays close to fp32 (the stated tolerance)."""
+    cfg = EmbeddingConfig()
+    memory = get_embedder(cfg, memory=True)
+    assert getattr(memory, "runtime", "") == "onnx-int8"
+    texts = ["Caroline went to a LGBTQ support group on 7 May 2023.", "painting", "Melanie ran a charity race.",
+             "Melanie said: Love that painting! So cool Caroline found such a helpful group."]
+    alone = np.stack([memory.encode([t])[0] for t in texts])
+    together = memory.encode(texts)
+    assert np.array_equal(alone, together)
+    fp32 = embedder.encode(texts)
+    assert float((together * fp32).sum(axis=1).min()) >= 0.95
+    none = get_embedder(cfg.model_copy(update={"memory_quantization": "none"}), memory=True)
+    assert np.allclose(none.encode(texts), fp32, atol=1e-5)
+
+
+@pytest.mark.ray
+def test_embedding_stages_on_a_gpu_resource(tmp_path):
+    """Embedding stages given ``num_gpus`` are placed on GPU resources; without a CUDA device
+    (a logical GPU here) they embed on the CPU, say so, and the build equals the CPU build."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(i.conversation.model_dump_json() for i in items(3)) + "\n")
+    script = textwrap.dedent(f"""
+        import json, ray
+        from lychee_ray.config import load_config
+        from lychee_ray.ray.build_job import run_ray_build
+        ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, object_store_memory=200 * 2**20)
+        cfg = load_config(env={{}}, sets=["ray.stages.embed_turns.num_gpus=0.5", "ray.stages.embed_memory.num_gpus=0.5",
+                                          "build.compact_conversations_per_file=0"])
+        s = run_ray_build(cfg, "jsonl", {str(src)!r}, {str(tmp_path / "gpu")!r}, backend="rules", progress=False)
+        print("SUMMARY", json.dumps(s.to_dict()))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("SUMMARY"))[8:])
+    assert (summary["built"], summary["failed"]) == (3, 0)
+    devices = json.loads((tmp_path / "gpu" / "manifest.json").read_text())["embedding_devices"]
+    for stage in ("embed_turns", "embed_memory"):
+        (info,) = devices[stage]
+        assert info["gpu_ids"], info  # Ray gave the actor the GPU resource
+        assert info["device"].startswith("cpu") and "no CUDA device" in info["device"]
+    local = run_local_build_items(CFG, items(3), tmp_path / "cpu", backend="rules")
+    assert local.built == 3
+    ids = {m.conversation_id: m.counts.records for m in iter_markers(tmp_path / "gpu")}
+    assert ids == {m.conversation_id: m.counts.records for m in iter_markers(tmp_path / "cpu")}
