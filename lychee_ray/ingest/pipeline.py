@@ -1,8 +1,10 @@
-"""Building one conversation's memory: embed → segment → encode (sequential) → nodes → vectors.
+"""Building one conversation's memory whole: embed → segment → encode (sequential) → nodes → vectors.
 
-Plain Python/asyncio; the local runner and the Ray job both call :func:`build_conversation`.
-Segments of one conversation are encoded in order because ρ_{k+1} needs d_k; many conversations
-can be in flight at once (the caller decides how many).
+Plain Python/asyncio. The construct step (ingest/construct.py) calls :func:`build_pending` for a
+conversation routed ``build`` (its turn vectors embedded before, its record and node vectors
+after, each for many conversations at once); :func:`build_conversation` does all of it in one
+call. Segments of one conversation are encoded in order because ρ_{k+1} needs d_k; many
+conversations can be in flight at once (the caller decides how many).
 """
 
 from __future__ import annotations
@@ -318,15 +320,6 @@ def assemble_pending(
         ),
     )
     return PendingArtifacts(art, plan)
-
-
-async def assemble_artifacts(conv: Conversation, ctx: BuildContext, rows: list[SegmentRow], records: list[MemoryRecord],
-                             turn_vectors: np.ndarray, **kwargs: Any) -> ConversationArtifacts:
-    """:func:`assemble_pending` with the record and node vectors embedded at once (one call)."""
-    pending = assemble_pending(conv, ctx, rows, records, turn_vectors, **kwargs)
-    texts = pending.plan.texts
-    fresh = await ctx.memory_embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32)
-    return pending.complete(fresh)
 
 
 async def build_pending(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lychee_ray.ingest.increment import IncrementError, extend_conversation
+from lychee_ray.ingest.increment import IncrementError, construct_increment
 from lychee_ray.ingest.increment.stored import load_stored
 from lychee_ray.ingest.increment.turns import check_history
 from lychee_ray.ingest.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
@@ -173,7 +173,7 @@ class ConversationProcessor:
                                wall_s=time.perf_counter() - t0, warnings=warnings)
             if conv.num_turns == stored.num_turns and not marker.open_turns:
                 return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
-            inc = await extend_conversation(stored, conv, self.ctx, finish=True, ledger_start=len(self.ctx.ledger))
+            inc = await construct_increment(stored, conv, self.ctx, finish=True, ledger_start=len(self.ctx.ledger))
             if inc.artifacts is None:
                 return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
             stage = "commit"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lychee_ray.ingest.increment.cache import StoredCache
-from lychee_ray.ingest.increment.extend import Increment
+from lychee_ray.ingest.increment.construct import Increment
 from lychee_ray.ingest.increment.stored import StoredConversation
 from lychee_ray.config.appends import AppendsConfig
 from lychee_ray.io.store import MemoryStoreWriter

@@ -19,7 +19,7 @@ from lychee_ray.ingest.increment.errors import (
     UnknownConversationError,
     UserIdRequired,
 )
-from lychee_ray.ingest.increment.extend import Increment, extend_conversation, open_turns
+from lychee_ray.ingest.increment.construct import Increment, construct_increment, open_turns
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
 from lychee_ray.ingest.increment.turns import merge_turns
 from lychee_ray.ingest.pipeline import BuildContext
@@ -75,7 +75,7 @@ async def append_inline(
         timings = {"lock": (t_lock - t0) * 1e3}
         inc = Increment(None, open_turn_ids=open_turns(stored.segstate, stored.rows) if stored else [])
         if new or request.flush or (stored is not None and stored.segmented_turns < stored.num_turns):
-            inc = await extend_conversation(stored, conv, ctx, finish=request.flush, ledger_start=len(ctx.ledger),
+            inc = await construct_increment(stored, conv, ctx, finish=request.flush, ledger_start=len(ctx.ledger),
                                             allow_delta=True)
         timings["build"] = (time.perf_counter() - t_lock) * 1e3
         committed = None

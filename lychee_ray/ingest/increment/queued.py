@@ -20,7 +20,7 @@ import pyarrow as pa
 from lychee_ray.ingest.increment.cache import StoredCache, marker_open_turns, stored_state
 from lychee_ray.ingest.increment.commit import commit_increment, increment_delta
 from lychee_ray.ingest.increment.errors import ConfigMismatch, ConversationBusy, OwnerMismatch, UnknownConversationError
-from lychee_ray.ingest.increment.extend import extend_conversation
+from lychee_ray.ingest.increment.construct import construct_increment
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
 from lychee_ray.ingest.increment.turns import new_turn_rows
 from lychee_ray.ingest.pipeline import BuildContext
@@ -155,7 +155,7 @@ async def catch_up(
                     raise
                 continue
             conv = stored.conversation()
-            inc = await extend_conversation(stored, conv, ctx, finish=False, ledger_start=len(ctx.ledger),
+            inc = await construct_increment(stored, conv, ctx, finish=False, ledger_start=len(ctx.ledger),
                                             allow_delta=True)
             if not inc.changed:
                 if cache is not None:
