@@ -22,7 +22,7 @@ import pyarrow as pa
 from lychee_ray.ingest.increment import IncrementError, construct_increment
 from lychee_ray.ingest.increment.stored import load_stored
 from lychee_ray.ingest.increment.turns import check_history
-from lychee_ray.ingest.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
+from lychee_ray.ingest.outcomes import IncrementMade, Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.ingest.pipeline import BuildContext, build_conversation
 from lychee_ray.ingest.recommit import lost_lease_warning, recommit_after_lost_lease
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
@@ -91,8 +91,7 @@ class ConversationProcessor:
                 return await self._recommit(item, conv, warnings, t0, done)
             return done
         except ConversationDeleting as e:
-            return Outcome("failed", cid, "deleting", str(e), item.file, item.line, wall_s=time.perf_counter() - t0,
-                           warnings=warnings)
+            return Outcome.failed(item, cid, "deleting", str(e), wall_s=time.perf_counter() - t0, warnings=warnings)
 
     async def _recommit(self, item: AdapterItem, conv: Conversation, warnings: list[str], t0: float,
                         lost: _LostCommit) -> Outcome:
@@ -111,8 +110,7 @@ class ConversationProcessor:
             raise
         except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build (LeaseLost: the tries used up)
             log.exception("conversation %s failed at commit", cid)
-            return Outcome("failed", cid, "commit", f"{type(e).__name__}: {e}", item.file, item.line,
-                           wall_s=time.perf_counter() - t0, warnings=warnings)
+            return Outcome.failed(item, cid, "commit", e, wall_s=time.perf_counter() - t0, warnings=warnings)
         return lost.outcome(marker, [*warnings, lost_lease_warning(lost.error)])
 
     async def _process_locked(self, item: AdapterItem, conv: Conversation, warnings: list[str],
@@ -123,7 +121,7 @@ class ConversationProcessor:
         if marker is not None and marker.fingerprint == self.fingerprint:
             if not (self.retry_failed and marker.counts.failed_segments > 0):
                 if unchanged_input(conv, marker):
-                    return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
+                    return Outcome.skipped(item, cid, marker)
                 return await self._increment(item, conv, marker, warnings, t0)
             self.reader.refresh()
             previous = self.reader.load(cid)
@@ -137,9 +135,7 @@ class ConversationProcessor:
         stage = "build"
 
         def built(committed: CommitMarker, said: list[str]) -> Outcome:
-            return Outcome("built", cid, counts=committed.counts.as_dict(), tokens=committed.tokens,
-                           quality=committed.quality or {}, file=item.file,
-                           line=item.line, wall_s=time.perf_counter() - t0, warnings=said)
+            return Outcome.built(item, cid, committed, wall_s=time.perf_counter() - t0, warnings=said)
 
         try:
             art = await build_conversation(conv, self.ctx, previous=previous)
@@ -151,8 +147,7 @@ class ConversationProcessor:
             return _LostCommit(art, marker, e, built)
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
             log.exception("conversation %s failed at %s", cid, stage)
-            return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
-                           wall_s=time.perf_counter() - t0, warnings=warnings)
+            return Outcome.failed(item, cid, stage, e, wall_s=time.perf_counter() - t0, warnings=warnings)
         return built(committed, warnings)
 
     async def _increment(self, item: AdapterItem, conv: Conversation, marker: CommitMarker, warnings: list[str],
@@ -169,19 +164,17 @@ class ConversationProcessor:
                 if self.on_conflict == "rebuild":
                     log.warning("%s; rebuilding it from scratch (on_conflict=rebuild)", e)
                     return await self._build(item, conv, warnings, t0, marker)
-                return Outcome("failed", cid, "conflict", str(e), item.file, item.line,
-                               wall_s=time.perf_counter() - t0, warnings=warnings)
+                return Outcome.failed(item, cid, "conflict", str(e), wall_s=time.perf_counter() - t0, warnings=warnings)
             if conv.num_turns == stored.num_turns and not marker.open_turns:
-                return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
+                return Outcome.skipped(item, cid, marker)
             inc = await construct_increment(stored, conv, self.ctx, finish=True, ledger_start=len(self.ctx.ledger))
             if inc.artifacts is None:
-                return Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
+                return Outcome.skipped(item, cid, marker)
             stage = "commit"
 
             def appended(committed: CommitMarker, said: list[str]) -> Outcome:
-                return Outcome("built", cid, counts=committed.counts.as_dict(), tokens=inc.tokens, quality=inc.quality,
-                               file=item.file, line=item.line, wall_s=time.perf_counter() - t0, warnings=said,
-                               appended=bool(inc.new_turn_ids))
+                return Outcome.built(item, cid, committed, wall_s=time.perf_counter() - t0, warnings=said,
+                                     increment=IncrementMade(len(inc.new_turn_ids), inc.tokens, inc.quality))
 
             try:
                 committed = await asyncio.to_thread(self.writer.commit, inc.artifacts, locked=True, based_on=marker)
@@ -189,8 +182,7 @@ class ConversationProcessor:
                 return _LostCommit(inc.artifacts, marker, e, appended)
         except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build
             log.exception("conversation %s failed at %s", cid, stage)
-            return Outcome("failed", cid, stage, f"{type(e).__name__}: {e}", item.file, item.line,
-                           wall_s=time.perf_counter() - t0, warnings=warnings)
+            return Outcome.failed(item, cid, stage, e, wall_s=time.perf_counter() - t0, warnings=warnings)
         return appended(committed, warnings)
 
     def _with_previous_usage(self, cid: str, new: pa.Table) -> pa.Table:

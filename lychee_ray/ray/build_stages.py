@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import ray
 
-from lychee_ray.ingest.outcomes import Outcome, row_to_item
+from lychee_ray.ingest.outcomes import OUTCOME_COLUMNS, row_to_item
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.ingest.encode.factory import make_encoder
 from lychee_ray.ingest.context import make_context
@@ -105,8 +105,10 @@ class DecideStage:
             try:
                 item = row_to_item(row)
             except Exception as e:  # noqa: BLE001 — a row that cannot even be decoded is quarantined
-                w = StageWork(AdapterItem(file=str(row.get("file") or "?"), line=None, conversation=None, issues=[]))
-                w.outcome = Outcome("failed", None, "input", f"undecodable row: {e}", row.get("file"), row.get("line"))
+                line = row.get("line")
+                w = StageWork(AdapterItem(file=str(row.get("file") or "?"), line=line if isinstance(line, int) else None,
+                                          conversation=None, issues=[]))
+                w.fail("input", f"undecodable row: {e}")
                 works.append(w)
                 continue
             works.append(self.decider.decide(item))
@@ -223,7 +225,7 @@ class CommitStage:
             r = o.to_row()
             r[NODE_COLUMN] = w.placement or self.node
             rows.append(r)
-        keys = (*Outcome("failed").to_row().keys(), NODE_COLUMN)
+        keys = (*OUTCOME_COLUMNS, NODE_COLUMN)
         return {k: [r[k] for r in rows] for k in keys}
 
 

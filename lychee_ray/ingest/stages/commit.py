@@ -54,9 +54,7 @@ class Committer:
         item, pending = work.item, work.pending
         cid = work.conversation_id
         if pending is None or not work.embedded or cid is None:
-            work.fail("commit", "nothing to commit (an earlier stage did not run)")
-            assert work.outcome is not None
-            return work.outcome
+            return work.fail("commit", "nothing to commit (an earlier stage did not run)")
         marker: CommitMarker | None = None
         try:
             try:
@@ -75,14 +73,10 @@ class Committer:
                 if committed is not None:
                     work.warnings.append(lost_lease_warning(lost))
         except ConversationDeleting as e:
-            work.fail("deleting", str(e))
-            assert work.outcome is not None
-            return work.outcome
+            return work.fail("deleting", str(e))
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
             log.exception("conversation %s failed at commit", cid)
-            work.fail("commit", e)
-            assert work.outcome is not None
-            return work.outcome
+            return work.fail("commit", e)
         if committed is None:
             log.info("conversation %s was committed by another writer after this build decided; deciding again "
                      "under its write lock", cid)
@@ -90,9 +84,7 @@ class Committer:
             work.outcome = await self.classic(item)
             return work.outcome
         work.pending = None
-        work.outcome = Outcome("built", cid, counts=committed.counts.as_dict(), tokens=committed.tokens,
-                               quality=committed.quality or {}, file=item.file, line=item.line, wall_s=work.elapsed(),
-                               warnings=work.warnings)
+        work.outcome = Outcome.built(item, cid, committed, wall_s=work.elapsed(), warnings=work.warnings)
         return work.outcome
 
 

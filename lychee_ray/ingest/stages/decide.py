@@ -51,7 +51,7 @@ class Decider:
         elif marker.version < MARKER_VERSION or (self.retry_failed and marker.counts.failed_segments > 0):
             work.route = "classic"  # migrated under the lock / failed segments re-encoded
         elif unchanged_input(conv, marker):
-            work.outcome = Outcome("skipped", cid, counts=marker.counts.as_dict(), file=item.file, line=item.line)
+            work.outcome = Outcome.skipped(item, cid, marker)
         else:
             work.route = "classic"  # new turns (or a rewritten history): the increment path decides
         return work

@@ -83,13 +83,13 @@ class StageWork:
         conv = self.item.conversation
         return conv.num_turns if conv is not None else 0
 
-    def fail(self, stage: str, error: BaseException | str) -> None:
-        """Quarantine the conversation at ``stage`` (one bad conversation never stops the job)."""
-        msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        self.outcome = Outcome("failed", self.conversation_id, stage, msg, self.item.file, self.item.line,
-                               wall_s=self.elapsed(), warnings=self.warnings)
+    def fail(self, stage: str, error: BaseException | str) -> Outcome:
+        """Quarantine the conversation at ``stage`` (one bad conversation never stops the run); its outcome."""
+        self.outcome = Outcome.failed(self.item, self.conversation_id, stage, error, wall_s=self.elapsed(),
+                                      warnings=self.warnings)
         self.turn_vectors = None
         self.pending = None
+        return self.outcome
 
     def elapsed(self) -> float:
         return max(0.0, time.time() - self.t0)
