@@ -24,14 +24,14 @@ from lychee_ray.ingest.increment.stored import load_stored
 from lychee_ray.ingest.increment.turns import check_history
 from lychee_ray.ingest.outcomes import IncrementMade, Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.ingest.pipeline import BuildContext, build_conversation
-from lychee_ray.ingest.recommit import lost_lease_warning, recommit_after_lost_lease
+from lychee_ray.ingest.commit import Committed, commit_decided, hold
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.core.turn_identity import turns_digest
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, read_part
 from lychee_ray.io.store.artifacts import ConversationArtifacts
 from lychee_ray.io.store.lease import LeaseLost
-from lychee_ray.io.store.locks import ConversationDeleting, async_write_lock
+from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.store.reader import ConversationData
 from lychee_ray.io.store.marker import CommitMarker
 
@@ -85,9 +85,9 @@ class ConversationProcessor:
         try:
             # one writer per conversation (an append may be committing it right now), from reading
             # its stored state to committing the next generation
-            async with async_write_lock(self.writer.layout, cid):
+            async with hold(self.writer, cid):
                 done = await self._process_locked(item, conv, warnings, t0)
-            if isinstance(done, _LostCommit):  # outside the lost lock now: a fresh one (ingest/recommit.py)
+            if isinstance(done, _LostCommit):  # outside the lost lock now: a fresh one (ingest/commit.py)
                 return await self._recommit(item, conv, warnings, t0, done)
             return done
         except ConversationDeleting as e:
@@ -99,9 +99,9 @@ class ConversationProcessor:
         moved meanwhile, decide again under the lock (once: a second lost lease quarantines)."""
         cid = conv.conversation_id
         try:
-            marker = await recommit_after_lost_lease(self.writer, cid, lost.artifacts, lost.base, lost.error)
-            if marker is None:
-                async with async_write_lock(self.writer.layout, cid):
+            done_again = await commit_decided(self.writer, cid, lost.artifacts, lost.base)
+            if done_again is None:
+                async with hold(self.writer, cid):
                     done = await self._process_locked(item, conv, warnings, t0)
                 if isinstance(done, _LostCommit):
                     raise done.error
@@ -111,7 +111,7 @@ class ConversationProcessor:
         except Exception as e:  # noqa: BLE001 — quarantine, as for a whole build (LeaseLost: the tries used up)
             log.exception("conversation %s failed at commit", cid)
             return Outcome.failed(item, cid, "commit", e, wall_s=time.perf_counter() - t0, warnings=warnings)
-        return lost.outcome(marker, [*warnings, lost_lease_warning(lost.error)])
+        return lost.outcome(done_again.marker, [*warnings, *Committed(done_again.marker, lost.error).warnings()])
 
     async def _process_locked(self, item: AdapterItem, conv: Conversation, warnings: list[str],
                               t0: float) -> Outcome | _LostCommit:

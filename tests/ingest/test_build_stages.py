@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lychee_ray.ingest import commit as commit_step
 from lychee_ray.ingest.processor import ConversationProcessor
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.runner import run_local_build_items
@@ -23,7 +24,7 @@ from lychee_ray.ingest.stages.commit import Committer
 from lychee_ray.ingest.stages.construct import Constructor
 from lychee_ray.ingest.stages.decide import Decider
 from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns, turn_texts
-from lychee_ray.ingest.stages.work import MarkerSeen, from_row
+from lychee_ray.ingest.stages.work import from_row
 from lychee_ray.config import EmbeddingConfig, load_config
 from lychee_ray.embed import get_embedder
 from lychee_ray.embed.memo import MemoEmbedder
@@ -121,7 +122,7 @@ def test_commit_rechecks_the_marker_under_the_lock(tmp_path):
     (item,) = items(1)
     conv = item.conversation
     work = decider.decide(item)
-    assert work.route == "build" and work.seen is None
+    assert work.route == "build" and work.marker is None
 
     async def build_then_race():
         await embed_turns([work], ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars)
@@ -148,7 +149,7 @@ def test_commit_stage_is_fenced_on_the_lineage_it_read(tmp_path, monkeypatch):
     ctx, writer, decider, constructor, committer = stages(tmp_path)
     (item,) = items(1)
     work = decider.decide(item)
-    assert work.route == "build" and work.seen is None
+    assert work.route == "build" and work.marker is None
 
     async def build_then_recreate():
         await embed_turns([work], ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars)
@@ -158,7 +159,7 @@ def test_commit_stage_is_fenced_on_the_lineage_it_read(tmp_path, monkeypatch):
                                 tmp_path / "st", backend="rules", ctx=make_context(CFG, "rules", HashEmbedder()))
         return await committer.run([work])
 
-    monkeypatch.setattr(MarkerSeen, "unchanged", staticmethod(lambda seen, marker: True))  # the re-check disabled
+    monkeypatch.setattr(commit_step, "still_decided", lambda decided_on, current: True)  # the re-check disabled
     before = writer.commit_marker(item.conversation.conversation_id)
     (o,) = asyncio.run(build_then_recreate())
     after = writer.commit_marker(item.conversation.conversation_id)

@@ -13,8 +13,9 @@ Modules by what they own: :mod:`.models` (request, turns, result) and :mod:`.err
 errors); :mod:`.stored` (a committed conversation as an increment reads it, with its typed resume
 point) and :mod:`.cache` (what a process keeps of it between appends); :mod:`.turns` (turn checks)
 and :mod:`.turn_log` (stored turns by id); :mod:`.construct` (the core), :mod:`.tail` (the tail delta)
-with :mod:`.node_index`; :mod:`.commit`; :mod:`.inline` and :mod:`.queued` (the two ways an append
-runs) and :mod:`.service` (which one runs).
+with :mod:`.node_index`; :mod:`.inline` and :mod:`.queued` (the two ways an append runs) and
+:mod:`.service` (which one runs). Every lock and commit goes through the write path's commit step
+(``lychee_ray.ingest.commit``).
 """
 
 from lychee_ray.ingest.increment.cache import StoredCache

@@ -1,6 +1,7 @@
 """An inline append: the new turns stored, segmented and encoded before the call returns.
 
-The conversation's write lock is held throughout (read, build, commit): :func:`append_inline`.
+The conversation's write lock is held throughout — decide (the stored state and the turns checked),
+construct (:func:`~.construct.construct_increment`), commit (ingest/commit.py): :func:`append_inline`.
 The queued variant and the background catch-up are :mod:`.queued`; which one runs is chosen once,
 by :mod:`.service`.
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from lychee_ray.ingest.commit import LockWait, hold
 from lychee_ray.ingest.increment.cache import StoredCache, stored_state
-from lychee_ray.ingest.increment.commit import commit_increment
 from lychee_ray.ingest.increment.errors import (
     ConfigMismatch,
     ConversationBusy,
@@ -25,7 +26,6 @@ from lychee_ray.ingest.increment.turns import merge_turns
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.io.store.fs import AnyPath
-from lychee_ray.io.store.locks import async_write_lock
 
 
 async def append_inline(
@@ -53,10 +53,10 @@ async def append_inline(
     create = ac.create if create is None else create
     cid = request.conversation_id
     writer = MemoryStoreWriter(root, ctx.cfg.store)
-    async with async_write_lock(writer.layout, cid, ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
-                                ac.lock_poll_s, busy=ConversationBusy):
+    wait = LockWait(ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s, ac.lock_poll_s, ConversationBusy)
+    async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
-        marker = writer.current_marker(cid)  # under the lock (a version-1 marker is migrated)
+        marker = held.marker()
         stored = None
         if marker is None:
             if not create:
@@ -80,7 +80,7 @@ async def append_inline(
         timings["build"] = (time.perf_counter() - t_lock) * 1e3
         committed = None
         if inc.changed:
-            committed = await asyncio.to_thread(commit_increment, writer, stored, inc, ac if fold else None, cache)
+            committed = await asyncio.to_thread(held.commit_increment, stored, inc, ac if fold else None, cache)
         elif stored is not None and cache is not None:
             cache.keep_stored(stored)  # unchanged: still the committed state
     timings["total"] = (time.perf_counter() - t0) * 1e3

@@ -5,7 +5,7 @@ again. Unchanged (the usual case): the generation is committed. Changed (an appe
 committed the conversation meanwhile): the conversation goes through the one-conversation path
 instead (``classic``), which decides again under the lock — nothing is committed over a commit the
 decision did not see. A commit refused because the lock's lease was lost (object stores) is made
-again under a fresh lock when the marker has not moved (ingest/recommit.py).
+again under a fresh lock when the marker has not moved (ingest/commit.py ``commit_decided``).
 """
 
 from __future__ import annotations
@@ -14,15 +14,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from lychee_ray.io.store.locks import async_write_lock
+from lychee_ray.ingest.commit import commit_decided
 from lychee_ray.ingest.outcomes import Outcome
-from lychee_ray.ingest.recommit import lost_lease_warning, recommit_after_lost_lease
 from lychee_ray.ingest.stages.classic import ClassicFn
-from lychee_ray.ingest.stages.work import MarkerSeen, StageWork
+from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.io.store import MemoryStoreWriter
-from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import ConversationDeleting
-from lychee_ray.io.store.marker import CommitMarker
 
 log = logging.getLogger(__name__)
 
@@ -55,23 +52,8 @@ class Committer:
         cid = work.conversation_id
         if pending is None or not work.embedded or cid is None:
             return work.fail("commit", "nothing to commit (an earlier stage did not run)")
-        marker: CommitMarker | None = None
         try:
-            try:
-                async with async_write_lock(self.writer.layout, cid):
-                    marker = self.writer.current_marker(cid)  # we hold its write lock (a version-1 marker is migrated)
-                    if MarkerSeen.unchanged(work.seen, marker):
-                        # fenced (io/store/fence.py): a conversation the decision found new must still have
-                        # no commit; a stored one, the lineage the decision saw (checked with it above)
-                        based_on = None if work.seen is None else marker
-                        committed = await asyncio.to_thread(self.writer.commit, pending.artifacts, locked=True,
-                                                            based_on=based_on)
-                    else:
-                        committed = None
-            except LeaseLost as lost:  # (object stores) outside the lost lock now: take a fresh one
-                committed = await recommit_after_lost_lease(self.writer, cid, pending.artifacts, marker, lost)
-                if committed is not None:
-                    work.warnings.append(lost_lease_warning(lost))
+            committed = await commit_decided(self.writer, cid, pending.artifacts, work.marker)
         except ConversationDeleting as e:
             return work.fail("deleting", str(e))
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the job
@@ -84,7 +66,8 @@ class Committer:
             work.outcome = await self.classic(item)
             return work.outcome
         work.pending = None
-        work.outcome = Outcome.built(item, cid, committed, wall_s=work.elapsed(), warnings=work.warnings)
+        work.outcome = Outcome.built(item, cid, committed.marker, wall_s=work.elapsed(),
+                                     warnings=[*work.warnings, *committed.warnings()])
         return work.outcome
 
 

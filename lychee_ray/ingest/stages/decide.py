@@ -14,7 +14,7 @@ import time
 
 from lychee_ray.ingest.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.ingest.processor import unchanged_input
-from lychee_ray.ingest.stages.work import MarkerSeen, StageWork
+from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.io.store.marker import MARKER_VERSION
@@ -45,7 +45,7 @@ class Decider:
             return work
         work.warnings = input_warnings(item, self.max_turn_chars)
         marker = self.writer.commit_marker(cid)
-        work.seen = MarkerSeen.of(marker)
+        work.marker = marker
         if marker is None or marker.fingerprint != self.fingerprint:
             work.route = "build"  # new, or stored with another configuration: built whole again
         elif marker.version < MARKER_VERSION or (self.retry_failed and marker.counts.failed_segments > 0):

@@ -32,26 +32,6 @@ ID_COLUMN = "conversation_id"
 TURNS_COLUMN = "turns"
 
 
-@dataclass(frozen=True)
-class MarkerSeen:
-    """The commit marker the decision read (None: no marker): the commit goes ahead only if the
-    conversation's marker is still this one when its write lock is held."""
-
-    generation: str | None
-    committed_at: str | None
-    # the conversation's history (issue 39): an erased and re-created id has another lineage
-    lineage: str | None = None
-
-    @classmethod
-    def of(cls, marker: CommitMarker | None) -> MarkerSeen | None:
-        return None if marker is None else cls(marker.generation, marker.committed_at, marker.lineage)
-
-    @staticmethod
-    def unchanged(seen: MarkerSeen | None, marker: CommitMarker | None) -> bool:
-        """True when ``marker`` (read under the lock) is the one the decision saw."""
-        return seen == MarkerSeen.of(marker)
-
-
 @dataclass
 class StageWork:
     """One input conversation between stages."""
@@ -61,7 +41,9 @@ class StageWork:
     t0: float = field(default_factory=time.time)
     outcome: Outcome | None = None
     route: Route = "build"
-    seen: MarkerSeen | None = None
+    # the commit marker the decision read (None: not stored); the commit goes ahead only while the
+    # conversation's marker is still this one (ingest/commit.py ``commit_decided``)
+    marker: CommitMarker | None = None
     warnings: list[str] = field(default_factory=list)
     turn_vectors: np.ndarray | None = None
     pending: PendingArtifacts | None = None
@@ -119,5 +101,5 @@ def works_to_columns(works: list[StageWork]) -> dict[str, list[Any]]:
     return rows_to_columns([w.to_row() for w in works], (WORK_COLUMN, ID_COLUMN, TURNS_COLUMN))
 
 
-__all__ = ["ID_COLUMN", "MarkerSeen", "Route", "StageWork", "TURNS_COLUMN", "WORK_COLUMN", "from_row",
+__all__ = ["ID_COLUMN", "Route", "StageWork", "TURNS_COLUMN", "WORK_COLUMN", "from_row",
            "rows_to_columns", "works_to_columns"]
