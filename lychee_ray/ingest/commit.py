@@ -10,10 +10,12 @@ Every way turns enter a conversation ends here (docs/architecture.md, "The write
   inline or queued append holds it from reading the stored state to its commit, a catch-up and a
   build run only to commit.
 * :func:`encode_lock` — one background encoding (catch-up) of a conversation at a time.
-* :func:`commit_decided` — a build run's commit: under the lock, the marker must still be the one
-  the decision read (else the conversation is decided again); a commit refused because the lock's
-  lease was lost (object stores: a writer starved of CPU publishes nothing) is made again under a
-  fresh lock while the marker has not moved, at most ``store.commit_lease_retries`` more times.
+* :func:`commit_decided` and :class:`Committer` — a build run's commit: under the lock, the marker
+  must still be the one the decision read (else the conversation is decided again); a commit
+  refused because the lock's lease was lost (object stores: a writer starved of CPU publishes
+  nothing) is made again under a fresh lock while the marker has not moved, at most
+  ``store.commit_lease_retries`` more times; the outcome is made here, and a failure quarantines
+  the conversation (one bad conversation never stops the run).
 
 A commit is fenced: the writer refuses it with
 :class:`~lychee_ray.io.store.marker.ConversationReplaced` when the conversation is no longer the
@@ -30,10 +32,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lychee_ray.config.appends import AppendsConfig
+from lychee_ray.ingest.outcomes import Outcome
+from lychee_ray.ingest.stages.work import StageWork
+from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.io.store.artifacts import ConversationArtifacts, ConversationDelta
 from lychee_ray.io.store.lease import LeaseLost
-from lychee_ray.io.store.locks import BusyError, LockBusy, async_write_lock, conversation_write_lock
+from lychee_ray.io.store.locks import BusyError, ConversationDeleting, LockBusy, async_write_lock, conversation_write_lock
 from lychee_ray.io.store.marker import CommitMarker
 from lychee_ray.io.store.writer import artifacts_delta
 
@@ -43,6 +48,9 @@ if TYPE_CHECKING:  # (the increment package's appends commit through this module
     from lychee_ray.ingest.increment.stored import StoredConversation
 
 log = logging.getLogger(__name__)
+
+# committed: (work, outcome) after each conversation's outcome is known (progress counters)
+OnOutcome = Callable[[StageWork, Outcome], None]
 
 @dataclass(frozen=True)
 class LockWait:
@@ -187,5 +195,57 @@ async def commit_decided(writer: MemoryStoreWriter, conversation_id: str, art: C
     raise lost
 
 
-__all__ = ["Committed", "Held", "LockWait", "commit_decided", "encode_lock", "hold",
+def contended_outcome(item: AdapterItem, rounds: int) -> Outcome:
+    """The outcome of a conversation another writer committed after each of its ``rounds`` decisions
+    (``build.decide_rounds``): failed at stage ``commit``, nothing of this run's work written."""
+    conv = item.conversation
+    return Outcome.failed(item, conv.conversation_id if conv is not None else None, "commit",
+                          f"committed by another writer after each of its {rounds} decision(s) in this run; "
+                          "nothing of this run's work was written (a re-run builds it)")
+
+
+class Committer:
+    """The commit step of a build run, over a batch of works: each constructed work committed
+    (:func:`commit_decided`), to exactly one outcome — or back to the decide step when another
+    writer committed the conversation after its decision (``work.again``; the runner decides it
+    again)."""
+
+    def __init__(self, writer: MemoryStoreWriter) -> None:
+        self.writer = writer
+
+    async def run(self, works: list[StageWork], on_outcome: OnOutcome | None = None) -> list[Outcome | None]:
+        """Every work's outcome, in order (finished ones as they are; None: to be decided again)."""
+
+        async def one(w: StageWork) -> Outcome | None:
+            o = await self.one(w)
+            if o is not None and on_outcome is not None:
+                on_outcome(w, o)
+            return o
+
+        return list(await asyncio.gather(*(one(w) for w in works)))
+
+    async def one(self, work: StageWork) -> Outcome | None:
+        if work.outcome is not None or work.again:
+            return work.outcome
+        pending, cid = work.pending, work.conversation_id
+        if pending is None or not work.embedded or cid is None:
+            return work.fail("commit", "nothing to commit (an earlier stage did not run)")
+        try:
+            committed = await commit_decided(self.writer, cid, pending.artifacts, work.marker)
+        except ConversationDeleting as e:
+            return work.fail("deleting", str(e))
+        except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the run
+            log.exception("conversation %s failed at commit", cid)
+            return work.fail("commit", e)
+        if committed is None:
+            log.info("conversation %s was committed by another writer after its decision; deciding it again", cid)
+            work.decide_again()
+            return None
+        work.pending = None
+        work.outcome = Outcome.built(work.item, cid, committed.marker, wall_s=work.elapsed(),
+                                     warnings=[*work.warnings, *committed.warnings()], increment=work.increment)
+        return work.outcome
+
+
+__all__ = ["Committed", "Committer", "Held", "LockWait", "OnOutcome", "commit_decided", "contended_outcome", "encode_lock", "hold",
            "hold_sync", "increment_delta", "still_decided"]

@@ -13,16 +13,10 @@ import time
 
 from lychee_ray.ingest.commit import LockWait, hold
 from lychee_ray.ingest.increment.cache import StoredCache, stored_state
-from lychee_ray.ingest.increment.errors import (
-    ConfigMismatch,
-    ConversationBusy,
-    OwnerMismatch,
-    UnknownConversationError,
-    UserIdRequired,
-)
+from lychee_ray.ingest.increment.errors import ConversationBusy
 from lychee_ray.ingest.increment.construct import Increment, construct_increment, open_turns
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
-from lychee_ray.ingest.increment.turns import merge_turns
+from lychee_ray.ingest.increment.turns import check_append, merge_turns
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.io.store.fs import AnyPath
@@ -57,20 +51,9 @@ async def append_inline(
     async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
         marker = held.marker()
-        stored = None
-        if marker is None:
-            if not create:
-                raise UnknownConversationError(cid)
-            if request.user_id is None:
-                raise UserIdRequired(cid)
-            user = request.user_id
-        else:
-            user = marker.owner
-            if request.user_id is not None and request.user_id != user:
-                raise OwnerMismatch(cid, user, request.user_id)
-            if marker.fingerprint != ctx.fingerprint:
-                raise ConfigMismatch(cid, str(marker.fingerprint), ctx.fingerprint)
-            stored = await asyncio.to_thread(stored_state, writer.layout, marker, cache)
+        # decide: may it write, and which turns are new (typed errors, nothing written)
+        user = check_append(cid, marker, request.user_id, ctx.fingerprint, create)
+        stored = await asyncio.to_thread(stored_state, writer.layout, marker, cache) if marker is not None else None
         conv, new, dups = merge_turns(stored, request, user)
         timings = {"lock": (t_lock - t0) * 1e3}
         inc = Increment(None, open_turn_ids=open_turns(stored.segstate, stored.rows) if stored else [])

@@ -19,10 +19,10 @@ import pyarrow as pa
 
 from lychee_ray.ingest.commit import LockWait, encode_lock, hold, increment_delta
 from lychee_ray.ingest.increment.cache import StoredCache, marker_open_turns, stored_state
-from lychee_ray.ingest.increment.errors import ConfigMismatch, ConversationBusy, OwnerMismatch, UnknownConversationError
+from lychee_ray.ingest.increment.errors import ConversationBusy, OwnerMismatch, UnknownConversationError
 from lychee_ray.ingest.increment.construct import construct_increment
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
-from lychee_ray.ingest.increment.turns import new_turn_rows
+from lychee_ray.ingest.increment.turns import check_append, new_turn_rows
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.ingest.segment import turn_embedding_text
 from lychee_ray.core.conversation import TURN_SCHEMA
@@ -140,10 +140,7 @@ async def catch_up(
                 async with hold(writer, cid, wait) as held:
                     marker = held.marker()
                 continue
-            if request.user_id is not None and request.user_id != marker.owner:
-                raise OwnerMismatch(cid, marker.owner, request.user_id)
-            if marker.fingerprint != ctx.fingerprint:
-                raise ConfigMismatch(cid, str(marker.fingerprint), ctx.fingerprint)
+            check_append(cid, marker, request.user_id, ctx.fingerprint, create=False)
             if not marker.unsegmented_turns:
                 break
             attempts += 1
