@@ -78,7 +78,7 @@ class BuildContext:
 
 @dataclass
 class PriorContext:
-    """Where encoding continues when earlier segments are already stored (incremental builds):
+    """Where encoding continues when earlier segments are already stored (increments):
     the resolution state d after the last of them and their records, in order. ρ and the record
     guard's memory start from here exactly as if those segments had just been encoded."""
 
@@ -146,7 +146,7 @@ async def encode_segments(
         memory = prior.memory.copy()
     else:
         memory = ConversationMemory()
-        memory.accept(records)  # an incremental build continues after the stored segments (docs/incremental.md)
+        memory.accept(records)  # an increment continues after the stored segments (docs/incremental.md)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
         # the fields every row of this segment shares (values of several types: SegmentRow checks them)
@@ -241,7 +241,7 @@ def usage_tokens(ledger: UsageLedger) -> dict[str, dict[str, int]]:
 
 @dataclass
 class KnownVectors:
-    """Vectors already stored (an incremental build reuses them instead of embedding again):
+    """Vectors already stored (an increment reuses them instead of embedding again):
     records by id (the id fixes the text), nodes by (id, text) (a node's text grows with its records)."""
 
     records: dict[str, np.ndarray] = field(default_factory=dict)
