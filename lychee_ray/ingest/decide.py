@@ -109,8 +109,8 @@ class Decider:
         except ConversationDeleting as e:
             work.fail("deleting", str(e))
         except Exception as e:  # noqa: BLE001 — quarantine: one bad conversation never stops the run
-            log.exception("conversation %s failed while its stored turns were read", cid)
-            work.fail("increment", e)
+            log.exception("conversation %s failed at decide (its stored commit could not be read)", cid)
+            work.fail("decide", e)
         return work
 
     def _route(self, work: StageWork, conv: Conversation) -> None:

@@ -30,7 +30,7 @@ from lychee_ray.config import EmbeddingConfig, load_config
 from lychee_ray.embed import get_embedder
 from lychee_ray.embed.memo import MemoEmbedder
 from lychee_ray.io.adapters import AdapterItem
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, iter_markers
+from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, iter_markers, read_part
 from lychee_ray.testing.synthetic import synthetic_conversation
 from tests.reliability.test_bad_input import HashEmbedder
 
@@ -292,3 +292,29 @@ def test_embedding_stages_on_a_gpu_resource(tmp_path):
     assert local.built == 3
     ids = {m.conversation_id: m.counts.records for m in iter_markers(tmp_path / "gpu")}
     assert ids == {m.conversation_id: m.counts.records for m in iter_markers(tmp_path / "cpu")}
+
+
+def test_a_stored_commit_that_cannot_be_read_fails_the_conversation_at_decide(tmp_path, monkeypatch):
+    """The decision reads the stored turns of a conversation whose input differs; when they cannot be
+    read (a damaged part, not a commit replaced meanwhile), that conversation is quarantined at stage
+    ``decide`` and the others go on."""
+    from lychee_ray.ingest import decide as decide_step
+
+    ctx, writer, decider, constructor, committer = stages(tmp_path)
+    run_works(ctx, constructor, committer, [decider.decide(i) for i in items(2)])
+    convs = [i.conversation for i in items(2)]
+    longer = [c.model_copy(deep=True) for c in convs]
+    for c in longer:
+        c.sessions[-1].turns.append(c.sessions[-1].turns[0].model_copy(update={"turn_id": "new-1"}))
+
+    def damaged(root, table, marker, columns=None):
+        if marker.conversation_id == convs[0].conversation_id:
+            raise ValueError("Parquet magic bytes not found")
+        return read_part(root, table, marker, columns)
+
+    monkeypatch.setattr(decide_step, "read_part", damaged)
+    again = Decider(writer, "run-2", ctx.fingerprint, CFG.segmenter.max_turn_chars)
+    bad, good = (again.decide(AdapterItem(file="mem", line=i, conversation=c)) for i, c in enumerate(longer))
+    assert bad.done and bad.outcome.status == "failed" and bad.outcome.stage == "decide"
+    assert "magic bytes" in bad.outcome.message
+    assert not good.done and good.route == "increment"
