@@ -61,6 +61,12 @@ class LockWait:
     poll_s: float = 0.0
     busy: BusyError = LockBusy
 
+    @classmethod
+    def for_append(cls, cfg: AppendsConfig, timeout_s: float | None, busy: BusyError) -> LockWait:
+        """An append's wait: ``timeout_s`` (None: ``appends.lock_timeout_s``), trying every
+        ``appends.lock_poll_s``, then ``busy``."""
+        return cls(cfg.lock_timeout_s if timeout_s is None else timeout_s, cfg.lock_poll_s, busy)
+
 
 class Held:
     """A conversation whose write lock this process holds (made by :func:`hold`). The commits are

@@ -455,8 +455,8 @@ def test_a_build_whose_lease_lapsed_before_its_commit_commits_again_under_a_fres
                                                                                        monkeypatch, tmp_path):
     """A builder starved long enough that its lease may have expired refuses to commit (LeaseLost);
     the build then takes the lock again and commits the same work, since nothing else committed the
-    conversation meanwhile — every conversation built once (staged commit for new conversations, the
-    one-conversation path for grown ones), a warning row says so, the store equals a clean build."""
+    conversation meanwhile — every conversation built once (new ones on the build route, grown ones on
+    the increment route: one commit step), a warning row says so, the store equals a clean build."""
     uri = s3_server.bucket(f"lychee-recommit-{path}") + "/store"
     grown = convs[:2]
     if path == "grown":

@@ -47,7 +47,7 @@ async def append_inline(
     create = ac.create if create is None else create
     cid = request.conversation_id
     writer = MemoryStoreWriter(root, ctx.cfg.store)
-    wait = LockWait(ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s, ac.lock_poll_s, ConversationBusy)
+    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
     async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
         marker = held.marker()

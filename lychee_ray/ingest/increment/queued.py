@@ -58,7 +58,7 @@ async def append_queued(
     if request.flush:
         return None
     writer = MemoryStoreWriter(root, ctx.cfg.store)
-    wait = LockWait(ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s, ac.lock_poll_s, ConversationBusy)
+    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
     async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
         marker = held.marker()
@@ -121,7 +121,7 @@ async def catch_up(
     starts over on the new conversation. Returns what the last round did."""
     t0 = time.perf_counter()
     ac, cid = ctx.cfg.appends, request.conversation_id
-    wait = LockWait(ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s, ac.lock_poll_s, ConversationBusy)
+    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
     writer = MemoryStoreWriter(root, ctx.cfg.store)
     layout = writer.layout
     encoded: list[str] = []
