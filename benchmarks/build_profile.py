@@ -1,7 +1,7 @@
 """Where the CPU of a build goes, stage by stage, in core-seconds per turn (issue 37).
 
     python benchmarks/build_profile.py --input ../shared/data/locomo --format locomo \
-        --out benchmarks/results/build_profile_locomo.json --baseline --ray
+        --out benchmarks/results/build_profile_locomo.json --ray
 
 Runs the build's stage functions (lychee_ray/ingest/stages/) in this process one stage at a time
 over the whole input — decide, embed turns, build (segmenting, encoding, nodes, the rest of
@@ -10,10 +10,9 @@ assembling), embed records and nodes, commit (FAISS index build, index and Parqu
 it used. Nothing else runs meanwhile, so the stages add up to the whole. The models are loaded
 first (not charged). ``rules`` backend (no LLM: encoding is the rules encoder alone).
 
-``--baseline`` builds the same input, in the same process, the way builds ran before the stages:
-one conversation at a time through the one-conversation path (``ConversationProcessor``, still the
-path of increments), fp32 record and node vectors, ``embedding.batch_size=64``, ONNX Runtime threads
-spinning, no memo. ``--ray`` builds it again as the Ray job in a fresh process with its own local Ray,
+(The pre-stage baseline, ``--baseline``, went with the one-conversation path it ran; its figures
+stay in docs/build-cost.md with the commit that measured them. ``benchmarks/cli_build_ab.py``
+compares two trees' whole builds.) ``--ray`` builds it again as the Ray job in a fresh process with its own local Ray,
 charges that process tree's CPU (every Ray process, sampled while it lives: lychee_ray/testing/cpu.py), and reports what the job costs beyond the
 stages: a one-conversation run first measures the fixed start-up (Ray, actors, models), the rest
 per turn is Ray's overhead (transport between stages, scheduling, actors' event loops).
@@ -38,24 +37,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lychee_ray.ingest import pipeline  # noqa: E402
-from lychee_ray.ingest.processor import ConversationProcessor  # noqa: E402
+from lychee_ray.ingest.commit import Committer  # noqa: E402
+from lychee_ray.ingest.construct import Constructor  # noqa: E402
 from lychee_ray.ingest.context import make_context  # noqa: E402
-from lychee_ray.ingest.runner import finish_run, manifest_info, process_stream  # noqa: E402
-from lychee_ray.ingest.stages.classic import LazyClassic  # noqa: E402
-from lychee_ray.ingest.stages.commit import Committer  # noqa: E402
-from lychee_ray.ingest.stages.construct import Constructor  # noqa: E402
-from lychee_ray.ingest.stages.decide import Decider  # noqa: E402
+from lychee_ray.ingest.decide import Decider  # noqa: E402
+from lychee_ray.ingest.runner import finish_run, manifest_info  # noqa: E402
 from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns  # noqa: E402
 from lychee_ray.ingest.outcomes import BuildSummary  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
 from lychee_ray.io.store import MemoryStoreWriter  # noqa: E402
 from lychee_ray.io.store import writer as writer_mod  # noqa: E402
-
-# the configuration of builds before the stages (the baseline)
-BASELINE_SETS = ["embedding.memory_quantization=none", "embedding.batch_size=64", "embedding.allow_spinning=true",
-                 "embedding.memo_texts=0"]
-
 
 def cpu() -> float:
     """This process's CPU seconds (all threads)."""
@@ -130,9 +122,8 @@ def profile_stages(cfg: Any, items: list[Any], out: Path, batch: int) -> dict[st
     ledger.timed("model load (fixed)", lambda: asyncio.run(ctx.memory_embed(["warm up"])))
     writer = MemoryStoreWriter(out, cfg.store)
     run_id = "profile"
-    classic = LazyClassic(lambda: ConversationProcessor(ctx, writer, run_id))
     decider = Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars)
-    constructor, committer = Constructor(ctx, classic, 1), Committer(writer, classic)
+    constructor, committer = Constructor(ctx, writer, 1), Committer(writer)
     works = ledger.timed("decide", lambda: [decider.decide(i) for i in items])
     chunks = [works[i:i + batch] for i in range(0, len(works), batch)]
     mc = cfg.segmenter.max_turn_chars
@@ -146,34 +137,11 @@ def profile_stages(cfg: Any, items: list[Any], out: Path, batch: int) -> dict[st
     for w in works:  # one at a time: the commit writes in a worker thread, and the ledger charges one step at a time
         for o in ledger.timed("commit (other: marker, lock, ids, segment state, old generations)",
                               lambda: asyncio.run(committer.run([w]))):
-            summary.add(o)
+            if o is not None:  # (None: decided again — no other writer here)
+                summary.add(o)
     ledger.timed("finish (errors, garbage sweep, manifest)", lambda: finish_run(
         writer, summary, run_id, manifest_info(cfg, "rules", summary, "profile"), 0))
     return {"cpu_s": {k: round(v, 3) for k, v in ledger.s.items()}, "summary": summary.to_dict()}
-
-
-def profile_baseline(cfg: Any, items: list[Any], out: Path) -> dict[str, Any]:
-    """The one-conversation path with the settings builds had before the stages; CPU seconds."""
-    ctx = make_context(cfg, "rules")
-    t0 = cpu()
-    asyncio.run(ctx.embed(["warm up"]))
-    load = cpu() - t0
-    writer = MemoryStoreWriter(out, cfg.store)
-    proc = ConversationProcessor(ctx, writer, "baseline")
-    summary = BuildSummary()
-
-    async def drive() -> None:
-        async for o in process_stream(items, proc, cfg.build.conversations_in_flight):
-            summary.add(o)
-
-    t0, w0 = cpu(), time.perf_counter()
-    asyncio.run(drive())
-    build = cpu() - t0
-    wall = time.perf_counter() - w0
-    t0 = cpu()
-    finish_run(writer, summary, "baseline", manifest_info(cfg, "rules", summary, "baseline"), 0)
-    return {"cpu_s": round(build + cpu() - t0, 3), "model_load_cpu_s": round(load, 3), "wall_s": round(wall, 2),
-            "summary": summary.to_dict()}
 
 
 RAY_SCRIPT = textwrap.dedent("""
@@ -220,7 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input", required=True)
     ap.add_argument("--format", default="locomo")
     ap.add_argument("--out", required=True, help="JSON result file")
-    ap.add_argument("--baseline", action="store_true", help="also the pre-stage build, in this process")
     ap.add_argument("--ray", action="store_true", help="also the Ray job, in a fresh process")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
@@ -231,9 +198,6 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="lychee-profile-"))
     result: dict[str, Any] = {"input": args.input, "format": args.format, "conversations": len(items), "turns": turns,
                               "cpus": os.cpu_count(), "load_avg_1m_at_start": round(os.getloadavg()[0], 2)}
-    if args.baseline:  # first: the stage run's wrappers would charge its steps too
-        base_cfg = load_config(env={}, sets=["build.compact_conversations_per_file=0", *BASELINE_SETS, *args.set])
-        result["baseline"] = profile_baseline(base_cfg, items, work / "baseline")
     staged = profile_stages(cfg, items, work / "staged", cfg.ray.stages.embed_turns.batch_size)
     per_stage = staged["cpu_s"]
     total = sum(v for k, v in per_stage.items() if "fixed" not in k)
@@ -242,10 +206,6 @@ def main(argv: list[str] | None = None) -> int:
     result["staged_cpu_s"] = round(total, 3)
     result["staged_core_s_per_turn"] = round(total / turns, 6)
     result["summary"] = staged["summary"]
-    if args.baseline:
-        b = result["baseline"]
-        b["core_s_per_turn"] = round(b["cpu_s"] / turns, 6)
-        result["ratio_staged_to_baseline"] = round(total / b["cpu_s"], 3)
     if args.ray:
         first = next(i for i in items if i.conversation is not None)
         one = work / "one.jsonl"

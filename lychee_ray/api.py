@@ -74,11 +74,12 @@ def build_memory(
     encoder backend (default: ``openai`` when an endpoint is configured, else the offline
     ``rules``). ``runner="ray"`` runs the Ray Data job (local Ray, or ``RAY_ADDRESS``).
     Conversations already committed with the same configuration are skipped when unchanged; a
-    stored conversation that arrives with more turns gains them incrementally (only its new segments
-    are encoded; ``summary.appended`` counts them; docs/incremental.md); one whose stored turns
-    changed, went missing or moved fails with stage ``conflict``, unless ``on_conflict="rebuild"``
-    (default: ``build.on_conflict``). Every input ends as built, skipped or failed in the summary
-    (failures also in the store's ``errors/``).
+    stored conversation that arrives with more turns gains them as an increment (only its new
+    segments are encoded; ``summary.appended`` counts them; docs/incremental.md), and an older copy
+    of one that grew since (turns appended after the input's last) is skipped with a warning; one
+    whose stored turns changed, went missing or moved fails with stage ``conflict``, unless
+    ``on_conflict="rebuild"`` (default: ``build.on_conflict``). Every input ends as built, skipped,
+    failed or duplicate in the summary (failures and warnings also in the store's ``errors/``).
     """
     cfg = config or load_config()
     if runner == "local":

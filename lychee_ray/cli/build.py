@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--on-conflict", choices=("error", "rebuild"), default=None,
                    help="a built conversation whose input changed, removed or reordered stored turns: error = report "
                         "it (stage conflict) and keep the stored one; rebuild = build it again from scratch "
-                        "(default: build.on_conflict). New turns of a built conversation are always appended.")
+                        "(default: build.on_conflict). New turns of a built conversation are always added (an "
+                        "increment); an older copy of one that grew since is skipped with a warning.")
     p.add_argument("--dry-run", action="store_true", help="no LLM call: count encode calls and exact prompt tokens")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (default: a table)")
     add_config_args(p)

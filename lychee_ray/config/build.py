@@ -332,6 +332,10 @@ class BuildConfig(Section):
     # A stored conversation whose input rewrites its history (a stored turn changed, removed or
     # reordered): error = quarantine it (stage "conflict"); rebuild = build it again from scratch.
     on_conflict: Literal["error", "rebuild"]
+    # A conversation another writer committed between its decision and its commit (an append, a
+    # concurrent run) is decided again; after this many decisions in all it fails at stage "commit"
+    # (nothing of it written; a re-run builds it).
+    decide_rounds: int = Field(ge=1)
     # Distinct system prompts whose encoding a process keeps (each is encoded once, its records
     # stored with every conversation that has it; least recently used dropped beyond this).
     system_prompt_cache: int = Field(ge=1)

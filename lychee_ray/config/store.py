@@ -36,6 +36,6 @@ class StoreConfig(Section):
     lock_confirm_reads: int = Field(ge=1)
     # A commit refused because the writer lost its lease (its renewals fell behind under load, or
     # it was taken over; nothing was published) takes the lock again and commits the same work this
-    # many more times, when nothing else committed the conversation meanwhile (ingest/recommit.py);
+    # many more times, when nothing else committed the conversation meanwhile (ingest/commit.py);
     # 0 = quarantine the conversation at the first refusal.
     commit_lease_retries: int = Field(ge=0)

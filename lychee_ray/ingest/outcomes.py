@@ -5,16 +5,26 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.io.adapters import AdapterItem, InputIssue
 from lychee_ray.io.adapters.base import DUPLICATE_CONVERSATION
+from lychee_ray.io.store.marker import CommitMarker
 
 # Failed conversation ids named in the summary table (the rest: `lychee-ray list` / `errors`).
 SUMMARY_MAX_IDS = 10
+
+
+@dataclass(frozen=True)
+class IncrementMade:
+    """What an increment added to a stored conversation, as its outcome reports it."""
+
+    new_turns: int
+    tokens: dict[str, dict[str, int]]
+    quality: dict[str, Any]
 
 
 @dataclass
@@ -34,8 +44,41 @@ class Outcome:
     wall_s: float = 0.0
     # Input repairs reported for this conversation (adapter warnings, bounded long turns).
     warnings: list[str] = field(default_factory=list)
-    # A stored conversation that gained turns (an incremental build: tokens are the increment's).
+    # A stored conversation that gained turns (the increment route: tokens and quality are the increment's).
     appended: bool = False
+
+    # -- the one place outcomes are made ------------------------------------------------------
+
+    @classmethod
+    def built(cls, item: AdapterItem, conversation_id: str, committed: CommitMarker, *, wall_s: float,
+              warnings: list[str], increment: IncrementMade | None = None) -> Outcome:
+        """Committed: the whole generation's counts; tokens and quality are the generation's, or,
+        for an increment, what the increment spent and checked (``appended`` when it added turns)."""
+        tokens = increment.tokens if increment is not None else committed.tokens
+        quality = increment.quality if increment is not None else committed.quality or {}
+        return cls("built", conversation_id, counts=committed.counts.as_dict(), tokens=tokens, quality=quality,
+                   file=item.file, line=item.line, wall_s=wall_s, warnings=list(warnings),
+                   appended=increment is not None and increment.new_turns > 0)
+
+    @classmethod
+    def skipped(cls, item: AdapterItem, conversation_id: str, marker: CommitMarker,
+                warnings: list[str] | None = None) -> Outcome:
+        """Nothing to write: the stored conversation (``marker``) already holds the input."""
+        return cls("skipped", conversation_id, counts=marker.counts.as_dict(), file=item.file, line=item.line,
+                   warnings=list(warnings or []))
+
+    @classmethod
+    def failed(cls, item: AdapterItem, conversation_id: str | None, stage: str, error: BaseException | str, *,
+               wall_s: float = 0.0, warnings: list[str] | None = None) -> Outcome:
+        """Quarantined at ``stage`` (an exception is named by its type)."""
+        msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        return cls("failed", conversation_id, stage, msg, item.file, item.line, wall_s=wall_s,
+                   warnings=list(warnings or []))
+
+    @classmethod
+    def duplicate(cls, item: AdapterItem, conversation_id: str | None, message: str, warning: str) -> Outcome:
+        """A later input line repeating a conversation id: skipped, with a warning."""
+        return cls("duplicate", conversation_id, "input", message, item.file, item.line, warnings=[warning])
 
     def to_row(self) -> dict[str, Any]:
         """Flat row (JSON strings for nested fields) for transport through Ray Data."""
@@ -59,6 +102,10 @@ class Outcome:
     def error_row(self) -> dict[str, Any]:
         return {"conversation_id": self.conversation_id, "stage": self.stage or "build", "message": self.message or "",
                 "file": self.file, "line": self.line}
+
+
+# the columns of an outcome's row (Outcome.to_row)
+OUTCOME_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Outcome))
 
 
 # -- adapter items as plain rows (what travels through Ray Data) ----------------------------------
@@ -94,12 +141,11 @@ def unreadable_outcome(item: AdapterItem) -> Outcome:
     before (and nothing else is wrong with it: a warning), else ``failed`` at stage ``input``."""
     dup = next((i for i in item.issues if i.kind == DUPLICATE_CONVERSATION), None)
     if dup is not None and not any(i.level == "error" for i in item.issues):
-        return Outcome("duplicate", dup.conversation_id, "input", dup.message, item.file, item.line,
-                       warnings=[f"{dup.field}: {dup.message}"])
+        return Outcome.duplicate(item, dup.conversation_id, dup.message, f"{dup.field}: {dup.message}")
     errs = [i for i in item.issues if i.level == "error"] or item.issues
     first = errs[0] if errs else None
     msg = "; ".join(f"{i.field}: {i.message}" if i.field else i.message for i in errs) or "unreadable input"
-    return Outcome("failed", first.conversation_id if first else None, "input", msg, item.file, item.line)
+    return Outcome.failed(item, first.conversation_id if first else None, "input", msg)
 
 
 def duplicate_outcome(item: AdapterItem, cid: str, first_seen: str) -> Outcome:
@@ -107,7 +153,7 @@ def duplicate_outcome(item: AdapterItem, cid: str, first_seen: str) -> Outcome:
     with a warning naming both lines."""
     msg = (f"duplicate conversation id: this line ({item.where}) skipped; the conversation is built from its "
            f"first occurrence ({first_seen})")
-    return Outcome("duplicate", cid, "input", msg, item.file, item.line, warnings=[f"conversation_id: {msg}"])
+    return Outcome.duplicate(item, cid, msg, f"conversation_id: {msg}")
 
 
 def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
@@ -129,7 +175,7 @@ class BuildSummary:
 
     inputs: int = 0
     built: int = 0
-    appended: int = 0  # of the built: stored conversations that gained turns (incremental builds)
+    appended: int = 0  # of the built: stored conversations that gained turns (the increment route)
     skipped: int = 0
     failed: int = 0
     # input lines that repeated a conversation id read before: skipped (a warning row each, naming the line)
@@ -201,7 +247,7 @@ class BuildSummary:
 
     def table(self, store: str | None = None) -> str:
         """Final human-readable summary; with ``store``, where to look next (``list``, ``errors``)."""
-        rows = [("input conversations", self.inputs), ("built", self.built), ("of which appended (gained turns)", self.appended),
+        rows = [("input conversations", self.inputs), ("built", self.built), ("of which increments (gained turns)", self.appended),
                 ("skipped (already built)", self.skipped),
                 ("failed (see errors/)", self.failed), ("duplicate ids skipped (warnings)", self.duplicate), ("input warnings (errors/, stage warning)", len(self.warnings)),
                 ("failed segments (--retry-failed)", self.failed_segments),
@@ -224,5 +270,5 @@ class BuildSummary:
         return "\n".join(lines)
 
 
-__all__ = ["BuildSummary", "Outcome", "SUMMARY_MAX_IDS", "duplicate_outcome", "input_warnings", "item_to_row",
+__all__ = ["BuildSummary", "IncrementMade", "OUTCOME_COLUMNS", "Outcome", "SUMMARY_MAX_IDS", "duplicate_outcome", "input_warnings", "item_to_row",
            "row_to_item", "unreadable_outcome"]

@@ -1,8 +1,10 @@
-"""Building one conversation's memory: embed → segment → encode (sequential) → nodes → vectors.
+"""Building one conversation's memory whole: embed → segment → encode (sequential) → nodes → vectors.
 
-Plain Python/asyncio; the local runner and the Ray job both call :func:`build_conversation`.
-Segments of one conversation are encoded in order because ρ_{k+1} needs d_k; many conversations
-can be in flight at once (the caller decides how many).
+Plain Python/asyncio. The construct step (ingest/construct.py) calls :func:`build_pending` for a
+conversation routed ``build`` (its turn vectors embedded before, its record and node vectors
+after, each for many conversations at once); :func:`build_conversation` does all of it in one
+call. Segments of one conversation are encoded in order because ρ_{k+1} needs d_k; many
+conversations can be in flight at once (the caller decides how many).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class BuildContext:
 
 @dataclass
 class PriorContext:
-    """Where encoding continues when earlier segments are already stored (incremental builds):
+    """Where encoding continues when earlier segments are already stored (increments):
     the resolution state d after the last of them and their records, in order. ρ and the record
     guard's memory start from here exactly as if those segments had just been encoded."""
 
@@ -144,7 +146,7 @@ async def encode_segments(
         memory = prior.memory.copy()
     else:
         memory = ConversationMemory()
-        memory.accept(records)  # an incremental build continues after the stored segments (docs/incremental.md)
+        memory.accept(records)  # an increment continues after the stored segments (docs/incremental.md)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
         # the fields every row of this segment shares (values of several types: SegmentRow checks them)
@@ -239,7 +241,7 @@ def usage_tokens(ledger: UsageLedger) -> dict[str, dict[str, int]]:
 
 @dataclass
 class KnownVectors:
-    """Vectors already stored (an incremental build reuses them instead of embedding again):
+    """Vectors already stored (an increment reuses them instead of embedding again):
     records by id (the id fixes the text), nodes by (id, text) (a node's text grows with its records)."""
 
     records: dict[str, np.ndarray] = field(default_factory=dict)
@@ -318,15 +320,6 @@ def assemble_pending(
         ),
     )
     return PendingArtifacts(art, plan)
-
-
-async def assemble_artifacts(conv: Conversation, ctx: BuildContext, rows: list[SegmentRow], records: list[MemoryRecord],
-                             turn_vectors: np.ndarray, **kwargs: Any) -> ConversationArtifacts:
-    """:func:`assemble_pending` with the record and node vectors embedded at once (one call)."""
-    pending = assemble_pending(conv, ctx, rows, records, turn_vectors, **kwargs)
-    texts = pending.plan.texts
-    fresh = await ctx.memory_embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32)
-    return pending.complete(fresh)
 
 
 async def build_pending(

@@ -1,14 +1,14 @@
 """The in-process build runner (``lychee-ray build --local``, ``build_memory(local=True)``) and what
 every build run ends with (errors table, compaction, garbage sweep, manifest).
 
-The build runs as stages (ingest/stages/: decide → embed turns → build → embed records and nodes →
-commit), the same stage functions the Ray job runs as Ray Data operators; here they are one asyncio
-pipeline (:class:`~lychee_ray.ingest.stages.local.LocalStages`). Every input conversation ends as
-exactly one :class:`~lychee_ray.ingest.outcomes.Outcome`: built, skipped or failed.
+The build runs the write path's steps as stages (decide → embed turns → construct → embed records
+and nodes → commit: ingest/decide.py, ingest/stages/embedding.py, ingest/construct.py,
+ingest/commit.py), the same functions the Ray job runs as Ray Data operators; here they are one
+asyncio pipeline (:class:`~lychee_ray.ingest.stages.local.LocalStages`). Every input conversation
+ends as exactly one :class:`~lychee_ray.ingest.outcomes.Outcome`: built, skipped, failed or duplicate.
 
-The names this module always exported (``Outcome``, ``BuildSummary``, ``ConversationProcessor``,
-...) are re-exported from where they live now; the build context's factory is
-:func:`lychee_ray.ingest.context.make_context`.
+``Outcome`` and ``BuildSummary`` are re-exported from where they live; the build context's factory
+is :func:`lychee_ray.ingest.context.make_context`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import IO, Any
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 
 from lychee_ray.ingest.outcomes import (
     SUMMARY_MAX_IDS,
@@ -29,14 +29,12 @@ from lychee_ray.ingest.outcomes import (
     item_to_row,
     row_to_item,
 )
-from lychee_ray.ingest.pipeline import BuildContext
+from lychee_ray.ingest.commit import Committer
+from lychee_ray.ingest.construct import Constructor
 from lychee_ray.ingest.context import make_context
-from lychee_ray.ingest.processor import ConversationProcessor, unchanged_input
+from lychee_ray.ingest.decide import Decider
+from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.ingest.run_progress import BuildProgress
-from lychee_ray.ingest.stages.classic import LazyClassic
-from lychee_ray.ingest.stages.commit import Committer
-from lychee_ray.ingest.stages.construct import Constructor
-from lychee_ray.ingest.stages.decide import Decider
 from lychee_ray.ingest.stages.local import LocalStages
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.config import LycheeConfig
@@ -58,24 +56,6 @@ def manifest_info(cfg: LycheeConfig, backend: str, summary: BuildSummary, runner
         "runner": runner,
         "last_run": summary.to_dict(),
     }
-
-
-async def process_stream(
-    items: Iterable[AdapterItem], processor: ConversationProcessor, in_flight: int
-) -> AsyncIterator[Outcome]:
-    """Process items through the one-conversation path alone (how builds ran before the stages; the
-    pre-stage baseline of benchmarks/build_profile.py), at most ``in_flight`` at once; yields outcomes as they finish."""
-    pending: set[asyncio.Task[Outcome]] = set()
-    for item in items:
-        pending.add(asyncio.create_task(processor.process(item)))
-        if len(pending) >= in_flight:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                yield t.result()
-    while pending:
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        for t in done:
-            yield t.result()
 
 
 def finish_run(
@@ -115,15 +95,14 @@ def run_local_build(
 def local_stages(cfg: LycheeConfig, ctx: BuildContext, writer: MemoryStoreWriter, run_id: str, retry_failed: bool = False,
                  on_conflict: str | None = None) -> LocalStages:
     """The stages of one in-process run over ``ctx`` (its embedders, encoder and ledger)."""
-    processor = ConversationProcessor(ctx, writer, run_id, retry_failed, on_conflict)
-    classic = LazyClassic(lambda: processor)
     st = cfg.ray.stages
     return LocalStages(
-        decider=Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars, retry_failed),
-        ctx=ctx, constructor=Constructor(ctx, classic, cfg.build.conversations_in_flight),
-        committer=Committer(writer, classic), turn_batch=st.embed_turns.batch_size,
+        decider=Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars, retry_failed,
+                        on_conflict or cfg.build.on_conflict),
+        ctx=ctx, constructor=Constructor(ctx, writer, cfg.build.conversations_in_flight),
+        committer=Committer(writer), turn_batch=st.embed_turns.batch_size,
         memory_batch=st.embed_memory.batch_size, commit_batch=st.commit.batch_size,
-        in_flight=cfg.build.conversations_in_flight)
+        in_flight=cfg.build.conversations_in_flight, rounds=cfg.build.decide_rounds)
 
 
 def run_local_build_items(
@@ -169,7 +148,7 @@ def run_local_build_items(
             if prog is not None:
                 prog.finished(o.status, w.num_turns)
 
-        asyncio.run(stages.run(items, finished, decided))
+        asyncio.run(stages.run_rounds(items, finished, decided))
     finally:
         if prog is not None:
             prog.close()
@@ -178,6 +157,5 @@ def run_local_build_items(
     return summary
 
 
-__all__ = ["SUMMARY_MAX_IDS", "BuildSummary", "ConversationProcessor", "Outcome", "finish_run", "input_warnings",
-           "item_to_row", "local_stages", "manifest_info", "process_stream",
-           "row_to_item", "run_local_build", "run_local_build_items", "unchanged_input"]
+__all__ = ["SUMMARY_MAX_IDS", "BuildSummary", "Outcome", "finish_run", "input_warnings", "item_to_row", "local_stages",
+           "manifest_info", "row_to_item", "run_local_build", "run_local_build_items"]

@@ -3,7 +3,8 @@ vectors once they are embedded.
 
 Split from the rest of assembling a conversation so that the embedding can happen elsewhere: the
 staged build (ingest/stages/) embeds the texts of many conversations in one model call, on another
-worker, possibly on a GPU; :func:`~lychee_ray.ingest.pipeline.assemble_artifacts` embeds them at once.
+worker, possibly on a GPU; :func:`~lychee_ray.ingest.pipeline.build_conversation` and an append's
+increment embed them at once.
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
-"""The construction job on Ray Data, as stages: read → decide → embed turns → build → embed
-records and nodes → commit (``ray.stages.*`` sizes each: CPUs, GPUs, actors, batch), with one
-cluster-wide rate limiter actor for the LLM and one progress actor. Ray is only the runner here:
-every stage calls the same library functions as the in-process runner (``lychee_ray.ingest.stages``);
-the actor shells are in :mod:`lychee_ray.ray.build_stages`.
+"""The construction job on Ray Data, as stages: read → decide → embed turns → construct (the
+``build`` stage) → embed records and nodes → commit (``ray.stages.*`` sizes each: CPUs, GPUs,
+actors, batch), with one cluster-wide rate limiter actor for the LLM and one progress actor. Ray is
+only the runner here: every stage calls the same library functions as the in-process runner (the
+write path's steps, ``lychee_ray.ingest``); the actor shells are in
+:mod:`lychee_ray.ray.build_stages`. Conversations another writer committed after their decision
+come back from the commit stage and go through the stages again (``build.decide_rounds``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import sys
@@ -18,7 +21,8 @@ from collections.abc import Callable, Iterator
 
 import ray
 
-from lychee_ray.ingest.outcomes import BuildSummary, Outcome, item_to_row
+from lychee_ray.ingest.commit import contended_outcome
+from lychee_ray.ingest.outcomes import BuildSummary, Outcome, item_to_row, row_to_item
 from lychee_ray.ingest.pipeline import build_fingerprint
 from lychee_ray.ingest.encode.factory import make_encoder
 from lychee_ray.ingest.run_progress import BuildProgress, ProgressCounts
@@ -33,6 +37,7 @@ from lychee_ray.io.store.fs import root_string
 from lychee_ray.io.store.migrate import migrate_if_needed
 from lychee_ray.llm.backend import resolve_backend
 from lychee_ray.ray.build_stages import (
+    AGAIN_COLUMN,
     NODE_COLUMN,
     BuildStage,
     CommitStage,
@@ -127,6 +132,27 @@ def _map(ds: Any, cls: type, sc: StageConfig, kwargs: dict[str, Any], *, num_gpu
                           num_cpus=sc.num_cpus, num_gpus=num_gpus or None)
 
 
+def _stages(ds: Any, cfg: LycheeConfig, cfg_json: str, out: str, run_id: str, fingerprint: str, backend: str,
+            retry_failed: bool, on_conflict: str | None, limiter: Any, counter: Any, first: bool) -> Any:
+    """The write path's steps over ``ds`` (input rows) as stages: decide → embed turns → construct →
+    embed records and nodes → commit, reporting to the progress actor ``counter`` (decisions and
+    embedding devices in the ``first`` round only: a conversation decided again counts once)."""
+    st = cfg.ray.stages
+    once = counter if first else None
+    ds = _map(ds, DecideStage, st.decide, {"cfg_json": cfg_json, "out": out, "run_id": run_id, "fingerprint": fingerprint,
+                                           "retry_failed": retry_failed, "on_conflict": on_conflict, "progress": once})
+    ds = _map(ds, EmbedTurnsStage, st.embed_turns,
+              {"cfg_json": cfg_json, "num_gpus": st.embed_turns.num_gpus, "progress": once}, num_gpus=st.embed_turns.num_gpus)
+    # an async actor keeps build.conversations_in_flight conversations going over a few batches
+    build_tasks = math.ceil(cfg.build.conversations_in_flight / st.build.batch_size) + 1
+    ds = _map(ds, BuildStage, st.build, {"cfg_json": cfg_json, "backend": backend, "out": out, "limiter": limiter},
+              tasks_in_flight=build_tasks)
+    ds = _map(ds, EmbedMemoryStage, st.embed_memory,
+              {"cfg_json": cfg_json, "num_gpus": st.embed_memory.num_gpus, "progress": once},
+              num_gpus=st.embed_memory.num_gpus)
+    return _map(ds, CommitStage, st.commit, {"cfg_json": cfg_json, "out": out, "progress": counter})
+
+
 def run_ray_build(
     cfg: LycheeConfig,
     fmt: str,
@@ -199,27 +225,34 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
                                  override_num_blocks=max(1, math.ceil(len(items) / st.read.batch_size)))
     # (no repartition: its tasks ask a whole CPU, which the stages' actors leave no room for on small nodes)
     cfg_json = cfg.model_dump_json()
-    common = {"cfg_json": cfg_json, "out": out, "run_id": run_id, "retry_failed": retry_failed}
-    ds = _map(ds, DecideStage, st.decide, {**common, "fingerprint": fingerprint, "progress": counter})
-    ds = _map(ds, EmbedTurnsStage, st.embed_turns,
-              {"cfg_json": cfg_json, "num_gpus": st.embed_turns.num_gpus, "progress": counter}, num_gpus=st.embed_turns.num_gpus)
-    # an async actor keeps build.conversations_in_flight conversations going over a few batches
-    build_tasks = math.ceil(cfg.build.conversations_in_flight / st.build.batch_size) + 1
-    stage_kw = {**common, "backend": backend, "limiter": limiter, "on_conflict": on_conflict}
-    ds = _map(ds, BuildStage, st.build, stage_kw, tasks_in_flight=build_tasks)
-    ds = _map(ds, EmbedMemoryStage, st.embed_memory,
-              {"cfg_json": cfg_json, "num_gpus": st.embed_memory.num_gpus, "progress": counter},
-              num_gpus=st.embed_memory.num_gpus)
-    ds = _map(ds, CommitStage, st.commit, {**stage_kw, "progress": counter})
     summary = BuildSummary()
     placement = Placement(run_id, rc.placement_report_max_conversations)
     try:
-        for row in ds.iter_rows():
-            row = dict(row)
-            node = row.pop(NODE_COLUMN, None)
-            o = Outcome.from_row(row)
+        for decision in range(1, cfg.build.decide_rounds + 1):
+            again: list[dict[str, Any]] = []
+            stages = _stages(ds, cfg, cfg_json, out, run_id, fingerprint, backend, retry_failed, on_conflict, limiter,
+                             counter, first=decision == 1)
+            for row in stages.iter_rows():
+                row = dict(row)
+                node = row.pop(NODE_COLUMN, None)
+                item_row = row.pop(AGAIN_COLUMN, "")
+                if item_row:  # committed by another writer after its decision: decided again
+                    again.append(json.loads(item_row))
+                    continue
+                o = Outcome.from_row(row)
+                summary.add(o)
+                placement.add(node, o)
+            if not again:
+                break
+            log.info("%d conversation(s) were committed by another writer after their decision; deciding them again",
+                     len(again))
+            ds = ray.data.from_items(again, override_num_blocks=max(1, math.ceil(len(again) / st.read.batch_size)))
+        for r in again:  # committed by another writer after each of their decisions
+            item = row_to_item(r)
+            o = contended_outcome(item, cfg.build.decide_rounds)
             summary.add(o)
-            placement.add(node, o)
+            placement.add(None, o)
+            counter.finished.remote([(o.status, item.conversation.num_turns if item.conversation else 0)])
         if prog is not None:
             prog.stop_ticking()
             poll()

@@ -1,28 +1,27 @@
 """The build job's stages as Ray Data operators: one actor class per stage, each a thin shell
-around the stage functions of ``lychee_ray.ingest.stages`` (the same ones ``--local`` runs), plus
-the job's progress counter actor. Work travels between them as one pickled column per
-conversation (:class:`~lychee_ray.ingest.stages.work.StageWork`).
+around the write path's steps (``lychee_ray.ingest.decide``, ``.construct``, ``.commit`` and the
+embedding stages of ``lychee_ray.ingest.stages``: the same ones ``--local`` runs), plus the job's
+progress counter actor. Work travels between them as one pickled column per conversation
+(:class:`~lychee_ray.ingest.stages.work.StageWork`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 from collections.abc import Sequence
 
 import numpy as np
 import ray
 
-from lychee_ray.ingest.outcomes import Outcome, row_to_item
-from lychee_ray.ingest.pipeline import BuildContext
+from lychee_ray.ingest.commit import Committer
+from lychee_ray.ingest.construct import Constructor
+from lychee_ray.ingest.decide import Decider
 from lychee_ray.ingest.encode.factory import make_encoder
-from lychee_ray.ingest.context import make_context
-from lychee_ray.ingest.processor import ConversationProcessor
+from lychee_ray.ingest.outcomes import OUTCOME_COLUMNS, Outcome, item_to_row, row_to_item
+from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.ingest.run_progress import ProgressCounts
-from lychee_ray.ingest.stages.classic import LazyClassic
-from lychee_ray.ingest.stages.commit import Committer
-from lychee_ray.ingest.stages.construct import Constructor
-from lychee_ray.ingest.stages.decide import Decider
 from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns
 from lychee_ray.ingest.stages.work import WORK_COLUMN, StageWork, from_row, works_to_columns
 from lychee_ray.config import LycheeConfig
@@ -32,12 +31,14 @@ from lychee_ray.embed.device import stage_embedding_config
 from lychee_ray.embed.memo import with_memo
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import MemoryStoreWriter
-from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.logs import configure_logging
 from lychee_ray.ray.ratelimit import RayRateLimiter
 
-# Column the commit stage adds to each outcome row: the Ray node that built the conversation.
+# Columns the commit stage adds to each outcome row: the Ray node that constructed the conversation,
+# and, for a conversation another writer committed after its decision, its input row as JSON (to be
+# decided again; its outcome columns are then a placeholder), else "".
 NODE_COLUMN = "ray_node_id"
+AGAIN_COLUMN = "decide_again"
 
 
 def batch_rows(batch: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,12 +92,14 @@ class ProgressActor:
 
 
 class DecideStage:
-    """Input rows → works: skip / build / classic from the commit marker (before any embedding)."""
+    """Input rows → works: an outcome (skipped, failed, duplicate) or a route (build / increment)
+    from the commit marker, before any embedding."""
 
-    def __init__(self, cfg_json: str, out: str, run_id: str, fingerprint: str, retry_failed: bool, progress: Any) -> None:
+    def __init__(self, cfg_json: str, out: str, run_id: str, fingerprint: str, retry_failed: bool,
+                 on_conflict: str | None, progress: Any) -> None:
         cfg = _cfg(cfg_json)
         self.decider = Decider(MemoryStoreWriter(out, cfg.store), run_id, fingerprint, cfg.segmenter.max_turn_chars,
-                               retry_failed)
+                               retry_failed, on_conflict or cfg.build.on_conflict)
         self.progress = progress
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
@@ -105,8 +108,10 @@ class DecideStage:
             try:
                 item = row_to_item(row)
             except Exception as e:  # noqa: BLE001 — a row that cannot even be decoded is quarantined
-                w = StageWork(AdapterItem(file=str(row.get("file") or "?"), line=None, conversation=None, issues=[]))
-                w.outcome = Outcome("failed", None, "input", f"undecodable row: {e}", row.get("file"), row.get("line"))
+                line = row.get("line")
+                w = StageWork(AdapterItem(file=str(row.get("file") or "?"), line=line if isinstance(line, int) else None,
+                                          conversation=None, issues=[]))
+                w.fail("input", f"undecodable row: {e}")
                 works.append(w)
                 continue
             works.append(self.decider.decide(item))
@@ -164,33 +169,25 @@ class EmbedMemoryStage(_EmbedStage):
         await embed_memory(works, self.embed, self.model.dim)
 
 
-def _classic(cfg: LycheeConfig, backend: str, out: str, run_id: str, retry_failed: bool, on_conflict: str | None,
-             limiter: RateLimiter | None, encoder: Any = None) -> LazyClassic:
-    """The one-conversation path of a stage actor, made (with its embedder) on first use."""
-    return LazyClassic(lambda: ConversationProcessor(make_context(cfg, backend, limiter=limiter, encoder=encoder),
-                                                     MemoryStoreWriter(out, cfg.store), run_id, retry_failed, on_conflict))
-
-
 class BuildStage:
-    """Segment, encode (through the cluster-wide limiter) and nodes; ``classic`` works whole.
-    Keeps ``build.conversations_in_flight`` conversations in flight (asyncio)."""
+    """The construct step: segment, encode (through the cluster-wide limiter) and nodes, a stored
+    conversation read for an increment. Keeps ``build.conversations_in_flight`` conversations in
+    flight (asyncio)."""
 
-    def __init__(self, cfg_json: str, backend: str, out: str, run_id: str, retry_failed: bool, limiter: Any,
-                 on_conflict: str | None) -> None:
+    def __init__(self, cfg_json: str, backend: str, out: str, limiter: Any) -> None:
         cfg = _cfg(cfg_json)
         lim = RayRateLimiter(limiter) if limiter is not None else None
         encoder = make_encoder(cfg, backend, lim)
 
         async def no_embedding(texts: Sequence[str]) -> np.ndarray:  # the embedding stages embed
-            raise RuntimeError("the build stage does not embed")
+            raise RuntimeError("the construct stage does not embed")
 
         ctx = BuildContext(cfg=cfg, embed=no_embedding, embed_dim=0, embedder_name=embedder_name(cfg.embedding),
                            encoder=encoder)
         client = getattr(encoder, "client", None)
         if client is not None:
             ctx.ledger = client.ledger
-        classic = _classic(cfg, backend, out, run_id, retry_failed, on_conflict, lim, encoder)
-        self.constructor = Constructor(ctx, classic, cfg.build.conversations_in_flight)
+        self.constructor = Constructor(ctx, MemoryStoreWriter(out, cfg.store), cfg.build.conversations_in_flight)
         self.node = ray.get_runtime_context().get_node_id()
 
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
@@ -202,30 +199,30 @@ class BuildStage:
 
 
 class CommitStage:
-    """Commits (write lock held, marker checked again); outcome rows out, with the build's node."""
+    """Commits (write lock held, marker checked again); outcome rows out, with the constructing node,
+    and the conversations to decide again (:data:`AGAIN_COLUMN`)."""
 
-    def __init__(self, cfg_json: str, backend: str, out: str, run_id: str, retry_failed: bool, limiter: Any,
-                 on_conflict: str | None, progress: Any) -> None:
+    def __init__(self, cfg_json: str, out: str, progress: Any) -> None:
         cfg = _cfg(cfg_json)
-        lim = RayRateLimiter(limiter) if limiter is not None else None
-        self.committer = Committer(MemoryStoreWriter(out, cfg.store),
-                                   _classic(cfg, backend, out, run_id, retry_failed, on_conflict, lim))
+        self.committer = Committer(MemoryStoreWriter(out, cfg.store))
         self.progress = progress
         self.node = ray.get_runtime_context().get_node_id()
 
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = works_of(batch)
         outcomes = await self.committer.run(works)
-        if self.progress is not None and works:
-            self.progress.finished.remote([(o.status, w.num_turns) for w, o in zip(works, outcomes, strict=False)])
+        done = [(o.status, w.num_turns) for w, o in zip(works, outcomes, strict=False) if o is not None]
+        if self.progress is not None and done:
+            self.progress.finished.remote(done)
         rows = []
         for w, o in zip(works, outcomes, strict=False):
-            r = o.to_row()
+            r = (o or Outcome.failed(w.item, w.conversation_id, "commit", "decided again")).to_row()
             r[NODE_COLUMN] = w.placement or self.node
+            r[AGAIN_COLUMN] = "" if o is not None else json.dumps(item_to_row(w.item))
             rows.append(r)
-        keys = (*Outcome("failed").to_row().keys(), NODE_COLUMN)
+        keys = (*OUTCOME_COLUMNS, NODE_COLUMN, AGAIN_COLUMN)
         return {k: [r[k] for r in rows] for k in keys}
 
 
-__all__ = ["BuildStage", "CommitStage", "DecideStage", "EmbedMemoryStage", "EmbedTurnsStage", "NODE_COLUMN",
+__all__ = ["AGAIN_COLUMN", "BuildStage", "CommitStage", "DecideStage", "EmbedMemoryStage", "EmbedTurnsStage", "NODE_COLUMN",
            "ProgressActor", "batch_rows"]

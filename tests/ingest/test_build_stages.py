@@ -1,6 +1,8 @@
-"""The build's stages (ingest/stages/): routing before any embedding, batching across conversations,
-the commit's re-check under the write lock, the memo and the record/node embedder, and the Ray
-job's embedding stages on a GPU resource (a logical GPU here: no CUDA device on this machine)."""
+"""The write path's steps as a build run's stages (ingest/decide.py, ingest/stages/, ingest/construct.py,
+ingest/commit.py): routing before any embedding, increments through the same stages, batching across
+conversations, the commit's re-check under the write lock (and deciding again), the memo and the
+record/node embedder, and the Ray job's embedding stages on a GPU resource (a logical GPU here: no
+CUDA device on this machine)."""
 
 from __future__ import annotations
 
@@ -15,20 +17,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lychee_ray.ingest.processor import ConversationProcessor
+from lychee_ray.ingest import commit as commit_step
+from lychee_ray.ingest.commit import Committer
+from lychee_ray.ingest.construct import Constructor
 from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.decide import Decider
+from lychee_ray.ingest.pipeline import build_conversation
 from lychee_ray.ingest.runner import run_local_build_items
-from lychee_ray.ingest.stages.classic import LazyClassic
-from lychee_ray.ingest.stages.commit import Committer
-from lychee_ray.ingest.stages.construct import Constructor
-from lychee_ray.ingest.stages.decide import Decider
 from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns, turn_texts
-from lychee_ray.ingest.stages.work import MarkerSeen, from_row
+from lychee_ray.ingest.stages.work import from_row
 from lychee_ray.config import EmbeddingConfig, load_config
 from lychee_ray.embed import get_embedder
 from lychee_ray.embed.memo import MemoEmbedder
 from lychee_ray.io.adapters import AdapterItem
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, iter_markers
+from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, iter_markers, read_part
 from lychee_ray.testing.synthetic import synthetic_conversation
 from tests.reliability.test_bad_input import HashEmbedder
 
@@ -56,9 +58,8 @@ def items(n: int, seed: int = 5, start: int = 0) -> list[AdapterItem]:
 def stages(tmp_path: Path, embedder=None, run_id: str = "run-1"):
     ctx = make_context(CFG, "rules", embedder or HashEmbedder())
     writer = MemoryStoreWriter(tmp_path / "st", CFG.store)
-    classic = LazyClassic(lambda: ConversationProcessor(ctx, writer, run_id))
     decider = Decider(writer, run_id, ctx.fingerprint, CFG.segmenter.max_turn_chars)
-    return ctx, writer, decider, Constructor(ctx, classic, 4), Committer(writer, classic)
+    return ctx, writer, decider, Constructor(ctx, writer, 4), Committer(writer)
 
 
 def run_works(ctx, constructor, committer, works):
@@ -78,7 +79,7 @@ def test_decide_routes_before_any_embedding(tmp_path):
     assert [w.route for w in first] == ["build"] * 3 and not any(w.done for w in first) and emb.calls == []
     outs = run_works(ctx, constructor, committer, first)
     assert [o.status for o in outs] == ["built"] * 3
-    # a new run: unchanged → skipped; more turns → classic (the increment path); other config → build
+    # a new run: unchanged → skipped; more turns → increment (only the new turn embedded); other config → build
     decider2 = Decider(writer, "run-2", ctx.fingerprint, CFG.segmenter.max_turn_chars)
     convs = [i.conversation for i in items(3)]
     longer = convs[1].model_copy(deep=True)
@@ -86,7 +87,8 @@ def test_decide_routes_before_any_embedding(tmp_path):
     w_same = decider2.decide(AdapterItem(file="mem", line=0, conversation=convs[0]))
     w_more = decider2.decide(AdapterItem(file="mem", line=1, conversation=longer))
     assert w_same.done and w_same.outcome.status == "skipped"
-    assert not w_more.done and w_more.route == "classic"
+    assert not w_more.done and w_more.route == "increment" and w_more.first_turn == convs[1].num_turns
+    assert turn_texts(w_more, CFG.segmenter.max_turn_chars) == [longer.sessions[-1].turns[-1].content]
     other = Decider(writer, "run-3", "another-fingerprint", CFG.segmenter.max_turn_chars)
     assert other.decide(AdapterItem(file="mem", line=2, conversation=convs[2])).route == "build"
     # a duplicate id in one run is skipped with a warning naming both lines; unreadable inputs are quarantined
@@ -114,32 +116,86 @@ def test_embedding_stages_batch_across_conversations(tmp_path):
         assert np.allclose(got.vectors, HashEmbedder().encode(t)[got.rows])
 
 
-def test_commit_rechecks_the_marker_under_the_lock(tmp_path):
-    """Another writer commits the conversation between the decision and the commit: the staged
-    build is not committed over it; the conversation is decided again (classic path)."""
+def test_commit_rechecks_the_marker_under_the_lock_and_the_conversation_is_decided_again(tmp_path):
+    """Another writer commits the conversation between the decision and the commit: the work is not
+    committed over it but goes back to the decide step, which routes it again from the new commit
+    (an increment of the turns the other writer did not store); a run does that by itself."""
     ctx, writer, decider, constructor, committer = stages(tmp_path)
     (item,) = items(1)
     conv = item.conversation
     work = decider.decide(item)
-    assert work.route == "build" and work.seen is None
+    assert work.route == "build" and work.marker is None
+
+    def short():
+        return conv.model_copy(update={"sessions": [conv.sessions[0].model_copy(
+            update={"turns": conv.sessions[0].turns[:4]})]})
 
     async def build_then_race():
         await embed_turns([work], ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars)
         await constructor.run([work])
         await embed_memory([work], ctx.memory_embed, ctx.embed_dim)
         # meanwhile: a shorter history of the same conversation is committed by another build
-        short = conv.model_copy(update={"sessions": [conv.sessions[0].model_copy(
-            update={"turns": conv.sessions[0].turns[:4]})]})
-        await asyncio.to_thread(run_local_build_items, CFG, [AdapterItem(file="other", line=1, conversation=short)],
+        await asyncio.to_thread(run_local_build_items, CFG, [AdapterItem(file="other", line=1, conversation=short())],
                                 tmp_path / "st", backend="rules", ctx=make_context(CFG, "rules", HashEmbedder()))
         return await committer.run([work])
 
     (o,) = asyncio.run(build_then_race())
-    # the classic path found 4 stored turns and appended the rest: nothing lost, nothing doubled
+    assert o is None and work.again and work.pending is None  # nothing committed: decided again
+    (m,) = list(iter_markers(tmp_path / "st"))
+    assert m.counts.turns == 4
+    again = decider.decide(work.item)
+    assert again.route == "increment" and again.first_turn == 4 and again.marker == m
+    (o,) = run_works(ctx, constructor, committer, [again])
+    # the other writer's 4 turns kept, the rest appended: nothing lost, nothing doubled
     assert o.status == "built" and o.appended
     (m,) = list(iter_markers(tmp_path / "st"))
     assert m.counts.turns == conv.num_turns
     assert MemoryStoreReader(tmp_path / "st").load(conv.conversation_id).turns.num_rows == conv.num_turns
+
+
+def test_a_run_decides_again_what_another_writer_committed_meanwhile_and_gives_up_after_its_rounds(tmp_path,
+                                                                                                    monkeypatch):
+    """The local runner sends a conversation committed by another writer after its decision through
+    the stages again; one committed again after each of its ``build.decide_rounds`` decisions fails
+    at stage ``commit`` with nothing of the run's work written."""
+    (item,) = items(1)
+    conv = item.conversation
+    short = conv.model_copy(update={"sessions": [conv.sessions[0].model_copy(
+        update={"turns": conv.sessions[0].turns[:4]})]})
+    ctx = make_context(CFG, "rules", HashEmbedder())
+    real = Committer.one
+    raced: list[int] = []
+
+    async def racing_one(self, work, times):
+        if len(raced) < times and work.pending is not None:  # another writer commits first, each time
+            raced.append(1)
+            n = 4 + len(raced)
+            grown = conv.model_copy(update={"sessions": [conv.sessions[0].model_copy(
+                update={"turns": conv.sessions[0].turns[:n]})]})
+            other = MemoryStoreWriter(tmp_path / "st", CFG.store)
+            art = await build_conversation(grown, ctx)
+            await asyncio.to_thread(other.commit, art, based_on=other.commit_marker(conv.conversation_id))
+        return await real(self, work)
+
+    run_local_build_items(CFG, [AdapterItem(file="other", line=1, conversation=short)], tmp_path / "st", backend="rules",
+                          ctx=ctx)
+    monkeypatch.setattr(Committer, "one", lambda self, work: racing_one(self, work, 1))
+    s = run_local_build_items(CFG, [item], tmp_path / "st", backend="rules", ctx=ctx)
+    assert (s.built, s.appended, s.failed) == (1, 1, 0) and raced == [1]
+    assert list(iter_markers(tmp_path / "st"))[0].counts.turns == conv.num_turns
+    raced.clear()
+    longer = conv.model_copy(deep=True)
+    longer.sessions[-1].turns.append(longer.sessions[-1].turns[0].model_copy(update={"turn_id": "new-1"}))
+    monkeypatch.setattr(Committer, "one", lambda self, work: racing_one(self, work, 10))
+    s = run_local_build_items(CFG, [AdapterItem(file="mem", line=0, conversation=longer)], tmp_path / "st",
+                              backend="rules", ctx=ctx)
+    assert (s.built, s.failed) == (0, 1) and len(raced) == CFG.build.decide_rounds
+    assert s.errors[0]["stage"] == "commit" and "another writer" in s.errors[0]["message"]
+    assert "new-1" not in tables_turn_ids(tmp_path / "st", conv.conversation_id)
+
+
+def tables_turn_ids(root, cid):
+    return MemoryStoreReader(root).load(cid).turns.column("turn_id").to_pylist()
 
 
 def test_commit_stage_is_fenced_on_the_lineage_it_read(tmp_path, monkeypatch):
@@ -148,7 +204,7 @@ def test_commit_stage_is_fenced_on_the_lineage_it_read(tmp_path, monkeypatch):
     ctx, writer, decider, constructor, committer = stages(tmp_path)
     (item,) = items(1)
     work = decider.decide(item)
-    assert work.route == "build" and work.seen is None
+    assert work.route == "build" and work.marker is None
 
     async def build_then_recreate():
         await embed_turns([work], ctx.embed, ctx.embed_dim, CFG.segmenter.max_turn_chars)
@@ -158,7 +214,7 @@ def test_commit_stage_is_fenced_on_the_lineage_it_read(tmp_path, monkeypatch):
                                 tmp_path / "st", backend="rules", ctx=make_context(CFG, "rules", HashEmbedder()))
         return await committer.run([work])
 
-    monkeypatch.setattr(MarkerSeen, "unchanged", staticmethod(lambda seen, marker: True))  # the re-check disabled
+    monkeypatch.setattr(commit_step, "still_decided", lambda decided_on, current: True)  # the re-check disabled
     before = writer.commit_marker(item.conversation.conversation_id)
     (o,) = asyncio.run(build_then_recreate())
     after = writer.commit_marker(item.conversation.conversation_id)
@@ -236,3 +292,29 @@ def test_embedding_stages_on_a_gpu_resource(tmp_path):
     assert local.built == 3
     ids = {m.conversation_id: m.counts.records for m in iter_markers(tmp_path / "gpu")}
     assert ids == {m.conversation_id: m.counts.records for m in iter_markers(tmp_path / "cpu")}
+
+
+def test_a_stored_commit_that_cannot_be_read_fails_the_conversation_at_decide(tmp_path, monkeypatch):
+    """The decision reads the stored turns of a conversation whose input differs; when they cannot be
+    read (a damaged part, not a commit replaced meanwhile), that conversation is quarantined at stage
+    ``decide`` and the others go on."""
+    from lychee_ray.ingest import decide as decide_step
+
+    ctx, writer, decider, constructor, committer = stages(tmp_path)
+    run_works(ctx, constructor, committer, [decider.decide(i) for i in items(2)])
+    convs = [i.conversation for i in items(2)]
+    longer = [c.model_copy(deep=True) for c in convs]
+    for c in longer:
+        c.sessions[-1].turns.append(c.sessions[-1].turns[0].model_copy(update={"turn_id": "new-1"}))
+
+    def damaged(root, table, marker, columns=None):
+        if marker.conversation_id == convs[0].conversation_id:
+            raise ValueError("Parquet magic bytes not found")
+        return read_part(root, table, marker, columns)
+
+    monkeypatch.setattr(decide_step, "read_part", damaged)
+    again = Decider(writer, "run-2", ctx.fingerprint, CFG.segmenter.max_turn_chars)
+    bad, good = (again.decide(AdapterItem(file="mem", line=i, conversation=c)) for i, c in enumerate(longer))
+    assert bad.done and bad.outcome.status == "failed" and bad.outcome.stage == "decide"
+    assert "magic bytes" in bad.outcome.message
+    assert not good.done and good.route == "increment"

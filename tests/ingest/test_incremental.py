@@ -179,14 +179,38 @@ def test_check_history_names_the_kind(tmp_path, ctx, conv):
     from lychee_ray.ingest.increment.turns import check_history
 
     build(ctx, tmp_path, prefix(conv, 10))
-    stored = load_stored(tmp_path, next(iter_markers(tmp_path)))
+    stored = load_stored(tmp_path, next(iter_markers(tmp_path))).turn_log()
     assert check_history(stored, prefix(conv, 15)) == 10
-    shorter = prefix(conv, 8)
+    # an older copy (its turns open the stored ones, which go on): how many of its turns are stored
+    assert check_history(stored, prefix(conv, 8)) == 8
+    gap = prefix(conv, 15)
+    del gap.sessions[0].turns[5]
     with pytest.raises(HistoryConflict) as e:
-        check_history(stored, shorter)
+        check_history(stored, gap)
     assert (e.value.kind, e.value.conflict, e.value.conversation_id) == ("history_conflict", "removed", conv.conversation_id)
+    assert e.value.turn_id == turn_dicts(conv)[5]["turn_id"]
     with pytest.raises(OwnerMismatch):
         check_history(stored, prefix(conv, 15).model_copy(update={"user_id": "someone-else"}))
+
+
+def test_an_older_log_of_a_grown_conversation_is_skipped_with_a_warning_and_its_turns_kept(tmp_path, ctx, conv):
+    """A log re-imported after appends grew its conversation (the store holds turns after the log's
+    last): skipped, one warning naming the turns kept, nothing written — not a conflict."""
+    cid = conv.conversation_id
+    build(ctx, tmp_path, prefix(conv, 10))
+    store = MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules")
+    extra = turn_dicts(conv)[10:12]
+    assert store.append(cid, extra).stored_turn_ids == [t["turn_id"] for t in extra]
+    before = next(iter_markers(tmp_path))
+    s = build(ctx, tmp_path, prefix(conv, 10))
+    assert (s.skipped, s.failed, s.built) == (1, 0, 0), s.errors
+    (w,) = s.warnings
+    assert w["conversation_id"] == cid and "2 turn(s) after this input's last" in w["message"]
+    assert all(repr(t["turn_id"]) in w["message"] for t in extra)
+    after = next(iter_markers(tmp_path))
+    assert after.same_commit(before) and after.counts.turns == 12  # the appended turns kept, nothing written
+    assert MemoryStoreReader(tmp_path).errors().column("stage").to_pylist() == ["warning"]
+    assert verify_store(tmp_path)["ok"]
 
 
 def test_append_idempotent_conflict_owner_create_and_search(tmp_path, ctx):

@@ -455,8 +455,8 @@ def test_a_build_whose_lease_lapsed_before_its_commit_commits_again_under_a_fres
                                                                                        monkeypatch, tmp_path):
     """A builder starved long enough that its lease may have expired refuses to commit (LeaseLost);
     the build then takes the lock again and commits the same work, since nothing else committed the
-    conversation meanwhile — every conversation built once (staged commit for new conversations, the
-    one-conversation path for grown ones), a warning row says so, the store equals a clean build."""
+    conversation meanwhile — every conversation built once (new ones on the build route, grown ones on
+    the increment route: one commit step), a warning row says so, the store equals a clean build."""
     uri = s3_server.bucket(f"lychee-recommit-{path}") + "/store"
     grown = convs[:2]
     if path == "grown":
@@ -498,13 +498,13 @@ def test_a_build_whose_lease_keeps_lapsing_fails_at_commit_publishes_nothing_and
     assert verify_store(uri)["ok"]
 
 
-def test_recommit_after_a_lost_lease_only_onto_the_commit_the_work_was_built_on(tmp_path, ctx, convs):
-    """The re-commit commits under a fresh lock only when the conversation's marker is still the one
-    the work was built on; when another writer committed meanwhile it commits nothing (None: the
-    caller decides again)."""
+def test_recommit_after_a_lost_lease_only_onto_the_commit_the_work_was_built_on(tmp_path, ctx, convs, monkeypatch):
+    """The commit step commits under a fresh lock after a lost lease only while the conversation's
+    marker is still the one the work was built on; when another writer committed meanwhile it
+    commits nothing (None: the conversation is decided again)."""
     import asyncio
 
-    from lychee_ray.ingest.recommit import recommit_after_lost_lease
+    from lychee_ray.ingest import commit as commit_step
     from lychee_ray.io.store.lease import LeaseLost
 
     root = tmp_path / "store"
@@ -515,14 +515,26 @@ def test_recommit_after_a_lost_lease_only_onto_the_commit_the_work_was_built_on(
     first = writer.layout.read_marker(key)
     art = _artifacts_from(load_stored(root, first), c)
     lost = LeaseLost(StorePath.from_uri("s3://b/lock"), "a test")
+    real, refused = commit_step.Held.commit, []
+
+    def lose_once(held, a, based_on):
+        if not refused:
+            refused.append(based_on)
+            raise lost
+        return real(held, a, based_on)
+
+    monkeypatch.setattr(commit_step.Held, "commit", lose_once)
     # built as a new conversation, but one is committed now: nothing committed
-    assert asyncio.run(recommit_after_lost_lease(writer, c.conversation_id, art, None, lost)) is None
-    assert writer.layout.read_marker(key) == first
-    # built on the current commit: committed as the next generation of the same lineage
-    m = asyncio.run(recommit_after_lost_lease(writer, c.conversation_id, art, first, lost))
-    assert m is not None and m.generation != first.generation and m.lineage == first.lineage
+    assert asyncio.run(commit_step.commit_decided(writer, c.conversation_id, art, None)) is None
+    assert writer.layout.read_marker(key) == first and not refused
+    # built on the current commit: refused once (the lease), then committed as the next generation
+    # of the same lineage under a fresh lock, saying so
+    done = asyncio.run(commit_step.commit_decided(writer, c.conversation_id, art, first))
+    m = done.marker
+    assert refused == [first] and done.lost is lost and "fresh write lock" in done.warnings()[0]
+    assert m.generation != first.generation and m.lineage == first.lineage
     # built on a commit that is no longer current: nothing committed
-    assert asyncio.run(recommit_after_lost_lease(writer, c.conversation_id, art, first, lost)) is None
+    assert asyncio.run(commit_step.commit_decided(writer, c.conversation_id, art, first)) is None
     assert writer.layout.read_marker(key) == m
 
 

@@ -119,6 +119,32 @@ def test_eval_subpackages_import_one_way():
     assert not bad, "\n".join(bad)
 
 
+# The write side's one commit step (docs/architecture.md, "The write path"): outside io/store/, only this
+# module takes a conversation's write or encode lock, reads a marker to build on (current_marker: a
+# version-1 one migrated) and calls the writer's fenced commits.
+COMMIT_STEP = Path("ingest/commit.py")
+LOCKS = {"write_lock", "async_write_lock", "conversation_write_lock"}
+WRITER_CALLS = {"commit", "commit_delta", "fold", "current_marker"}
+
+
+def test_one_module_takes_a_conversations_write_lock_and_commits():
+    bad = []
+    for p in _modules():
+        rel = p.relative_to(PKG)
+        if rel.parts[:2] == ("io", "store") or rel == COMMIT_STEP:
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lychee_ray.io.store"):
+                bad += [f"{rel}:{node.lineno} imports {a.name}" for a in node.names if a.name in LOCKS]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITER_CALLS
+                  and (node.func.attr == "current_marker" or any(k.arg in ("locked", "based_on") for k in node.keywords))):
+                bad.append(f"{rel}:{node.lineno} calls .{node.func.attr}(...)")
+    assert not bad, "only ingest/commit.py locks a conversation and commits on the write side:\n" + "\n".join(bad)
+    text = (PKG / COMMIT_STEP).read_text(encoding="utf-8")
+    assert "async_write_lock(" in text and "based_on=based_on" in text  # the checker looks at the right module
+
+
 def test_importing_the_package_imports_no_ray_and_no_model():
     import subprocess
     import sys

@@ -194,3 +194,37 @@ def test_build_memory_from_python_objects_local_and_ray_agree(ray_session, tmp_p
     assert store_snapshot(tmp_path / "local") == store_snapshot(tmp_path / "ray")
     errors = MemoryStoreReader(tmp_path / "ray").errors().to_pylist()
     assert {(e["file"], e["line"]) for e in errors} == {("<python>", 4), ("<python>", 5)}
+
+
+def test_ray_build_continues_grown_conversations_and_skips_older_logs_like_local(ray_session, tmp_path):
+    """Re-importing after the store grew, on Ray as in-process: a grown conversation takes the
+    increment route through the same stages (only its new turns embedded and encoded), an unchanged
+    one is skipped, and an older log of a conversation that grew since is skipped with a warning
+    (its stored turns kept) — the two stores equal."""
+    from lychee_ray.ingest.runner import run_local_build_items
+    from lychee_ray.io.adapters import AdapterItem
+    from lychee_ray.ray.build_job import run_ray_build
+
+    convs = [synthetic_conversation(i, seed=4, sessions=2, topics_per_session=2, exchanges_per_topic=(1, 2))
+             for i in range(3)]
+    first = [c.model_copy(update={"sessions": c.sessions[:1]}) for c in convs]
+    older = first[2].model_copy(update={"sessions": [first[2].sessions[0].model_copy(
+        update={"turns": first[2].sessions[0].turns[:2]})]})
+    cfg = load_config(sets=["ray.progress_interval_s=0.5"], env={})
+
+    def items(cs):
+        return [AdapterItem(file="mem", line=i, conversation=c) for i, c in enumerate(cs)]
+
+    for root in (tmp_path / "local", tmp_path / "ray"):
+        assert run_local_build_items(cfg, items(first), root, backend="rules").built == 3
+    grown = [convs[0], first[1], older]
+    local = run_local_build_items(cfg, items(grown), tmp_path / "local", backend="rules")
+    on_ray = run_ray_build(cfg, "jsonl", "", tmp_path / "ray", backend="rules", items=items(grown), progress=False)
+    for s in (local, on_ray):
+        assert (s.built, s.appended, s.skipped, s.failed) == (1, 1, 2, 0), s.errors
+        (w,) = s.warnings
+        assert w["conversation_id"] == older.conversation_id and "after this input's last" in w["message"]
+    assert store_snapshot(tmp_path / "local") == store_snapshot(tmp_path / "ray")
+    turns = {cid: MemoryStoreReader(tmp_path / "ray").load(cid).turns.num_rows for cid in (c.conversation_id for c in convs)}
+    assert turns == {convs[0].conversation_id: convs[0].num_turns, first[1].conversation_id: first[1].num_turns,
+                     first[2].conversation_id: first[2].num_turns}

@@ -1,4 +1,4 @@
-"""The typed errors of appends and incremental builds.
+"""The typed errors of increments: appends, and a build run's re-imported conversations.
 
 Every error carries its kind as data (a ``Literal`` attribute) plus the conversation and, where one
 is to blame, the turn id; the HTTP layer (``serve/``) maps them to status codes by ``kind``, never
@@ -21,7 +21,7 @@ AppendErrorKind = Literal[
 
 
 class IncrementError(Exception):
-    """Base of the errors an incremental build or an append raises instead of writing anything."""
+    """Base of the errors an increment (an append, a re-imported conversation) raises instead of writing anything."""
 
     kind: AppendErrorKind
 

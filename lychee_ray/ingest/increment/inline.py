@@ -1,6 +1,7 @@
 """An inline append: the new turns stored, segmented and encoded before the call returns.
 
-The conversation's write lock is held throughout (read, build, commit): :func:`append_inline`.
+The conversation's write lock is held throughout — decide (the stored state and the turns checked),
+construct (:func:`~.construct.construct_increment`), commit (ingest/commit.py): :func:`append_inline`.
 The queued variant and the background catch-up are :mod:`.queued`; which one runs is chosen once,
 by :mod:`.service`.
 """
@@ -10,22 +11,15 @@ from __future__ import annotations
 import asyncio
 import time
 
+from lychee_ray.ingest.commit import LockWait, hold
 from lychee_ray.ingest.increment.cache import StoredCache, stored_state
-from lychee_ray.ingest.increment.commit import commit_increment
-from lychee_ray.ingest.increment.errors import (
-    ConfigMismatch,
-    ConversationBusy,
-    OwnerMismatch,
-    UnknownConversationError,
-    UserIdRequired,
-)
-from lychee_ray.ingest.increment.extend import Increment, extend_conversation, open_turns
+from lychee_ray.ingest.increment.errors import ConversationBusy
+from lychee_ray.ingest.increment.construct import Increment, construct_increment, open_turns
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
-from lychee_ray.ingest.increment.turns import merge_turns
+from lychee_ray.ingest.increment.turns import check_append, merge_turns
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.io.store.fs import AnyPath
-from lychee_ray.io.store.locks import async_write_lock
 
 
 async def append_inline(
@@ -53,34 +47,23 @@ async def append_inline(
     create = ac.create if create is None else create
     cid = request.conversation_id
     writer = MemoryStoreWriter(root, ctx.cfg.store)
-    async with async_write_lock(writer.layout, cid, ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
-                                ac.lock_poll_s, busy=ConversationBusy):
+    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
+    async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
-        marker = writer.current_marker(cid)  # under the lock (a version-1 marker is migrated)
-        stored = None
-        if marker is None:
-            if not create:
-                raise UnknownConversationError(cid)
-            if request.user_id is None:
-                raise UserIdRequired(cid)
-            user = request.user_id
-        else:
-            user = marker.owner
-            if request.user_id is not None and request.user_id != user:
-                raise OwnerMismatch(cid, user, request.user_id)
-            if marker.fingerprint != ctx.fingerprint:
-                raise ConfigMismatch(cid, str(marker.fingerprint), ctx.fingerprint)
-            stored = await asyncio.to_thread(stored_state, writer.layout, marker, cache)
+        marker = held.marker()
+        # decide: may it write, and which turns are new (typed errors, nothing written)
+        user = check_append(cid, marker, request.user_id, ctx.fingerprint, create)
+        stored = await asyncio.to_thread(stored_state, writer.layout, marker, cache) if marker is not None else None
         conv, new, dups = merge_turns(stored, request, user)
         timings = {"lock": (t_lock - t0) * 1e3}
         inc = Increment(None, open_turn_ids=open_turns(stored.segstate, stored.rows) if stored else [])
         if new or request.flush or (stored is not None and stored.segmented_turns < stored.num_turns):
-            inc = await extend_conversation(stored, conv, ctx, finish=request.flush, ledger_start=len(ctx.ledger),
+            inc = await construct_increment(stored, conv, ctx, finish=request.flush, ledger_start=len(ctx.ledger),
                                             allow_delta=True)
         timings["build"] = (time.perf_counter() - t_lock) * 1e3
         committed = None
         if inc.changed:
-            committed = await asyncio.to_thread(commit_increment, writer, stored, inc, ac if fold else None, cache)
+            committed = await asyncio.to_thread(held.commit_increment, stored, inc, ac if fold else None, cache)
         elif stored is not None and cache is not None:
             cache.keep_stored(stored)  # unchanged: still the committed state
     timings["total"] = (time.perf_counter() - t0) * 1e3

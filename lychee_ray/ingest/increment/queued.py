@@ -17,12 +17,12 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from lychee_ray.ingest.commit import LockWait, encode_lock, hold, increment_delta
 from lychee_ray.ingest.increment.cache import StoredCache, marker_open_turns, stored_state
-from lychee_ray.ingest.increment.commit import commit_increment, increment_delta
-from lychee_ray.ingest.increment.errors import ConfigMismatch, ConversationBusy, OwnerMismatch, UnknownConversationError
-from lychee_ray.ingest.increment.extend import extend_conversation
+from lychee_ray.ingest.increment.errors import ConversationBusy, OwnerMismatch, UnknownConversationError
+from lychee_ray.ingest.increment.construct import construct_increment
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
-from lychee_ray.ingest.increment.turns import new_turn_rows
+from lychee_ray.ingest.increment.turns import check_append, new_turn_rows
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.ingest.segment import turn_embedding_text
 from lychee_ray.core.conversation import TURN_SCHEMA
@@ -30,7 +30,6 @@ from lychee_ray.core.turn_identity import turns_digest
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.io.store.fs import AnyPath
 from lychee_ray.io.store.artifacts import ConversationDelta, TableDelta, TableVectors
-from lychee_ray.io.store.locks import async_write_lock
 from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, ConversationReplaced, LastIncrement
 
 
@@ -59,10 +58,10 @@ async def append_queued(
     if request.flush:
         return None
     writer = MemoryStoreWriter(root, ctx.cfg.store)
-    async with async_write_lock(writer.layout, cid, ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s,
-                                ac.lock_poll_s, busy=ConversationBusy):
+    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
+    async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
-        marker = writer.current_marker(cid)
+        marker = held.marker()
         if marker is None or marker.generation is None or marker.fingerprint != ctx.fingerprint:
             return None
         user = marker.owner
@@ -88,7 +87,7 @@ async def append_queued(
                 counts=counts, open_turns=marker.open_turns + len(rows), info=BuildInfo(**info), dim=ctx.embed_dim,
                 unsegmented_turns=marker.unsegmented_turns + len(rows))
             t_commit = time.perf_counter()
-            committed = await asyncio.to_thread(writer.commit_delta, delta, locked=True, based_on=marker)
+            committed = await asyncio.to_thread(held.commit_delta, delta, marker)
             timings["commit"] = (time.perf_counter() - t_commit) * 1e3
             log.marker = committed
             log.add(rows)
@@ -122,7 +121,7 @@ async def catch_up(
     starts over on the new conversation. Returns what the last round did."""
     t0 = time.perf_counter()
     ac, cid = ctx.cfg.appends, request.conversation_id
-    timeout = ac.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
     writer = MemoryStoreWriter(root, ctx.cfg.store)
     layout = writer.layout
     encoded: list[str] = []
@@ -132,19 +131,16 @@ async def catch_up(
     marker: CommitMarker | None = None
     open_ids: list[str] = []
     attempts = 0
-    async with async_write_lock(layout, cid, timeout, ac.lock_poll_s, "encode", busy=ConversationBusy):
+    async with encode_lock(writer, cid, wait):
         while True:
             marker = writer.commit_marker(cid)
             if marker is None:
                 raise UnknownConversationError(cid)
             if marker.version < MARKER_VERSION:  # an older marker is migrated under the write lock first
-                async with async_write_lock(layout, cid, timeout, ac.lock_poll_s, busy=ConversationBusy):
-                    marker = writer.current_marker(cid)
+                async with hold(writer, cid, wait) as held:
+                    marker = held.marker()
                 continue
-            if request.user_id is not None and request.user_id != marker.owner:
-                raise OwnerMismatch(cid, marker.owner, request.user_id)
-            if marker.fingerprint != ctx.fingerprint:
-                raise ConfigMismatch(cid, str(marker.fingerprint), ctx.fingerprint)
+            check_append(cid, marker, request.user_id, ctx.fingerprint, create=False)
             if not marker.unsegmented_turns:
                 break
             attempts += 1
@@ -155,13 +151,13 @@ async def catch_up(
                     raise
                 continue
             conv = stored.conversation()
-            inc = await extend_conversation(stored, conv, ctx, finish=False, ledger_start=len(ctx.ledger),
+            inc = await construct_increment(stored, conv, ctx, finish=False, ledger_start=len(ctx.ledger),
                                             allow_delta=True)
             if not inc.changed:
                 if cache is not None:
                     cache.keep_stored(stored)
                 break
-            async with async_write_lock(layout, cid, timeout, ac.lock_poll_s, busy=ConversationBusy):
+            async with hold(writer, cid, wait) as held:
                 current = writer.commit_marker(cid)
                 if current is None:
                     raise UnknownConversationError(cid)  # erased while it encoded: nothing to write back
@@ -181,7 +177,7 @@ async def catch_up(
                     if attempts >= ac.catch_up_attempts:
                         raise ConversationBusy(cid, time.perf_counter() - t0)
                     continue  # another commit changed the segmentation: start over from it
-                committed = await asyncio.to_thread(commit_increment, writer, stored, inc, ac if fold else None, cache,
+                committed = await asyncio.to_thread(held.commit_increment, stored, inc, ac if fold else None, cache,
                                                     _queued_since(current, added))
             encoded += inc.encoded
             failed += inc.failed

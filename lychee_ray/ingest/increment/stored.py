@@ -1,4 +1,4 @@
-"""A committed conversation read back for an incremental build: its turns, segments, records,
+"""A committed conversation read back for an increment: its turns, segments, records,
 vectors and the segmenter's resume point (typed: :class:`~lychee_ray.ingest.resume_point.ResumePoint`).
 
 Everything is read from the generation one commit marker names (the caller holds the
@@ -30,7 +30,7 @@ from lychee_ray.io.store.reader import ConversationData, load_generation, read_s
 
 @dataclass
 class StoredConversation:
-    """One committed generation of a conversation, as an incremental build needs it."""
+    """One committed generation of a conversation, as an increment needs it."""
 
     marker: CommitMarker
     turns: pa.Table

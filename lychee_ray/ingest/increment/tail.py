@@ -1,6 +1,6 @@
 """The tail delta: an increment written as a delta straight from what it changed (issue 28).
 
-:func:`~lychee_ray.ingest.increment.extend.extend_conversation` normally assembles the conversation's
+:func:`~lychee_ray.ingest.increment.construct.construct_increment` normally assembles the conversation's
 whole artifacts (every record, node and vector) and the writer diffs them against the stored
 tables — correct for any change, but linear in the conversation. In the common case — the segmenter
 continued from its resume point, the re-opened tail segments are the last ones — only the tail

@@ -1,6 +1,9 @@
-"""Turn checks: an append's turns (or a build's input) checked against the stored history.
+"""An append's checks, and its turns (or a build's input) checked against the stored history.
 
-:func:`check_history`: a build's input must open with the stored turns unchanged. For appends, one
+:func:`check_append`: may this append write (owner, creation, configuration)?
+
+:func:`check_history`: a build's input must open with the stored turns unchanged (or be an older
+copy whose turns open the stored ones). For appends, one
 set of checks for every append path (docs/incremental.md "Appends"): a stored turn id with the
 same content is a duplicate, with other content a :class:`HistoryConflict` ``changed``; a turn for a
 session that is not the last one is ``reordered``; a malformed field is :class:`InvalidTurns` naming
@@ -15,12 +18,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychee_ray.ingest.increment.errors import HistoryConflict, InvalidTurns, OwnerMismatch
+from lychee_ray.ingest.increment.errors import (
+    ConfigMismatch,
+    HistoryConflict,
+    InvalidTurns,
+    OwnerMismatch,
+    UnknownConversationError,
+    UserIdRequired,
+)
 from lychee_ray.ingest.increment.models import AppendRequest, AppendTurn
 from lychee_ray.ingest.increment.stored import StoredConversation
 from lychee_ray.ingest.increment.turn_log import TurnLog
 from lychee_ray.core.conversation import Conversation, Session, Turn, turn_row
 from lychee_ray.core.turn_identity import TURN_IDENTITY
+from lychee_ray.io.store.marker import CommitMarker
 
 # Session id of a conversation created by an append whose turns name no session.
 DEFAULT_SESSION_ID = "s1"
@@ -44,6 +55,25 @@ def _invalid(cid: str, e: ValidationError, turn_id: str | None) -> InvalidTurns:
     where = ".".join(str(x) for x in err.get("loc", ()))
     return InvalidTurns(cid, f"turn {turn_id!r}: {where}: {err.get('msg')}" if turn_id else f"{where}: {err.get('msg')}",
                         turn_id=turn_id, field=where or None)
+
+
+def check_append(conversation_id: str, marker: CommitMarker | None, user_id: str | None, fingerprint: str,
+                 create: bool) -> str:
+    """The decision on an append under the write lock (``marker``: the stored commit, None: none):
+    the owner it writes as, or the typed error that refuses it (nothing written) — an unknown
+    conversation without ``create``, a new one without ``user_id``, another owner, or a
+    conversation built with another configuration (appending would re-encode it from scratch)."""
+    if marker is None:
+        if not create:
+            raise UnknownConversationError(conversation_id)
+        if user_id is None:
+            raise UserIdRequired(conversation_id)
+        return user_id
+    if user_id is not None and user_id != marker.owner:
+        raise OwnerMismatch(conversation_id, marker.owner, user_id)
+    if marker.fingerprint != fingerprint:
+        raise ConfigMismatch(conversation_id, str(marker.fingerprint), fingerprint)
+    return marker.owner
 
 
 def merge_turns(stored: StoredConversation | None, request: AppendRequest, user_id: str) -> tuple[Conversation, list[str], list[str]]:
@@ -121,31 +151,38 @@ def new_turn_rows(log: TurnLog, request: AppendRequest, user_id: str) -> tuple[l
     return rows, turns, dups
 
 
-def check_history(stored: StoredConversation, conv: Conversation) -> int:
-    """How many leading turns of ``conv`` are the stored ones; raises when the input rewrites history.
+def check_history(stored: TurnLog, conv: Conversation) -> int:
+    """How many turns of ``conv`` are stored ones; raises when the input rewrites history.
 
-    The stored turns must open ``conv`` in the same order, at the same session positions, with the
-    same content (:data:`~lychee_ray.core.turn_identity.TURN_IDENTITY`); else :class:`HistoryConflict`
-    (``removed`` / ``reordered`` / ``changed``) naming the first stored turn that disagrees. A
-    different owner raises :class:`OwnerMismatch`.
+    The stored turns (``stored``: their identities) must open ``conv`` in the same order, at the same
+    session positions, with the same content (:data:`~lychee_ray.core.turn_identity.TURN_IDENTITY`);
+    then all of them are (the rest of ``conv`` is new). ``conv`` may also be an older copy: its turns
+    open the stored ones, which go on (turns appended since); then it is ``conv.num_turns``, fewer
+    than are stored. Anything else raises :class:`HistoryConflict` (``removed`` / ``reordered`` /
+    ``changed``) naming the first stored turn that disagrees; a different owner raises
+    :class:`OwnerMismatch`.
     """
-    cid = stored.conversation_id
-    if conv.user_id != stored.user_id:
-        raise OwnerMismatch(cid, stored.user_id, conv.user_id)
+    assert stored.marker is not None  # a stored conversation's log
+    cid = stored.marker.conversation_id
+    if conv.user_id != stored.marker.owner:
+        raise OwnerMismatch(cid, stored.marker.owner, conv.user_id)
     new_rows = conv.turn_rows()
     where = {r["turn_id"]: i for i, r in enumerate(new_rows)}
-    for i, old in enumerate(stored.turn_rows()):
-        j = where.get(old["turn_id"])
+    for i, tid in enumerate(stored.order):
+        old = stored.rows[tid]
+        j = where.get(tid)
         if j is None:
-            raise HistoryConflict("removed", cid, old["turn_id"])
+            if i == len(new_rows):  # every input turn matched the stored one at its place: an older copy
+                return i
+            raise HistoryConflict("removed", cid, tid)
         new = new_rows[j]
         if j != i or any(old[c] != new[c] for c in _POSITION):
-            raise HistoryConflict("reordered", cid, old["turn_id"],
+            raise HistoryConflict("reordered", cid, tid,
                                   f"stored as turn {i} (session {old['session_id']!r}), now turn {j} (session {new['session_id']!r})")
         changed = [c for c in _CONTENT if old[c] != new[c]]
         if changed:
-            raise HistoryConflict("changed", cid, old["turn_id"], "fields " + ", ".join(changed))
-    return stored.num_turns
+            raise HistoryConflict("changed", cid, tid, "fields " + ", ".join(changed))
+    return len(stored.order)
 
 
-__all__ = ["DEFAULT_SESSION_ID", "check_history", "merge_turns", "new_turn_rows"]
+__all__ = ["DEFAULT_SESSION_ID", "check_append", "check_history", "merge_turns", "new_turn_rows"]

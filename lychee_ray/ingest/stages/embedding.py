@@ -21,10 +21,10 @@ EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
 
 def turn_texts(work: StageWork, max_turn_chars: int) -> list[str]:
-    """The texts embedded for a conversation's turns (segmenter and turn index share them)."""
+    """The texts embedded for a conversation's turns not stored yet (segmenter and turn index share them)."""
     conv = work.item.conversation
     assert conv is not None
-    return [turn_embedding_text(t, max_turn_chars) for *_, t in conv.iter_turns()]
+    return [turn_embedding_text(t, max_turn_chars) for *_, t in conv.iter_turns_from(work.first_turn)]
 
 
 async def _embed_split(works: list[StageWork], texts: list[list[str]], embed: EmbedFn, dim: int,
@@ -52,8 +52,8 @@ async def _embed_split(works: list[StageWork], texts: list[list[str]], embed: Em
 
 
 async def embed_turns(works: list[StageWork], embed: EmbedFn, dim: int, max_turn_chars: int) -> None:
-    """Turn vectors of every work routed ``build`` (finished works are left alone)."""
-    todo = [w for w in works if not w.done and w.route == "build" and w.turn_vectors is None]
+    """Turn vectors of every routed work (finished ones are left alone)."""
+    todo = [w for w in works if not w.done and not w.again and w.turn_vectors is None]
     if not todo:
         return
     vecs = await _embed_split(todo, [turn_texts(w, max_turn_chars) for w in todo], embed, dim, "turns")
@@ -64,7 +64,7 @@ async def embed_turns(works: list[StageWork], embed: EmbedFn, dim: int, max_turn
 
 async def embed_memory(works: list[StageWork], embed: EmbedFn, dim: int) -> None:
     """Record and node vectors of every built work (the texts its vector plan lacks)."""
-    todo = [w for w in works if not w.done and w.pending is not None and not w.embedded]
+    todo = [w for w in works if not w.done and not w.again and w.pending is not None and not w.embedded]
     if not todo:
         return
     texts = [w.pending.plan.texts for w in todo if w.pending is not None]  # (all of todo: filtered above)

@@ -1,11 +1,13 @@
 """The stages in one process: an asyncio pipeline (``lychee-ray build --local``, ``build_memory``).
 
-Decide → embed turns → build → embed records and nodes → commit, each stage a coroutine (the build
-stage ``build.conversations_in_flight`` of them) joined by queues, so the model embeds the texts of
-whatever conversations wait at its stage in one call (up to the stage's ``batch_size``) while
-other conversations are built (the model runs in a worker thread), and outcomes come out as each
-conversation commits. At most ``build.conversations_in_flight`` + ``embed_turns.batch_size``
-conversations are in the pipeline at once.
+Decide → embed turns → construct → embed records and nodes → commit, each stage a coroutine (the
+construct stage ``build.conversations_in_flight`` of them) joined by queues, so the model embeds the
+texts of whatever conversations wait at its stage in one call (up to the stage's ``batch_size``)
+while other conversations are constructed (the model runs in a worker thread), and outcomes come
+out as each conversation commits. At most ``build.conversations_in_flight`` + ``embed_turns.batch_size``
+conversations are in the pipeline at once. A conversation another writer committed after its
+decision comes out of the commit stage undecided; :meth:`LocalStages.run_rounds` decides those again
+(``build.decide_rounds``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable, Iterable
 
+from lychee_ray.ingest.commit import Committer, contended_outcome
+from lychee_ray.ingest.construct import Constructor
+from lychee_ray.ingest.decide import Decider
 from lychee_ray.ingest.outcomes import Outcome
 from lychee_ray.ingest.pipeline import BuildContext
-from lychee_ray.ingest.stages.commit import Committer
-from lychee_ray.ingest.stages.construct import Constructor
-from lychee_ray.ingest.stages.decide import Decider
 from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.io.adapters import AdapterItem
@@ -27,7 +29,7 @@ from lychee_ray.io.adapters import AdapterItem
 _END = object()
 
 
-class _Channel:
+class _StageQueue:
     """A queue between two stages that its ``producers`` close (consumers then read None)."""
 
     def __init__(self, producers: int = 1) -> None:
@@ -76,14 +78,32 @@ class LocalStages:
     memory_batch: int
     commit_batch: int
     in_flight: int
+    rounds: int = 1  # decisions a conversation gets in all (build.decide_rounds)
+
+    async def run_rounds(self, items: Iterable[AdapterItem], on_outcome: Callable[[StageWork, Outcome], None],
+                         on_decided: Callable[[StageWork], None] | None = None) -> None:
+        """Every item to one outcome: :meth:`run`, then the conversations another writer committed
+        after their decision through the stages again, ``rounds`` decisions in all (then they fail
+        at stage ``commit``)."""
+        todo: Iterable[AdapterItem] = items
+        for _ in range(self.rounds):
+            again = await self.run(todo, on_outcome, on_decided)
+            if not again:
+                return
+            todo, on_decided = [w.item for w in again], None  # (each was counted once as decided)
+        for w in again:
+            on_outcome(w, contended_outcome(w.item, self.rounds))
 
     async def run(self, items: Iterable[AdapterItem], on_outcome: Callable[[StageWork, Outcome], None],
-                  on_decided: Callable[[StageWork], None] | None = None) -> None:
-        """Every item to one outcome (``on_outcome`` as each commits); ``on_decided`` sees each decision."""
+                  on_decided: Callable[[StageWork], None] | None = None) -> list[StageWork]:
+        """Every item to one outcome (``on_outcome`` as each commits) or back to be decided again (the
+        works returned); ``on_decided`` sees each decision."""
         ctx = self.ctx
         max_chars = ctx.cfg.segmenter.max_turn_chars
         slots = asyncio.Semaphore(self.in_flight + self.turn_batch)
-        to_embed, to_build, to_vectors, to_commit = _Channel(), _Channel(), _Channel(self.in_flight), _Channel()
+        to_embed, to_construct, to_vectors = _StageQueue(), _StageQueue(), _StageQueue(self.in_flight)
+        to_commit = _StageQueue()
+        again: list[StageWork] = []
 
         def finished(w: StageWork, o: Outcome) -> None:
             slots.release()
@@ -106,11 +126,11 @@ class LocalStages:
             while batch := await to_embed.take(self.turn_batch):
                 await embed_turns(batch, ctx.embed, ctx.embed_dim, max_chars)
                 for w in batch:
-                    await to_build.put(w)
-            await to_build.close()
+                    await to_construct.put(w)
+            await to_construct.close()
 
-        async def build() -> None:
-            while (w := await to_build.get()) is not None:
+        async def construct() -> None:
+            while (w := await to_construct.get()) is not None:
                 await self.constructor.run([w])
                 await to_vectors.put(w)
             await to_vectors.close()
@@ -125,8 +145,13 @@ class LocalStages:
         async def commit() -> None:
             while batch := await to_commit.take(self.commit_batch):
                 await self.committer.run(batch, finished)
+                for w in batch:
+                    if w.again:
+                        slots.release()
+                        again.append(w)
 
-        await asyncio.gather(decide(), turns(), *(build() for _ in range(self.in_flight)), vectors(), commit())
+        await asyncio.gather(decide(), turns(), *(construct() for _ in range(self.in_flight)), vectors(), commit())
+        return again
 
 
 __all__ = ["LocalStages"]

@@ -1,10 +1,11 @@
-"""What flows between the build stages: one :class:`StageWork` per input conversation.
+"""What flows between the steps of a build run: one :class:`StageWork` per input conversation.
 
-A work is either finished (it carries its :class:`~lychee_ray.ingest.outcomes.Outcome`: skipped,
-failed, or built whole by the one-conversation path) or on its way: a route, the commit marker the
-decision read, then turn vectors, then pending artifacts, then their vectors. Finished works pass
-through the later stages untouched, so every input conversation reaches the end as one outcome.
-Between processes a work travels as one pickled column (:meth:`to_row` / :func:`from_row`).
+A work is either finished (it carries its :class:`~lychee_ray.ingest.outcomes.Outcome`: built,
+skipped, failed or duplicate), going back to the decide step (``again``: another writer committed
+the conversation after its decision), or on its way: a route and the commit marker the decision
+read, then turn vectors, then pending artifacts, then their vectors. Finished works pass through
+the later stages untouched, so every input conversation reaches the end as one outcome. Between
+processes a work travels as one pickled column (:meth:`to_row` / :func:`from_row`).
 """
 
 from __future__ import annotations
@@ -16,40 +17,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from lychee_ray.ingest.outcomes import Outcome
+from lychee_ray.ingest.outcomes import IncrementMade, Outcome
 from lychee_ray.ingest.pipeline import PendingArtifacts
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store.marker import CommitMarker
 
-# "build": the staged path (a new conversation, or one stored with another configuration);
-# "classic": the one-conversation path under the write lock (ingest/processor.py) — increments,
-# --retry-failed, markers to migrate, and commits whose marker changed after the decision
-Route = Literal["build", "classic"]
+# "build": the conversation constructed whole (new, stored with another configuration, --retry-failed,
+# or a rewritten history rebuilt); "increment": a stored conversation continued with its new turns
+Route = Literal["build", "increment"]
 
 # Ray Data columns of a work row (the stages read only WORK_COLUMN; the others are for logs)
 WORK_COLUMN = "work"
 ID_COLUMN = "conversation_id"
 TURNS_COLUMN = "turns"
-
-
-@dataclass(frozen=True)
-class MarkerSeen:
-    """The commit marker the decision read (None: no marker): the commit goes ahead only if the
-    conversation's marker is still this one when its write lock is held."""
-
-    generation: str | None
-    committed_at: str | None
-    # the conversation's history (issue 39): an erased and re-created id has another lineage
-    lineage: str | None = None
-
-    @classmethod
-    def of(cls, marker: CommitMarker | None) -> MarkerSeen | None:
-        return None if marker is None else cls(marker.generation, marker.committed_at, marker.lineage)
-
-    @staticmethod
-    def unchanged(seen: MarkerSeen | None, marker: CommitMarker | None) -> bool:
-        """True when ``marker`` (read under the lock) is the one the decision saw."""
-        return seen == MarkerSeen.of(marker)
 
 
 @dataclass
@@ -61,11 +41,20 @@ class StageWork:
     t0: float = field(default_factory=time.time)
     outcome: Outcome | None = None
     route: Route = "build"
-    seen: MarkerSeen | None = None
+    # the commit marker the decision read (None: not stored); the commit goes ahead only while the
+    # conversation's marker is still this one (ingest/commit.py ``commit_decided``)
+    marker: CommitMarker | None = None
     warnings: list[str] = field(default_factory=list)
+    # build: reuse the stored ok segments' encodings (--retry-failed)
+    reuse_encodings: bool = False
+    # the turns before this one are stored with their vectors (an increment embeds only the rest)
+    first_turn: int = 0
+    # another writer committed the conversation after its decision: it goes back to the decide step
+    again: bool = False
     turn_vectors: np.ndarray | None = None
     pending: PendingArtifacts | None = None
     embedded: bool = False  # pending's record and node vectors are in
+    increment: IncrementMade | None = None  # what an increment added (its outcome reports it)
     placement: str | None = None  # where it was built (the Ray job's node id: the run's placement report)
 
     @property
@@ -83,13 +72,21 @@ class StageWork:
         conv = self.item.conversation
         return conv.num_turns if conv is not None else 0
 
-    def fail(self, stage: str, error: BaseException | str) -> None:
-        """Quarantine the conversation at ``stage`` (one bad conversation never stops the job)."""
-        msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        self.outcome = Outcome("failed", self.conversation_id, stage, msg, self.item.file, self.item.line,
-                               wall_s=self.elapsed(), warnings=self.warnings)
+    def fail(self, stage: str, error: BaseException | str) -> Outcome:
+        """Quarantine the conversation at ``stage`` (one bad conversation never stops the run); its outcome."""
+        self.outcome = Outcome.failed(self.item, self.conversation_id, stage, error, wall_s=self.elapsed(),
+                                      warnings=self.warnings)
         self.turn_vectors = None
         self.pending = None
+        return self.outcome
+
+    def decide_again(self) -> None:
+        """Send the work back to the decide step (what it carries was built on a replaced commit)."""
+        self.again = True
+        self.turn_vectors = None
+        self.pending = None
+        self.embedded = False
+        self.increment = None
 
     def elapsed(self) -> float:
         return max(0.0, time.time() - self.t0)
@@ -119,5 +116,5 @@ def works_to_columns(works: list[StageWork]) -> dict[str, list[Any]]:
     return rows_to_columns([w.to_row() for w in works], (WORK_COLUMN, ID_COLUMN, TURNS_COLUMN))
 
 
-__all__ = ["ID_COLUMN", "MarkerSeen", "Route", "StageWork", "TURNS_COLUMN", "WORK_COLUMN", "from_row",
+__all__ = ["ID_COLUMN", "Route", "StageWork", "TURNS_COLUMN", "WORK_COLUMN", "from_row",
            "rows_to_columns", "works_to_columns"]

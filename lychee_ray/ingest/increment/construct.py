@@ -1,18 +1,19 @@
-"""Extend a stored conversation by its new turns: the core every append and incremental build runs.
+"""Construct an increment: the next generation of a stored conversation from its new turns —
+the construct step of every write that continues a conversation (docs/incremental.md).
 
-One core, :func:`extend_conversation`, serves both callers (docs/incremental.md has the design):
+One core, :func:`construct_increment`, serves every such write:
 
-* the build (:class:`~lychee_ray.ingest.processor.ConversationProcessor`): an input conversation whose
-  stored turns open it unchanged gains its new turns; the end of the input closes the tail;
-* the library / service append (:mod:`lychee_ray.ingest.increment.service`): turns arrive by
-  id, duplicates are idempotent, the open tail segment stays open unless ``flush``.
+* a build run's ``increment`` route (ingest/construct.py): an input conversation whose stored turns
+  open it unchanged gains its new turns; the end of the input closes the tail;
+* an append (inline, or the catch-up of queued ones: :mod:`lychee_ray.ingest.increment.service`):
+  turns arrive by id, duplicates are idempotent, the open tail segment stays open unless ``flush``.
 
 The segmenter continues from the resume point saved with the last generation (its state before
 the end of the input closed the tail); segments that only the end of the input closed are
 *provisional* and are re-opened, re-segmented and (unless their turns and context are unchanged)
 re-encoded. ρ continues from the stored segments and records. So k increments give the same
 segments and record ids as one build (rules backend), and every write is one new generation,
-committed under the conversation's write lock.
+committed by the commit step (ingest/commit.py).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from lychee_ray.ingest.increment.stored import StoredConversation
 from lychee_ray.ingest.increment.tail import delta_increment, tail_start
 from lychee_ray.ingest.pipeline import (
     BuildContext,
+    PendingArtifacts,
     PriorContext,
-    assemble_artifacts,
+    assemble_pending,
     encode_segments,
     make_segstate,
     segments_quality,
@@ -47,7 +49,8 @@ from lychee_ray.llm.usage import UsageLedger
 
 @dataclass
 class Increment:
-    """What :func:`extend_conversation` made; ``artifacts`` None = nothing to commit."""
+    """What :func:`construct_increment` made; ``artifacts`` None = nothing to commit (or, with
+    ``pending``, not complete yet: its record and node vectors are embedded elsewhere)."""
 
     artifacts: ConversationArtifacts | None
     new_turn_ids: list[str] = field(default_factory=list)
@@ -63,11 +66,13 @@ class Increment:
     # state the next increment starts from; then ``artifacts`` is None
     delta: ConversationDelta | None = None
     next_state: StoredConversation | None = None
+    # the whole generation up to its record and node vectors (``construct_increment(..., pending=True)``)
+    pending: PendingArtifacts | None = None
 
     @property
     def changed(self) -> bool:
         """True when there is something to commit."""
-        return self.artifacts is not None or self.delta is not None
+        return self.artifacts is not None or self.delta is not None or self.pending is not None
 
 
 def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: BuildContext,
@@ -108,9 +113,9 @@ def conversation_speakers(stored: StoredConversation | None, conv: Conversation)
     return list(dict.fromkeys([*st.speakers, *later]))
 
 
-async def extend_conversation(
+async def construct_increment(
     stored: StoredConversation | None, conv: Conversation, ctx: BuildContext, *, finish: bool, ledger_start: int = 0,
-    allow_delta: bool = False,
+    allow_delta: bool = False, new_turn_vectors: np.ndarray | None = None, pending: bool = False,
 ) -> Increment:
     """The next generation of a conversation whose first ``stored.num_turns`` turns are ``stored``'s.
 
@@ -119,6 +124,9 @@ async def extend_conversation(
     ``ctx.ledger`` before this index belong to earlier work (the increment's tokens are the rest).
     ``allow_delta``: when only the tail changed, return the increment as a delta built from it
     (increment/tail.py: ``Increment.delta``, no artifacts) rather than whole artifacts.
+    ``new_turn_vectors``: the vectors of the turns after the stored ones, embedded already (a build
+    run's turn embedding stage), else embedded here. ``pending``: leave the record and node vectors
+    to the caller (``Increment.pending``; never a delta) rather than embedding them here.
     """
     t0 = time.perf_counter()
     cfg, cid = ctx.cfg, conv.conversation_id
@@ -132,8 +140,13 @@ async def extend_conversation(
     n_stored = stored.num_turns if stored is not None else 0
     new_turns = [t for *_, t in conv.iter_turns_from(n_stored)]
     todo = list(conv.iter_turns()) if fresh else list(conv.iter_turns_from(n_stored))
-    vecs = await ctx.embed([turn_embedding_text(t, max_chars) for *_, t in todo]) if todo else \
-        np.zeros((0, ctx.embed_dim), dtype=np.float32)
+    if new_turn_vectors is not None and not fresh:
+        if len(new_turn_vectors) != len(todo):
+            raise ValueError(f"{len(new_turn_vectors)} turn vectors for {len(todo)} new turns")
+        vecs = new_turn_vectors
+    else:
+        vecs = await ctx.embed([turn_embedding_text(t, max_chars) for *_, t in todo]) if todo else \
+            np.zeros((0, ctx.embed_dim), dtype=np.float32)
     all_vecs = vecs if fresh or stored is None else np.concatenate([stored.turn_vectors, np.asarray(vecs, dtype=np.float32)])
     rows: list[SegmentRow] = [] if stored is None else stored.rows
     stored_records: list[MemoryRecord] = [] if stored is None else stored.records
@@ -158,7 +171,8 @@ async def extend_conversation(
     final_ids = {r.segment_id for r in final}
     # the final segments' records open the stored ones (a kept state knows how many): the tail is
     # then all that changes, and the increment is written as a delta of it
-    keep = tail_start(stored, final_ids) if allow_delta and stored is not None and reason is None else None
+    keep = tail_start(stored, final_ids) if allow_delta and not pending and stored is not None and reason is None \
+        else None
     replaced_records: dict[str, list[MemoryRecord]] = {}  # the replaceable segments' stored records
     for rec in (stored_records[keep:] if keep is not None else stored_records if replaceable else []):
         if rec.segment_id in old:
@@ -217,15 +231,19 @@ async def extend_conversation(
             rebuilt=None, tokens=usage_tokens(mine),
             quality=segments_quality([r for r in enc_rows if r.segment_id in encoded]).report(),
             delta=d.delta, next_state=d.next_state)
-    art = await assemble_artifacts(
+    made = assemble_pending(
         conv, ctx, all_rows, records, all_vecs, segstate=segstate, usage=usage,
         tokens=usage_tokens(UsageLedger.from_table(usage)), timings=timings,
         known=None if fresh or stored is None else stored.known, last_increment=last,
     )
+    art = None
+    if not pending:
+        texts = made.plan.texts
+        art = made.complete(await ctx.memory_embed(texts) if texts else np.zeros((0, ctx.embed_dim), dtype=np.float32))
     before = {r.record_id for r in stored.records} if stored is not None else set()
     after = {r.record_id for r in records}
     return Increment(
-        art, new_turn_ids=[t.turn_id for t in new_turns], encoded=encoded,
+        art, pending=made if pending else None, new_turn_ids=[t.turn_id for t in new_turns], encoded=encoded,
         failed=[r.segment_id for r in enc_rows if r.segment_id in encoded and r.status == "failed"],
         records_written=len(after - before), records_removed=len(before - after),
         open_turn_ids=open_turns(segstate, all_rows), rebuilt=reason, tokens=usage_tokens(mine),
@@ -239,4 +257,4 @@ def open_turns(segstate: ResumePoint | None, rows: list[SegmentRow]) -> list[str
     return [t for t in (segstate.open_turn_ids if segstate is not None else []) if t not in covered]
 
 
-__all__ = ["Increment", "conversation_speakers", "extend_conversation", "open_turns", "rebuild_reason"]
+__all__ = ["Increment", "conversation_speakers", "construct_increment", "open_turns", "rebuild_reason"]
