@@ -337,7 +337,7 @@ class MemoryService:
             started.append(time.perf_counter())
             fn = getattr(self.store, method)
             return fn(req.conversation_id, req.question, req.question_date, req.budget_tokens, user_id=req.user_id, llm=llm,
-                      recent_turns=req.recent_turns)
+                      recent_turns=req.recent_turns, explain=req.explain)
 
         self.requests += 1
         try:
