@@ -289,10 +289,10 @@ class QueryEngine:
         budget = self.qcfg.select.budget_tokens if budget_tokens is None else int(budget_tokens)
         if budget < 0:
             raise ValueError("budget_tokens must be >= 0")
-        backend = self.backend(llm)
 
         t0 = time.perf_counter()
-        cids = self.scope(conversation_id, user_id)
+        cids = self.scope(conversation_id, user_id)  # an unknown id fails before any notice about the backend
+        backend = self.backend(llm)
         views = {cid: self.view(cid) for cid in cids}
         timings["load"] = _ms(time.perf_counter() - t0)
 

@@ -166,9 +166,10 @@ def test_unexpected_errors_are_one_line_unless_debug(tmp_path, monkeypatch, caps
 
 @pytest.mark.ray
 def test_ray_build_on_a_pipe_prints_no_ray_lines_and_no_ansi(tmp_path):
-    """A small build on its own local Ray: only the project's lines (detected format, progress, summary)."""
+    """A small build on its own local Ray (``--ray``: alone it would run in-process): only the project's
+    lines (detected format, progress, summary)."""
     (tmp_path / "in.jsonl").write_text(EXAMPLE.read_text(encoding="utf-8"))
-    p = clean(lychee("build", "--input", "in.jsonl", "--out", "store", "--llm", "rules", cwd=tmp_path))
+    p = clean(lychee("build", "--input", "in.jsonl", "--out", "store", "--llm", "rules", "--ray", cwd=tmp_path))
     assert p.returncode == 0, p.stderr
     noisy = [ln for ln in (p.stdout + p.stderr).splitlines() if RAY_LINE.search(ln)]
     assert not noisy, "\n".join(noisy)
