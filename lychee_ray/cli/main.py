@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval-seg": ("lychee_ray.cli.eval_seg", "Pk / WindowDiff / boundary F1 of the segmenter on a gold segmentation corpus"),
     "query": ("lychee_ray.cli.query", "answer a question from a memory store"),
     "serve": ("lychee_ray.cli.serve", "serve a memory store over HTTP (Ray Serve; runs until Ctrl-C)"),
+    "inspect": ("lychee_ray.cli.inspect_cmd", "open the web inspector on a memory store (and eval runs) in this "
+                                              "process, on 127.0.0.1 (no Ray; runs until Ctrl-C)"),
     "eval-retrieval": ("lychee_ray.cli.eval_retrieval",
                        "id/content coverage of the selected context vs baselines at the same budget (no LLM)"),
     "eval": ("lychee_ray.cli.eval", "benchmark evaluation: build (or reuse) memory, answer, judge, report"),

@@ -39,6 +39,8 @@ from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.io.store import NotAStoreError, StoreLayout
 from lychee_ray.io.store.fs import root_string
 from lychee_ray.ray.runtime import quiet_environment, ray_init_kwargs, console_muted
+from lychee_ray.inspector.evalruns import RunCatalog
+from lychee_ray.inspector.routes import ui_mount
 from lychee_ray.serve import MemoryService, create_app
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ class MemoryDeployment:
 
     def __init__(self, memory: str, config: dict[str, Any]) -> None:
         cfg = LycheeConfig.model_validate(config)
+        self.cfg = cfg
         apply_thread_limits(cfg)
         t0 = time.perf_counter()
         self.service = MemoryService(memory, cfg)
@@ -97,7 +100,9 @@ class MemoryDeployment:
         return await self.service.embed_many(batch)
 
     def __serve_build_asgi_app__(self) -> Any:
-        return create_app(self.service)
+        ic = self.cfg.inspect  # the inspector's pages under /ui: the same keys and scopes as the API
+        mounts = [ui_mount(self.service, RunCatalog(ic.eval_runs), ic)] if ic.serve_ui else []
+        return create_app(self.service, mounts)
 
 
 def replica_env(cfg: LycheeConfig) -> dict[str, str]:

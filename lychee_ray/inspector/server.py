@@ -1,0 +1,101 @@
+"""``lychee-ray inspect``: the service's app with the inspector's pages, on uvicorn in this process.
+
+No Ray: one :class:`~lychee_ray.serve.service.MemoryService` over the store (the engine, scope checks
+and the configured keys, as one Serve replica has them) and its FastAPI app with the pages under
+``/ui`` (``/`` leads there). It binds ``inspect.host`` (loopback by default) on ``inspect.port``, a
+free port when 0. :class:`InspectorServer` runs the same server on a thread (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
+
+from lychee_ray.config import LycheeConfig
+from lychee_ray.inspector.evalruns import RunCatalog
+from lychee_ray.inspector.routes import UI_PREFIX, ui_mount
+from lychee_ray.serve.app import create_app
+from lychee_ray.serve.service import MemoryService
+
+
+def inspector_app(service: MemoryService, runs: RunCatalog, cfg: LycheeConfig) -> FastAPI:
+    """The service's app with the pages under ``/ui`` and ``/`` redirecting there."""
+    app = create_app(service, [ui_mount(service, runs, cfg.inspect)])
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse(UI_PREFIX + "/")
+
+    return app
+
+
+def free_port(host: str) -> int:
+    """A port nothing listens on now (the OS's choice)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def url_of(host: str, port: int) -> str:
+    h = f"[{host}]" if ":" in host else host
+    return f"http://{h}:{port}{UI_PREFIX}/"
+
+
+class InspectorServer:
+    """The inspector on uvicorn: :meth:`run` in the foreground, or :meth:`start` on a thread."""
+
+    def __init__(self, memory: str | Path, cfg: LycheeConfig, eval_runs: list[str] | None = None,
+                 service: MemoryService | None = None) -> None:
+        self.cfg = cfg
+        self.service = service if service is not None else MemoryService(memory, cfg)
+        self.runs = RunCatalog([*cfg.inspect.eval_runs, *(eval_runs or [])])
+        self.app = inspector_app(self.service, self.runs, cfg)
+        host = cfg.inspect.host
+        self.port = cfg.inspect.port or free_port(host)
+        self.url = url_of(host, self.port)
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=self.port, log_level="warning",
+                                                    access_log=False, lifespan="off"))
+        self._thread: threading.Thread | None = None
+
+    def run(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve until interrupted (Ctrl-C); ``on_ready(url)`` once it listens."""
+        if on_ready is not None:
+            threading.Thread(target=self._announce, args=(on_ready,), daemon=True).start()
+        try:
+            self.server.run()
+        finally:
+            self.service.close()
+
+    def _announce(self, on_ready: Callable[[str], None]) -> None:
+        while not self.server.started and not self.server.should_exit:
+            time.sleep(0.05)
+        if self.server.started:
+            on_ready(self.url)
+
+    def start(self, timeout_s: float = 60.0) -> str:
+        """Serve on a thread; the pages' URL once it listens."""
+        self._thread = threading.Thread(target=self.server.run, name="lychee-inspector", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the inspector did not start on {self.url}")
+            time.sleep(0.05)
+        return self.url
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.service.close()
+
+
+__all__ = ["InspectorServer", "free_port", "inspector_app", "url_of"]
