@@ -39,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
     except EvalRunError as e:
         raise CliError("input", str(e)) from None
 
-    def ready(url: str) -> None:
+    def ready() -> None:
         auth = "bearer keys as for `lychee-ray serve`" if server.service.keys.enabled else "no key (loopback)"
-        print(f"lychee-ray inspect: {server.service.root} at {url}  ({len(server.runs.runs)} eval run(s); "
+        print(f"lychee-ray inspect: {server.service.root} at {server.url}  ({len(server.runs.runs)} eval run(s); "
               f"auth: {auth}; Ctrl-C stops)", flush=True)
 
     try:

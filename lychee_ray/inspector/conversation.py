@@ -111,7 +111,7 @@ def conversation_detail(layout: StoreLayout, marker: CommitMarker) -> Conversati
             error_kind=s["error_kind"][i], quality=_py(s["quality"][i]) or {}))
     seg_rank = {sv.segment_id: n for n, sv in enumerate(segments)}
     records = [{k: _py(v) for k, v in r.items()} for r in (recs_t.to_pylist() if recs_t is not None else [])]
-    records.sort(key=lambda r: (seg_rank.get(r.get("segment_id"), 1 << 30), r.get("ordinal") or 0))
+    records.sort(key=lambda r: (seg_rank.get(str(r.get("segment_id")), len(segments)), r.get("ordinal") or 0))
     tables = []
     for spec in table_specs():
         if spec.name in OWN_VIEWS:

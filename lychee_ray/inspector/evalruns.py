@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from lychee_ray.eval.setup.layout import RunLayout
-from lychee_ray.inspector.models import EvalQuestion, EvalQuestionPage, EvalRunInfo
+from lychee_ray.inspector.models import EvalOutcome, EvalQuestion, EvalQuestionPage, EvalRunInfo
 
 # Per-question fields shown as columns of their own, not repeated in ``extra``.
 _OWN = frozenset({"question_id", "conversation_id", "category", "question", "gold", "systems", "covered", "recall",
@@ -38,7 +38,7 @@ class EvalRunError(ValueError):
         self.kind = kind
 
 
-def outcome(recall: float | None) -> str:
+def outcome(recall: float | None) -> EvalOutcome:
     """hit (every gold turn covered), partial, miss (none), n/a (no gold turns)."""
     if recall is None:
         return "n/a"
@@ -89,7 +89,7 @@ def _retrieval_run(path: Path) -> EvalRun:
                 category=str(row.get("category")), system=sname, question=str(row.get("question") or ""),
                 gold_turns=gold, covered=[t for t in gold if t in set(covered)], selected_turns=covered,
                 outcome=outcome(recall if gold else None), recall=recall,
-                extra={**_scalars(row), **_scalars(sys)}))  # type: ignore[arg-type]  # outcome() returns one of the literals
+                extra={**_scalars(row), **_scalars(sys)}))
     summary = {s: {k: v for k, v in d[s].items() if k != "per_split"} for s in systems}
     info = EvalRunInfo(name=path.stem, kind="eval-retrieval", path=str(path), questions=int(d.get("questions") or 0),
                        systems=systems, categories=sorted({q.category for q in questions}), summary=summary,
@@ -109,7 +109,7 @@ def _eval_run(root: Path) -> EvalRun:
                 question_id=str(row.get("question_id")), conversation_id=str(row.get("conversation_id")),
                 category=str(row.get("category")), system=str(row.get("variant")), question=str(row.get("question") or ""),
                 gold_turns=[], covered=[], selected_turns=[str(t) for t in row.get("evidence_turn_ids") or []],
-                outcome=outcome(recall), recall=recall,  # type: ignore[arg-type]  # outcome() returns one of the literals
+                outcome=outcome(recall), recall=recall,
                 answer=row.get("answer"), gold_answer=row.get("gold"), extra=_scalars(row)))
     summary = {name: {k: v for k, v in r.items() if not isinstance(v, (dict, list))} for name, r in variants.items()}
     info = EvalRunInfo(name=root.name, kind="eval", path=str(root), questions=int(results.get("questions") or 0),

@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 # prompt = an agent log; user and assistant turns = a chat; named speakers only = a dialogue.
 ConversationKind = Literal["agent", "chat", "dialogue"]
 ConversationStatus = Literal["built", "failed"]
+# An eval question's result: every gold turn in the selected context, some, none, or no gold turns.
+EvalOutcome = Literal["hit", "partial", "miss", "n/a"]
 
 
 class StoreSummary(BaseModel):
@@ -190,7 +192,7 @@ class EvalQuestion(BaseModel):
     gold_turns: list[str]
     covered: list[str]
     selected_turns: list[str]
-    outcome: Literal["hit", "partial", "miss", "n/a"]
+    outcome: EvalOutcome
     recall: float | None
     answer: str | None = None
     gold_answer: str | None = None
@@ -226,7 +228,7 @@ class StoreReport(BaseModel):
 
 
 __all__ = [
-    "ConversationDetail", "ConversationKind", "ConversationList", "ConversationRow", "ConversationStatus", "EvalQuestion",
+    "ConversationDetail", "ConversationKind", "ConversationList", "ConversationRow", "ConversationStatus", "EvalOutcome", "EvalQuestion",
     "EvalQuestionPage", "EvalRunInfo", "Histogram", "SearchBody", "SearchPage", "SegmentView", "SessionView", "StoreReport",
     "StoreSummary", "SystemPrompt", "TableView", "TurnView",
 ]

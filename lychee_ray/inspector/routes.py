@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ def install_ui(app: FastAPI, service: MemoryService, runs: RunCatalog, cfg: Insp
     """Add the pages and their JSON endpoints under ``prefix``."""
     insp = Inspector(service, runs, cfg)
     files = static_files()
-    tags = ["inspector"]
+    tags: list[str | Enum] = ["inspector"]
 
     @app.get(prefix, include_in_schema=False)
     async def ui_root() -> RedirectResponse:
@@ -198,4 +199,10 @@ def ui_mount(service: MemoryService, runs: RunCatalog, cfg: InspectConfig, prefi
                  open_paths=frozenset({prefix, prefix + "/"}), open_prefixes=(prefix + "/static/",))
 
 
-__all__ = ["Inspector", "STATIC_DIR", "UI_PREFIX", "install_ui", "static_files", "ui_mount"]
+def service_mounts(service: MemoryService, cfg: InspectConfig) -> list[Mount]:
+    """What ``lychee-ray serve`` mounts on its app: the pages under ``/ui`` (``inspect.serve_ui``),
+    with the eval runs of ``inspect.eval_runs``."""
+    return [ui_mount(service, RunCatalog(cfg.eval_runs), cfg)] if cfg.serve_ui else []
+
+
+__all__ = ["Inspector", "STATIC_DIR", "UI_PREFIX", "install_ui", "service_mounts", "static_files", "ui_mount"]

@@ -3,7 +3,7 @@
 No Ray: one :class:`~lychee_ray.serve.service.MemoryService` over the store (the engine, scope checks
 and the configured keys, as one Serve replica has them) and its FastAPI app with the pages under
 ``/ui`` (``/`` leads there). It binds ``inspect.host`` (loopback by default) on ``inspect.port``, a
-free port when 0. :class:`InspectorServer` runs the same server on a thread (tests, benchmarks).
+free port when 0. :class:`ThreadedServer` runs any such app on a thread (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -44,58 +45,69 @@ def free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def url_of(host: str, port: int) -> str:
+def base_url(host: str, port: int) -> str:
     h = f"[{host}]" if ":" in host else host
-    return f"http://{h}:{port}{UI_PREFIX}/"
+    return f"http://{h}:{port}"
 
 
-class InspectorServer:
-    """The inspector on uvicorn: :meth:`run` in the foreground, or :meth:`start` on a thread."""
+class ThreadedServer:
+    """An ASGI app on uvicorn: :meth:`run` in the foreground, or :meth:`start` on a thread."""
 
-    def __init__(self, memory: str | Path, cfg: LycheeConfig, eval_runs: list[str] | None = None,
-                 service: MemoryService | None = None) -> None:
-        self.cfg = cfg
-        self.service = service if service is not None else MemoryService(memory, cfg)
-        self.runs = RunCatalog([*cfg.inspect.eval_runs, *(eval_runs or [])])
-        self.app = inspector_app(self.service, self.runs, cfg)
-        host = cfg.inspect.host
-        self.port = cfg.inspect.port or free_port(host)
-        self.url = url_of(host, self.port)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=self.port, log_level="warning",
+    def __init__(self, app: Any, host: str, port: int = 0) -> None:
+        self.port = port or free_port(host)
+        self.base_url = base_url(host, self.port)
+        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=self.port, log_level="warning",
                                                     access_log=False, lifespan="off"))
         self._thread: threading.Thread | None = None
 
-    def run(self, on_ready: Callable[[str], None] | None = None) -> None:
-        """Serve until interrupted (Ctrl-C); ``on_ready(url)`` once it listens."""
+    def run(self, on_ready: Callable[[], None] | None = None) -> None:
+        """Serve until interrupted (Ctrl-C); ``on_ready()`` once it listens."""
         if on_ready is not None:
             threading.Thread(target=self._announce, args=(on_ready,), daemon=True).start()
-        try:
-            self.server.run()
-        finally:
-            self.service.close()
+        self.server.run()
 
-    def _announce(self, on_ready: Callable[[str], None]) -> None:
+    def _announce(self, on_ready: Callable[[], None]) -> None:
         while not self.server.started and not self.server.should_exit:
             time.sleep(0.05)
         if self.server.started:
-            on_ready(self.url)
+            on_ready()
 
     def start(self, timeout_s: float = 60.0) -> str:
-        """Serve on a thread; the pages' URL once it listens."""
-        self._thread = threading.Thread(target=self.server.run, name="lychee-inspector", daemon=True)
+        """Serve on a thread (uvicorn installs no signal handlers off the main thread); the base URL."""
+        self._thread = threading.Thread(target=self.server.run, name="lychee-http", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self.server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError(f"the inspector did not start on {self.url}")
+                raise RuntimeError(f"the server did not start on {self.base_url}")
             time.sleep(0.05)
-        return self.url
+        return self.base_url
 
     def stop(self) -> None:
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=30)
+
+
+class InspectorServer(ThreadedServer):
+    """The inspector of one store (and its eval runs) on ``inspect.host`` / ``inspect.port``."""
+
+    def __init__(self, memory: str | Path, cfg: LycheeConfig, eval_runs: list[str] | None = None,
+                 service: MemoryService | None = None) -> None:
+        self.service = service if service is not None else MemoryService(memory, cfg)
+        self.runs = RunCatalog([*cfg.inspect.eval_runs, *(eval_runs or [])])
+        super().__init__(inspector_app(self.service, self.runs, cfg), cfg.inspect.host, cfg.inspect.port)
+        self.url = self.base_url + UI_PREFIX + "/"
+
+    def run(self, on_ready: Callable[[], None] | None = None) -> None:
+        try:
+            super().run(on_ready)
+        finally:
+            self.service.close()
+
+    def stop(self) -> None:
+        super().stop()
         self.service.close()
 
 
-__all__ = ["InspectorServer", "free_port", "inspector_app", "url_of"]
+__all__ = ["InspectorServer", "ThreadedServer", "base_url", "free_port", "inspector_app"]

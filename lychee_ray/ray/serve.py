@@ -39,8 +39,7 @@ from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.io.store import NotAStoreError, StoreLayout
 from lychee_ray.io.store.fs import root_string
 from lychee_ray.ray.runtime import quiet_environment, ray_init_kwargs, console_muted
-from lychee_ray.inspector.evalruns import RunCatalog
-from lychee_ray.inspector.routes import ui_mount
+from lychee_ray.inspector.routes import service_mounts
 from lychee_ray.serve import MemoryService, create_app
 
 log = logging.getLogger(__name__)
@@ -100,9 +99,8 @@ class MemoryDeployment:
         return await self.service.embed_many(batch)
 
     def __serve_build_asgi_app__(self) -> Any:
-        ic = self.cfg.inspect  # the inspector's pages under /ui: the same keys and scopes as the API
-        mounts = [ui_mount(self.service, RunCatalog(ic.eval_runs), ic)] if ic.serve_ui else []
-        return create_app(self.service, mounts)
+        # the inspector's pages under /ui: the same keys and scopes as the API
+        return create_app(self.service, service_mounts(self.service, self.cfg.inspect))
 
 
 def replica_env(cfg: LycheeConfig) -> dict[str, str]:

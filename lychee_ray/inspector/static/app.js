@@ -1,6 +1,6 @@
 // The inspector's shell: the store line, the key form, and the hash router that draws each page.
 import { api, ApiError, key, setKey } from "./api.js";
-import { h, clear, route } from "./dom.js";
+import { fill, h, route } from "./dom.js";
 import { listPage } from "./list.js";
 import { conversationPage } from "./conversation.js";
 import { searchPage } from "./search.js";
@@ -28,13 +28,13 @@ function keyForm(message) {
   h("h1", { id: "key-title" }, "A key is needed"),
   h("p", { id: "key-help" }, message || "This service asks for a bearer key (the same key as its /v1 API). It stays in this tab only."),
   h("label", { for: "key" }, "Bearer key"), " ", input, " ", h("button", { type: "submit" }, "Open"));
-  clear(main).append(form);
+  fill(main, form);
   input.focus();
 }
 
 export function showError(e) {
   const msg = e instanceof ApiError ? `${e.status === 404 ? "Not found" : "Error " + e.status}: ${e.message}` : String(e);
-  clear(main).append(h("div", { class: "panel error", role: "alert" }, h("h1", {}, "Nothing to show"), h("p", {}, msg),
+  fill(main, h("div", { class: "panel error", role: "alert" }, h("h1", {}, "Nothing to show"), h("p", {}, msg),
     h("p", {}, h("a", { href: "#/" }, "Back to the conversations"))));
 }
 

@@ -2,7 +2,7 @@
 // records by type (each one selects its source turns in the transcript), the transcript (tool
 // calls as calls, the system prompt once), other tables by column, tokens by stage.
 import { api, conversationPath } from "./api.js";
-import { h, clear, day, fmtValue, href, num, table, when } from "./dom.js";
+import { fill, h, day, fmtValue, href, num, table, when } from "./dom.js";
 import { colourOf, legend } from "./plots.js";
 
 // Record columns with a place of their own in the record's view (the rest go under "more").
@@ -206,7 +206,7 @@ export async function conversationPage(main, r) {
       : h("p", { class: "muted" }, "No LLM calls were recorded for this conversation (the rules backend makes none)."),
     d.quality ? h("details", {}, h("summary", {}, "memory checks"), h("pre", {}, JSON.stringify(d.quality, null, 1))) : null);
 
-  clear(main).append(header, timeline, h("div", { class: "cols" }, recordsPanel, transcript), extras, tokens,
+  fill(main, header, timeline, h("div", { class: "cols" }, recordsPanel, transcript), ...extras, tokens,
     h("p", { class: "muted", id: "render-time" }, `server ${num(d.server_ms, 1)} ms · drawn in ${num(performance.now() - t0, 1)} ms`));
   main.dataset.rendered = String(Math.round(performance.now() - t0));
   const want = r.params.get("record"), turn = r.params.get("turn");

@@ -74,3 +74,6 @@ export function href(path, params) {
   const q = params ? new URLSearchParams(Object.entries(params).filter(([, v]) => v !== null && v !== undefined && v !== "")).toString() : "";
   return q ? `${p}?${q}` : p;
 }
+
+// Replace an element's content (arrays flattened, null and false skipped: unlike Node.append).
+export function fill(el, ...children) { clear(el); return append(el, children); }

@@ -1,7 +1,7 @@
 // An eval run's questions: gold turns vs the selected evidence, hit or miss, by category — and for
 // one question, the gold turns' text and a way to run its search again.
 import { api, conversationPath } from "./api.js";
-import { h, clear, href, num, fmtValue } from "./dom.js";
+import { fill, h, href, num, fmtValue } from "./dom.js";
 
 const turnsCache = new Map();
 
@@ -72,7 +72,7 @@ export async function evalPage(main, r) {
       h("td", {}, q.gold_turns.join(", ") || "—"), h("td", { class: "n" }, String(q.selected_turns.length))), slot];
   });
   const counts = Object.entries(page.counts).map(([k, v]) => `${k} ${v}`).join(" · ");
-  clear(main).append(
+  fill(main, 
     h("h1", {}, `${run.name}: questions`), h("p", { class: "muted" }, `${run.kind} · ${run.path}` + (page.budget_tokens ? ` · budget ${page.budget_tokens} tokens` : "")),
     form, h("p", { id: "outcome-counts" }, counts || "no question matches"),
     page.rows.length ? h("table", { class: "grid questions" }, h("caption", { class: "muted" }, `${page.total} question(s)`),

@@ -1,6 +1,6 @@
 // Conversations: a page of the list with its filters (user, kind, failed / degenerate, id text).
 import { api } from "./api.js";
-import { h, clear, href, when } from "./dom.js";
+import { fill, h, href, when } from "./dom.js";
 
 function select(id, label, value, options) {
   return [h("label", { for: id }, label), h("select", { id, name: id },
@@ -35,7 +35,7 @@ export async function listPage(main, r, state) {
     offset > 0 ? h("a", { href: href([], { ...filters, offset: Math.max(0, offset - page.limit) }) }, "← previous") : null,
     h("span", { class: "muted" }, ` ${page.total ? offset + 1 : 0}–${offset + page.rows.length} of ${page.total} `),
     page.next_offset !== null ? h("a", { href: href([], { ...filters, offset: page.next_offset }) }, "next →") : null);
-  clear(main).append(
+  fill(main, 
     h("h1", {}, "Conversations"),
     form,
     page.rows.length ? h("table", { class: "grid list" },

@@ -1,6 +1,6 @@
 // Reports: the build (quality figures, the token ledger, plots of segments) and the eval runs.
 import { api } from "./api.js";
-import { h, clear, fmtValue, href, num, pairs, table } from "./dom.js";
+import { fill, h, fmtValue, href, num, pairs, table } from "./dom.js";
 import { barChart } from "./plots.js";
 
 // The figures of a run's systems shown side by side (the rest are in each run's details).
@@ -50,5 +50,5 @@ export async function reportsPage(main, r, state) {
       run.has_questions ? h("p", {}, h("a", { href: href(["eval", run.name]), class: "run-link" }, "Questions: gold turns vs selected evidence, hit or miss"))
         : h("p", { class: "muted" }, "No per-question rows (eval-retrieval: run it with --per-question --out).")))
       : h("p", { class: "muted" }, state.store.admin ? "No eval run given (lychee-ray inspect --eval RUN)." : "Eval runs are shown to admin keys."));
-  clear(main).append(build, evals);
+  fill(main, build, evals);
 }

@@ -2,7 +2,7 @@
 // channel's rank, the fused score and tokens, what the budget dropped, the exact context, and the
 // same request as JSON and as curl.
 import { api } from "./api.js";
-import { h, clear, day, href, num, table } from "./dom.js";
+import { fill, h, day, href, num, table } from "./dom.js";
 
 function recentTurns(text) {
   return text.split("\n").map((l) => l.trim()).filter(Boolean).map((l) => {
@@ -49,11 +49,11 @@ export async function searchPage(main, r, state) {
     if (f.date.value.trim()) body.question_date = f.date.value.trim();
     const rt = recentTurns(f.recent.value);
     if (rt.length) body.recent_turns = rt;
-    clear(out).append(h("p", { class: "muted" }, "Searching…"));
+    fill(out, h("p", { class: "muted" }, "Searching…"));
     history.replaceState(null, "", href(["search"], { [f.scope.value]: f.id.value.trim(), q: f.question.value, budget: f.budget.value, date: f.date.value }));
     let page;
     try { page = await api("search", { method: "POST", body }); } catch (e) {
-      clear(out).append(h("p", { class: "error", role: "alert" }, `${e.status === 404 ? "Not found" : "Error"}: ${e.message}`));
+      fill(out, h("p", { class: "error", role: "alert" }, `${e.status === 404 ? "Not found" : "Error"}: ${e.message}`));
       return;
     }
     draw(page);
@@ -79,7 +79,7 @@ export async function searchPage(main, r, state) {
       table(["pos", "kind", "id", "fused", ...chs, "outcome", "text"], ex.pool.map((x) => [String(x.position), x.kind, x.id, num(x.fused_score, 4),
         ...ranksCells(x.ranks, chs), x.outcome + (x.shown_by ? ` (${x.shown_by})` : ""), x.text]), { class: "grid pool" }));
     const t = res.timings || {};
-    clear(out).append(
+    fill(out, 
       h("p", { class: "summary", id: "search-summary" }, `${res.evidence.length} evidence item(s), ${res.usage.context_tokens}/${res.budget_tokens} tokens, `,
         `pool ${res.pool_size}, plan ${res.plan.backend}: ${res.plan.question_type}, ${res.plan.routes.length} route(s); `,
         `skipped ${Object.entries(ex.skipped).map(([k, v]) => `${k} ${v}`).join(", ")}; ${num(t.total || 0, 1)} ms`),
@@ -92,6 +92,6 @@ export async function searchPage(main, r, state) {
       h("pre", { class: "code", id: "request-curl" }, page.curl));
   }
 
-  clear(main).append(h("h1", {}, "Search playground"), form, out);
+  fill(main, h("h1", {}, "Search playground"), form, out);
   if (f.question.value.trim() && f.id.value.trim()) await run();
 }
