@@ -1,12 +1,14 @@
 """The conversation list: pages of a store's conversations in a request's scope, with filters.
 
-Everything a row shows comes from the commit markers the query engine's reader already holds (counts,
-failed and degenerate segments, build date), so a page of a large store reads no table: sorting and
-filtering 10,000 markers costs milliseconds (``benchmarks/inspector_speed.py``). Two things are read
-once and remembered: a conversation's *kind* (agent log, chat, dialogue: the shape of its turns; the
-store keeps no input format), read from its turns' ``role`` and ``meta`` columns only when the kind
-filter asks for it or a page shows the row, and the conversations that failed to build (the
-``errors/`` table, re-read when the store's commits change).
+Everything a row shows but one comes from the commit markers the query engine's reader already holds
+(counts, failed and degenerate segments, build date): sorting and filtering 10,000 markers costs
+milliseconds (``benchmarks/inspector_speed.py``). The exception is read once per commit, apart from
+the page, and remembered: a conversation's *kind* (agent log, chat, dialogue: the shape of its turns; the store
+keeps no input format), from its turns' ``role`` and ``meta`` columns, for the rows a page shows and,
+when the kind filter asks, for every conversation in scope — a compacted file's conversations in one
+read (:func:`~lychee_ray.io.store.read_parts`). A page itself reads no table: it carries the kinds
+already known, and the list asks :meth:`ConversationCatalog.kinds_of` for the rest of its rows. The conversations that failed to build come from the
+``errors/`` table, re-read when the store's commits change.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from lychee_ray.core.tools import TOOL_META_KEY
 from lychee_ray.inspector.models import ConversationKind, ConversationList, ConversationRow
-from lychee_ray.io.store import CommitMarker, MemoryStoreReader, StoreLayout, read_part
+from lychee_ray.io.store import CommitMarker, MemoryStoreReader, StoreLayout, read_parts
 
 Allows = Callable[[str | None], bool]
 
@@ -48,20 +50,28 @@ class ConversationCatalog:
         self._lock = threading.Lock()
 
     # -- what is remembered ----------------------------------------------------------------------
-    def kind(self, marker: CommitMarker) -> ConversationKind | None:
-        """The conversation's kind (its turns' roles read once per commit; None when unreadable)."""
-        memo = (marker.conversation_id, marker.key, marker.committed_at)
+    def kinds(self, markers: list[CommitMarker], read: bool = True) -> dict[str, ConversationKind]:
+        """The conversations' kinds (their turns' roles read once per commit, a compacted file's
+        conversations in one read; one that cannot be read now is left out). ``read`` False: only
+        the kinds already known (no table is read)."""
+        out: dict[str, ConversationKind] = {}
+        todo: list[CommitMarker] = []
         with self._lock:
-            if memo in self._kinds:
-                return self._kinds[memo]
-        try:
-            t = read_part(self.layout, "turns", marker, columns=["role", "meta"]).to_pydict()
-        except (OSError, KeyError, ValueError):  # compacted away meanwhile: tried again next time
-            return None
-        k = kind_of_turns(t["role"], t["meta"])
-        with self._lock:
-            self._kinds[memo] = k
-        return k
+            for m in markers:
+                k = self._kinds.get((m.conversation_id, m.key, m.committed_at))
+                if k is None:
+                    todo.append(m)
+                else:
+                    out[m.conversation_id] = k
+        if todo and read:
+            parts = read_parts(self.layout, "turns", todo, columns=["role", "meta"])
+            found = {cid: kind_of_turns(t.column("role").to_pylist(), t.column("meta").to_pylist()) for cid, t in parts.items()}
+            with self._lock:
+                for m in todo:
+                    if m.conversation_id in found:
+                        self._kinds[(m.conversation_id, m.key, m.committed_at)] = found[m.conversation_id]
+            out.update(found)
+        return out
 
     def failed_builds(self, reader: MemoryStoreReader) -> list[ConversationRow]:
         """Conversations only in ``errors/`` (never built), with their last error; re-read when the
@@ -83,12 +93,16 @@ class ConversationCatalog:
         return rows
 
     # -- pages -----------------------------------------------------------------------------------
-    def row(self, marker: CommitMarker, with_kind: bool = True) -> ConversationRow:
+    def row(self, marker: CommitMarker, kind: ConversationKind | None = None) -> ConversationRow:
         c = marker.counts
         return ConversationRow(conversation_id=marker.conversation_id, user_id=marker.owner, status="built",
                                turns=c.turns, segments=c.segments, records=c.records, failed_segments=c.failed_segments,
-                               degenerate_segments=degenerate(marker), committed_at=marker.committed_at,
-                               kind=self.kind(marker) if with_kind else None)
+                               degenerate_segments=degenerate(marker), committed_at=marker.committed_at, kind=kind)
+
+    def kinds_of(self, reader: MemoryStoreReader, allows: Allows, conversation_ids: list[str]) -> dict[str, ConversationKind]:
+        """The kinds of the conversations of ``conversation_ids`` in scope (others are left out)."""
+        ms = [m for cid in conversation_ids if (m := reader.markers.get(cid)) is not None and allows(m.owner)]
+        return self.kinds(ms)
 
     def page(self, reader: MemoryStoreReader, allows: Allows, admin: bool, *, user: str | None = None,
              kind: str | None = None, status: str | None = None, text: str | None = None, offset: int = 0,
@@ -112,11 +126,14 @@ class ConversationCatalog:
         elif status == "degenerate":
             ms = [m for m in ms if degenerate(m) > 0]
         if kind:
-            ms = [m for m in ms if self.kind(m) == kind]
+            known = self.kinds(ms)
+            ms = [m for m in ms if known.get(m.conversation_id) == kind]
         rows: list[ConversationRow | CommitMarker] = list(ms)
         if admin and user is None and kind is None and status in (None, "failed"):
             rows += [r for r in self.failed_builds(reader) if not text or text.lower() in r.conversation_id.lower()]
-        page = [r if isinstance(r, ConversationRow) else self.row(r) for r in rows[offset: offset + limit]]
+        shown = rows[offset: offset + limit]
+        kinds = self.kinds([r for r in shown if isinstance(r, CommitMarker)], read=False)  # the rest: kinds_of()
+        page = [r if isinstance(r, ConversationRow) else self.row(r, kinds.get(r.conversation_id)) for r in shown]
         end = offset + limit
         return ConversationList(rows=page, total=len(rows), offset=offset, limit=limit,
                                 next_offset=end if end < len(rows) else None,

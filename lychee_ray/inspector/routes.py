@@ -14,7 +14,7 @@ import asyncio
 import mimetypes
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
@@ -62,6 +62,9 @@ class Inspector:
         self.cfg = cfg
         self.catalog = ConversationCatalog(service.layout)
         self.reports = ReportBuilder(cfg.report_max_conversations)
+        # the first read of the errors table costs pyarrow's one-time set-up (~1 s): paid here, not by
+        # the first request for the list
+        self.catalog.failed_builds(service.store.reader)
 
     @property
     def reader(self) -> Any:
@@ -136,6 +139,15 @@ def install_ui(app: FastAPI, service: MemoryService, runs: RunCatalog, cfg: Insp
         return await asyncio.to_thread(insp.catalog.page, insp.reader, principal.allows, principal.admin,
                                        user=valid_id(user, "query", "user"), kind=kind or None, status=status, text=q or None,
                                        offset=offset, limit=limit or cfg.page_size)
+
+    @app.get(prefix + "/api/kinds", response_model=dict[str, str], tags=tags,
+             summary="the kinds (agent, chat, dialogue) of conversations in the key's scope")
+    async def ui_kinds(request: Request, id: Annotated[list[str] | None, Query()] = None) -> dict[str, str]:
+        ids = id or []
+        if len(ids) > cfg.max_page_size:
+            raise invalid_field("id", f"at most {cfg.max_page_size} ids", "too_long", where="query")
+        principal = principal_of(request.scope)
+        return dict(await asyncio.to_thread(insp.catalog.kinds_of, insp.reader, principal.allows, ids))
 
     @app.get(prefix + "/api/conversations/{conversation_id:id}", response_model=ConversationDetail, tags=tags,
              summary="one conversation: sessions, segments, turns, records, other tables")

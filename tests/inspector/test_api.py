@@ -38,9 +38,11 @@ def test_list_filters_by_user_kind_status_and_id(client, inspector_data):
     page = client.get("/ui/api/conversations").json()
     ids = [r["conversation_id"] for r in page["rows"]]
     assert ids == sorted([d.locomo_id, *d.agent_ids, d.chat_id]) and page["total"] == 5 and page["next_offset"] is None
-    by_id = {r["conversation_id"]: r for r in page["rows"]}
-    assert {by_id[a]["kind"] for a in d.agent_ids} == {"agent"}
-    assert by_id[d.locomo_id]["kind"] == "dialogue" and by_id[d.chat_id]["kind"] == "chat"
+    # a page reads no table: the kinds come apart (read once per commit, then on the page too)
+    kinds = client.get("/ui/api/kinds", params={"id": [*ids, "no-such-id"]}).json()
+    assert kinds == {**{a: "agent" for a in d.agent_ids}, d.locomo_id: "dialogue", d.chat_id: "chat"}
+    by_id = {r["conversation_id"]: r for r in client.get("/ui/api/conversations").json()["rows"]}
+    assert {k: r["kind"] for k, r in by_id.items()} == kinds
     assert all(r["status"] == "built" and r["committed_at"] and r["turns"] > 0 for r in page["rows"])
     kind = client.get("/ui/api/conversations", params={"kind": "agent"}).json()
     assert [r["conversation_id"] for r in kind["rows"]] == sorted(d.agent_ids)
@@ -223,6 +225,7 @@ def test_a_tenant_sees_only_its_users_through_the_ui_api(tenant_client, inspecto
     page = c.get("/ui/api/conversations", headers=t).json()
     assert [r["conversation_id"] for r in page["rows"]] == [d.locomo_id] and page["users"] == [d.locomo_id]
     assert c.get("/ui/api/conversations", params={"user": d.agent_users[0]}, headers=t).json()["total"] == 0
+    assert c.get("/ui/api/kinds", params={"id": [d.locomo_id, *d.agent_ids]}, headers=t).json() == {d.locomo_id: "dialogue"}
     # another tenant's conversation answers exactly what a missing one does
     theirs = c.get(f"/ui/api/conversations/{other}", headers=t)
     missing = c.get("/ui/api/conversations/no-such-id", headers=t)

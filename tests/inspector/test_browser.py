@@ -47,6 +47,8 @@ def test_list_conversation_record_and_its_source_turn(page, inspector_url, inspe
     link = page.locator("a.conv-link", has_text=inspector_data.locomo_id)
     link.wait_for()
     assert page.locator("a.conv-link").count() == 5
+    page.wait_for_function("() => ![...document.querySelectorAll('td.kind')].some((td) => td.textContent === '…')")
+    assert sorted(page.locator("td.kind").all_inner_texts()) == ["agent log"] * 3 + ["chat", "dialogue"]
     shot(page, "inspector-list")
     link.click()
     page.locator("#conv-title", has_text=inspector_data.locomo_id).wait_for()

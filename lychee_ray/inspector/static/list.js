@@ -7,6 +7,22 @@ function select(id, label, value, options) {
     options.map(([v, text]) => h("option", { value: v, selected: v === (value || "") }, text)))];
 }
 
+function kindName(k) { return k ? (k === "agent" ? "agent log" : k) : "…"; }
+
+// The page comes from commit markers alone; the kinds not known yet (each read once from its
+// conversation's turns) are asked for after it is drawn.
+async function fillKinds(main, rows) {
+  const missing = rows.filter((c) => c.status === "built" && !c.kind).map((c) => c.conversation_id);
+  if (!missing.length) return;
+  const params = new URLSearchParams();
+  missing.forEach((id) => params.append("id", id));
+  let kinds = {};
+  try { kinds = await api("kinds?" + params.toString()); } catch { return; }
+  for (const td of main.querySelectorAll("td.kind")) {
+    if (td.textContent === "…") td.textContent = kindName(kinds[td.dataset.cid]) === "…" ? "—" : kindName(kinds[td.dataset.cid]);
+  }
+}
+
 export async function listPage(main, r, state) {
   const p = r.params;
   const filters = { user: p.get("user"), kind: p.get("kind"), status: p.get("status"), q: p.get("q") };
@@ -26,7 +42,7 @@ export async function listPage(main, r, state) {
   const rows = page.rows.map((c) => h("tr", { class: c.status === "failed" ? "failed" : null },
     h("td", {}, c.status === "built" ? h("a", { href: href(["c", c.conversation_id]), class: "conv-link" }, c.conversation_id) : c.conversation_id),
     h("td", {}, c.user_id || "—"),
-    h("td", {}, c.kind ? (c.kind === "agent" ? "agent log" : c.kind) : "—"),
+    h("td", { class: "kind", dataset: { cid: c.conversation_id } }, c.status === "built" ? kindName(c.kind) : "—"),
     h("td", { class: "n" }, String(c.turns)), h("td", { class: "n" }, String(c.segments)), h("td", { class: "n" }, String(c.records)),
     h("td", { class: "n" }, c.failed_segments ? h("span", { class: "badge bad" }, String(c.failed_segments)) : "0"),
     h("td", { class: "n" }, c.degenerate_segments ? h("span", { class: "badge warn" }, String(c.degenerate_segments)) : "0"),
@@ -43,4 +59,5 @@ export async function listPage(main, r, state) {
       h("thead", {}, h("tr", {}, ["conversation", "user", "kind", "turns", "segments", "records", "failed seg.", "degenerate seg.", "built"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, rows)) : h("p", { class: "muted" }, "No conversation matches."),
     nav);
+  await fillKinds(main, page.rows);
 }
