@@ -82,6 +82,8 @@ def test_an_agent_log_renders_tool_calls_and_its_system_prompt_once(page, inspec
 
 def test_search_with_a_budget_change(page, inspector_url, inspector_data):
     page.goto(f"{inspector_url}#/search?conversation={inspector_data.locomo_id}&budget=2000&date=2023-07-01&q=" + Q.replace(" ", "%20"))
+    page.locator("#question").wait_for()
+    assert page.input_value("#question") == Q  # the question's own "?" is not taken for the parameters
     summary = page.locator("#search-summary")
     summary.wait_for()
     assert "/2000 tokens" in summary.inner_text()

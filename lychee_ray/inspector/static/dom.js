@@ -65,8 +65,9 @@ export function fmtValue(v) {
 // The hash route's parts: "#/c/ID?turn=x" -> {path: ["c", "ID"], params: URLSearchParams}.
 export function route() {
   const raw = location.hash.replace(/^#/, "") || "/";
-  const [p, q] = raw.split("?");
-  return { path: p.split("/").filter(Boolean).map(decodeURIComponent), params: new URLSearchParams(q || "") };
+  const i = raw.indexOf("?");  // the first "?" starts the parameters (a question may hold more)
+  const p = i < 0 ? raw : raw.slice(0, i), q = i < 0 ? "" : raw.slice(i + 1);
+  return { path: p.split("/").filter(Boolean).map(decodeURIComponent), params: new URLSearchParams(q) };
 }
 
 export function href(path, params) {
