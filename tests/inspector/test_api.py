@@ -266,3 +266,30 @@ def test_erasing_needs_the_id_repeated(tmp_path, embedder):
         assert c.get("/ui/api/conversations/c-1").status_code == 404
         assert [r["conversation_id"] for r in c.get("/ui/api/conversations").json()["rows"]] == ["c-2"]
     svc.close()
+
+
+def test_inspect_prints_its_url_and_serves_without_ray(inspector_data):
+    """`lychee-ray inspect` in its own process: one line with the URL on 127.0.0.1, the pages there,
+    and Ray never imported."""
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    probe = ("import sys, urllib.request; from lychee_ray.cli.main import build_parser; "
+             "from lychee_ray.config import load_config; from lychee_ray.inspector.server import InspectorServer; "
+             f"s = InspectorServer({str(inspector_data.store)!r}, load_config(env={{}})); s.start(); "
+             "ok = urllib.request.urlopen(s.url).status == 200; s.stop(); print(ok, 'ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["True", "False"], out.stderr[-2000:]
+    proc = subprocess.Popen([sys.executable, "-m", "lychee_ray.cli", "inspect", "--memory", str(inspector_data.store)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        url = line.split(" at ", 1)[1].split()[0]
+        assert line.startswith(f"lychee-ray inspect: {inspector_data.store} at http://127.0.0.1:") and url.endswith("/ui/")
+        assert urllib.request.urlopen(url).status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
