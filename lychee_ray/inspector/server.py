@@ -8,6 +8,7 @@ free port when 0. :class:`ThreadedServer` runs any such app on a thread (tests, 
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from lychee_ray.config import LycheeConfig
 from lychee_ray.inspector.evalruns import RunCatalog
@@ -26,9 +28,27 @@ from lychee_ray.serve.app import create_app
 from lychee_ray.serve.service import MemoryService
 
 
-def inspector_app(service: MemoryService, runs: RunCatalog, cfg: LycheeConfig) -> FastAPI:
-    """The service's app with the pages under ``/ui`` and ``/`` redirecting there."""
+# Host headers a loopback-bound inspector answers: a page elsewhere that re-points its own name at
+# 127.0.0.1 (DNS rebinding) sends its name, and is refused.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def inspector_app(service: MemoryService, runs: RunCatalog, cfg: LycheeConfig,
+                  trusted_hosts: list[str] | None = None) -> FastAPI:
+    """The service's app with the pages under ``/ui`` and ``/`` redirecting there; ``trusted_hosts``:
+    the only Host headers answered (None: any)."""
     app = create_app(service, [ui_mount(service, runs, cfg.inspect)])
+    if trusted_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=trusted_hosts)
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
@@ -96,7 +116,9 @@ class InspectorServer(ThreadedServer):
                  service: MemoryService | None = None) -> None:
         self.service = service if service is not None else MemoryService(memory, cfg)
         self.runs = RunCatalog([*cfg.inspect.eval_runs, *(eval_runs or [])])
-        super().__init__(inspector_app(self.service, self.runs, cfg), cfg.inspect.host, cfg.inspect.port)
+        host = cfg.inspect.host
+        trusted = [host, *LOOPBACK_HOSTS] if is_loopback(host) else None
+        super().__init__(inspector_app(self.service, self.runs, cfg, trusted), host, cfg.inspect.port)
         self.url = self.base_url + UI_PREFIX + "/"
 
     def run(self, on_ready: Callable[[], None] | None = None) -> None:
@@ -110,4 +132,4 @@ class InspectorServer(ThreadedServer):
         self.service.close()
 
 
-__all__ = ["InspectorServer", "ThreadedServer", "base_url", "free_port", "inspector_app"]
+__all__ = ["LOOPBACK_HOSTS", "InspectorServer", "ThreadedServer", "base_url", "free_port", "inspector_app", "is_loopback"]

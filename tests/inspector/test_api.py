@@ -274,6 +274,7 @@ def test_inspect_prints_its_url_and_serves_without_ray(inspector_data):
     import os
     import subprocess
     import sys
+    import urllib.error
     import urllib.request
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -290,6 +291,11 @@ def test_inspect_prints_its_url_and_serves_without_ray(inspector_data):
         url = line.split(" at ", 1)[1].split()[0]
         assert line.startswith(f"lychee-ray inspect: {inspector_data.store} at http://127.0.0.1:") and url.endswith("/ui/")
         assert urllib.request.urlopen(url).status == 200
+        # another name for this address (DNS rebinding) is refused
+        req = urllib.request.Request(url.replace("/ui/", "/ui/api/store"), headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req)
+        assert e.value.code == 400
     finally:
         proc.terminate()
         proc.wait(timeout=60)
