@@ -111,7 +111,8 @@ def _eval_run(root: Path) -> EvalRun:
                 gold_turns=[], covered=[], selected_turns=[str(t) for t in row.get("evidence_turn_ids") or []],
                 outcome=outcome(recall), recall=recall,
                 answer=row.get("answer"), gold_answer=row.get("gold"), extra=_scalars(row)))
-    summary = {name: {k: v for k, v in r.items() if not isinstance(v, (dict, list))} for name, r in variants.items()}
+    summary = {name: {k: v for k, v in r.items() if not isinstance(v, (dict, list)) or k == "per_category"}
+               for name, r in variants.items()}
     info = EvalRunInfo(name=root.name, kind="eval", path=str(root), questions=int(results.get("questions") or 0),
                        systems=list(variants), categories=sorted({q.category for q in questions}), summary=summary,
                        has_questions=bool(questions))

@@ -299,3 +299,28 @@ def test_inspect_prints_its_url_and_serves_without_ray(inspector_data):
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_a_lychee_ray_eval_run_directory_is_read(tmp_path):
+    """A `lychee-ray eval` run (results.json, answers.parquet): per variant and question the answer,
+    the gold answer, the selected turns and the evidence recall the run scored."""
+    from lychee_ray.eval.setup.layout import RunLayout
+    from lychee_ray.inspector.evalruns import load_run
+
+    lay = RunLayout(tmp_path / "run")
+    lay.root.mkdir()
+    lay.results_path.write_text(json.dumps({"dataset": "locomo", "questions": 2, "budget_tokens": 2000, "variants": {
+        "lychee": {"judge_accuracy": None, "evidence_recall": 0.5, "f1": 0.4, "per_category": {"2": {"evidence_recall": 0.5}}}}}))
+    rows = [{"variant": "lychee", "question_id": f"q{i}", "conversation_id": "locomo-26", "category": "2", "question": f"Q{i}?",
+             "gold": "7 May 2023", "answer": a, "evidence_turn_ids": turns, "evidence_recall": rec, "f1": 0.5, "judge_verdict": None}
+            for i, (a, turns, rec) in enumerate([("7 May 2023", ["D1:3"], 1.0), ("I don't know", ["D2:1", "D2:2"], 0.0)])]
+    pq.write_table(pa.Table.from_pylist(rows), lay.answers_table_path)
+    run = load_run(lay.root)
+    assert (run.info.kind, run.info.systems, run.info.questions, run.budget_tokens) == ("eval", ["lychee"], 2, 2000)
+    assert run.info.summary["lychee"] == {"judge_accuracy": None, "evidence_recall": 0.5, "f1": 0.4,
+                                          "per_category": {"2": {"evidence_recall": 0.5}}}
+    page = run.page(system="lychee")
+    assert [(q.outcome, q.selected_turns, q.answer, q.gold_answer) for q in page.rows] == [
+        ("hit", ["D1:3"], "7 May 2023", "7 May 2023"), ("miss", ["D2:1", "D2:2"], "I don't know", "7 May 2023")]
+    assert page.counts == {"hit": 1, "miss": 1} and page.rows[0].extra["f1"] == 0.5
+    assert [q.question_id for q in run.page(result="miss").rows] == ["q1"]
