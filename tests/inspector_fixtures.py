@@ -7,7 +7,7 @@ user–assistant chat. An ``eval-retrieval --per-question`` run over the LoCoMo 
 gives the eval page hits and misses. ``inspector_url`` serves it as ``lychee-ray inspect`` does (no
 key); ``tenant_ui`` serves the same store as ``lychee-ray serve`` mounts its ``/ui`` (the service's app
 and guard, in-process on uvicorn, as the other service tests run it) with two tenants' keys.
-``browser`` is one headless Chromium (the OS's; skipped with the reason where there is none).
+``browser`` is one headless Chromium per test module (the OS's; skipped with the reason where there is none).
 """
 
 from __future__ import annotations
@@ -147,10 +147,12 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One headless Chromium for the session (Playwright driving the OS's browser: its own download
-    is never used); skipped, with the reason, where Playwright or Chromium is missing."""
+    """One headless Chromium for the test module (Playwright driving the OS's browser: its own
+    download is never used); skipped, with the reason, where Playwright or Chromium is missing.
+    Module-scoped: Playwright's synchronous API keeps an event loop running in the main thread while
+    it is started, which code that calls ``asyncio.run`` (other modules' tests) cannot share."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

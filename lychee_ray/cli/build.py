@@ -63,7 +63,7 @@ def dry_run_table(report: dict[str, Any], saved: Path) -> str:
     rows.append(["TOTAL", *(t.get(k) for k in _DRY_COLUMNS[1:])])
     return "\n".join([
         format_table(_DRY_COLUMNS, rows),
-        f"turns per segment {t.get('mean_turns_per_segment')}; eager per-turn encoding needs "
+        f"turns per segment {round((t.get('turns') or 0) / max(1, t.get('segments') or 0), 2)}; eager per-turn encoding needs "
         f"{t.get('eager_over_lychee_prompt_tokens')}x the prompt tokens (no LLM call was made)",
         f"the whole report: {saved}",
     ])

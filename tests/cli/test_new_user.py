@@ -24,7 +24,9 @@ RAY_LINE = re.compile(r"\.py:\d+ -- |\.cc:\d+:|\(\w*MapWorker|pid=\d+\)|Ray inst
 
 def lychee(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """``python -m lychee_ray.cli ARGS`` with the rules backend and no endpoint."""
-    base = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL")}
+    # a command of its own: not told by this test process that its backend notice was given already
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("RAY_ADDRESS", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL", "LYCHEE_BACKEND_NOTICE")}
     return subprocess.run([sys.executable, "-m", "lychee_ray.cli", *args], cwd=cwd, env={**base, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
