@@ -339,3 +339,8 @@ class BuildConfig(Section):
     # Distinct system prompts whose encoding a process keeps (each is encoded once, its records
     # stored with every conversation that has it; least recently used dropped beyond this).
     system_prompt_cache: int = Field(ge=1)
+    # `lychee-ray build` without --local / --ray (and without RAY_ADDRESS) runs in this process,
+    # without starting Ray, when the input has nothing to build or at most this many conversations
+    # and turns to build: Ray's start-up costs more than such a build (ingest/runner_choice.py).
+    local_max_conversations: int = Field(ge=0)
+    local_max_turns: int = Field(ge=0)

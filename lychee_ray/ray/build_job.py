@@ -122,6 +122,23 @@ def limiter_detail(limiter: Any) -> Callable[[], str]:
     return detail
 
 
+# The stages' actor pools, in pipeline order, as the start-up line names them (ProgressActor.stage_ready).
+STAGE_NAMES = {"decide": "decide", "embed_turns": "embed turns", "build": "build", "embed_memory": "embed memory",
+               "commit": "commit"}
+
+
+def startup_note(ready: list[str], counts: ProgressCounts) -> str:
+    """What the job does before its first conversation is done: which stages are still starting
+    (the embedding stages load the model), then the first conversations in the pipeline."""
+    waiting = [name for stage, name in STAGE_NAMES.items() if stage not in ready]
+    if waiting:
+        return (f"starting the stages: {len(STAGE_NAMES) - len(waiting)}/{len(STAGE_NAMES)} ready, waiting for "
+                f"{', '.join(waiting)}" + (" (loading the embedding model)" if any("embed" in w for w in waiting) else ""))
+    if not counts.seen:
+        return "stages ready, reading the input"
+    return f"stages ready, {counts.seen} conversation(s) in the pipeline"
+
+
 def _map(ds: Any, cls: type, sc: StageConfig, kwargs: dict[str, Any], *, num_gpus: float = 0.0,
          tasks_in_flight: int | None = None) -> Any:
     """One stage as an actor-pool operator of ``sc``'s size."""
@@ -145,8 +162,8 @@ def _stages(ds: Any, cfg: LycheeConfig, cfg_json: str, out: str, run_id: str, fi
               {"cfg_json": cfg_json, "num_gpus": st.embed_turns.num_gpus, "progress": once}, num_gpus=st.embed_turns.num_gpus)
     # an async actor keeps build.conversations_in_flight conversations going over a few batches
     build_tasks = math.ceil(cfg.build.conversations_in_flight / st.build.batch_size) + 1
-    ds = _map(ds, BuildStage, st.build, {"cfg_json": cfg_json, "backend": backend, "out": out, "limiter": limiter},
-              tasks_in_flight=build_tasks)
+    ds = _map(ds, BuildStage, st.build, {"cfg_json": cfg_json, "backend": backend, "out": out, "limiter": limiter,
+                                         "progress": once}, tasks_in_flight=build_tasks)
     ds = _map(ds, EmbedMemoryStage, st.embed_memory,
               {"cfg_json": cfg_json, "num_gpus": st.embed_memory.num_gpus, "progress": once},
               num_gpus=st.embed_memory.num_gpus)
@@ -199,11 +216,14 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
             name=f"lychee-limiter-{run_id}").remote(cfg.llm.rate_limit.model_dump())
     counter = ProgressActor.options(name=f"lychee-progress-{run_id}").remote()  # type: ignore[attr-defined]  # @ray.remote: an ActorClass
     if prog is not None:
-        prog.note = "starting the stages"
+        prog.note = startup_note([], ProgressCounts())
         prog.detail = limiter_detail(limiter)
 
         def poll() -> None:
-            prog.replace(ProgressCounts.from_dict(ray.get(counter.snapshot.remote(), timeout=10)))
+            counts = ProgressCounts.from_dict(ray.get(counter.snapshot.remote(), timeout=10))
+            if not counts.done_total:
+                prog.note = startup_note(ray.get(counter.ready_stages.remote(), timeout=10), counts)
+            prog.replace(counts)
 
         prog.ticking(poll)
     rc, st = cfg.ray, cfg.ray.stages

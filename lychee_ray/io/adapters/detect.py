@@ -84,6 +84,33 @@ def _sniff_file(path: str) -> str | None:
     return sniff_bytes(head)
 
 
+def _foreign_content(path: str, fmt: str) -> str | None:
+    """What a file given as ``fmt`` plainly is instead (``comma-separated text (CSV)``), or None
+    when it may well be ``fmt``: a format with magic bytes needs them; a JSON format needs a line of
+    its first bytes to open a JSON object or array (one bad line is the build's to report, with
+    its line number, not a reason to refuse the file)."""
+    try:
+        with open_input(path) as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    if not head.strip():
+        return None
+    magic = adapter(fmt).magic
+    text = head.decode("utf-8", errors="replace")
+    lines = [ln.lstrip("\ufeff \t\r") for ln in text.splitlines() if ln.strip()]
+    if head.startswith(magic) if magic is not None else any(ln.startswith(("{", "[")) for ln in lines):
+        return None
+    first = lines[0] if lines else ""
+    if "\ufffd" in first or any(ord(ch) < 32 and ch not in "\t" for ch in first):
+        return "a binary file"
+    if "," in first:
+        return "comma-separated text (CSV)"
+    if "\t" in first:
+        return "tab-separated text"
+    return "plain text (not JSON)"
+
+
 def _is_empty_file(path: str | Path) -> bool:
     """A file with nothing but whitespace (no format can be told from it, and none is needed)."""
     try:
@@ -155,6 +182,11 @@ def survey_input(path: str | Path, fmt: str | None = None) -> InputSurvey:
         raise InputError("not_found", str(e)) from e
     if not files:
         raise InputError("no_files", f"no {'/'.join(suffixes)} files in {path} (--format {fmt})")
+    foreign = _foreign_content(files[0], fmt) if given is not None and detected is None else None
+    if foreign is not None:
+        where = path if len(files) == 1 else files[0]
+        raise InputError("format_mismatch", f"{where} looks like {foreign}, not {fmt}: give {format_name(fmt)} input "
+                                            f"(docs/data-format.md) or the --format it is in")
     n = count_conversations(fmt, files)
     if n == 0:
         what = "file is" if len(files) == 1 else f"{len(files)} files are"
