@@ -12,14 +12,15 @@ from lychee_ray.eval.baselines.retrieval import BASELINES
 from lychee_ray.eval.reports.retrieval_table import retrieval_markdown
 from lychee_ray.eval.runners.evaluators import RetrievalEvaluator
 from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, question_rows
-from lychee_ray.io.adapters import FORMATS, detect_format
+from lychee_ray.io.adapters.registry import format_names
+from lychee_ray.io.adapters import detect_format
 from lychee_ray.memory import MemoryStore
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", required=True, help="memory store directory")
     p.add_argument("--data", required=True, help="dataset with QA and gold evidence (e.g. ../shared/data/locomo)")
-    p.add_argument("--format", default=None, choices=FORMATS,
+    p.add_argument("--format", default=None, choices=format_names(),
                    help="format of --data (default: detected; agent logs get questions derived from their tool traffic)")
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
     p.add_argument("--categories", default=None, help="comma-separated categories (default for locomo: 1,2,3,4; else all)")
