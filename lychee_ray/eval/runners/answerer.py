@@ -21,12 +21,8 @@ import numpy as np
 
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import get_embedder
-from lychee_ray.eval.baselines.retrieval import (
-    FullContext,
-    TurnUnits,
-    lychee_plain_context,
-    make_baseline,
-)
+from lychee_ray.eval.baselines.factory import EMBEDDING_BASELINES, make_baseline
+from lychee_ray.eval.baselines.retrieval import FullContext, TurnUnits, lychee_plain_context
 from lychee_ray.eval.metrics.context import (
     answer_in_context,
     citing_texts,
@@ -91,7 +87,7 @@ class QuestionAnswerer:
             b = self._baselines.get(cid)
         if b is None:
             doc_embedder = None
-            if self.kind == "sentence_rag":
+            if self.kind in EMBEDDING_BASELINES:
                 doc_embedder = self._embedder or get_embedder(self.cfg.embedding, self.cfg.llm)
             b = make_baseline(self.kind, TurnUnits(self.store.view(cid), self.encoding), self.cfg, doc_embedder)
             with self._lock:
