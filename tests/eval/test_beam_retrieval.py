@@ -47,7 +47,8 @@ def test_passages_cut_at_paragraphs_within_the_bound():
     text = ("First paragraph about the reminders at 4 PM.\n\nSecond one, short.\n\n"
             + "\n".join(f"line {i} of a long code block with several words" for i in range(80)))
     ps = split_passages(text, "assistant", 40, ENC)
-    assert ps[0].startswith("First paragraph") and "Second one, short." in ps[0]  # small paragraphs merged
+    assert ps[:2] == ["First paragraph about the reminders at 4 PM.", "Second one, short."]  # a passage per paragraph
+    assert 2 < len(ps) - 2 < 80  # the long paragraph: its lines merged back into passages that fit
     assert all(count_tokens(plain_line("assistant", p), ENC) <= 40 for p in ps)
     assert content_words(" ".join(ps)) == content_words(text)  # nothing lost
     one = "word " * 500  # one paragraph, one line, one sentence: cut between words

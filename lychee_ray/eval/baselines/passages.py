@@ -4,10 +4,12 @@ Turn-level baselines see a long message badly: a turn vector holds its first few
 and a whole 3,000-token answer does not fit a 1,500-token budget. Here every message is cut into
 **passages**:
 
-- at paragraph boundaries (blank lines); consecutive paragraphs are merged while the passage's
-  plain line (``role: text``, whitespace collapsed — what the context shows) stays within
-  ``eval.passage_rag_max_tokens`` tokens; a longer paragraph is cut at line breaks, then sentence
-  ends, then between words; text that is only whitespace makes no passage;
+- at every paragraph boundary (blank lines): a paragraph whose plain line (``role: text``,
+  whitespace collapsed — what the context shows) has at most ``eval.passage_rag_max_tokens`` tokens
+  is one passage; a longer one is cut at line breaks, then sentence ends, then between words, and
+  its pieces are merged back while they fit; text that is only whitespace makes no passage.
+  Paragraphs are not merged with each other: fewer, longer units let fewer messages into a
+  budget, and the baseline keeps its stronger form (docs/evaluation.md "BEAM");
 - each passage is **role-labelled** (``user: …`` / ``assistant: …``), indexed by BM25 (the query's
   own BM25 parameters and vocabulary) and embedded with the configured embedder;
 - a question ranks the passages by BM25 and by cosine, fuses the two rankings with reciprocal rank
@@ -71,13 +73,14 @@ def _pieces(paragraph: str, fits: Any) -> Iterator[str]:
 
 def split_passages(text: str, speaker: str, max_tokens: int, encoding: str) -> list[str]:
     """``text`` as passages whose plain line (``speaker: passage``) has at most ``max_tokens``
-    tokens (module docstring); whitespace-only text gives none."""
+    tokens (module docstring): a passage per paragraph; a longer paragraph's pieces are merged back
+    while they fit; whitespace-only text gives none."""
     def fits(s: str) -> bool:
         return count_tokens(plain_line(speaker, s), encoding) <= max_tokens
 
     out: list[str] = []
-    cur = ""
     for para in _PARAGRAPH.split(text):
+        cur = ""
         for piece in _pieces(para, fits):
             joined = f"{cur} {piece}" if cur else piece
             if cur and not fits(joined):
@@ -85,8 +88,8 @@ def split_passages(text: str, speaker: str, max_tokens: int, encoding: str) -> l
                 cur = piece
             else:
                 cur = joined
-    if cur:
-        out.append(cur)
+        if cur:
+            out.append(cur)
     return out
 
 
