@@ -21,15 +21,16 @@ from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK
 from lychee_ray.cli.store_view import format_table
 from lychee_ray.core.ids import printable
-from lychee_ray.io.adapters import FORMATS, adapters, survey_input
+from lychee_ray.io.adapters import adapters, survey_input
+from lychee_ray.io.adapters.registry import format_names
 from lychee_ray.io.adapters.base import is_uri
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = ("exit codes: 0 at least one conversation built or already built; 1 none could be "
                 "built (see `lychee-ray errors`); 2 unusable input or arguments (nothing is started)")
-    p.add_argument("--input", required=True, help="file or directory")
-    p.add_argument("--format", default=None, choices=FORMATS,
+    p.add_argument("--input", required=True, help="file or directory (a folder format: one folder or a folder of them)")
+    p.add_argument("--format", default=None, choices=format_names(),
                    help="input format (default: detected from the input's content: "
                         + ", ".join(f"{a.name} = {a.title}" for a in adapters()) + "; docs/data-format.md)")
     p.add_argument("--out", required=True, help="memory store directory (resumable)")
@@ -77,8 +78,8 @@ def _survey(args: argparse.Namespace) -> tuple[str, str | None]:
         return args.format, None
     survey = survey_input(args.input, args.format)
     if survey.detected:
-        return survey.format, (f"{args.input}: {survey.conversations} conversation(s) in {len(survey.files)} file(s), "
-                               f"format {survey.format} (detected)")
+        return survey.format, (f"{args.input}: {survey.conversations} conversation(s) in {len(survey.files)} "
+                               f"{survey.unit}(s), format {survey.format} (detected)")
     return survey.format, None
 
 

@@ -7,7 +7,8 @@ import json
 import sys
 
 from lychee_ray.cli.store_view import format_pairs
-from lychee_ray.io.adapters import FORMATS, adapters, survey_input
+from lychee_ray.io.adapters import adapters, survey_input
+from lychee_ray.io.adapters.registry import format_names
 from lychee_ray.io.convert import ConvertReport, convert
 
 
@@ -19,7 +20,7 @@ def formats_help() -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = ("Convert any supported input to canonical conversations JSONL (docs/data-format.md), with its "
                      "questions and gold evidence in X.qa.jsonl and its problems in X.errors.jsonl. " + formats_help())
-    p.add_argument("--format", default=None, choices=FORMATS, help="input format (default: detected from the input)")
+    p.add_argument("--format", default=None, choices=format_names(), help="input format (default: detected from the input)")
     p.add_argument("--input", required=True, help="file or directory")
     p.add_argument("--out", required=True, help="conversations.jsonl (QA → *.qa.jsonl, problems → *.errors.jsonl)")
     p.add_argument("--strict", action="store_true", help="exit non-zero when any input error occurred")

@@ -4,8 +4,8 @@ Ray's start-up (the runtime, then an actor pool per stage, each embedding stage 
 costs tens of seconds on a small machine; a build that has nothing to do, or only a few small
 conversations, is done in-process before Ray would be ready. So, without ``RAY_ADDRESS`` (a cluster
 is already running: nothing to start) and for input on local disk, the driver reads the input once
-and asks each conversation's commit marker whether it needs building — the decide stage's own test,
-without its claims — and runs in-process when nothing needs it, or when at most
+and asks each conversation's commit marker whether it needs building — the decide step's own
+skip test (``built_as_is``), without its claims — and runs in-process when nothing needs it, or when at most
 ``build.local_max_conversations`` conversations with at most ``build.local_max_turns`` turns do.
 Reading stops at the first conversation past those bounds: a large build pays one partial read.
 """
@@ -20,11 +20,10 @@ from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.embed.base import embedder_name
 from lychee_ray.ingest.encode.factory import make_encoder
 from lychee_ray.ingest.pipeline import build_fingerprint
-from lychee_ray.ingest.processor import unchanged_input
+from lychee_ray.ingest.decide import built_as_is
 from lychee_ray.io.adapters import read_input
 from lychee_ray.io.adapters.base import is_uri
 from lychee_ray.io.store import MemoryStoreReader, StoreLayout
-from lychee_ray.io.store.marker import MARKER_VERSION
 
 Runner = Literal["local", "ray"]
 
@@ -56,10 +55,8 @@ def choose_runner(cfg: LycheeConfig, fmt: str, input_path: str | Path, out: str 
             continue  # a repeated id: skipped with a warning, whichever runner
         if conv is not None:
             seen.add(conv.conversation_id)
-            m = markers.get(conv.conversation_id)
-            if (m is not None and m.fingerprint == fingerprint and m.version >= MARKER_VERSION
-                    and not (retry_failed and m.counts.failed_segments) and unchanged_input(conv, m)):
-                continue  # built as it is: skipped
+            if built_as_is(conv, markers.get(conv.conversation_id), fingerprint, retry_failed):
+                continue  # skipped by the decide step
         to_build += 1
         turns += conv.num_turns if conv is not None else 0
         if to_build > bc.local_max_conversations or turns > bc.local_max_turns:
