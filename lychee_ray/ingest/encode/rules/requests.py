@@ -1,0 +1,112 @@
+"""A user's statements out of the questions they are asked in (assistant chats).
+
+People tell an assistant their news inside a request: "I secured 5 interviews — how can I prepare
+for them?", "I'm thinking of attending the mixer at Coral Bay Hotel on May 10, Laura recommended it,
+can you help me figure out what to expect?". Kept as one question, the update is a long "asked"
+record that neither reads nor ranks as the fact it states. :func:`split_requests` rewrites such a
+sentence as its statements (each a sentence of its own) followed by the request, so the sentence
+rules downstream make a statement record per run of statements and one question record.
+
+A sentence is split into clauses at commas (not inside numbers: "March 15, 2024", "75,000"),
+semicolons, colons, dashes and before "and/but/so" + a request; each clause is a *request* (it opens
+with a question word, an inverted auxiliary or a request phrase: "can you", "how do I", "any tips",
+"help me"), a *continuation* of the clause before it ("especially since …", "to show …", "like I always
+do"), *filler* (no content word: "you know") or a *statement*. Adjacent statements stay one sentence.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lychee_ray.ingest.encode.rules.cleaning import content_word_count
+from lychee_ray.text.sentences import split_sentences
+
+_CLAUSE_CUT = re.compile(r",\s+(?!\d)|;\s+|:\s+|\s+[—–]\s*|\s+-{1,2}\s+|\s*[—–]\s+"
+                         r"|\s+(?=(?:and|but|so)\s+(?:can|could|would|will|how|what|should|do|any)\b)")
+_LEAD = re.compile(r"^(?:(?:and|but|so|also|then|or|plus|well|ok|okay|anyway)\s+)+", re.I)
+# A question word asks when an auxiliary or "to" follows ("how can I", "what should", "how to"); a
+# relative clause ("who I met at …", "where I work") does not.
+_AUX = (r"(?:do|does|did|can|could|should|would|will|shall|is|are|was|were|am|have|has|had|might|must|may|"
+        r"to|else|kind|type|sort|much|many|long|often|about|if)\b")
+REQUEST_START = re.compile(
+    r"^(?:can|could|would|will|should|shall|do|does|did|is|are|am|was|were|have|has|"
+    r"(?:what|how|why|where|when|which|who|whom|whose)\s+" + _AUX + r"|any|please|tell me|show me|explain|give me|"
+    r"help me|walk me|let me know|"
+    r"i(?:'m| am) (?:wondering|curious|not sure|unsure)|i was wondering|i wonder|"
+    r"i(?:'d| would) (?:love|like|appreciate) (?:some|any|your|it if|to (?:know|hear|get|learn|see|understand))|"
+    r"i need (?:help|advice|some (?:help|advice|tips|guidance|ideas)|your)|is there|are there|"
+    r"what's|how's|where's|who's)\b", re.I)
+# A clause that continues the one before it (a purpose, reason, example or comparison).
+CONTINUATION = re.compile(
+    r"^(?:to|so that|which|that|like|where|because|since|especially|including|such as|for|with|in|on|at|by|"
+    r"from|as|or|than|without|about|into|given|considering|particularly|even|just)\b", re.I)
+# A clause that only says the speaker wonders ("I'm kinda curious"): the request that follows says what.
+_WONDER = re.compile(r"^i(?:'m| am)\s+(?:\w+\s+)?(?:curious|wondering|stuck|confused|unsure|not sure)$", re.I)
+# A clause with no content word is filler ("you know") only when it is this short and has no digit.
+_FILLER_WORDS = 3
+
+
+def is_request(clause: str) -> bool:
+    """Whether a clause asks (a question word, an inverted auxiliary or a request phrase opens it)."""
+    return REQUEST_START.match(_LEAD.sub("", clause.strip())) is not None
+
+
+def _kind(clause: str, names_low: set[str]) -> str:
+    body = _LEAD.sub("", clause.strip())
+    if REQUEST_START.match(body):
+        return "request"
+    if _WONDER.match(body) or (content_word_count(body, names_low) == 0 and len(body.split()) <= _FILLER_WORDS
+                               and not any(c.isdigit() for c in body)):
+        return "filler"
+    if CONTINUATION.match(body):
+        return "continuation"
+    return "statement"
+
+
+def split_request_sentence(sentence: str, names_low: set[str]) -> tuple[list[str], str | None]:
+    """(its statements, its request or None) for one sentence; a sentence that asks nothing comes
+    back whole as one statement."""
+    s = sentence.strip()
+    clauses = [c for c in _CLAUSE_CUT.split(s.rstrip("?!. ")) if c and c.strip()]
+    kinds = [_kind(c, names_low) for c in clauses]
+    if "request" not in kinds and not s.endswith("?"):
+        return [s], None
+    groups: list[tuple[str, list[str]]] = []  # (statement | request, its clauses)
+    for c, k in zip(clauses, kinds, strict=False):
+        if k == "filler":
+            continue
+        if k == "continuation" and groups:
+            groups[-1][1].append(c)
+            continue
+        k = "statement" if k == "continuation" else k
+        if groups and groups[-1][0] == k:
+            groups[-1][1].append(c)
+        else:
+            groups.append((k, [c]))
+    if not any(k == "request" for k, _ in groups):
+        if s.endswith("?"):  # an inverted or elliptic question no pattern knows: keep it a question
+            return [], s
+        return [s], None
+    statements = [", ".join(cs).strip() for k, cs in groups if k == "statement"]
+    request = ", ".join(c for k, cs in groups if k == "request" for c in cs).strip()
+    return [_sentence(x) for x in statements if x], (_LEAD.sub("", request) + "?") if request else None
+
+
+def _sentence(text: str) -> str:
+    t = _LEAD.sub("", text.strip()).rstrip(",;: ")
+    return (t[:1].upper() + t[1:] + ("" if t.endswith((".", "!")) else ".")) if t else ""
+
+
+def split_requests(text: str, names_low: set[str]) -> str:
+    """``text`` with each asking sentence rewritten as its statements, then its request (see the
+    module doc); sentences that ask nothing are kept as they are."""
+    out: list[str] = []
+    for sentence in split_sentences(text):
+        statements, request = split_request_sentence(sentence, names_low)
+        out.extend(statements)
+        if request:
+            out.append(request[:1].upper() + request[1:])
+    return " ".join(out)
+
+
+__all__ = ["is_request", "split_request_sentence", "split_requests"]
