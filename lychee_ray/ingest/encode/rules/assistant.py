@@ -30,6 +30,7 @@ from lychee_ray.ingest.encode.rules.cleaning import content_word_count, strip_ma
 from lychee_ray.ingest.encode.rules.metadata import extract_entities, extract_topics
 from lychee_ray.ingest.encode.rules.persons import rewrite_persons
 from lychee_ray.ingest.encode.rules.protect import mask
+from lychee_ray.ingest.encode.rules.requests import LEAD as _LEAD
 from lychee_ray.ingest.encode.rules.requests import is_request
 from lychee_ray.text.sentences import split_sentences
 
@@ -144,7 +145,7 @@ def request_gist(user_turn: SegmentTurn | None, asker: str, helper: str) -> str:
     if content_word_count(clause, set()) < _GIST_MIN_CONTENT:  # "can you help me with that": say what "that" is
         clauses = [c for s in sentences for c in _GIST_CUT.split(s)]
         clause = max(clauses, key=lambda c: content_word_count(c, set())).strip().rstrip("?.!: ")
-    words = clause.split()
+    words = _LEAD.sub("", clause).split()
     gist = " ".join(words[:_GIST_WORDS]) + (" …" if len(words) > _GIST_WORDS else "")
     return narrative(gist[:1].lower() + gist[1:], asker, helper)
 

@@ -138,8 +138,8 @@ class RulesEncoder:
         names_low = add_nicknames(request.turns, all_names, known)
         vocative = vocative_pattern(names_low)
         seen_caps = mid_sentence_caps(request.turns)
-        # a user talking to an assistant (not a tool log's call-only turns): answers are condensed,
-        # artifacts recorded whole, the user's statements taken out of their questions
+        # a user talking to an assistant: answers are condensed, artifacts recorded whole, the user's
+        # statements taken out of their questions (turn by turn: a long answer may be a segment alone)
         chat = self.assistant_cfg.enabled and is_assistant_chat(request)
 
         records: list[RecordDraft] = []
@@ -292,7 +292,8 @@ def _first_of_each(records: list[RecordDraft]) -> list[RecordDraft]:
 
 
 def is_assistant_chat(request: EncodeRequest) -> bool:
-    """A user talking with an assistant: the segment has a user turn and an assistant turn that
-    says something besides tool calls."""
-    roles = {t.role for t in request.turns if t.role != "assistant" or strip_calls(t.content).strip()}
-    return {"user", "assistant"} <= roles
+    """A user talking with an assistant: the segment has an assistant turn that says something besides
+    tool calls, or the conversation a speaker named for the assistant role (a segment of user turns
+    only). A chat between people (every turn a user's, speakers by name) is none."""
+    return any(t.role == "assistant" and strip_calls(t.content).strip() for t in request.turns) or \
+        any(s.strip().lower() == "assistant" for s in request.speakers)
