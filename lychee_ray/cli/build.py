@@ -16,17 +16,18 @@ from lychee_ray.ingest.dryrun import dry_run
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK
-from lychee_ray.io.adapters import FORMATS, survey_input
+from lychee_ray.io.adapters.registry import format_names
+from lychee_ray.io.adapters import survey_input
 from lychee_ray.io.adapters.base import is_uri
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = ("exit codes: 0 at least one conversation built or already built; 1 none could be "
                 "built (see `lychee-ray errors`); 2 unusable input or arguments (nothing is started)")
-    p.add_argument("--input", required=True, help="file or directory")
-    p.add_argument("--format", default=None, choices=FORMATS,
+    p.add_argument("--input", required=True, help="file or directory (a folder format: one folder or a folder of them)")
+    p.add_argument("--format", default=None, choices=format_names(),
                    help="input format (default: detected from the input: LoCoMo directory/file, LongMemEval JSON, "
-                        "JSONL, Parquet)")
+                        "BEAM folders, JSONL, Parquet, chat logs)")
     p.add_argument("--out", required=True, help="memory store directory (resumable)")
     p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend (default: auto)")
     p.add_argument("--local", action="store_true", help="run in this process without Ray")
@@ -48,7 +49,7 @@ def _survey(args: argparse.Namespace) -> str:
     survey = survey_input(args.input, args.format)
     if survey.detected:
         print(f"lychee-ray build: {args.input}: {survey.conversations} conversation(s) in {len(survey.files)} "
-              f"file(s), format {survey.format} (detected)", file=sys.stderr)
+              f"{survey.unit}(s), format {survey.format} (detected)", file=sys.stderr)
     return survey.format
 
 

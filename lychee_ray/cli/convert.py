@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 
-from lychee_ray.io.adapters import FORMATS, survey_input
+from lychee_ray.io.adapters.registry import format_names
+from lychee_ray.io.adapters import survey_input
 from lychee_ray.io.convert import convert
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", default=None, choices=FORMATS, help="input format (default: detected from the input)")
+    p.add_argument("--format", default=None, choices=format_names(), help="input format (default: detected from the input)")
     p.add_argument("--input", required=True, help="file or directory")
     p.add_argument("--out", required=True, help="conversations.jsonl (QA → *.qa.jsonl, problems → *.errors.jsonl)")
     p.add_argument("--strict", action="store_true", help="exit non-zero when any input error occurred")

@@ -25,7 +25,7 @@ from lychee_ray.ingest.run_progress import BuildProgress, ProgressCounts
 from lychee_ray.ingest.runner import finish_run, manifest_info
 from lychee_ray.config import LycheeConfig, StageConfig
 from lychee_ray.embed.base import embedder_name
-from lychee_ray.io.adapters import AdapterItem, input_files, read_input
+from lychee_ray.io.adapters import AdapterItem, input_units, read_unit
 from lychee_ray.io.adapters.base import is_uri
 from lychee_ray.io.adapters.detect import count_conversations
 from lychee_ray.io.store import MemoryStoreWriter
@@ -51,11 +51,12 @@ log = logging.getLogger(__name__)
 ONE_ROW_BLOCK_BYTES = 1
 
 
-def read_file_batches(batch: dict[str, Any], fmt: str, rows_per_batch: int) -> Iterator[dict[str, list[Any]]]:
-    """Ray Data UDF: input file paths → adapter item rows, streamed in small batches."""
+def read_unit_batches(batch: dict[str, Any], fmt: str, rows_per_batch: int) -> Iterator[dict[str, list[Any]]]:
+    """Ray Data UDF: input units (a file, or a folder for a folder format: read whole by one task)
+    → adapter item rows, streamed in small batches."""
     for row in batch_rows(batch):
         out: list[dict[str, Any]] = []
-        for item in read_input(fmt, row["path"]):
+        for item in read_unit(fmt, row["path"]):
             out.append(item_to_row(item))
             if len(out) >= rows_per_batch:
                 yield _item_columns(out)
@@ -97,9 +98,9 @@ class Placement:
                 "built_on_truncated": self.truncated}
 
 
-def estimate_total(fmt: str, files: list[str]) -> int:
-    """Conversation count of the input files (JSONL lines, Parquet rows, JSON samples): the progress total."""
-    return count_conversations(fmt, files)
+def estimate_total(fmt: str, units: list[str]) -> int:
+    """Conversation count of the input units (JSONL lines, Parquet rows, JSON samples, folders): the progress total."""
+    return count_conversations(fmt, units)
 
 
 def limiter_detail(limiter: Any) -> Callable[[], str]:
@@ -140,14 +141,14 @@ def run_ray_build(
 ) -> BuildSummary:
     """Build (or resume) a store with Ray Data; every input conversation is accounted for.
 
-    Input: the files of ``fmt`` at ``input_path`` (read by Ray tasks, so they may live on object
-    storage), or ``items`` (conversations already in the driver, e.g. Python objects; ``fmt`` and
+    Input: the units of ``fmt`` at ``input_path`` — files, or folders for a folder format, one
+    dataset row each (read by Ray tasks, so they may live on object storage) — or ``items`` (conversations already in the driver, e.g. Python objects; ``fmt`` and
     ``input_path`` are then ignored and the items travel as Ray Data rows). Stored conversations gain
     their new turns; ``on_conflict`` (default ``build.on_conflict``) decides about rewritten histories.
     """
     t0 = time.perf_counter()
     backend = resolve_backend(cfg.llm, backend)
-    files = input_files(fmt, input_path) if items is None else []
+    files = input_units(fmt, input_path) if items is None else []
     total = estimate_total(fmt, files) if items is None else len(items)
     prog = BuildProgress(total, cfg, stream=sys.stderr) if progress else None
     if prog is not None:
@@ -191,7 +192,7 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
     paths = [f if is_uri(f) else str(Path(f).resolve()) for f in files]  # workers may run elsewhere
     if items is None:
         ds: ray.data.Dataset = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, len(files)))
-        ds = ds.map_batches(read_file_batches, batch_size=1,  # type: ignore[arg-type]  # fn_kwargs supply the other arguments
+        ds = ds.map_batches(read_unit_batches, batch_size=1,  # type: ignore[arg-type]  # fn_kwargs supply the other arguments
                             fn_kwargs={"fmt": fmt, "rows_per_batch": st.read.batch_size}, num_cpus=st.read.num_cpus,
                             compute=ray.data.TaskPoolStrategy(size=max(1, min(st.read.concurrency, len(files)))))
     else:  # blocks of read.batch_size rows, as the reader yields them
