@@ -334,6 +334,10 @@ def test_prompt_and_schema_say_the_same_rules():
                                turns=[SegmentTurn(index=0, turn_id="1", session_id="s", session_date=DATE, speaker="A",
                                                   role="user", content="Hi B")])
     assert ASSISTANT_RULES not in build_messages(two_humans, cfg.encoder, cfg.tokenizer)[0]["content"]
+    call = ToolCall(call_id="k1", name="get_user", arguments="{}")
+    agent = chat(("user", "Find my booking."), ("assistant", "Let me look."))
+    agent.turns[1].tool_calls = [call]
+    assert ASSISTANT_RULES not in build_messages(agent, cfg.encoder, cfg.tokenizer)[0]["content"]
     schema, strict = schema_for(EncodeOutput)
     prop = schema["$defs"]["RecordDraft"]["properties"]["artifact"]
     assert strict and "code, table or document" in prop["description"]

@@ -101,7 +101,8 @@ AGENT_RULES = (
 )
 
 # Assistant chats: a user and an AI assistant (ChatGPT exports, coding and support chats). Shown only for
-# segments with an assistant turn that says more than tool calls (a third static prefix).
+# segments with an assistant turn that says more than tool calls and no tool traffic (a segment with
+# tool traffic gets AGENT_RULES instead); a third static prefix.
 ASSISTANT_RULES = (
     "Assistant chats: a user talks with an AI assistant. The user's side is what a later question needs most.\n"
     "- record every fact, preference, plan, decision or change the user states, with its specifics, also when it\n"
@@ -202,7 +203,7 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
         return [{"role": "system", "content": SYSTEM_PROMPT_INSTRUCTIONS},
                 {"role": "user", "content": f"System prompt:\n{prompt}"}]
     agent = any(t.tool_calls or t.role == "tool" for t in request.turns)
-    chat = is_chat_segment(request)
+    chat = not agent and is_chat_segment(request)  # tool traffic: the agent rules say what matters there
     dates = ", ".join(request.session_dates) or "unknown"
     rho = reference_context(request, cfg, tokenizer)
     speakers = ", ".join(request.speakers)
