@@ -186,9 +186,9 @@ class AssistantAnswers:
         return out
 
     def turn_records(self, turn: SegmentTurn, speaker: str, other: str | None, user_turn: SegmentTurn | None,
-                     known: dict[str, str], seen_caps: set[str]) -> tuple[list[RecordDraft], str] | None:
-        """(artifact records + the answer record, the turn's prose) — or None when the turn is short
-        prose without artifacts (the caller writes its sentence records)."""
+                     known: dict[str, str], seen_caps: set[str]) -> list[RecordDraft] | None:
+        """The artifact records and the answer record — or None when the turn is short prose without
+        artifacts (the caller writes its sentence records)."""
         blocks = split_blocks(turn.content)
         prose = "\n".join(b.text for b in blocks if b.kind == "prose")
         author, whom = party(speaker), party(other) if other else ""
@@ -198,7 +198,7 @@ class AssistantAnswers:
         if not arts and n_sentences < self.lim.condense_min_sentences:
             return None
         answer = self.answer_record(prose, turn, author, whom, user_turn, known, seen_caps)
-        return ([*arts, answer] if answer is not None else arts), prose
+        return [*arts, answer] if answer is not None else arts
 
     def answer_record(self, prose: str, turn: SegmentTurn, author: str, whom: str, user_turn: SegmentTurn | None,
                       known: dict[str, str], seen_caps: set[str]) -> RecordDraft | None:

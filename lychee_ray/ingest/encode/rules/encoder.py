@@ -161,12 +161,13 @@ class RulesEncoder:
                 if turn.role == "assistant":
                     done = self.answers.turn_records(view, speaker, other, last_user, known, seen_caps)
                     if done is not None:  # condensed: no sentence records, no question-answer pairing
-                        records.extend(done[0])
+                        records.extend(done)
                         open_question = None
                         continue
                 else:
                     blocks = split_blocks(said)
-                    records.extend(self.answers.artifacts(blocks, party(speaker).capitalize(),
+                    author = party(speaker)
+                    records.extend(self.answers.artifacts(blocks, author[:1].upper() + author[1:],
                                                           f" with {party(other)}" if other else "", turn.index,
                                                           party(other) if other else None))
                     said = "\n".join(b.text for b in blocks if b.kind == "prose")
