@@ -219,9 +219,9 @@ class AssistantRecordsConfig(Section):
 
     # false = every assistant sentence a record and user questions kept whole, as for any speaker.
     enabled: bool
-    # An assistant turn with at least this many prose sentences, or with any code block, table or
+    # An assistant turn with at least this many characters of prose, or with any code block, table or
     # drafted document, is condensed; a shorter one keeps a record per sentence.
-    condense_min_sentences: int = Field(ge=1)
+    condense_min_chars: int = Field(ge=0)
     # Headings / list-item leads an answer record lists at most.
     max_points: int = Field(ge=0)
     # Sentences stating a figure or name the user's turns did not say, added to the answer record.

@@ -83,8 +83,12 @@ I, Crystal Moreno, hereby declare this to be my last will. I leave my house on 4
 Please have it reviewed by a lawyer."""
 
 
-LONG_ANSWER = ("Great question. Start by listing what you know. Then write each step down. Check every result twice. "
-               "Finally, compare the outcome with a friend.")
+# A long answer (over encoder.rules.assistant.condense_min_chars of prose): condensed into one record.
+LONG_ANSWER = "Great question! Here is a plan that works for most people in your situation.\n\n" + "\n\n".join(
+    f"### {i}. {head}\nSpend some quiet time on this part every single day and keep short notes about what you learn, so "
+    "that you can look back at them later and see how far you have come since the start of the whole plan."
+    for i, head in enumerate(["List what you know", "Write each step down", "Check every result twice",
+                              "Compare the outcome with a friend", "Review your notes weekly"], 1))
 
 
 def chat(*turns: tuple[str, str], date: str = DATE) -> EncodeRequest:

@@ -8,8 +8,8 @@ every turn that said it is its source (a question about either turn finds it). T
 * they have the same type and the same artifact kind,
 * their content words (:func:`~lychee_ray.ingest.encode.guard.content_terms`: no attribution verbs,
   calendar words or bare numbers) overlap with Jaccard ≥ ``encoder.dedup.min_jaccard`` (0.8), and
-* their **specifics** are equal: numbers, capitalised names, identifiers (``snake_case``, dotted
-  and slashed names, calls) and time span. "The meeting is at 3 PM" and "The meeting is at 4 PM"
+* their **specifics** are equal, in the same order: numbers, capitalised names, identifiers
+  (``snake_case``, dotted and slashed names, calls, ``key=value`` arguments) and time span. "The meeting is at 3 PM" and "The meeting is at 4 PM"
   differ only in a number: that is an update, never a duplicate, whatever the word overlap.
 
 The first draft is kept (its text, type, time), with the sources, entities and topics of every
@@ -29,36 +29,39 @@ from lychee_ray.ingest.encode.guard import content_terms
 from lychee_ray.core.records import normalise_type
 
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-_IDENT = re.compile(r"\b\w+(?:[._/]\w+)+(?:\(\))?|\b\w+\(\)|\b[a-z]+[A-Z]\w*")
+_IDENT = re.compile(r"\b\w+=[^\s,;)]+|\b\w+(?:[._/]\w+)+(?:\(\))?|\b\w+\(\)|\b[a-z]+[A-Z]\w*")
 _WORD = re.compile(r"[A-Za-z][\w'&-]*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|[\"“(]\s*)$")
+# Only a sentence's first word is capitalised for being first: after a colon or a bracket a capital
+# names something ("Policy (Cancel flight): …"), and a difference there keeps two drafts apart.
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)$")
 # Capitalised words that name the parties or open clauses: never a difference between two drafts.
 _NOT_NAMES = frozenset({"i", "user", "assistant", "the", "a", "an"})
 
 
 @dataclass(frozen=True)
 class Specifics:
-    """What must be equal for two drafts to be one: numbers, names, identifiers and time."""
+    """What must be equal for two drafts to be one: numbers, names, identifiers (each in order of
+    first appearance: "from DEN to PHL" is not "from PHL to DEN") and time."""
 
-    numbers: frozenset[str]
-    names: frozenset[str]
-    identifiers: frozenset[str]
+    numbers: tuple[str, ...]
+    names: tuple[str, ...]
+    identifiers: tuple[str, ...]
     time: tuple[str | None, str | None]
 
 
 def specifics(d: RecordDraft) -> Specifics:
     """A draft's specifics: numbers (thousands separators ignored), capitalised words that do not
-    open a sentence, identifiers, and its time span."""
+    open a sentence, identifiers and ``key=value`` arguments, and its time span."""
     text = d.text
-    numbers = frozenset(n.replace(",", "") for n in _NUMBER.findall(text))
-    names = set()
+    numbers = tuple(dict.fromkeys(n.replace(",", "") for n in _NUMBER.findall(text)))
+    names: list[str] = []
     for m in _WORD.finditer(text):
         w = m.group(0)
         if w[:1].isupper() and not _SENTENCE_START.search(text[: m.start()]) and w.lower() not in _NOT_NAMES:
-            names.add(w.lower())
-    idents = frozenset(i for i in _IDENT.findall(text))
+            names.append(w.lower())
+    idents = tuple(dict.fromkeys(_IDENT.findall(text)))
     t = d.time
-    return Specifics(numbers, frozenset(names), idents, (t.start, t.end) if t else (None, None))
+    return Specifics(numbers, tuple(dict.fromkeys(names)), idents, (t.start, t.end) if t else (None, None))
 
 
 def near_duplicates(a: RecordDraft, b: RecordDraft, min_jaccard: float) -> bool:

@@ -12,8 +12,9 @@ question needs is the user's side and what the assistant produced. So an assista
   user's turns did not (a computed date, a price, a chosen library), else advice cues. It cites the
   assistant turn and the user turn its gist comes from.
 
-A short answer (fewer than ``condense_min_sentences`` prose sentences and no artifact) keeps the
-sentence records of :mod:`.encoder`: condensing two sentences would say the same in one.
+A short answer (less than ``condense_min_chars`` characters of prose and no artifact) keeps the
+sentence records of :mod:`.encoder`: condensing a few sentences would say the same in one, and an
+agent's short replies relay the identifiers a tool returned, which a condensed record would cut.
 Persons are rewritten in the answer's narrative text only ("you" → the user); quoted, code and
 drafted text keeps its own words (:mod:`.protect`).
 """
@@ -60,7 +61,7 @@ _GIST_MIN_CONTENT = 3
 class AnswerLimits:
     """Bounds of condensed answers (``encoder.rules.assistant``)."""
 
-    condense_min_sentences: int
+    condense_min_chars: int
     max_points: int
     key_sentences: int
     max_chars: int
@@ -194,8 +195,7 @@ class AssistantAnswers:
         author, whom = party(speaker), party(other) if other else ""
         for_whom = f" for {whom}" if whom else ""
         arts = self.artifacts(blocks, _cap(author), for_whom, turn.index, whom or None)
-        n_sentences = sum(len(split_sentences(strip_markup(x))) for x in prose.split("\n") if x.strip())
-        if not arts and n_sentences < self.lim.condense_min_sentences:
+        if not arts and len(strip_markup(prose).strip()) < self.lim.condense_min_chars:
             return None
         answer = self.answer_record(prose, turn, author, whom, user_turn, known, seen_caps)
         return [*arts, answer] if answer is not None else arts

@@ -116,7 +116,7 @@ class RulesEncoder:
         a = assistant if isinstance(assistant, AssistantRecordsConfig) else AssistantRecordsConfig(**(assistant or {}))
         self.assistant_cfg = a
         self.answers = AssistantAnswers(
-            AnswerLimits(a.condense_min_sentences, a.max_points, a.key_sentences, a.max_chars, a.point_chars,
+            AnswerLimits(a.condense_min_chars, a.max_points, a.key_sentences, a.max_chars, a.point_chars,
                          a.sentence_chars, a.max_artifacts,
                          ArtifactLimits(a.artifact_chars, a.artifact_identifiers, max_topics, max_entities)),
             max_entities, max_topics)

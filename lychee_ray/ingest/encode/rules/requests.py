@@ -78,8 +78,8 @@ def _kind(clause: str, names_low: set[str]) -> str:
 
 
 def split_request_sentence(sentence: str, names_low: set[str]) -> tuple[list[str], str | None]:
-    """(its statements, its request or None) for one sentence; a sentence that asks nothing comes
-    back whole as one statement."""
+    """(its statements, its request or None) for one sentence; a sentence that states nothing besides
+    its request comes back whole (a question as the request, an imperative as a statement)."""
     s = sentence.strip()
     if _POINTER.match(s.rstrip(":. ")):
         return [], None
@@ -107,6 +107,8 @@ def split_request_sentence(sentence: str, names_low: set[str]) -> tuple[list[str
         if len(groups) <= 1:
             return [s], None
     statements = [", ".join(cs).strip() for k, cs in groups if k == "statement"]
+    if not statements:  # a question or request and nothing stated: the sentence as it was
+        return ([], s) if s.endswith("?") else ([s], None)
     request = ", ".join(c for k, cs in groups if k == "request" for c in cs).strip()
     return [_sentence(x) for x in statements if x], (LEAD.sub("", request) + "?") if request else None
 
