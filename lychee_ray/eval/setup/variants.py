@@ -208,7 +208,7 @@ def embedder_name(cfg: LycheeConfig) -> str:
 
 
 def encoder_model(cfg: LycheeConfig, backend: str) -> str:
-    """The encoder model a build records (``rules-v1`` for the rules backend)."""
+    """The encoder model a build records (``rules-v2`` for the rules backend)."""
     if backend == "openai":
         return cfg.llm.model
     return RulesEncoder.model
