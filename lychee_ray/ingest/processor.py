@@ -81,7 +81,7 @@ class ConversationProcessor:
         dup = self.writer.claim(cid, self.run_id, item.where)
         if dup is not None:
             return duplicate_outcome(item, cid, dup)
-        warnings = input_warnings(item, self.ctx.cfg.segmenter.max_turn_chars)
+        warnings = input_warnings(item, self.ctx.cfg.segmenter.max_turn_chars, self.ctx.cfg.passages)
         try:
             # one writer per conversation (an append may be committing it right now), from reading
             # its stored state to committing the next generation

@@ -119,7 +119,7 @@ def local_stages(cfg: LycheeConfig, ctx: BuildContext, writer: MemoryStoreWriter
     classic = LazyClassic(lambda: processor)
     st = cfg.ray.stages
     return LocalStages(
-        decider=Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars, retry_failed),
+        decider=Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars, retry_failed, cfg.passages),
         ctx=ctx, constructor=Constructor(ctx, classic, cfg.build.conversations_in_flight),
         committer=Committer(writer, classic), turn_batch=st.embed_turns.batch_size,
         memory_batch=st.embed_memory.batch_size, commit_batch=st.commit.batch_size,

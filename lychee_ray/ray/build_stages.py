@@ -96,7 +96,7 @@ class DecideStage:
     def __init__(self, cfg_json: str, out: str, run_id: str, fingerprint: str, retry_failed: bool, progress: Any) -> None:
         cfg = _cfg(cfg_json)
         self.decider = Decider(MemoryStoreWriter(out, cfg.store), run_id, fingerprint, cfg.segmenter.max_turn_chars,
-                               retry_failed)
+                               retry_failed, cfg.passages)
         self.progress = progress
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:

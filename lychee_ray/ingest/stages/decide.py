@@ -18,18 +18,21 @@ from lychee_ray.ingest.stages.work import MarkerSeen, StageWork
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.io.store.marker import MARKER_VERSION
+from lychee_ray.config import PassagesConfig
 
 
 class Decider:
     """Routes items of one run (``run_id``) for a build of ``fingerprint``."""
 
     def __init__(self, writer: MemoryStoreWriter, run_id: str, fingerprint: str, max_turn_chars: int,
-                 retry_failed: bool = False) -> None:
+                 retry_failed: bool = False, passages: PassagesConfig | None = None) -> None:
+        """``passages``: the build's ``passages`` section (its cap is reported as an input warning)."""
         self.writer = writer
         self.run_id = run_id
         self.fingerprint = fingerprint
         self.max_turn_chars = max_turn_chars
         self.retry_failed = retry_failed
+        self.passages = passages
 
     def decide(self, item: AdapterItem) -> StageWork:
         """The item as a work: finished (skipped or failed) or routed (``build`` / ``classic``)."""
@@ -43,7 +46,7 @@ class Decider:
         if dup is not None:
             work.outcome = duplicate_outcome(item, cid, dup)
             return work
-        work.warnings = input_warnings(item, self.max_turn_chars)
+        work.warnings = input_warnings(item, self.max_turn_chars, self.passages)
         marker = self.writer.commit_marker(cid)
         work.seen = MarkerSeen.of(marker)
         if marker is None or marker.fingerprint != self.fingerprint:
