@@ -5,13 +5,15 @@ turns"): each passage is at most ``max_tokens`` tokens of the offline tokenizer,
 turn is inside some passage's vector and some passage's BM25 document. :func:`split_passages` cuts a
 text at the coarsest boundary that makes the pieces fit — paragraphs (a blank line), then lines,
 then sentence ends, then any whitespace, and last (a minified blob, a base64 string) between tokens —
-and packs consecutive pieces greedily into passages. A passage is a ``(start, end)`` span of the
+and packs consecutive pieces into as few passages as the bound allows, of about equal size (no
+fragment of a few tokens left at the end: a short passage is a noisy search unit). A passage is a ``(start, end)`` span of the
 text with no leading or trailing whitespace; the text between two passages is whitespace only, so
 the passages together hold every word of the text (up to ``max_chars`` when it is bounded).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ _LEVELS = (
     re.compile(r"\s+"),
 )
 # tokens a join of two pieces may add (the separator's own token, a merge across it)
-_JOIN_TOKENS = 2
+_JOIN_TOKENS = 1
 
 
 @dataclass(frozen=True)
@@ -120,17 +122,25 @@ def split_passages(text: str, max_tokens: int, encoding: str = DEFAULT_ENCODING,
         raise ValueError("max_tokens must be at least 1")
     limit = min(len(text), max_chars) if max_chars > 0 else len(text)
     count = _Counter(text, encoding)
+    pieces = list(_pieces(text, 0, limit, 0, max_tokens, count))
+    left = sum(p.tokens for p in pieces) + _JOIN_TOKENS * max(0, len(pieces) - 1)
+    # as many passages as the bound needs, each filled to about an equal share of what is left (so
+    # the last one is not a leftover fragment); a piece that would pass the bound starts a new one
     spans: list[PassageSpan] = []
     group: list[PassageSpan] = []  # the pieces of the passage being packed
     estimate = 0
-    for p in _pieces(text, 0, limit, 0, max_tokens, count):
-        if group and estimate + _JOIN_TOKENS + p.tokens <= max_tokens:
+    target = 0.0
+    for p in pieces:
+        grown = estimate + _JOIN_TOKENS + p.tokens
+        if group and grown <= max_tokens and estimate < target and grown - target <= target - estimate:
             group.append(p)
-            estimate += _JOIN_TOKENS + p.tokens
+            estimate = grown
             continue
         if group:
             spans.extend(_exact(group, count, max_tokens))
+            left -= estimate + _JOIN_TOKENS
         group, estimate = [p], p.tokens
+        target = left / max(1, math.ceil(left / max_tokens))
     if group:
         spans.extend(_exact(group, count, max_tokens))
     return PassageSplit(spans, limit, len(text))

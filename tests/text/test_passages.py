@@ -62,6 +62,15 @@ def test_cuts_prefer_paragraphs_then_lines():
         assert s.end == len(lines.rstrip()) or "\n" in gap, "cut at a line break"
 
 
+def test_passages_are_about_equal_no_fragment_left_at_the_end():
+    rnd = random.Random(7)
+    for lines in (25, 43, 90, 200):
+        text = "\n".join(" ".join(rnd.choice(WORDS[:8]) for _ in range(10)) for _ in range(lines))
+        sizes = [s.tokens for s in split_passages(text, 200).spans]
+        assert len(sizes) <= -(-count_tokens(text) // 200) + 1  # about as few as the bound allows
+        assert min(sizes) >= 0.6 * max(sizes), sizes
+
+
 def test_text_without_whitespace_is_cut_between_tokens():
     blob = "Zq9aX" * 4000  # a minified blob: no boundary to cut at
     spans = _check(blob, 200)
