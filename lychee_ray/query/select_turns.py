@@ -98,6 +98,12 @@ def _long(view: ConversationView, tp: int, cfg: SelectConfig, encoding: str) -> 
     return turn_line_tokens(view, tp, cfg.show_source_ids, encoding) > cfg.max_turn_tokens
 
 
+def _not_a_neighbour(view: ConversationView, tp: int, cfg: SelectConfig, encoding: str) -> bool:
+    """Where a window stops: a turn shown through its records (``through_records``), or one too long
+    to show whole (``max_turn_tokens``: its records or passages stand for it)."""
+    return through_records(view, tp, cfg) or turn_line_tokens(view, tp, cfg.show_source_ids, encoding) > cfg.max_turn_tokens
+
+
 def _candidates(pool: Sequence[FusedItem], rel: np.ndarray, views: dict[str, ConversationView], cfg: SelectConfig,
                 encoding: str) -> tuple[list[_Candidate], dict[tuple[str, int], list[int]]]:
     """Turn and record candidates from the fused pool, and each turn's pooled records (best first)."""
@@ -279,7 +285,7 @@ class _Picker:
         group = (c.conversation_id, fmt_day(view.turn_session_date[c.pos]))
         if not _long(view, c.pos, cfg, self.encoding) or not view.turn_records[c.pos]:
             window = turn_window(view, shown, c.pos, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment,
-                                 stop=lambda p: through_records(view, p, cfg))
+                                 stop=lambda p: _not_a_neighbour(view, p, cfg, self.encoding))
             for win in (window, [c.pos]):  # the window, else the turn alone
                 tokens = window_tokens(view, win, cfg, self.encoding)
                 if self._cost(tokens, group) <= self.remaining:
@@ -300,18 +306,26 @@ class _Picker:
         return False, False
 
     def _place_passage(self, c: _Candidate, score: float) -> bool:
-        """Show passage candidate ``c`` on its own line, unless it (or its turn) is shown or it does not fit."""
-        view = self.views[c.conversation_id]
-        if passage_is_shown(view, self.shown[c.conversation_id], c.pos):
+        """Show passage candidate ``c`` with the short turns around its turn (a window, as a turn's:
+        the question a long answer replies to), else alone; unless it (or its turn) is shown or it
+        does not fit."""
+        view, cfg = self.views[c.conversation_id], self.cfg
+        shown = self.shown[c.conversation_id]
+        if passage_is_shown(view, shown, c.pos):
             self.skipped["duplicate"] += 1
             return False
-        tokens = passage_tokens(view, c.pos, self.cfg, self.encoding)
-        group = (c.conversation_id, fmt_day(view.turn_session_date[view.passage_turn(c.pos)]))
-        if self._cost(tokens, group) > self.remaining:
-            self.skipped["budget"] += 1
-            return False
-        self._add(c, c.pos, [], tokens, group, score, "passage")
-        return True
+        tp = view.passage_turn(c.pos)
+        window = turn_window(view, shown, tp, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment,
+                             stop=lambda p: _not_a_neighbour(view, p, cfg, self.encoding))
+        group = (c.conversation_id, fmt_day(view.turn_session_date[tp]))
+        own = passage_tokens(view, c.pos, cfg, self.encoding)
+        for win in (window, [tp]):  # with its neighbours, else alone
+            tokens = own + window_tokens(view, [q for q in win if q != tp], cfg, self.encoding)
+            if self._cost(tokens, group) <= self.remaining:
+                self._add(c, c.pos, win, tokens, group, score, "passage")
+                return True
+        self.skipped["budget"] += 1
+        return False
 
     def _notes(self, view: ConversationView, unit: Evidence, score: float) -> None:
         """Under each turn of a shown window, up to ``notes_per_turn`` of its records that add what

@@ -151,17 +151,23 @@ def norm_text(view: ConversationView, p: int) -> str:
 def build_unit(it: FusedItem, p: int, window: list[int], tokens: int, group: tuple[str, str | None], rel: float,
                 view: ConversationView, cfg: SelectConfig) -> Evidence:
     """The :class:`Evidence` of a pool item shown as a record, as the raw-turn ``window``, or as a
-    passage (``p``: its position)."""
+    passage (``p``: its position) within ``window`` (its turn and the neighbours shown with it)."""
     cid = it.key.conversation_id
     if it.key.kind == "passage":
         pc = view.passages
         tp = pc.turn[p]
         start, end = pc.span[p]
+        before, after = [q for q in window if q < tp], [q for q in window if q > tp]
+        line = f"{view.turn_speaker[tp]}: {pc.text[p]}"
+        text = "\n".join(x for x in (turn_unit_text(view, before), line, turn_unit_text(view, after)) if x)
+        block = "\n".join(x for x in (turns_block(view, before, cfg.show_source_ids), passage_block(view, p, cfg.show_source_ids),
+                                      turns_block(view, after, cfg.show_source_ids)) if x)
         return Evidence(
-            key=it.key, kind="passage", conversation_id=cid, id=it.key.id, text=f"{view.turn_speaker[tp]}: {pc.text[p]}",
-            type="passage", time=None, session_date=view.turn_session_date[tp], turn_ids=[view.turn_ids[tp]],
+            key=it.key, kind="passage", conversation_id=cid, id=it.key.id, text=text,
+            type="passage", time=None, session_date=view.turn_session_date[tp],
+            turn_ids=[view.turn_ids[q] for q in [*before, tp, *after]],
             score=rel, channels=sorted(it.channels), routes=sorted(it.routes),
-            block=passage_block(view, p, cfg.show_source_ids), tokens=tokens, order=(tp, 1, pc.part[p]), group=group,
+            block=block, tokens=tokens, order=(min([tp, *before]), 1, pc.part[p]), group=group,
             passage=(pc.part[p] + 1, pc.count[p], start, end),
         )
     if it.key.kind == "record":
@@ -188,6 +194,8 @@ def mark_shown(unit: Evidence, view: ConversationView, shown: Shown, p: int) -> 
         shown.texts.add(norm_text(view, p))
     elif unit.kind == "passage":
         shown.passages.add(p)
+        tp = view.passage_turn(p)  # (the neighbours shown with it are shown whole)
+        shown.turns.update(q for q in (view.turn_pos[t] for t in unit.turn_ids) if q != tp)
     else:
         shown.turns.update(view.turn_pos[t] for t in unit.turn_ids)
 

@@ -90,7 +90,7 @@ def test_a_marker_after_50000_characters_of_a_user_turn_is_found(store):
     res = store.search("c-long", "What is the secret code word?", budget_tokens=1500)
     assert "xylophonequartz" in res.context
     hit = next(e for e in res.evidence if "xylophonequartz" in e.text)
-    assert hit.kind == "passage" and hit.source_turn_ids == ["t4"] and hit.id.startswith("t4#p")
+    assert hit.kind == "passage" and "t4" in hit.source_turn_ids and hit.id.startswith("t4#p")
     at = next(t for *_, t in long_conversation().iter_turns() if t.turn_id == "t4").text.index(MARKER)
     assert at > 50_000
     assert hit.passage is not None and hit.passage.char_start <= at < hit.passage.char_end
@@ -140,7 +140,7 @@ def test_an_append_of_a_long_turn_makes_its_passages_searchable(tmp_path, queue)
             fresh.close()
         assert "xylophonequartz" in res.context
         hit = next(e for e in res.evidence if "xylophonequartz" in e.text)
-        assert hit.kind == "passage" and hit.source_turn_ids == ["a6"]
+        assert hit.kind == "passage" and "a6" in hit.source_turn_ids and hit.id.startswith("a6#p")
         assert verify_store(tmp_path)["ok"]
     finally:
         store.close()
