@@ -3,12 +3,14 @@ tree and a baseline tree built in the same run on the same inputs (issue 49, "Co
 
     git worktree add --detach /tmp/main-base main          # the baseline: main as it is
     python benchmarks/store_cost.py --baseline-tree /tmp/main-base \\
-        --corpus beam=/tmp/beam123.jsonl:jsonl \\
+        --corpus beam=/tmp/beam_dev3:beam \\
         --corpus locomo=../shared/data/locomo:locomo:2 \\
         --corpus tau=../shared/data/agentlogs/tau_airline_dev.jsonl:openai:12 \\
         --out benchmarks/results/store_cost.json
 
-A corpus is ``NAME=PATH:FORMAT[:N]`` (``N``: its first N conversations only). Each corpus is read
+A corpus is ``NAME=PATH:FORMAT[:N]`` (``N``: its first N conversations only; ``/tmp/beam_dev3``: a
+folder of links to BEAM conversations 1-3 — docs/build-cost.md; any format this tree reads, e.g. a
+canonical JSONL of them). Each corpus is read
 once here and written as canonical JSONL (the same conversations for both trees, whatever either
 tree's adapters do), then built by each tree with ``lychee-ray build --llm rules --local`` in a
 fresh process (``PYTHONPATH`` = the tree; cli_build_ab.py's child, which checks what it imported),

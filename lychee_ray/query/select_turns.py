@@ -7,9 +7,10 @@ turn loses most of what the turn said. So the selection shows turns and uses rec
 1. **Records lift their turns.** A candidate turn's relevance is its own fused relevance plus
    ``record_lift`` times that of every pooled record made from it: RRF at the turn level, where
    the record, node and time channels vote for the turns they found through records.
-2. **A turn is shown whole when it fits** (``max_turn_tokens`` and the remaining budget). When it
-   does not, its best pooled record stands in for it: a record never hides the turn it came from
-   when the budget allows the turn.
+2. **A turn is shown whole when it fits** (``max_turn_tokens`` and the remaining budget), with its
+   window of neighbours (``turn_window``), which stops before a turn shown through its records or
+   too long to show whole. When it does not fit, its best pooled record stands in for it: a record
+   never hides the turn it came from when the budget allows the turn.
 3. **Records as notes.** Under a shown turn, up to ``notes_per_turn`` of its records are shown when
    each adds at least ``min_novel_terms`` content terms the turn lacks — typically the absolute date
    of "yesterday" or the name behind "she".
@@ -20,7 +21,8 @@ Records with no source turn in the conversation, and records of turns longer tha
 A passage of a long turn (query/view_passages.py) is part of its turn: a passage hit lifts its turn
 as the turn's own hit would when the turn is short enough to show (``max_turn_tokens``: shown whole,
 or through its records as tool traffic is); of a longer turn the passage is a candidate of its own,
-shown as one ``Speaker (part k of n): text`` line, never beside its turn shown whole. Greedy MMR (``mmr_lambda``) with the cost-aware
+shown as one ``Speaker (part k of n): text`` line with the window of short turns around its turn
+(the question a long answer replies to), never beside its turn shown whole. Greedy MMR (``mmr_lambda``) with the cost-aware
 gain (``cost_exponent``) picks the candidates; see :mod:`~lychee_ray.query.select`.
 """
 
