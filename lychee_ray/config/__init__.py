@@ -11,6 +11,7 @@ from lychee_ray.config.base import DEFAULT_CONFIG_PATH, ConfigError, Section, de
 from lychee_ray.config.build import (
     BuildConfig,
     CalibrationConfig,
+    CurrencyConfig,
     EncoderConfig,
     GuardConfig,
     NodesConfig,
@@ -27,6 +28,7 @@ from lychee_ray.config.models import EmbeddingConfig, LLMConfig, RateLimitConfig
 from lychee_ray.config.query import (
     AnswerConfig,
     ChannelWeights,
+    CurrentConfig,
     FusionConfig,
     PlannerConfig,
     QueryConfig,
@@ -41,6 +43,8 @@ from lychee_ray.config.store import StoreConfig
 
 __all__ = [
     "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "AppendsConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
+    "CurrencyConfig",
+    "CurrentConfig",
     "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
     "NodesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "BuildStagesConfig", "StageConfig",

@@ -210,6 +210,21 @@ class ToolRecordsConfig(Section):
     short_arg_chars: int = Field(ge=8)
     # Constraint records one system prompt gives at most (its policy sentences, in order).
     max_policy_records: int = Field(ge=0)
+    # A successful call of a tool whose name starts with one of these ends the object it acts on (a
+    # cancellation): every earlier record of that object stops being current (docs/current-memory.md).
+    end_prefixes: list[str]
+
+
+class CurrencyConfig(Section):
+    """Memory that stays current at write time (ingest/supersede.py, docs/current-memory.md)."""
+
+    # openai: current records of the slots a segment's turns mention, shown in the reference context
+    # as candidates its records may replace or contradict (at most this many, best match first) ...
+    max_candidates: int = Field(ge=0)
+    # ... within this many prompt tokens (besides encoder.context_token_budget).
+    candidate_tokens: int = Field(ge=0)
+    # Characters of a candidate's record text shown.
+    candidate_chars: int = Field(ge=20)
 
 
 class RulesEncoderConfig(Section):
@@ -272,6 +287,7 @@ class EncoderConfig(Section):
     context_style: Literal["guarded", "plain"]
     guard: GuardConfig
     tools: ToolRecordsConfig
+    currency: CurrencyConfig
 
     @model_validator(mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from lychee_ray.config.store import StoreConfig
 # store built before the key existed still matches (and is reused) when the key is not changed.
 FINGERPRINT_OMIT_AT_DEFAULT: tuple[tuple[str, str], ...] = (
     ("encoder", "mode"), ("segmenter", "max_turn_chars"), ("encoder", "wrong_script_share"), ("encoder", "tools"),
+    ("encoder", "currency"),
 )
 
 

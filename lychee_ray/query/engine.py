@@ -44,9 +44,11 @@ from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
 from lychee_ray.query.cache import ConversationCache
 from lychee_ray.query.channels import RECALL_CHANNELS, route_query_text
+from lychee_ray.query.currency import adjust_pool, scope_currency
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
+from lychee_ray.query.marks import apply_marks
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
 from lychee_ray.query.plan.model import RecentTurn, recent_lines
@@ -326,7 +328,17 @@ class QueryEngine:
         timings["rerank"] = _ms(time.perf_counter() - t0)
 
         t0 = time.perf_counter()
-        sel = select_evidence(pool, relevance, views, budget, self.qcfg.select, self.encoding)
+        cur = self.qcfg.current
+        sc = scope_currency(views) if cur.enabled else None
+        reserve = 0
+        if sc is not None and (sc.any_links or plan.history):
+            pool, relevance = adjust_pool(pool, relevance, sc, cur.superseded_weight, plan.history)
+            reserve = min(cur.mark_reserve_tokens, budget // 4)
+        sel = select_evidence(pool, relevance, views, budget - reserve, self.qcfg.select, self.encoding)
+        if sc is not None:
+            show_conv = len({it.key.conversation_id for it in pool}) > 1
+            sel = apply_marks(sel, sc, plan.history, cur, budget, show_conv, self.encoding)
+        sel.budget = budget
         timings["selection"] = _ms(time.perf_counter() - t0)
         timings["total"] = _ms(time.perf_counter() - t_start)
 

@@ -57,6 +57,10 @@ class Evidence:
     order: tuple[int, int] = (0, 0)  # chronological position (first covered turn)
     rank: int = 0  # position in selection order (0 = picked first)
     group: tuple[str, str | None] = ("", None)  # (conversation id, session day): the header it goes under
+    # whether what it shows holds now (query/marks.py): current | superseded | conflicting | history
+    status: str = "current"
+    valid_until: str | None = None
+    superseded_by: list[str] = field(default_factory=list)
 
 
 @dataclass

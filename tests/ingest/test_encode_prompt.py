@@ -1,7 +1,9 @@
 """The encode prompt's "Fields:" list is generated from :class:`RecordDraft` (issue 36): the texts
 pinned here were captured before it was, so the rendered prompts (every encoder.mode ×
 context_style × agent variant) and the JSON schema sent with them are byte for byte as before; a
-new draft field is explained by its ``Field(description=...)`` with no prompt edit."""
+new draft field is explained by its ``Field(description=...)`` with no prompt edit. Since pinned:
+the slot fields of memory that stays current (slot, slot_value, valid_from, replaces, contradicts)
+added to the list and the schema."""
 
 from __future__ import annotations
 
@@ -42,25 +44,31 @@ PINNED_INSTRUCTIONS = (
     '- topics: 1-4 short lowercase keywords;\n'
     '- time: start and end as YYYY-MM-DD (same day for a single day; first and last day for a month or year)\n'
     '  or null when the record has no time; expression = the original time words or null;\n'
-    '- source_turns: the [index] numbers of the turns the record comes from.\n'
+    '- source_turns: the [index] numbers of the turns the record comes from;\n'
+    "- slot: what the record states a value of, as 'subject · attribute' ('user · shipping address',\n"
+    "  'reservation ABC123 · flights'), or null when it states nothing that can change;\n"
+    '- slot_value: that value in a few words, or null;\n'
+    '- valid_from: YYYY-MM-DD the value became true (the day of the change, from the session date), or null;\n'
+    '- replaces: labels of candidate records (given with the reference context) of the same slot whose value this one replaces;\n'
+    '- contradicts: labels of candidate records of the same slot this one contradicts without saying it changed.\n'
     'resolution_state: a short note of who or what the pronouns and aliases of this conversation refer to\n'
     '(e.g. "I = Caroline; you = Melanie; \'the shelter\' = Hope Animal Shelter"), for the next segment.\n'
 )
 
 # sha256 of instructions_for(EncoderConfig(mode, context_style), agent), captured before the change
 PINNED_VARIANTS = {
-    ("atomic", "plain", False): "f0351816eb8f90555127d2ebacdfadcb36d6413c49afbe773943fea7d1427103",
-    ("atomic", "plain", True): "b78e2571a69cd9c9d646f0fb3248c3532398e431004b30c32d0d69b3f2068302",
-    ("atomic", "guarded", False): "37853e398acc8d4e15ed357067e106785c75f09455f6161f20ff6ddca72b2c4e",
-    ("atomic", "guarded", True): "5e5b1c9593b24d10e31590dd5984f6c62bc9e867727e3211f5e2d5704785e84d",
-    ("summary", "plain", False): "a392bf62aa276c33a177ebbe6b53218397df61341b272666eb37634c08944984",
-    ("summary", "plain", True): "53756db49f40be637158ab9eb2b05e3ed1281f36fe0dfc5731fc193300ac5d82",
-    ("summary", "guarded", False): "defd17aef4581971fec4d77879cf640edcd4c034372024b052d8d26c911ada33",
-    ("summary", "guarded", True): "b6550b6170a5e653fe16089d0b166b9230bf5324351d7973b8829d14277660bb",
+    ("atomic", "plain", False): "78ddd71b5b682784edb5cf0d809909cf9a9a1cbb3465102478d04818f70cf675",
+    ("atomic", "plain", True): "68587fd235b09af52084dfd8f8c54c9fb104c73f277ccbcfa358dda3c18efeff",
+    ("atomic", "guarded", False): "7d72f66376dd2b8c9be926c3c78573bbe81a161e3beb0331ece6b0d8f6884788",
+    ("atomic", "guarded", True): "4e73cf978ab5ab8b3cfaf2ec9ce1a1539d901d583a69b86684ab9a4590c61f14",
+    ("summary", "plain", False): "b9572faeb6d88a4d02525568e69726fedfc2410187d04828c143af6c1ad63c0e",
+    ("summary", "plain", True): "bedf2f6c95f7ae9a3264b4e2336083e63b817ece89f3cf4b44aca08e479f58b7",
+    ("summary", "guarded", False): "91eadb4a05e79f947232b05d3cf138b08cbe4bcf901b5923096c33072d12d559",
+    ("summary", "guarded", True): "f8a727e1243c528496d3e4f83dbd02160dae9ba068ae50fbaea39c192d45218a",
 }
 PINNED_SYSTEM_PROMPT = "3472c18fefb5ebb0f8d2ec33220338247328df981a4d96d248cbd2624d272e47"
 # the strict JSON schema sent with every encode call (json.dumps(sort_keys=True)); the field descriptions are in it
-PINNED_SCHEMA = "ec57f9c25946f0deb0bd3098b760d349f58a3a4d11985eb431a9cf3a776edfb7"
+PINNED_SCHEMA = "f72a2b22972da846626e03d2e9da620ffb5d5f891ab4995f3164e1b7f553479a"
 
 
 def sha(text: str) -> str:
@@ -93,10 +101,10 @@ def test_a_new_draft_field_is_listed_with_its_description(monkeypatch):
 
 def test_shared_fields_are_normalised_or_copied_by_name():
     """finalise_records sets the fields it normalises itself and copies every other field a draft
-    and a record share by name (none today)."""
+    and a record share by name (the slot fields: ingest/supersede.py normalises them after)."""
     shared = set(RecordDraft.model_fields) & set(MemoryRecord.model_fields)
     assert shared == set(base._NORMALISED_FIELDS) | set(base._COPIED_FIELDS)
-    assert base._COPIED_FIELDS == ()
+    assert base._COPIED_FIELDS == ("slot", "slot_value", "valid_from")
 
 
 @pytest.mark.parametrize("mode", ["atomic", "summary"])

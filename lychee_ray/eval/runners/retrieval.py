@@ -53,11 +53,13 @@ from lychee_ray.eval.metrics.context import (
     gold_word_coverage,
     normalized_context,
 )
+from lychee_ray.eval.metrics.current import current_scores
 from lychee_ray.eval.metrics.evidence import coverage
 from lychee_ray.eval.metrics.locomo import locomo_normalize
 from lychee_ray.eval.setup.datasets import conversation_split
 from lychee_ray.config.eval import AgentLogEvalConfig
 from lychee_ray.eval.setup.agentlog_questions import QuestionLimits, derive_questions
+from lychee_ray.eval.setup.current_questions import derive_current_questions
 from lychee_ray.io.adapters import read_input
 from lychee_ray.io.adapters.registry import adapter
 from lychee_ray.llm.prompts import prompt_tokens_estimate
@@ -92,6 +94,8 @@ class Coverage:
     word_coverage: list[float | None] = field(default_factory=list)  # per gold turn
     content: dict[str, float | None] = field(default_factory=dict)  # content_recall_<pct>
     answer_in_context: bool | None = None
+    # questions about what holds now / held before (eval/metrics/current.py); empty for others
+    current: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,6 +131,8 @@ def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None,
         qa = item.qa
         if limits is not None and item.conversation is not None:
             qa = derive_questions(item.conversation, limits, locomo_normalize)
+            if agentlog is None or agentlog.current_questions:
+                qa += derive_current_questions(item.conversation)
         for q in qa:
             if q.evidence and (cats is None or q.category in cats):
                 out.append(q)
@@ -144,8 +150,11 @@ class _Measure:
         self.gold_texts = [view.turn_text[pos[t]] if t in pos else "" for t in self.gold_ids]
 
     def __call__(self, units: Sequence[tuple[Sequence[str], str]], plain: str, context_tokens: int, plan_prompt: int,
-                 answer_prompt: int, norm: str | None = None) -> Coverage:
-        """``units``: every selected unit as (turn ids it cites, its plain text); ``plain``: the whole context."""
+                 answer_prompt: int, norm: str | None = None, statuses: Sequence[str] | None = None,
+                 shown: str | None = None) -> Coverage:
+        """``units``: every selected unit as (turn ids it cites, its plain text); ``plain``: the whole context;
+        ``statuses``: each unit's status (default: all current), ``shown``: the context as the answer
+        prompt shows it, marks included (default: ``plain``)."""
         covered = [t for ids, _ in units for t in ids]
         frac, any_, all_ = coverage(self.gold_ids, covered)
         cov = set(covered)
@@ -156,6 +165,10 @@ class _Measure:
             covered=sorted(cov), plain_tokens=0, plan_prompt_tokens=plan_prompt, answer_prompt_tokens=answer_prompt,
             word_coverage=wc, content=content_scores(wc, ids, self.thresholds),
             answer_in_context=answer_in_context(self.q.answer, self.q.category, plain, normalized=norm),
+            current=current_scores(self.q.meta, [(ids, text, st) for (ids, text), st in
+                                                 zip(units, statuses or ["current"] * len(units), strict=False)],
+                                   shown if shown is not None else plain, self.q.category == "history")
+            if self.q.meta.get("source") == "current_state" else {},
         )
 
 
@@ -173,6 +186,8 @@ def _summary(rows: list[Coverage]) -> dict[str, Any]:
     for k in rows[0].content:
         out[k] = _mean([r.content.get(k) for r in rows])
     out["answer_in_context"] = _mean([None if r.answer_in_context is None else float(r.answer_in_context) for r in rows])
+    for k in dict.fromkeys(k for r in rows for k in r.current):
+        out[k] = _mean([r.current.get(k) for r in rows])
     for k in ("context_tokens", "plain_tokens", "plan_prompt_tokens", "answer_prompt_tokens", "query_prompt_tokens"):
         out[k] = round(sum(getattr(r, k) for r in rows) / n, TOKEN_DIGITS)
     # the budget spent on content (issue 27): plain text / context as the answer prompt shows it
@@ -260,7 +275,8 @@ def evaluate_retrieval(
                 cited = [([qualified(e.conversation_id, t) for t in e.source_turn_ids], e.text) for e in res.evidence]
             plain = lychee_plain_context(res.evidence)
             u = res.usage
-            lychee = measure(cited, plain, u.context_tokens, u.plan_prompt_tokens, u.answer_prompt_tokens)
+            lychee = measure(cited, plain, u.context_tokens, u.plan_prompt_tokens, u.answer_prompt_tokens,
+                             statuses=[e.status for e in res.evidence], shown=res.context)
             lychee.plain_tokens = count_tokens(plain, enc)
             out = {"lychee": lychee}
             for bname, system in systems.items():

