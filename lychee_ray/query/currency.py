@@ -100,7 +100,8 @@ def _replaced_tokens(view: ConversationView, vc: ViewCurrency) -> list[Replaced]
         starts = [min(view.record_turns[q]) for q in succ if view.record_turns[q]]
         before = min(starts) if starts else view.num_turns
         for tok in dict.fromkeys(identifier_terms(view.record_text[p])):
-            if tok not in kept:
+            # codes (letters and digits: a flight number, an order code), not the names of tools or keys
+            if tok not in kept and any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok):
                 out.append(Replaced(tok, before, p))
     return out
 

@@ -19,6 +19,7 @@ marked context still passes the budget, superseded units go first, then the leas
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from lychee_ray.config import CurrentConfig
@@ -28,44 +29,79 @@ from lychee_ray.query.evidence import Evidence, Selection, line_tokens, render, 
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.lexical import identifier_terms
 
+_ON_DAY = re.compile(r"^On \d{4}-\d{2}-\d{2}, ")
+_CLOCK = re.compile(r"\d+t\d+")  # the "13t05" of an ISO time "2024-05-13T05:37", not a code
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_@.+]*[A-Za-z0-9]")  # identifier_terms' tokens, case kept
+
 
 def _cut(text: str, limit: int) -> str:
-    t = " ".join(text.split())
-    return t if len(t) <= limit else (t[:limit].rsplit(" ", 1)[0] or t[:limit]) + " …"
+    """``text`` on one line, without a leading "On <date>, " (the mark says the date), cut to ``limit``."""
+    t = _ON_DAY.sub("", " ".join(text.split()), count=1)
+    if len(t) <= limit:
+        return t
+    head = t[:limit].rsplit(" ", 1)[0]
+    return (head if len(head) >= limit // 2 else t[:limit]) + " …"  # (a long call is cut inside, not dropped)
 
 
-def _text_of(sc: ScopeCurrency, record_id: str, near: str) -> str | None:
-    """What a replacing record says: its slot's value when it names one (``flights = …``), else its text."""
-    loc = sc.locate(record_id, near)
-    if loc is None:
-        return None
-    cid, pos = loc
-    vc = sc.per_view[cid]
-    slot = vc.slot_of[pos] if pos < len(vc.slot_of) else None
-    value = vc.value_of[pos] if pos < len(vc.value_of) else None
-    if slot and value:
-        return f"{slot.partition(SLOT_SEP)[2]} = {value}"
-    return sc.views[cid].record_text[pos]
+def _codes(text: str) -> list[str]:
+    """Identifier terms with letters and digits (``hat110``, ``gift_card_8887175``): codes, not words."""
+    return [t for t in dict.fromkeys(identifier_terms(text))
+            if any(c.isdigit() for c in t) and any(c.isalpha() for c in t) and not _CLOCK.fullmatch(t)]
+
+
+def _now(sc: ScopeCurrency, st_ids: Sequence[str], near: str, old: tuple[str, str | None, str | None],
+         cfg: CurrentConfig) -> str:
+    """What holds now, briefly, from the first record of ``st_ids`` found: the codes its value (else
+    its text) has that the old record's (``old``: text, value, slot) lacks — ``flights: HAT110,
+    HAT172`` —, else its slot's value, else its text (also when it is of another slot: an ending)."""
+    for rid in st_ids:
+        loc = sc.locate(rid, near)
+        if loc is None:
+            continue
+        cid, pos = loc
+        vc = sc.per_view[cid]
+        text = sc.views[cid].record_text[pos]
+        slot = vc.slot_of[pos] if pos < len(vc.slot_of) else None
+        attr = slot.partition(SLOT_SEP)[2] if slot else ""
+        value = vc.value_of[pos] if pos < len(vc.value_of) else None
+        old_text, old_value, old_slot = old
+        if old_slot and slot != old_slot:  # the record that ended the subject (a cancellation)
+            return _cut(text, cfg.mark_chars)
+        gone = set(_codes(old_value if value and old_value else old_text))
+        new = [t for t in _codes(value if value and old_value else text) if t not in gone]
+        if new and attr:
+            shown = [m.group(0) for m in _WORD.finditer(text) if m.group(0).lower() in new]
+            return _cut(f"{attr}: {', '.join(dict.fromkeys(shown or new))}", cfg.mark_chars)
+        if attr and value and not value.startswith("("):
+            return _cut(f"{attr} = {value}", cfg.mark_chars)
+        return _cut(text, cfg.mark_chars)
+    return ""
 
 
 def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> str:
     pos = view.record_pos[e.id]
     st = sc.status(e.conversation_id, pos)
     if st.status == "superseded":
-        now = next((t for t in (_text_of(sc, r, e.conversation_id) for r in (st.latest or st.superseded_by)) if t), "")
+        vc = sc.per_view[e.conversation_id]
+        old = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
+               vc.slot_of[pos] if pos < len(vc.slot_of) else None)
+        now = _now(sc, st.latest or st.superseded_by, e.conversation_id, old, cfg)
         when = f" on {day(st.valid_until)}" if day(st.valid_until) else ""
         e.status, e.valid_until, e.superseded_by = ("history" if history else "superseded"), st.valid_until, list(st.superseded_by)
-        return f"[superseded{when} by: {_cut(now, cfg.mark_chars)}]"
+        return f"[superseded{when} by: {now}]"
     if st.status == "conflicting":
         e.status = "conflicting"
+        vc = sc.per_view[e.conversation_id]
+        mine = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
+                vc.slot_of[pos] if pos < len(vc.slot_of) else None)
         for other in st.conflicts:
             loc = sc.locate(other, e.conversation_id)
             if loc is not None and sc.status(*loc).status != "superseded":
                 since = day(sc.per_view[loc[0]].valid_from[loc[1]])
-                text = _cut(sc.views[loc[0]].record_text[loc[1]], cfg.mark_chars)
+                text = _now(sc, [other], e.conversation_id, mine, cfg)
                 return f"[conflicts with: {text}{f' ({since})' if since else ''}]"
         return ""
-    if history and len(sc.chain(e.conversation_id, pos)) > 1:
+    if history and any(sc.status(c, p).status == "superseded" for c, p in sc.chain(e.conversation_id, pos)):
         since = day(sc.per_view[e.conversation_id].valid_from[pos])
         return f"[current since {since}]" if since else "[current]"
     src = view.record_turns[pos]
@@ -90,10 +126,10 @@ def _shown_value_mark(cid: str, tp: int, text: str, sc: ScopeCurrency, cfg: Curr
     if not found:
         return "", None, []
     st = sc.status(cid, found[0].record)
-    now = next((t for t in (_text_of(sc, r, cid) for r in (st.latest or st.superseded_by)) if t), "")
+    now = _now(sc, st.latest or st.superseded_by, cid, (text, None, None), cfg)
     toks = ", ".join(dict.fromkeys(r.token.upper() for r in found))
     when = f" on {day(st.valid_until)}" if day(st.valid_until) else ""
-    return f"[shows {toks}, superseded{when} by: {_cut(now, cfg.mark_chars)}]", st.valid_until, list(st.superseded_by)
+    return f"[shows {toks}, superseded{when} by: {now}]", st.valid_until, list(st.superseded_by)
 
 
 def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, cfg: CurrentConfig) -> list[str]:
