@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("lychee_ray.cli.migrate", "rewrite a store written by an older lychee-ray in the current layout"),
     "eval-seg": ("lychee_ray.cli.eval_seg", "Pk / WindowDiff / boundary F1 of the segmenter on a gold segmentation corpus"),
     "query": ("lychee_ray.cli.query", "answer a question from a memory store"),
+    "history": ("lychee_ray.cli.history", "a slot's values in time order: when each held and what replaced it"),
     "serve": ("lychee_ray.cli.serve", "serve a memory store over HTTP (Ray Serve; runs until Ctrl-C)"),
     "eval-retrieval": ("lychee_ray.cli.eval_retrieval",
                        "id/content coverage of the selected context vs baselines at the same budget (no LLM)"),

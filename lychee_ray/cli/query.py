@@ -123,7 +123,8 @@ def print_result(res: Any, args: argparse.Namespace) -> int:
     for e in sorted(res.evidence, key=lambda e: -e.score):
         src = ",".join(e.source_turn_ids[:4]) + ("…" if len(e.source_turn_ids) > 4 else "")
         text = " ".join(e.text.split())
-        print(f"  {e.score:.3f} {e.kind:7s} {e.type:10s} [{src}] ({'+'.join(e.channels)}) {text[:160]}")
+        status = "" if e.status == "current" else f"{e.status.upper()}{' until ' + e.valid_until[:10] if e.valid_until else ''}: "
+        print(f"  {e.score:.3f} {e.kind:7s} {e.type:10s} [{src}] ({'+'.join(e.channels)}) {status}{text[:160]}")
     u = res.usage
     print(f"Query prompt tokens: {u.query_prompt_tokens} (plan {u.plan_prompt_tokens} + answer {u.answer_prompt_tokens})"
           f"{' (offline estimate)' if u.estimated else ''}; LLM calls: {u.llm_calls}")

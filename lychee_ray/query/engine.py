@@ -48,6 +48,7 @@ from lychee_ray.query.currency import adjust_pool, scope_currency
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
+from lychee_ray.query.history import HistoryResult, slot_history
 from lychee_ray.query.marks import apply_marks
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
@@ -264,6 +265,17 @@ class QueryEngine:
         u.estimated = u.estimated or out.estimated
         return QueryResult(**res.model_dump(), answer=out.answer, answer_error=out.error,
                            answer_error_kind=out.error_kind)
+
+    def history(self, conversation_id: str | None = None, *, user_id: str | None = None, slot: str | None = None,
+                subject: str | None = None, record_id: str | None = None) -> HistoryResult:
+        """Every value recorded for a slot (``"reservation M05KNL · flights"``), for every slot of a
+        subject (``"reservation M05KNL"``) or for the slot of ``record_id``, in one conversation or
+        all of ``user_id``'s, oldest first, with when each held and what replaced it
+        (:mod:`lychee_ray.query.history`; :class:`~lychee_ray.query.history.HistoryQueryError` when
+        none or several of the three are given)."""
+        with self.cache.request():
+            views = {cid: self.view(cid) for cid in self.scope(conversation_id, user_id)}
+            return slot_history(scope_currency(views), slot=slot, subject=subject, record_id=record_id)
 
     async def asearch(self, *args: Any, **kwargs: Any) -> SearchResult:
         """:meth:`search` for async callers (runs in a worker thread; the LLM calls are blocking)."""

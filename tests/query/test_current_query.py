@@ -115,3 +115,44 @@ def test_statements_of_one_instant_that_disagree_are_both_shown_and_marked(root)
     assert {e.status for e in flights} == {"conflicting"}
     marked = [x for x in res.context.splitlines() if "[conflicts with:" in x]
     assert len(marked) == 2 and any("HAT999" in x and "HAT555" in x for x in marked)
+
+
+def test_history_in_the_api_over_http_and_on_the_command_line(root, capsys):
+    from fastapi.testclient import TestClient
+
+    from lychee_ray.cli.main import main
+    from lychee_ray.query.history import HistoryQueryError
+    from lychee_ray.serve import MemoryService, create_app
+
+    with _store(root) as store:
+        h = store.history("tau-cur", slot="Reservation M05KNL · Flights")  # written as a person would
+        assert [e.status for e in h.entries] == ["superseded", "current"] and h.slots == ["reservation m05knl · flights"]
+        old, new = h.entries
+        assert old.valid_until == new.valid_from and old.superseded_by == [new.record_id] and "HAT227" in old.text
+        assert store.history("tau-cur", record_id=new.record_id).entries == h.entries
+        ended = store.history("tau-cur", subject="reservation UHDAHF")
+        assert {e.status for e in ended.entries if "t4" in e.source_turn_ids} == {"superseded"}
+        mine = store.history(user_id="ana_1", slot="reservation m05knl · flights")
+        assert mine.entries[-1].conversation_id == "tau-later" and mine.entries[-1].status == "current"
+        assert {e.conversation_id for e in mine.entries} <= {"tau-cur", "tau-later", "tau-same-time"}
+        for bad in ({}, {"slot": "flights"}, {"slot": "a · b", "subject": "a"}):
+            with pytest.raises(HistoryQueryError):
+                store.history("tau-cur", **bad)
+        with pytest.raises(HistoryQueryError, match="unknown record"):
+            store.history("tau-cur", record_id="r-nope")
+
+    cfg = load_config(env={})
+    svc = MemoryService(root, cfg, embedder=HashEmbedder(), llm="rules")
+    with TestClient(create_app(svc)) as c:
+        r = c.get("/v1/history", params={"conversation_id": "tau-cur", "slot": "reservation m05knl · flights"})
+        assert r.status_code == 200 and [e["status"] for e in r.json()["entries"]] == ["superseded", "current"]
+        assert c.get("/v1/history", params={"conversation_id": "tau-cur"}).status_code == 422
+        assert c.get("/v1/history", params={"slot": "a · b"}).status_code == 422
+        assert c.get("/v1/history", params={"conversation_id": "tau-cur", "record_id": "r-nope"}).status_code == 404
+        assert c.get("/v1/history", params={"conversation_id": "nope", "subject": "x"}).status_code == 404
+    svc.close()
+
+    assert main(["history", "--memory", str(root), "--conversation", "tau-cur", "--slot", "reservation M05KNL · flights"]) == 0
+    out = capsys.readouterr().out
+    assert "reservation m05knl · flights:" in out and "superseded" in out and "HAT110" in out
+    assert main(["history", "--memory", str(root), "--conversation", "tau-cur", "--slot", "flights"]) == 2
