@@ -58,7 +58,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from lychee_ray import __version__
 from lychee_ray.core.ids import id_problem
 from lychee_ray.query.history import HistoryResult
-from lychee_ray.serve import currency
+from lychee_ray.serve.currency import history as slot_history
 from lychee_ray.serve.admission import AdmissionMiddleware
 from lychee_ray.serve.docs import OPENAPI_URL, install_docs
 from lychee_ray.serve.middleware import install_guard, principal_of
@@ -222,7 +222,7 @@ def create_app(service: MemoryService) -> FastAPI:
         subject: str | None = Query(None, min_length=1, description="every slot of a subject, e.g. 'reservation M05KNL'"),
         record_id: str | None = Query(None, min_length=1, description="the slot of this record"),
     ) -> HistoryResult:
-        return await currency.history(service, valid_id(conversation_id, "query", "conversation_id"),
+        return await slot_history(service, valid_id(conversation_id, "query", "conversation_id"),
                                       valid_id(user_id, "query", "user_id"), slot=slot, subject=subject,
                                       record_id=record_id, principal=principal_of(request.scope))
 
