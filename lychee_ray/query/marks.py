@@ -50,10 +50,11 @@ def _codes(text: str) -> list[str]:
 
 
 def _now(sc: ScopeCurrency, st_ids: Sequence[str], near: str, old: tuple[str, str | None, str | None],
-         cfg: CurrentConfig) -> str:
+         cfg: CurrentConfig, codes_only: bool = False) -> str:
     """What holds now, briefly, from the first record of ``st_ids`` found: the codes its value (else
     its text) has that the old record's (``old``: text, value, slot) lacks — ``flights: HAT110,
-    HAT172`` —, else its slot's value, else its text (also when it is of another slot: an ending)."""
+    HAT172`` —, else (unless ``codes_only``: then "") its slot's value, else its text (also when it
+    is of another slot: an ending)."""
     for rid in st_ids:
         loc = sc.locate(rid, near)
         if loc is None:
@@ -72,6 +73,8 @@ def _now(sc: ScopeCurrency, st_ids: Sequence[str], near: str, old: tuple[str, st
         if new and attr:
             shown = [m.group(0) for m in _WORD.finditer(text) if m.group(0).lower() in new]
             return _cut(f"{attr}: {', '.join(dict.fromkeys(shown or new))}", cfg.mark_chars)
+        if codes_only:
+            return ""
         if attr and value and not value.startswith("("):
             return _cut(f"{attr} = {value}", cfg.mark_chars)
         return _cut(text, cfg.mark_chars)
@@ -94,12 +97,14 @@ def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history
         vc = sc.per_view[e.conversation_id]
         mine = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
                 vc.slot_of[pos] if pos < len(vc.slot_of) else None)
+        mine_since = vc.valid_from[pos] if pos < len(vc.valid_from) else None
         for other in st.conflicts:
             loc = sc.locate(other, e.conversation_id)
             if loc is not None and sc.status(*loc).status != "superseded":
                 since = day(sc.per_view[loc[0]].valid_from[loc[1]])
-                text = _now(sc, [other], e.conversation_id, mine, cfg)
-                return f"[conflicts with: {text}{f' ({since})' if since else ''}]"
+                when = f" ({since})" if since and since != day(mine_since) else ""
+                brief = _now(sc, [other], e.conversation_id, mine, cfg, codes_only=True)
+                return f"[conflicts with: {brief}{when}]" if brief else f"[conflicts with another record{when}]"
         return ""
     if history and any(sc.status(c, p).status == "superseded" for c, p in sc.chain(e.conversation_id, pos)):
         since = day(sc.per_view[e.conversation_id].valid_from[pos])

@@ -151,9 +151,10 @@ def _questions(conv: Conversation, obj: str, call: ToolCall, call_turn: Turn, re
     human = field.replace("_", " ")
     verb = "are" if isinstance(new, list) or human.endswith("s") else "is"
     old_values = list(dict.fromkeys(old_leaves))
-    # what shows the old state of a cancelled object: its identifiers no call names (flight numbers,
-    # passengers' details), not the ids the agent's calls name anyway
-    state_ids = [x for x in dict.fromkeys(leaves(last)) if _IDENT.match(x) and x not in named_ids] if field == STATUS_FIELD else []
+    # what shows the old state of a cancelled object: its identifiers no call names (flight numbers),
+    # not the ids the agent's calls name anyway, nor the user's own
+    state_ids = [x for x in dict.fromkeys(leaves(last)) if _IDENT.match(x) and x not in named_ids
+                 and x != conv.user_id] if field == STATUS_FIELD else []
     meta: dict[str, Any] = {"source": "current_state", "state_ids": state_ids, "user_id": conv.user_id, "object": obj, "field": field, "tool": call.name,
             "current": current, "replaced": replaced, "replaced_turns": since_write[::-1], "old": old_values,
             "change_day": day}
