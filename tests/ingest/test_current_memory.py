@@ -205,3 +205,53 @@ def test_declared_links_are_checked_against_the_candidates():
     assert q.links == {"supersedes": 1, "conflicts": 1, "dropped_unknown": 1, "dropped_other_slot": 1}
     assert [e.record_id for e in state.current["user · shipping address"]] == ["n1", "n2"]
     assert QualityCounts.from_flat(q.to_flat()).links == q.links and q.report()["links"]["supersedes"] == 1
+
+
+def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_path, embedder):
+    """The one encode call of a segment is shown the current records of the slots its turns mention,
+    and the labels its reply names become links on the new record (a label it was not shown is
+    dropped and counted in the segment's quality)."""
+    import re
+
+    from lychee_ray.io.store import MemoryStoreWriter
+    from lychee_ray.memory import MemoryStore
+    from lychee_ray.testing import OpenAIServer
+    from lychee_ray.testing.fake_llm import is_encode_request, prompt_text
+
+    turn_line = re.compile(r"^\[(\d+)\] (.+?) \((\w+)\): (.*)$")
+    cand_line = re.compile(r"^\[(c\d+)\] (.+?) = ")
+
+    def model(body):
+        if not is_encode_request(body):
+            return None
+        text = prompt_text(body)
+        cands = [m.group(1) for m in map(cand_line.match, text.splitlines()) if m and m.group(2) == "user · address"]
+        records = []
+        for m in map(turn_line.match, text.splitlines()):
+            if m and "address" in m.group(4):
+                value = m.group(4).rsplit(" ", 3)[-3:]
+                records.append({"type": "fact", "text": f"Ana's address is {' '.join(value)}", "entities": ["Ana"],
+                                "topics": ["address"], "time": None, "source_turns": [int(m.group(1))],
+                                "slot": "User · Address", "slot_value": " ".join(value), "valid_from": None,
+                                "replaces": [*cands, "c99"], "contradicts": []})
+        return {"records": records, "resolution_state": "Ana = the user"}
+
+    with OpenAIServer(handler=model) as srv:
+        cfg = load_config(sets=[f"llm.base_url={srv.base_url}", "llm.api_key=test", "llm.max_attempts=1"], env={})
+        MemoryStoreWriter(tmp_path)
+        with MemoryStore.open(tmp_path, cfg, embedder=embedder, llm="openai") as store:
+            for day, tid, said in (("2024-05-01", "t1", "My address is 12 Elm St"),
+                                   ("2024-06-01", "t2", "I moved, my address is now 7 Oak Rd")):
+                store.append("c-addr", [{"turn_id": tid, "role": "user", "speaker": "Ana", "content": said,
+                                         "session_id": day, "session_started_at": f"{day}T09:00:00"}],
+                             user_id="ana", flush=True)
+            h = store.history("c-addr", slot="user · address")
+        prompts = [prompt_text(r.body) for r in srv.chat_requests() if is_encode_request(r.body)]
+    assert any("[c1] user · address = 12 elm st (since 2024-05-01)" in p for p in prompts)
+    assert [(e.value, e.status) for e in h.entries] == [("12 elm st", "superseded"), ("7 oak rd", "current")]
+    assert h.entries[0].valid_until == "2024-06-01T09:00:00" and h.entries[1].valid_from == "2024-06-01T09:00:00"
+    segs = MemoryStoreReader(tmp_path).load("c-addr").segments.to_pylist()
+    quality = QualityCounts()
+    for s in segs:
+        quality.add(QualityCounts.from_flat(s["quality"]))
+    assert quality.links == {"supersedes": 1, "dropped_unknown": 2}  # c99 in both replies
