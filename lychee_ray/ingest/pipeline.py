@@ -25,6 +25,7 @@ from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.ingest.nodes import build_nodes
 from lychee_ray.ingest.resume_point import SEGSTATE_VERSION, ResumePoint
 from lychee_ray.ingest.supersede import SlotState
+from lychee_ray.ingest.text_links import StatementIndex
 from lychee_ray.ingest.vectors import VectorPlan, plan_vectors
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
@@ -146,7 +147,12 @@ async def encode_segments(
     else:
         memory = ConversationMemory()
         memory.accept(records)  # an incremental build continues after the stored segments (docs/incremental.md)
-    slots = SlotState.of(records)  # the current record of each slot, where the stored segments left it
+    # the current record of each slot where the stored segments left it (rules: and the user's
+    # statements, for links from text cues)
+    cur = cfg.encoder.currency
+    text_cues = cur.text_cues and ctx.encoder.backend == "rules"
+    slots = SlotState.of(records, StatementIndex(cur) if text_cues else None,
+                         {t.turn_id: t.speaker for *_, t in conv.iter_turns() if t.role == "user"} if text_cues else None)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
         # the fields every row of this segment shares (values of several types: SegmentRow checks them)

@@ -32,6 +32,7 @@ from lychee_ray.core.currency import parse_slot, slot_subject, value_key
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, normalise_type
 from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SlotCandidate, SegmentTurn
+from lychee_ray.ingest.text_links import StatementIndex
 from lychee_ray.text.dates import iso_day
 from lychee_ray.text.lexical import lexical_terms
 from lychee_ray.text.tokens import count_tokens
@@ -53,20 +54,22 @@ class _Entry:
 class SlotState:
     """The current records of one conversation's slots (see the module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, statements: StatementIndex | None = None, speakers: dict[str, str] | None = None) -> None:
         self.current: dict[str, list[_Entry]] = {}  # slot -> its current records, oldest first
+        # rules: what people said, for links from text cues (None: off)
+        self.statements = statements
+        self.speakers = speakers or {}  # turn id -> speaker, for the turns of role user
 
     @classmethod
-    def of(cls, records: Iterable[MemoryRecord]) -> SlotState:
+    def of(cls, records: Iterable[MemoryRecord], statements: StatementIndex | None = None,
+           speakers: dict[str, str] | None = None) -> SlotState:
         """The state after ``records`` (stored, with their links): a slotted record is current
         unless a record names it in ``supersedes``; replayed in two passes, so the order of the
-        records within a segment does not matter."""
-        recs = list(records)
-        gone = {old for r in recs for old in r.supersedes}
-        state = cls()
-        for r in recs:
-            if r.slot and r.record_id not in gone:
-                state.current.setdefault(r.slot, []).append(_Entry(r.record_id, r.slot, r.slot_value, r.text, r.valid_from))
+        records within a segment does not matter. ``statements``: an empty index to fill with what
+        people said (``speakers``: the speaker of each turn of role user), for the text cues of the
+        records to come."""
+        state = cls(statements, speakers)
+        state.absorb(records)
         return state
 
     def absorb(self, records: Iterable[MemoryRecord]) -> None:
@@ -78,6 +81,14 @@ class SlotState:
         for r in recs:
             if r.slot and r.record_id not in gone:
                 self.current.setdefault(r.slot, []).append(_Entry(r.record_id, r.slot, r.slot_value, r.text, r.valid_from))
+            speaker = self._said_by(r)
+            if self.statements is not None and speaker is not None:
+                self.statements.add(r, speaker)
+
+    def _said_by(self, r: MemoryRecord) -> str | None:
+        """The one speaker whose user-role turns ``r`` comes from, else None."""
+        who = {self.speakers.get(t) for t in r.source_turn_ids}
+        return next(iter(who)) if len(who) == 1 and None not in who else None
 
     def entries(self) -> list[_Entry]:
         return [e for es in self.current.values() for e in es]
@@ -121,6 +132,10 @@ class SlotState:
             _normalise(r, dates)
             if draft is not None and backend == "rules":
                 self._link_by_structure(r, draft, quality)
+                speaker = self._said_by(r)
+                if self.statements is not None and speaker is not None:
+                    self.statements.link(r, speaker, quality)
+                    _normalise(r, dates)
             elif draft is not None and self._link_declared(r, draft, labels, quality):
                 _normalise(r, dates)  # the record took the slot of a candidate it named
             self._take(r)

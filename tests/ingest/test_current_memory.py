@@ -255,3 +255,62 @@ def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_pat
     for s in segs:
         quality.add(QualityCounts.from_flat(s["quality"]))
     assert quality.links == {"supersedes": 1, "dropped_unknown": 2}  # c99 in both replies
+
+
+# -- rules: links between the user's statements from explicit cues ------------------------------------
+def test_change_cues_read_only_values_a_change_word_governs():
+    from lychee_ray.ingest.encode.rules.change_cues import changed_values, denial, value_mentions
+
+    got = [v.text for v in changed_values("My test coverage has recently improved to 78% after the refactor.", 8)]
+    assert got == ["78%"]
+    assert [v.text for v in changed_values("The call was rescheduled to March 22 at 4:30 PM.", 8)] == ["march 22 at 4:30 pm"]
+    assert [v.text for v in changed_values("My Zotero library has 52 sources.", 8)] == []  # a statement, no change
+    assert [v.text for v in changed_values("My Zotero library now has 52 sources.", 8)] == ["52 sources"]
+    assert changed_values("I solved problems 12, and 14 today.", 8) == []  # a bare number counts nothing
+    assert [(v.kind, v.unit) for v in value_mentions("It took 250ms and cost $30 on May 3", 8)] == [
+        ("num", "ms"), ("money", ""), ("date", "")]
+    assert denial("I've never submitted my cover letter to Greg for review, should I?") >= {"submit", "cover", "letter", "greg"}
+    assert denial("I have submitted it.") == frozenset()
+
+
+def _said(ordinal: int, text: str, turn: str) -> MemoryRecord:
+    return MemoryRecord(record_id=f"r{ordinal}", conversation_id="c", user_id="u", session_id="s", segment_id="c#s1",
+                        ordinal=ordinal, type="fact", text=text, source_turn_ids=[turn], created_at="2024-05-01",
+                        backend="rules", model="rules-v1")
+
+
+def test_text_cues_link_a_change_to_every_statement_of_the_old_value_and_a_denial_to_what_it_denies():
+    from lychee_ray.ingest.text_links import StatementIndex
+
+    cfg = CFG.encoder.currency.model_copy(update={"cue_min_statements": 1000})  # (no everyday-word filter here)
+    idx = StatementIndex(cfg)
+    q = QualityCounts()
+    said = [
+        "I've reached 65% test coverage on my API integration module.",
+        "My API integration module test coverage is 65% so far, as I said.",
+        "I bought 3 new monitors for the office.",
+        "I've submitted my cover letter to Greg for review on April 10.",
+        "I want to submit my portfolio to Greg next week.",
+    ]
+    for i, text in enumerate(said):
+        idx.add(_said(i, text, f"t{i}"), "user")
+    change = _said(10, "My API integration test coverage has recently improved to 78%.", "t10")
+    idx.link(change, "user", q)
+    assert change.supersedes == ["r0", "r1"] and change.slot_value == "78%"
+    assert change.slot is not None and change.slot.startswith("user · ") and change.slot.endswith(" %")
+    unrelated = _said(11, "Our team size has grown to 12 people.", "t11")  # no earlier value of that
+    idx.link(unrelated, "user", q)
+    assert unrelated.slot is None and not unrelated.supersedes
+    denied = _said(12, "I've never submitted my cover letter to Greg for review, should I?", "t12")
+    idx.link(denied, "user", q)
+    assert denied.conflicts_with == ["r3"] and denied.slot_value == "no"
+    again = _said(13, "I submitted the cover letter to Greg for his review yesterday.", "t13")  # says it again
+    idx.link(again, "user", q)
+    assert again.conflicts_with == ["r12"] and again.slot_value == "yes"
+    plan = _said(14, "I want to submit my cover letter to Greg for review soon.", "t14")  # a plan affirms nothing
+    idx.link(plan, "user", q)
+    assert not plan.conflicts_with
+    assert q.links == {"supersedes": 2, "conflicts": 2}
+    other = _said(15, "I've never submitted my cover letter to Greg for review.", "t15")  # someone else's denial
+    idx.link(other, "Melanie", q)
+    assert not other.conflicts_with
