@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "EvidenceItem": "lychee_ray.query.results",
     "QueryUsage": "lychee_ray.query.results",
     "QueryPlan": "lychee_ray.query.plan",
+    "HistoryResult": "lychee_ray.query.history",
+    "HistoryEntry": "lychee_ray.query.history",
     "UnknownConversation": "lychee_ray.query.errors",
     "ScopeError": "lychee_ray.query.errors",
     "NotAStoreError": "lychee_ray.io.store",

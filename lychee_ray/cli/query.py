@@ -108,12 +108,15 @@ def _run_remote(args: argparse.Namespace) -> int:
 
 def evidence_line(e: Any, qualified: bool) -> str:
     """One evidence item: score, kind, type, the day it was said, its turns (``conversation:turns``
-    when several conversations are in scope: turn ids repeat across conversations) and its text."""
+    when several conversations are in scope: turn ids repeat across conversations), its status when
+    not current (``SUPERSEDED until 2024-05-15:``) and its text."""
     src = ",".join(e.source_turn_ids[:4]) + ("…" if len(e.source_turn_ids) > 4 else "")
     ref = f"{printable(e.conversation_id)}:{src}" if qualified else src
     day = (e.session_date or "")[:10] or "undated"
     text = " ".join(e.text.split())
-    return f"{e.score:.3f} {e.kind:7s} {e.type:10s} {day:10s} [{ref}] ({'+'.join(e.channels)}) {text[:160]}"
+    status = getattr(e, "status", "current")
+    mark = "" if status == "current" else f"{status.upper()}{' until ' + e.valid_until[:10] if e.valid_until else ''}: "
+    return f"{e.score:.3f} {e.kind:7s} {e.type:10s} {day:10s} [{ref}] ({'+'.join(e.channels)}) {mark}{text[:160]}"
 
 
 def print_result(res: Any, args: argparse.Namespace) -> int:

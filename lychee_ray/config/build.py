@@ -210,6 +210,36 @@ class ToolRecordsConfig(Section):
     short_arg_chars: int = Field(ge=8)
     # Constraint records one system prompt gives at most (its policy sentences, in order).
     max_policy_records: int = Field(ge=0)
+    # A successful call of a tool whose name starts with one of these ends the object it acts on (a
+    # cancellation): every earlier record of that object stops being current (docs/current-memory.md).
+    end_prefixes: list[str]
+
+
+class CurrencyConfig(Section):
+    """Memory that stays current at write time (ingest/supersede.py, docs/current-memory.md)."""
+
+    # openai: current records of the slots a segment's turns mention, shown in the reference context
+    # as candidates its records may replace or contradict (at most this many, best match first) ...
+    max_candidates: int = Field(ge=0)
+    # ... within this many prompt tokens (besides encoder.context_token_budget).
+    candidate_tokens: int = Field(ge=0)
+    # Characters of a candidate's record text shown.
+    candidate_chars: int = Field(ge=20)
+    # rules: link the user's statements by explicit change and denial cues (ingest/text_links.py).
+    text_cues: bool
+    # Words each side of a value that say what it is about.
+    cue_window: int = Field(ge=1)
+    # A changed value replaces an earlier value of the same kind and unit sharing this many of those
+    # words (one more for a value without a word for a unit: 78%, 250ms, a date, an amount) ...
+    change_min_shared: int = Field(ge=1)
+    # ... not counting words in more than this share of the user's statements so far (the
+    # conversation's everyday words), once there are at least cue_min_statements of them.
+    cue_max_df: float = Field(gt=0, le=1)
+    cue_min_statements: int = Field(ge=1)
+    # A denial ("I've never ...") conflicts with a statement holding at least this many of its words ...
+    denial_min_shared: int = Field(ge=1)
+    # ... and at least this share of them.
+    denial_min_share: float = Field(ge=0, le=1)
 
 
 class AssistantRecordsConfig(Section):
@@ -313,6 +343,7 @@ class EncoderConfig(Section):
     guard: GuardConfig
     tools: ToolRecordsConfig
     dedup: DedupConfig
+    currency: CurrencyConfig
 
     @model_validator(mode="before")
     @classmethod

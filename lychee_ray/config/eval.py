@@ -35,6 +35,9 @@ class AgentLogEvalConfig(Section):
     per_kind: int = Field(ge=1)
     # a lookup answer must occur at most this many times in its conversation's text (specific)
     max_answer_occurrences: int = Field(ge=1)
+    # also ask what holds now after each change, and what held before it (categories current and
+    # history; eval/setup/current_questions.py)
+    current_questions: bool
 
 
 # eval/baselines/factory.py: BASELINES (the config layer imports no evaluation code)

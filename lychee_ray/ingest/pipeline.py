@@ -27,6 +27,8 @@ from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.ingest.nodes import build_nodes
 from lychee_ray.ingest.resume_point import SEGSTATE_VERSION, ResumePoint
 from lychee_ray.ingest.passages import conversation_passages
+from lychee_ray.ingest.supersede import SlotState
+from lychee_ray.ingest.text_links import StatementIndex
 from lychee_ray.ingest.vectors import PassageKey, VectorPlan, plan_vectors
 from lychee_ray.core.passages import passages_table
 from lychee_ray.core.quality import QualityCounts
@@ -149,6 +151,12 @@ async def encode_segments(
     else:
         memory = ConversationMemory()
         memory.accept(records)  # an increment continues after the stored segments (docs/incremental.md)
+    # the current record of each slot where the stored segments left it (rules: and the user's
+    # statements, for links from text cues)
+    cur = cfg.encoder.currency
+    text_cues = cur.text_cues and ctx.encoder.backend == "rules"
+    slots = SlotState.of(records, StatementIndex(cur) if text_cues else None,
+                         {t.turn_id: t.speaker for *_, t in conv.iter_turns() if t.role == "user"} if text_cues else None)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
         # the fields every row of this segment shares (values of several types: SegmentRow checks them)
@@ -163,17 +171,21 @@ async def encode_segments(
             rows.append(row)
             records.extend(recs)
             memory.accept(recs)
+            slots.absorb(recs)
             state = row.resolution_state or state
             continue
+        turns = encode_turns(conv, seg)
         request = EncodeRequest(
             conversation_id=conv.conversation_id, user_id=conv.user_id, segment_id=sid,
             segment_index=seg.segment_index, kind="system_prompt" if seg.reason == "system_prompt" else "dialogue",
-            turns=encode_turns(conv, seg), speakers=speakers,
+            turns=turns, speakers=speakers,
             prev_resolution_state=state,
             prev_records=_reference_records(records, context_ids, cfg.encoder.context_records),
+            candidates=slots.candidates(turns, cfg.encoder.currency) if ctx.encoder.backend != "rules" else [],
         )
         done = await encode_checked(ctx.encoder, request, guard, memory, resolver, cfg.encoder, cfg.build.segment_attempts)
         if done.ok:
+            slots.link(done.records, done.drafts, request, ctx.encoder.backend, done.quality)
             records.extend(done.records)
             if request.kind == "dialogue":
                 state = done.resolution_state

@@ -44,10 +44,13 @@ from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
 from lychee_ray.query.cache import ConversationCache
 from lychee_ray.query.channels import RECALL_CHANNELS, route_query_text
+from lychee_ray.query.currency import adjust_pool, scope_currency
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.explain import explain_search
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
+from lychee_ray.query.history import HistoryResult, slot_history
+from lychee_ray.query.marks import apply_marks
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
 from lychee_ray.query.plan.model import RecentTurn, recent_lines
@@ -267,6 +270,17 @@ class QueryEngine:
         return QueryResult(**res.model_dump(), answer=out.answer, answer_error=out.error,
                            answer_error_kind=out.error_kind)
 
+    def history(self, conversation_id: str | None = None, *, user_id: str | None = None, slot: str | None = None,
+                subject: str | None = None, record_id: str | None = None) -> HistoryResult:
+        """Every value recorded for a slot (``"reservation M05KNL · flights"``), for every slot of a
+        subject (``"reservation M05KNL"``) or for the slot of ``record_id``, in one conversation or
+        all of ``user_id``'s, oldest first, with when each held and what replaced it
+        (:mod:`lychee_ray.query.history`; :class:`~lychee_ray.query.history.HistoryQueryError` when
+        none or several of the three are given)."""
+        with self.cache.request():
+            views = {cid: self.view(cid) for cid in self.scope(conversation_id, user_id)}
+            return slot_history(scope_currency(views), slot=slot, subject=subject, record_id=record_id)
+
     async def asearch(self, *args: Any, **kwargs: Any) -> SearchResult:
         """:meth:`search` for async callers (runs in a worker thread; the LLM calls are blocking)."""
         return await asyncio.to_thread(self.search, *args, **kwargs)
@@ -330,7 +344,17 @@ class QueryEngine:
         timings["rerank"] = _ms(time.perf_counter() - t0)
 
         t0 = time.perf_counter()
-        sel = select_evidence(pool, relevance, views, budget, self.qcfg.select, self.encoding)
+        cur = self.qcfg.current
+        sc = scope_currency(views) if cur.enabled else None
+        reserve = 0
+        if sc is not None and (sc.any_links or plan.history):
+            pool, relevance = adjust_pool(pool, relevance, sc, cur.superseded_weight, plan.history)
+            reserve = min(cur.mark_reserve_tokens, budget // 4)
+        sel = select_evidence(pool, relevance, views, budget - reserve, self.qcfg.select, self.encoding)
+        if sc is not None:
+            show_conv = len({it.key.conversation_id for it in pool}) > 1
+            sel = apply_marks(sel, sc, plan.history, cur, budget, show_conv, self.encoding)
+        sel.budget = budget
         timings["selection"] = _ms(time.perf_counter() - t0)
         timings["total"] = _ms(time.perf_counter() - t_start)
 

@@ -8,6 +8,7 @@
     client.append_turns("c-1", [{"turn_id": "t9", "content": "..."}], user_id="u-1")  # an AppendResult
     client.flush("c-1")                                                   # an AppendResult
     client.delete_conversation("c-1")                                     # an EraseReport
+    client.history(conversation_id="c-1", slot="user · address")          # a HistoryResult
 
 A failed call raises :class:`RemoteError`, whose ``status`` (None = no HTTP answer at all), ``code``
 (the error body's stable ``error`` field) and ``detail`` say what went wrong; ``data`` holds the
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
 from lychee_ray.ingest.increment.models import AppendResult, AppendTurn
 from lychee_ray.io.store.erase import EraseReport
+from lychee_ray.query.history import HistoryResult
 from lychee_ray.query.results import QueryResult, SearchResult
 
 # Seconds to wait for the service (a query makes two LLM calls; the embedding model may be cold).
@@ -98,6 +100,13 @@ class MemoryClient:
     def delete_user(self, user_id: str) -> EraseReport:
         """Erase every conversation of ``user_id`` (``DELETE /v1/users/{user_id}``)."""
         return EraseReport.model_validate(self._send("DELETE", f"/v1/users/{quote(user_id, safe='')}"))
+
+    def history(self, *, conversation_id: str | None = None, user_id: str | None = None, slot: str | None = None,
+                subject: str | None = None, record_id: str | None = None) -> HistoryResult:
+        """A slot's values in time order (``GET /v1/history``)."""
+        params = {k: v for k, v in (("conversation_id", conversation_id), ("user_id", user_id), ("slot", slot),
+                                    ("subject", subject), ("record_id", record_id)) if v is not None}
+        return HistoryResult.model_validate(self._send("GET", f"/v1/history?{urlencode(params)}"))
 
     def _ask(self, path: str, model: type[R], question: str, conversation_id: str | None, user_id: str | None,
              question_date: str | None, budget_tokens: int | None,

@@ -96,6 +96,10 @@ ENDPOINTS: dict[str, Call] = {
     "flush": lambda c, h, cid, owner: c.post(f"/v1/conversations/{cid}/flush", json={}, headers=h),
     "delete": lambda c, h, cid, owner: c.delete(f"/v1/conversations/{cid}", headers=h),
     "delete_user": lambda c, h, cid, owner: c.delete(f"/v1/users/{owner}", headers=h),
+    "history": lambda c, h, cid, owner: c.get("/v1/history", params={"conversation_id": cid, "subject": "Caroline"},
+                                              headers=h),
+    "history_user": lambda c, h, cid, owner: c.get("/v1/history", params={"user_id": owner, "slot": "caroline · city"},
+                                                   headers=h),
     "stats": lambda c, h, cid, owner: c.get("/v1/admin/stats", headers=h),
     "reload": lambda c, h, cid, owner: c.post("/v1/admin/reload", headers=h),
 }
@@ -114,9 +118,9 @@ def expected(endpoint: str, caller: str) -> int:
 
 def not_found_body(endpoint: str, cid: str, owner: str) -> dict[str, str] | None:
     """What a request for a conversation (or user) that does not exist gets: the other tenant's must look the same."""
-    if endpoint in ("list", "search_user", "delete_user"):
+    if endpoint in ("list", "search_user", "delete_user", "history_user"):
         return {"detail": f"unknown user {owner!r}", "error": "not_found"}
-    if endpoint in ("get", "search", "query", "append", "flush", "delete"):
+    if endpoint in ("get", "search", "query", "append", "flush", "delete", "history"):
         return {"detail": f"unknown conversation {cid!r}", "error": "not_found"}
     return None
 
@@ -149,6 +153,8 @@ def test_tenancy_matrix(built, embedder, tmp_path, endpoint, caller, caplog):
         if want == 200 and endpoint.startswith("search"):
             res = r.json()
             assert {e["conversation_id"] for e in res["evidence"]} <= {"acme-1", "acme-2"}
+        if want == 200 and endpoint.startswith("history"):
+            assert {e["conversation_id"] for e in r.json()["entries"]} <= {"acme-1", "acme-2"}
         if want == 200 and endpoint == "stats":
             assert r.json()["auth"] == {"enabled": True, "keys": ["acme", "admin", "beta", "token"]}
     after = MemoryStoreReader(root).markers

@@ -62,12 +62,14 @@ from lychee_ray.eval.metrics.context import (
     gold_word_coverage,
     normalized_context,
 )
+from lychee_ray.eval.metrics.current import current_scores
 from lychee_ray.eval.metrics.evidence import coverage
 from lychee_ray.eval.metrics.locomo import locomo_normalize
 from lychee_ray.eval.metrics.rubric import answers_in_context, short_answers
 from lychee_ray.eval.setup.datasets import conversation_split
 from lychee_ray.config.eval import AgentLogEvalConfig
 from lychee_ray.eval.setup.agentlog_questions import QuestionLimits, derive_questions
+from lychee_ray.eval.setup.current_questions import derive_current_questions
 from lychee_ray.io.adapters import read_input
 from lychee_ray.io.adapters.registry import adapter
 from lychee_ray.llm.prompts import prompt_tokens_estimate
@@ -106,6 +108,8 @@ class Coverage:
     content_coverage: float | None = None  # mean word coverage over the gold turns
     recall_by_role: dict[str, float] = field(default_factory=dict)  # id coverage of each role's gold turns
     fits_budget: bool | None = None  # full_context: the whole conversation fits the budget
+    # questions about what holds now / held before (eval/metrics/current.py); empty for others
+    current: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,6 +146,8 @@ def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None,
         qa = item.qa
         if limits is not None and item.conversation is not None:
             qa = derive_questions(item.conversation, limits, locomo_normalize)
+            if agentlog is None or agentlog.current_questions:
+                qa += derive_current_questions(item.conversation)
         for q in qa:
             if q.evidence and (cats is None or q.category in cats):
                 out.append(q)
@@ -164,8 +170,11 @@ class _Measure:
         self.gold_roles = [view.turn_role[pos[t]] if t in pos else "" for t in self.gold_ids]
 
     def __call__(self, units: Sequence[tuple[Sequence[str], str]], plain: str, context_tokens: int, plan_prompt: int,
-                 answer_prompt: int, norm: str | None = None) -> Coverage:
-        """``units``: every selected unit as (turn ids it cites, its plain text); ``plain``: the whole context."""
+                 answer_prompt: int, norm: str | None = None, statuses: Sequence[str] | None = None,
+                 shown: str | None = None) -> Coverage:
+        """``units``: every selected unit as (turn ids it cites, its plain text); ``plain``: the whole context;
+        ``statuses``: each unit's status (default: all current), ``shown``: the context as the answer
+        prompt shows it, marks included (default: ``plain``)."""
         covered = [t for ids, _ in units for t in ids]
         frac, any_, all_ = coverage(self.gold_ids, covered)
         cov = set(covered)
@@ -186,6 +195,10 @@ class _Measure:
             hits=[t for t, hit in zip(self.gold_ids, ids, strict=True) if hit],
             content_coverage=sum(per_turn) / len(per_turn) if per_turn else None,
             recall_by_role={r: sum(h) / len(h) for r, h in by_role.items() if r},
+            current=current_scores(self.q.meta, [(ids, text, st) for (ids, text), st in
+                                                 zip(units, statuses or ["current"] * len(units), strict=False)],
+                                   shown if shown is not None else plain, self.q.category == "history")
+            if self.q.meta.get("source") == "current_state" else {},
         )
 
 
@@ -207,6 +220,8 @@ def _summary(rows: list[Coverage]) -> dict[str, Any]:
     out["gold_role_recall"] = {role: {"questions": sum(role in r.recall_by_role for r in rows),
                                       "recall": _mean([r.recall_by_role.get(role) for r in rows])} for role in roles}
     out["answer_in_context"] = _mean([None if r.answer_in_context is None else float(r.answer_in_context) for r in rows])
+    for k in dict.fromkeys(k for r in rows for k in r.current):
+        out[k] = _mean([r.current.get(k) for r in rows])
     for k in ("context_tokens", "plain_tokens", "plan_prompt_tokens", "answer_prompt_tokens", "query_prompt_tokens"):
         out[k] = round(sum(getattr(r, k) for r in rows) / n, TOKEN_DIGITS)
     # the budget spent on content (issue 27): plain text / context as the answer prompt shows it
@@ -317,7 +332,8 @@ def evaluate_retrieval(
                 cited = [([qualified(e.conversation_id, t) for t in e.source_turn_ids], e.text) for e in res.evidence]
             plain = lychee_plain_context(res.evidence)
             u = res.usage
-            lychee = measure(cited, plain, u.context_tokens, u.plan_prompt_tokens, u.answer_prompt_tokens)
+            lychee = measure(cited, plain, u.context_tokens, u.plan_prompt_tokens, u.answer_prompt_tokens,
+                             statuses=[e.status for e in res.evidence], shown=res.context)
             lychee.plain_tokens = count_tokens(plain, enc)
             out = {"lychee": lychee}
             for bname, system in systems.items():

@@ -17,6 +17,7 @@ from lychee_ray.ingest.encode.base import (
     merge_to_summary,
 )
 from lychee_ray.config import EncoderConfig, TokenizerConfig
+from lychee_ray.ingest.supersede import candidates_block
 from lychee_ray.core.records import RECORD_TYPES
 from lychee_ray.core.tools import CALL_ARROW
 from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
@@ -36,6 +37,12 @@ FIELD_NOTES = {
     "source_turns": "the [index] numbers of the turns the record comes from",
     "artifact": """code, table or document when the record describes ONE code block, table or drafted document
   (letter, e-mail, message, will) of the turns; else null""",
+    "slot": """what the record states a value of, as 'subject · attribute' ('user · shipping address',
+  'reservation ABC123 · flights'), or null when it states nothing that can change""",
+    "slot_value": "that value in a few words, or null",
+    "valid_from": "YYYY-MM-DD the value became true (the day of the change, from the session date), or null",
+    "replaces": "labels of candidate records (given with the reference context) of the same slot whose value this one replaces",
+    "contradicts": "labels of candidate records of the same slot this one contradicts without saying it changed",
 }
 
 
@@ -43,7 +50,10 @@ def draft_fields() -> str:
     """The prompt's "Fields:" list: one line per :class:`RecordDraft` field, in its order, with its
     :data:`FIELD_NOTES` entry or else its ``Field(description=...)``."""
     lines = []
+    shown = RecordDraft.model_json_schema()["properties"]  # (a field the model is not sent is not explained)
     for name, info in RecordDraft.model_fields.items():
+        if name not in shown:
+            continue
         note = FIELD_NOTES.get(name, info.description)
         lines.append(f"- {name}: {note}" if note else f"- {name}")
     return ";\n".join(lines) + "."
@@ -208,11 +218,13 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
     rho = reference_context(request, cfg, tokenizer)
     speakers = ", ".join(request.speakers)
     turns = "\n".join(_format_turn(t, cfg.max_turn_chars) for t in request.turns)
+    candidates = candidates_block(request.candidates, cfg.currency, tokenizer.encoding)
     user = (
         f"Session date: {dates}\n"
         f"Speakers: {speakers}\n"
         f"Reference context from earlier segments:\n{rho or '(none)'}\n\n"
-        f"Segment turns:\n{turns}"
+        + (f"{candidates}\n\n" if candidates else "")
+        + f"Segment turns:\n{turns}"
     )
     return [{"role": "system", "content": instructions_for(cfg, agent, chat)}, {"role": "user", "content": user}]
 

@@ -46,6 +46,9 @@ class QueryPlan(BaseModel):
     fallback_reason: str | None = None
     # why the planner fell back, as data: an LLM error kind (``LLMCallFailed.kind``) or "invalid_plan"
     fallback_kind: str | None = None
+    # the question asks what a value was before or when it changed (query/plan/history.py): the
+    # context shows each found slot's values in time order instead of the current value first
+    history: bool = False
 
 
 class RecentTurn(BaseModel):

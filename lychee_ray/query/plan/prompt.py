@@ -65,6 +65,7 @@ class PlanReply(BaseModel):
     model_config = _LEAN
 
     routes: list[RouteDraft] = Field(min_length=1)
+    history: bool = Field(False, description="asks what a value was before, or when it changed")
 
 
 PLAN_SYSTEM = (

@@ -17,6 +17,7 @@ from lychee_ray.config import PlannerConfig
 from lychee_ray.core.keys import normalise_key
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.llm.prompts import prompt_tokens_estimate
+from lychee_ray.query.plan.history import asks_history
 from lychee_ray.query.plan.model import PlanContext, PlanOutcome, QueryPlan, Route, question_route
 from lychee_ray.query.plan.prompt import PlanReply, plan_messages
 from lychee_ray.text.stopwords import MATCH_STOPWORDS
@@ -116,6 +117,7 @@ class RulesPlanner:
         plan = QueryPlan(
             question=question, question_date=question_date.isoformat() if question_date else None,
             question_type=guess_question_type(question, base.time, len(ent_keys)), routes=routes, backend=self.backend,
+            history=asks_history(question),
         )
         msgs = plan_messages(question, question_date, ctx.top_entities(self.cfg.context_entities), self.cfg.max_routes,
                              ctx.recent)
