@@ -11,7 +11,7 @@ of the typed errors (``kind`` says which; :class:`IncrementError` is their base)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
 from lychee_ray.ingest.increment.errors import (
@@ -32,11 +32,11 @@ from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters import AdapterItem, read_input, read_objects, survey_input
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.memory import MemoryStore
+from lychee_ray.names import LLMBackend, LOCAL_RUNNER, OnConflict, RAY_RUNNER, RUNNERS, Runner
 
 if TYPE_CHECKING:  # the eval package is loaded only when an evaluation runs (its metrics load nltk: seconds)
     from lychee_ray.eval.runners.run import EvalOptions
 
-Runner = Literal["local", "ray"]
 Conversations = Iterable[Conversation | dict[str, Any]]
 
 
@@ -58,12 +58,12 @@ def build_memory(
     conversations: Conversations | str | Path,
     out: str | Path,
     config: LycheeConfig | None = None,
-    llm: Literal["openai", "rules"] | None = None,
+    llm: LLMBackend | None = None,
     *,
     format: str | None = None,
     runner: Runner = "local",
     retry_failed: bool = False,
-    on_conflict: Literal["error", "rebuild"] | None = None,
+    on_conflict: OnConflict | None = None,
 ) -> BuildSummary:
     """Build (or extend a resumed build of) the memory store at ``out`` and return its summary.
 
@@ -82,11 +82,11 @@ def build_memory(
     failed or duplicate in the summary (failures and warnings also in the store's ``errors/``).
     """
     cfg = config or load_config()
-    if runner == "local":
+    if runner == LOCAL_RUNNER:
         return run_local_build_items(cfg, _items(conversations, format), out, backend=llm, retry_failed=retry_failed,
                                      on_conflict=on_conflict)
-    if runner != "ray":
-        raise ValueError(f"unknown runner {runner!r}; expected 'local' or 'ray'")
+    if runner != RAY_RUNNER:
+        raise ValueError(f"unknown runner {runner!r}; expected one of {', '.join(RUNNERS)}")
     from lychee_ray.ray.build_job import run_ray_build  # Ray itself: imported only when a Ray run is asked for
 
     if isinstance(conversations, (str, Path)):

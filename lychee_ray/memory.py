@@ -31,6 +31,7 @@ from lychee_ray.embed import Embedder, get_embedder
 from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.engine import QueryEngine
 from lychee_ray.query.rerank import CrossEncoderReranker
+from lychee_ray.names import OPENAI_BACKEND
 
 
 class MemoryStore(QueryEngine):
@@ -113,7 +114,7 @@ class MemoryStore(QueryEngine):
                 embedder = self._embedder if self._embedder is not None else get_embedder(self.config.embedding,
                                                                                          self.config.llm)
                 self._append_ctx = make_context(self.config, backend, embedder, batched=False,
-                                                llm_client=self.llm_client() if backend == "openai" else None)
+                                                llm_client=self.llm_client() if backend == OPENAI_BACKEND else None)
             return self._append_ctx
 
 

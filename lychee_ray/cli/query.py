@@ -16,6 +16,7 @@ from lychee_ray.memory import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.results import result_json
 from lychee_ray.serve.client import MemoryClient, RemoteError
+from lychee_ray.names import LLM_BACKENDS
 
 # Environment variable holding the service's bearer token (as for `lychee-ray serve`).
 TOKEN_ENV = "LYCHEE_SERVE_TOKEN"
@@ -35,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     scope.add_argument("--user", type=id_arg, help="query all conversations of this user id")
     p.add_argument("--question-date", default=None, help="ISO date/datetime that anchors relative times (default: now)")
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
-    p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend for plan + answer (default: auto)")
+    p.add_argument("--llm", choices=LLM_BACKENDS, default=None, help="LLM backend for plan + answer (default: auto)")
     p.add_argument("--recent", action="append", default=None, metavar="'ROLE: TEXT'",
                    help="one of the asking agent's recent turns, oldest first (repeatable): what the question may "
                         "refer to; shown to the planner")

@@ -49,6 +49,7 @@ from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import MemoryStoreWriter, read_part
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.store.marker import MARKER_VERSION, CommitMarker
+from lychee_ray.names import REBUILD_ON_CONFLICT
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class Decider:
         try:
             matched = check_history(stored, conv)
         except IncrementError as e:
-            if self.on_conflict == "rebuild":
+            if self.on_conflict == REBUILD_ON_CONFLICT:
                 log.warning("%s; rebuilding it from scratch (on_conflict=rebuild)", e)
                 work.route = "build"
                 return

@@ -44,11 +44,12 @@ from lychee_ray.io.store import MemoryStoreWriter, compact
 from lychee_ray.io.store.gc import collect_garbage
 from lychee_ray.io.store.migrate import migrate_if_needed
 from lychee_ray.llm.backend import BACKEND_DESCRIPTIONS, resolve_backend
+from lychee_ray.names import LLMBackend, Runner
 
 log = logging.getLogger(__name__)
 
 
-def manifest_info(cfg: LycheeConfig, backend: str, summary: BuildSummary, runner: str) -> dict[str, Any]:
+def manifest_info(cfg: LycheeConfig, backend: LLMBackend, summary: BuildSummary, runner: Runner) -> dict[str, Any]:
     """Run-level manifest fields (models, dims and fingerprints come from the commit markers)."""
     return {
         "backend_description": BACKEND_DESCRIPTIONS.get(backend, ""),
@@ -78,7 +79,7 @@ def run_local_build(
     fmt: str,
     input_path: str | Path,
     out: str | Path,
-    backend: str | None = None,
+    backend: LLMBackend | None = None,
     retry_failed: bool = False,
     ctx: BuildContext | None = None,
     on_conflict: str | None = None,
@@ -109,7 +110,7 @@ def run_local_build_items(
     cfg: LycheeConfig,
     items: Iterable[AdapterItem],
     out: str | Path,
-    backend: str | None = None,
+    backend: LLMBackend | None = None,
     retry_failed: bool = False,
     ctx: BuildContext | None = None,
     on_conflict: str | None = None,

@@ -57,6 +57,7 @@ from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, Sear
 from lychee_ray.query.select import select_evidence
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
+from lychee_ray.names import OPENAI_BACKEND, LLMBackend
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class QueryEngine:
                 self._embedder = get_embedder(self.config.embedding, self.config.llm, queries=True)
             return self._embedder
 
-    def backend(self, llm: str | None = None) -> str:
+    def backend(self, llm: str | None = None) -> LLMBackend:
         return resolve_backend(self.config.llm, llm if llm is not None else self._llm_choice)
 
     def llm_client(self) -> LLMClient:
@@ -254,7 +255,7 @@ class QueryEngine:
                                           recent_turns, explain)
         backend = self.backend(llm)
         t0 = time.perf_counter()
-        client = self.llm_client() if backend == "openai" else None
+        client = self.llm_client() if backend == OPENAI_BACKEND else None
         answerer = make_answerer(backend, self.qcfg.answer, client, self.encoding)
         out = answerer.answer(question, qd, sel.evidence, sel.context, question_id=res.question_id)
         res.timings_ms["answer"] = _ms(time.perf_counter() - t0)
@@ -299,7 +300,7 @@ class QueryEngine:
         t0 = time.perf_counter()
         ctx = _plan_context(views.values())
         ctx.recent = recent_lines(list(recent_turns or []), self.qcfg.planner.recent_turns_tokens, self.encoding)
-        planner = make_planner(backend, self.qcfg.planner, self.llm_client() if backend == "openai" else None, self.encoding)
+        planner = make_planner(backend, self.qcfg.planner, self.llm_client() if backend == OPENAI_BACKEND else None, self.encoding)
         plan_out = planner.plan(question, qd, ctx, question_id=qid)
         plan = plan_out.plan
         timings["plan"] = _ms(time.perf_counter() - t0)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lychee_ray.query.evidence import Selection, one_line
 from lychee_ray.query.fuse import FusedItem, ItemKey
+from lychee_ray.query.hits import ItemKind
 from lychee_ray.query.view import ConversationView
 
 PoolOutcome = Literal["selected", "budget", "not_selected"]
@@ -28,7 +29,7 @@ class PoolItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     position: int = Field(description="1 = first in the fused pool (reranked order when the reranker ran)")
-    kind: Literal["record", "turn"]
+    kind: ItemKind
     id: str
     conversation_id: str
     fused_score: float = Field(description="the item's RRF score over every channel and route")
@@ -59,7 +60,7 @@ class DroppedItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["record", "turn"]
+    kind: ItemKind
     id: str
     conversation_id: str
     tokens: int = Field(description="the tokens it needed (the turn alone, or the record's line)")

@@ -33,6 +33,7 @@ from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.logs import configure_logging
 from lychee_ray.ray.ratelimit import RayRateLimiter
+from lychee_ray.names import LLMBackend
 
 # Columns the commit stage adds to each outcome row: the Ray node that constructed the conversation,
 # and, for a conversation another writer committed after its decision, its input row as JSON (to be
@@ -185,7 +186,7 @@ class BuildStage:
     conversation read for an increment. Keeps ``build.conversations_in_flight`` conversations in
     flight (asyncio)."""
 
-    def __init__(self, cfg_json: str, backend: str, out: str, limiter: Any, progress: Any = None) -> None:
+    def __init__(self, cfg_json: str, backend: LLMBackend, out: str, limiter: Any, progress: Any = None) -> None:
         cfg = _cfg(cfg_json)
         lim = RayRateLimiter(limiter) if limiter is not None else None
         encoder = make_encoder(cfg, backend, lim)

@@ -12,6 +12,7 @@ PKG = Path(__file__).resolve().parents[2] / "lychee_ray"
 # Lower rank = lower layer. A module may import its own package and packages of a LOWER rank only
 # (docs/architecture.md lists what each package owns).
 LAYERS: dict[str, int] = {
+    "names": -1,
     "config": 0, "logs": 0, "progress": 0,
     "core": 1,
     "text": 2,

@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -76,10 +76,10 @@ from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
 from lychee_ray.text.tokens import count_tokens
+from lychee_ray.names import CONVERSATION_SCOPE, RULES_BACKEND, Scope
 
 log = logging.getLogger(__name__)
 
-Scope = Literal["conversation", "user"]
 LOCOMO_CATEGORIES = ("1", "2", "3", "4")  # the paper's 1,540 questions (5 = adversarial, no evidence)
 # Decimal places of reported fractions and of mean token counts.
 FRACTION_DIGITS = 4
@@ -248,9 +248,9 @@ def _groups(store: MemoryStore, questions: list[QAItem], scope: Scope) -> list[t
     by: dict[str, list[QAItem]] = {}
     for q in questions:
         m = store.reader.markers.get(q.conversation_id)
-        key = q.conversation_id if scope == "conversation" or m is None else m.owner
+        key = q.conversation_id if scope == CONVERSATION_SCOPE or m is None else m.owner
         by.setdefault(key, []).append(q)
-    if scope == "conversation":
+    if scope == CONVERSATION_SCOPE:
         return [(cid, [cid], qs) for cid, qs in by.items()]
     return [(user, sorted(store.reader.by_user.get(user, [])), qs) for user, qs in by.items()]
 
@@ -299,7 +299,7 @@ def evaluate_retrieval(
     done = 0
     for name, cids, qs in _groups(store, [q for q in questions if q.conversation_id not in missing], scope):
         views = {cid: store.view(cid) for cid in cids}
-        scoped = views[cids[0]] if scope == "conversation" else merged_turns(list(views.values()), f"user:{name}")
+        scoped = views[cids[0]] if scope == CONVERSATION_SCOPE else merged_turns(list(views.values()), f"user:{name}")
         turns = TurnUnits(scoped, enc)
         systems = {n: make_baseline(n, turns, cfg, doc_embedder) for n in names}
         fixed: dict[str, str] = {}  # full context: one text per scope, normalised once
@@ -307,13 +307,13 @@ def evaluate_retrieval(
         for q, qv in zip(qs, qvecs, strict=False):
             cid = q.conversation_id
             qd = as_datetime(q.question_date) if q.question_date else last_session_date(views[cid])
-            gold = q if scope == "conversation" else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
+            gold = q if scope == CONVERSATION_SCOPE else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
             measure = _Measure(gold, scoped, thresholds, answers(q))
-            if scope == "conversation":
-                res = store.search(cid, q.question, qd, budget, llm="rules", question_id=q.question_id)
+            if scope == CONVERSATION_SCOPE:
+                res = store.search(cid, q.question, qd, budget, llm=RULES_BACKEND, question_id=q.question_id)
                 cited = [(e.source_turn_ids, e.text) for e in res.evidence]
             else:
-                res = store.search(None, q.question, qd, budget, user_id=name, llm="rules", question_id=q.question_id)
+                res = store.search(None, q.question, qd, budget, user_id=name, llm=RULES_BACKEND, question_id=q.question_id)
                 cited = [([qualified(e.conversation_id, t) for t in e.source_turn_ids], e.text) for e in res.evidence]
             plain = lychee_plain_context(res.evidence)
             u = res.usage
@@ -379,6 +379,5 @@ __all__ = [
     "last_session_date",
     "load_questions",
     "question_rows",
-    "Scope",
     "summarise",
 ]

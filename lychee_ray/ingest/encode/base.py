@@ -21,6 +21,7 @@ from lychee_ray.core.records import RECORD_TYPES, MemoryRecord, TimeSpan, normal
 from lychee_ray.core.tools import ToolCall
 from lychee_ray.llm.errors import AttemptError
 from lychee_ray.text.time.normalise import TimeResolver
+from lychee_ray.names import LLMBackend, RepairMode
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class EncodeRequest(BaseModel):
     prev_resolution_state: str = ""
     prev_records: list[str] = Field(default_factory=list, description="Texts of the last m records (ρ_k).")
     # Repair mode (encoder.guard.repair_mode) when the first reply was degenerate; None = a normal call.
-    repair: Literal["no_records", "do_not_repeat"] | None = None
+    repair: RepairMode | None = None
     avoid_texts: list[str] = Field(default_factory=list, description="Rejected copies shown as 'do not repeat'.")
 
     @property
@@ -115,7 +116,7 @@ class EncodeResult(BaseModel):
 class SegmentEncoder(Protocol):
     """An encode backend (``openai`` or ``rules``)."""
 
-    backend: str
+    backend: LLMBackend
     model: str
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:

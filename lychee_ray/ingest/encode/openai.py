@@ -19,6 +19,7 @@ from lychee_ray.ingest.encode.base import (
 from lychee_ray.config import EncoderConfig, TokenizerConfig
 from lychee_ray.core.records import RECORD_TYPES
 from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
+from lychee_ray.names import OPENAI_BACKEND
 
 # How the prompt explains each RecordDraft field, where it says more than the field's description in
 # the JSON schema; a field not listed here is explained by its Field(description=...) (draft_fields).
@@ -186,7 +187,7 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
 class OpenAIEncoder:
     """``SegmentEncoder`` backed by :class:`~lychee_ray.llm.client.LLMClient`."""
 
-    backend = "openai"
+    backend = OPENAI_BACKEND
     # a degenerate reply is worth one more call with the repair prompt (encoder.guard.repair_mode)
     supports_repair = True
 

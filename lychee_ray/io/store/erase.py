@@ -71,8 +71,9 @@ from lychee_ray.io.store.locks import (
 from lychee_ray.io.store.marker import CommitMarker, TableLocation
 from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.writer import MemoryStoreWriter
+from lychee_ray.names import Scope
 
-EraseScope = Literal["conversation", "user"]
+EraseScope = Scope  # what an erasure removes: one conversation, or a user's
 # manifest fields write_manifest computes from the markers; everything else in the manifest is kept
 _COMPUTED = frozenset({"version", "written_at", "backend", "models", "embedding_dim", "fingerprint", "counts", "tokens"})
 _ID_HASH_CHARS = 16

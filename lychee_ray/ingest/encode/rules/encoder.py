@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, EncodeResult, RecordDraft, SegmentTurn, TimeDraft, merge_to_summary
 from lychee_ray.ingest.encode.rules.agent import AgentRecords, policy_records, strip_calls
@@ -25,8 +24,8 @@ from lychee_ray.ingest.encode.rules.units import RecordUnit, record_units
 from lychee_ray.config import ToolRecordsConfig
 from lychee_ray.text.dates import parse_iso_datetime
 from lychee_ray.text.time.rewrite import rewrite_relative
+from lychee_ray.names import RULES_BACKEND, WeMode
 
-WeMode = Literal["auto", "pair", "keep"]
 # Topics of the segment's last record the resolution note keeps.
 _STATE_TOPICS = 2
 
@@ -55,7 +54,7 @@ class RulesEncoder:
       (:mod:`lychee_ray.ingest.encode.rules.agent`); tool results are not split into sentences.
     """
 
-    backend = "rules"
+    backend = RULES_BACKEND
     model = "rules-v1"
 
     def __init__(
