@@ -4,6 +4,8 @@
 
     store = MemoryStore.open("out/locomo")
     res = store.query("locomo-26", "When did Caroline go to the support group?", question_date="2023-08-01")
+    res = store.query(QueryRequest(conversation_id="locomo-26", question="When did Caroline go to the support group?",
+                                   question_date="2023-08-01"))   # the same request as one object
     store.append("locomo-26", [{"turn_id": "t-901", "speaker": "Caroline", "content": "..."}])
 
 A facade over the query engine (:class:`~lychee_ray.query.engine.QueryEngine`: ``query``,

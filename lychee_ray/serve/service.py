@@ -53,7 +53,7 @@ from lychee_ray.serve.schemas import (
     QueryRequest,
     ReloadResult,
 )
-from lychee_ray.names import CONVERSATION_SCOPE, LOCAL_EMBEDDING, OPENAI_BACKEND, RULES_BACKEND, USER_SCOPE
+from lychee_ray.names import CONVERSATION_SCOPE, LOCAL_EMBEDDING, OPENAI_BACKEND, RULES_BACKEND, USER_SCOPE, LLMBackend
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ class MemoryService:
             raise invalid_field("budget_tokens", f"budget_tokens may be at most {s.max_budget_tokens}",
                                 "less_than_equal")
 
-    def llm_backend(self) -> str:
+    def llm_backend(self) -> LLMBackend:
         """The LLM backend queries use (``openai`` or ``rules``)."""
         return self.store.backend()
 
@@ -330,21 +330,20 @@ class MemoryService:
             self._llm_down_until = time.monotonic() + self.scfg.llm_cooldown_s
             log.warning("LLM marked unavailable for %.0f s: %s", self.scfg.llm_cooldown_s, message)
 
-    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: str | None,
+    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: LLMBackend | None,
                    principal: Principal) -> Any:
         """Run ``store.search``/``store.query`` in a worker; map store errors to HTTP errors."""
         self._check_limits(req)
         await self._maybe_reload()
         await self._drop_erased(req.conversation_id, req.user_id)
         check_scope(self.store.reader, req.conversation_id, req.user_id, principal)
+        request = req.with_backend(llm)
         t_enq = time.perf_counter()
         started: list[float] = []
 
         def call() -> Any:
             started.append(time.perf_counter())
-            fn = getattr(self.store, method)
-            return fn(req.conversation_id, req.question, req.question_date, req.budget_tokens, user_id=req.user_id, llm=llm,
-                      recent_turns=req.recent_turns, explain=req.explain)
+            return getattr(self.store, method)(request)
 
         self.requests += 1
         try:
@@ -369,7 +368,7 @@ class MemoryService:
         res.timings_ms["server"] = round((time.perf_counter() - t_enq) * 1000.0, 3)
         return res
 
-    def _planner_llm(self) -> str | None:
+    def _planner_llm(self) -> LLMBackend | None:
         """None = the configured backend; "rules" while the LLM is in its failure cooldown."""
         if self.llm_backend() == OPENAI_BACKEND and not self.llm_available():
             return RULES_BACKEND

@@ -36,6 +36,7 @@ from lychee_ray.eval.runners.judge import LLMJudge
 from lychee_ray.eval.runners.retrieval import last_session_date
 from lychee_ray.eval.setup.rows import AnswerRow, QuestionPayload
 from lychee_ray.llm.backend import make_llm_client
+from lychee_ray.query.request import QueryRequest
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.query.answer import make_answerer
 from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side is all an evaluation uses
@@ -147,7 +148,8 @@ class QuestionAnswerer:
 
     def _memory(self, q: QuestionPayload, row: dict[str, Any]) -> None:
         cid = q["conversation_id"]
-        res = self.store.query(cid, q["question"], self._question_date(q, cid), question_id=q["question_id"])
+        res = self.store.query(QueryRequest(conversation_id=cid, question=q["question"],
+                                            question_date=self._question_date(q, cid), question_id=q["question_id"]))
         u = res.usage
         row.update(
             answer=res.answer, answer_error=res.answer_error, evidence_ids=[e.id for e in res.evidence],

@@ -77,6 +77,7 @@ from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
 from lychee_ray.text.tokens import count_tokens
 from lychee_ray.names import CONVERSATION_SCOPE, RULES_BACKEND, Scope
+from lychee_ray.query.request import QueryRequest
 
 log = logging.getLogger(__name__)
 
@@ -310,10 +311,12 @@ def evaluate_retrieval(
             gold = q if scope == CONVERSATION_SCOPE else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
             measure = _Measure(gold, scoped, thresholds, answers(q))
             if scope == CONVERSATION_SCOPE:
-                res = store.search(cid, q.question, qd, budget, llm=RULES_BACKEND, question_id=q.question_id)
+                res = store.search(QueryRequest(conversation_id=cid, question=q.question, question_date=qd,
+                                                budget_tokens=budget, llm=RULES_BACKEND, question_id=q.question_id))
                 cited = [(e.source_turn_ids, e.text) for e in res.evidence]
             else:
-                res = store.search(None, q.question, qd, budget, user_id=name, llm=RULES_BACKEND, question_id=q.question_id)
+                res = store.search(QueryRequest(user_id=name, question=q.question, question_date=qd, budget_tokens=budget,
+                                                llm=RULES_BACKEND, question_id=q.question_id))
                 cited = [([qualified(e.conversation_id, t) for t in e.source_turn_ids], e.text) for e in res.evidence]
             plain = lychee_plain_context(res.evidence)
             u = res.usage
