@@ -69,8 +69,8 @@ def build_memory(
 
     ``conversations`` is an iterable of :class:`~lychee_ray.core.conversation.Conversation` objects
     or canonical dicts (``docs``: the JSONL schema), or a path/URI of input files read in ``format``
-    (detected from the content when not given: ``jsonl``, ``parquet``, ``openai``, ``anthropic``,
-    ``chatgpt``, ``locomo``, ``longmemeval``; docs/data-format.md). ``llm`` picks the
+    (detected from the content when not given: one of the registered formats,
+    ``lychee_ray.io.adapters.registry.format_names()``; docs/data-format.md). ``llm`` picks the
     encoder backend (default: ``openai`` when an endpoint is configured, else the offline
     ``rules``). ``runner="ray"`` runs the Ray Data job (local Ray, or ``RAY_ADDRESS``).
     Conversations already committed with the same configuration are skipped when unchanged; a

@@ -18,14 +18,14 @@ class SurpriseConfig(Section):
     # the closer of h_k and its centroid c_k (max: the authors' form).
     reference: Literal["trajectory", "max"]
 
-    # Absolute part A = clip((s - center) / scale, clip_min, clip_max). The authors' 0.20 suits
-    # text-embedding-3-small; 0.80 is calibrated for centred MiniLM (A then only fires on outliers).
+    # Absolute part A = clip((s - center) / scale, clip_min, clip_max). The paper's centre suits
+    # text-embedding-3-small; the default is calibrated for centred MiniLM (A then only fires on outliers).
     center: float
     scale: float = Field(gt=0)
     clip_min: float
     clip_max: float
     # Relative part R = robust z-score of s against the last `robust_window` surprises of the stream.
-    # Calibrated 1.6 (authors 0.45): phi is mostly data-adaptive, so it transfers across corpora.
+    # Weighted above the paper's: phi is then mostly data-adaptive, so it transfers across corpora.
     robust_weight: float = Field(ge=0)
     robust_window: int = Field(ge=1)
     robust_min_history: int = Field(ge=1)  # R = 0 until this many surprises were seen
@@ -54,13 +54,13 @@ class CueConfig(Section):
     lexical_window: int = Field(ge=1)  # X_t compares against the open segment's last this-many units
     min_word_chars: int = Field(ge=1)  # content words: at least this many characters (a stop-word list without a language)
     # The exchange modes in which each cue counts (elsewhere it is 0): a gate the segmenter can observe
-    # in the stream itself (roles present -> role units), chosen by leave-one-corpus-out (issue 38).
+    # in the stream itself (roles present -> role units), chosen by leave-one-corpus-out.
     question_modes: list[ExchangeMode]
     answer_modes: list[ExchangeMode]
     lexical_modes: list[ExchangeMode]
     # Q_t counts only while the stream's recent words per turn (the mean over its last `words_window`
     # non-empty turns, known after `words_min_history`) is at most this: the question cue helps
-    # short-utterance chat and hurts long-utterance chat and agent logs (issue 38). 0 = no gate.
+    # short-utterance chat and hurts long-utterance chat and agent logs. 0 = no gate.
     question_max_words: float = Field(ge=0)
     words_window: int = Field(ge=1)
     words_min_history: int = Field(ge=1)
@@ -116,7 +116,7 @@ class SegmenterConfig(Section):
     # auto = role when the conversation has assistant turns, else auto_without_roles.
     exchange_mode: ExchangeModeChoice
     # The unit `auto` uses where no turn answers a user (two-human chat, a corpus without roles):
-    # turn (every utterance is a decision point) or pair (two consecutive turns; before issue 38's last step).
+    # turn (every utterance is a decision point) or pair (two consecutive turns).
     auto_without_roles: UnitWithoutRoles
     # Exchange vector from its turn vectors: mean = normalised mean; tokens = token-weighted mean.
     exchange_weighting: Literal["mean", "tokens"]
@@ -135,7 +135,7 @@ class SegmenterConfig(Section):
     w_cohesion: float  # w_c on min(cohesion_max, d_t / cohesion_scale)
     w_length: float  # w_l on the length pressure L_t
     w_count: float  # w_n on the count pressure N_t
-    # Calibrated 0.6 (authors 0.06): centred MiniLM cosines are lower and wider spread.
+    # Ten times the paper's: centred MiniLM cosines are lower and wider spread.
     cohesion_scale: float = Field(gt=0)
     cohesion_max: float = Field(ge=0)
     # h_k = normalised mean of the last `trajectory_window` exchanges of the open segment.
@@ -155,7 +155,7 @@ class SegmenterConfig(Section):
     calibration: CalibrationConfig
 
 class GuardConfig(Section):
-    """Memory checks on every encode reply (issue 16; docs/llm-quality.md): grounding, echo, entities, time."""
+    """Memory checks on every encode reply (docs/llm-quality.md): grounding, echo, entities, time."""
 
     # false = only the structural checks (empty text, unknown type, duplicate in one reply) run.
     enabled: bool
@@ -190,7 +190,7 @@ class GuardConfig(Section):
 
 
 class ToolRecordsConfig(Section):
-    """Records from agent work (issue 35; docs/agent-logs.md): how the ``rules`` backend reads tool
+    """Records from agent work (docs/agent-logs.md): how the ``rules`` backend reads tool
     traffic and system prompts. Tools are told apart by name; matching is case-insensitive."""
 
     # A tool whose name starts with one of these looks something up (its result is a `fact`); any

@@ -21,18 +21,18 @@ class EmbeddingConfig(Section):
     device: str
     # Torch intra-op threads for the local model; 0 leaves torch's default.
     num_threads: int = Field(ge=0)
-    # Local model runtime on CPU: onnx = the same weights exported once to ONNX Runtime (~3x less CPU
-    # per short text, vectors equal to ~1e-7; falls back to torch when the model cannot be exported),
+    # Local model runtime on CPU: onnx = the same weights exported once to ONNX Runtime (less CPU per
+    # short text, the same vectors; falls back to torch when the model cannot be exported),
     # torch = sentence-transformers as is.
     runtime: Literal["onnx", "torch"]
     # Where the exported ONNX model is kept (None = $LYCHEE_CACHE_DIR/onnx or ~/.cache/lychee_ray/onnx).
     onnx_cache_dir: str | None
     # Query embeddings (search, Serve) with the onnx runtime: int8 = a copy of the model with per-channel
-    # int8 MatMul weights (~2.6x less CPU per question with int8 dot-product instructions; cosine to the
-    # fp32 vector: median 0.995, min 0.986; same LoCoMo evidence recall), none = fp32. The build always embeds in fp32.
+    # int8 MatMul weights (less CPU per question with int8 dot-product instructions, vectors close to
+    # fp32's: docs/serving.md "Switches"), none = fp32. The build always embeds in fp32.
     query_quantization: Quantization
     # The int8 model must give vectors at least this close (cosine) to fp32 on a few probe questions on
-    # the machine that loads it, else fp32 is used (int8 kernels differ by CPU; measured here: >= 0.99).
+    # the machine that loads it, else fp32 is used (int8 kernels differ by CPU).
     query_quantization_min_cosine: float = Field(ge=-1, le=1)
     # openai backend: model name and endpoint (falls back to llm.base_url / env).
     openai_model: str

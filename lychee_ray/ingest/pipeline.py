@@ -199,7 +199,7 @@ def _reference_records(records: list[MemoryRecord], context_ids: set[str], m: in
 
 
 def segments_quality(rows: list[SegmentRow]) -> QualityCounts:
-    """A conversation's memory-quality counts: the sum of its segments' (issue 16)."""
+    """A conversation's memory-quality counts: the sum of its segments'."""
     total = QualityCounts()
     for r in rows:
         total.add(QualityCounts.from_flat(r.quality))

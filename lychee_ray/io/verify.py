@@ -79,7 +79,7 @@ def _coverage_problems(reader: MemoryStoreReader, conversation_id: str, segments
 
 
 def _quality_problems(segments: list[dict[str, Any]], records: int) -> list[str]:
-    """Memory-check accounting (issue 16): every drafted record is stored or rejected with a reason,
+    """Memory-check accounting: every drafted record is stored or rejected with a reason,
     and the segments' stored counts add up to the records table. Stores built before the checks
     (no ``quality`` column) have nothing to check."""
     if not segments or "quality" not in segments[0]:

@@ -57,7 +57,7 @@ _WAIT_TICK_S = 1.0
 
 def apply_thread_limits(cfg: LycheeConfig) -> None:
     """One torch thread per replica by default: on a small machine, intra-op threads of concurrent
-    requests fight for the cores (measured: 4 texts 25 ms with 1 thread, ~400 ms with 2 under load)."""
+    requests fight for the cores, and a search waits for them."""
     n = cfg.serve.torch_threads or cfg.embedding.num_threads
     if n and cfg.embedding.backend == LOCAL_EMBEDDING:
         import torch

@@ -1,4 +1,4 @@
-"""Measuring a built store's records from the outside (issue 16): the figures a reviewer checks
+"""Measuring a built store's records from the outside: the figures a reviewer checks
 without trusting the build's own counters.
 
 Per conversation and in total:

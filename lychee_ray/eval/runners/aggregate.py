@@ -104,7 +104,7 @@ def summarise_rows(rows: list[dict[str, Any]], judged: bool) -> dict[str, Any]:
     })
     if judged and any(r.get("judge_score") is not None for r in rows):  # the rubric judge (BEAM)
         out["rubric_score"] = _r(mean(r.get("judge_score") for r in rows))
-    # the budget spent on content (issue 27), and the per-question median query prompt
+    # the budget spent on content, and the per-question median query prompt
     out["plain_share"] = (_r(out["plain_context_tokens"] / out["context_tokens"]) if out["context_tokens"] else None)
     prompts = [int(r.get("plan_prompt_tokens") or 0) + int(r.get("answer_prompt_tokens") or 0) for r in rows]
     out["query_prompt_tokens_median"] = float(statistics.median(prompts)) if prompts else None

@@ -1,4 +1,4 @@
-"""Retrieval quality of the selected context (DESIGN §5, issue 17), no LLM needed.
+"""Retrieval quality of the selected context (DESIGN §5), no LLM needed.
 
 For every question with gold evidence (LoCoMo: categories 1–4) and every system — lychee (rules
 planner) and the baselines of :mod:`lychee_ray.eval.baselines.retrieval` at the same token budget — one
@@ -210,7 +210,7 @@ def _summary(rows: list[Coverage]) -> dict[str, Any]:
     out["answer_in_context"] = _mean([None if r.answer_in_context is None else float(r.answer_in_context) for r in rows])
     for k in ("context_tokens", "plain_tokens", "plan_prompt_tokens", "answer_prompt_tokens", "query_prompt_tokens"):
         out[k] = round(sum(getattr(r, k) for r in rows) / n, TOKEN_DIGITS)
-    # the budget spent on content (issue 27): plain text / context as the answer prompt shows it
+    # the budget spent on content: plain text / context as the answer prompt shows it
     out["plain_share"] = round(out["plain_tokens"] / out["context_tokens"], FRACTION_DIGITS) if out["context_tokens"] else None
     out["query_prompt_tokens_median"] = float(statistics.median(r.query_prompt_tokens for r in rows))
     return out

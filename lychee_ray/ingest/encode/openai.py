@@ -76,8 +76,8 @@ SUMMARY_INSTRUCTIONS = INSTRUCTIONS.replace(
 
 
 # encoder.context_style: guarded — weak models copy a bare "Recent records" list into every later
-# segment (issue 16: 81% duplicates with a 1.5B model); saying what the context is for, and that its
-# records are already stored, keeps it useful for resolving names and dates without inviting copies.
+# segment (docs/llm-quality.md); saying what the context is for, and that its records are already
+# stored, keeps it useful for resolving names and dates without inviting copies.
 GUARDED_CONTEXT_RULE = (
     "- write records ONLY for what the Segment turns say, citing their [index] numbers; the reference context\n"
     "  is already stored memory, given only so you know who is who and which dates are meant: never copy,\n"
@@ -85,7 +85,7 @@ GUARDED_CONTEXT_RULE = (
 )
 
 
-# Agent logs (issue 35): segments with tool calls ("-> tool(args)") and tool results. Shown only for
+# Agent logs: segments with tool calls ("-> tool(args)") and tool results. Shown only for
 # such segments (a second static prefix: provider prompt caching still applies per variant).
 AGENT_RULES = (
     "Agent logs: turns may be an assistant's tool calls ('-> tool(key=value)') and tool results ('tool result: ...').\n"

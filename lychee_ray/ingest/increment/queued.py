@@ -1,4 +1,4 @@
-"""Queued appends and their background catch-up (issue 28; docs/incremental.md "Delta
+"""Queued appends and their background catch-up (docs/incremental.md "Delta
 generations and queued appends").
 
 * :func:`append_queued`: store an append's turns now (one delta generation: their rows and

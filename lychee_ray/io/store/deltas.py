@@ -1,4 +1,4 @@
-"""Delta generations: a commit that writes only what changed (issue 28; docs/architecture.md).
+"""Delta generations: a commit that writes only what changed (docs/architecture.md).
 
 A conversation's commit marker names a *base* generation (every table, written whole) and, after
 it, zero or more *delta* generations, oldest first. A delta holds, per table, the rows that are new

@@ -1,4 +1,4 @@
-"""The commit fence (issue 39): a write commits only onto the conversation history it read.
+"""The commit fence: a write commits only onto the conversation history it read.
 
 Some writers read a conversation and commit much later without holding its write lock in between
 (a replica's background encoding). If the conversation was erased meanwhile — and maybe re-created

@@ -56,7 +56,7 @@ from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.fs import (
     AnyPath, StorePath, default_settings, display_uri, listing_state, sorted_entries, store_root)
 
-# 2: one path scheme (every marker names a generation), typed markers with a version (issue 30)
+# 2: one path scheme (every marker names a generation), typed markers with a version
 STORE_VERSION = 2
 # stores written before the version was raised (manifest "version" 1, or none)
 LEGACY_STORE_VERSION = 1
