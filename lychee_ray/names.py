@@ -59,6 +59,13 @@ RepairMode = Literal["no_records", "do_not_repeat"]
 # An embedding model's weights: as trained (none), or int8 per channel.
 Quantization = Literal["none", "int8"]
 
+# What the write path's decide step assigns a conversation: construct it whole (build), or continue
+# the stored one with its new turns (increment). (A query plan's retrieval routes are another thing:
+# query/plan/model.py ``Route``.)
+WriteRoute = Literal["build", "increment"]
+BUILD_ROUTE: Final[WriteRoute] = "build"
+INCREMENT_ROUTE: Final[WriteRoute] = "increment"
+
 # When a piece of work runs: in the call that asks for it, or in a background task after it returns.
 Scheduling = Literal["inline", "background"]
 INLINE: Final[Scheduling] = "inline"
@@ -91,10 +98,12 @@ CONVERSATION_SCOPE: Final[Scope] = "conversation"
 USER_SCOPE: Final[Scope] = "user"
 
 __all__ = [
-    "ANSWER_JUDGE", "AUTO", "BEAM", "CONVERSATION_SCOPE", "DATASETS", "DatasetName", "EMBEDDING_BACKENDS",
-    "EXCHANGE_MODES", "EXCHANGE_MODE_CHOICES", "EmbeddingBackend", "ExchangeMode", "ExchangeModeChoice",
-    "JUDGE_PROTOCOLS", "JudgeProtocol", "LLMBackend", "LLMBackendChoice", "LLM_BACKENDS", "LLM_BACKEND_CHOICES",
-    "LOCAL_EMBEDDING", "LOCAL_RUNNER", "LOCOMO", "LONGMEMEVAL", "ON_CONFLICT_CHOICES", "OPENAI_BACKEND",
-    "OPENAI_EMBEDDING", "OnConflict", "PAIR_MODE", "RAY_RUNNER", "REBUILD_ON_CONFLICT", "RUBRIC_JUDGE", "ROLE_MODE", "RULES_BACKEND",
-    "RUNNERS", "Runner", "SCOPES", "Scope", "TURN_MODE", "USER_SCOPE", "UnitWithoutRoles",
+    "ANSWER_JUDGE", "AUTO", "BACKGROUND", "BEAM", "BUILD_ROUTE", "CONVERSATION_SCOPE", "DATASETS",
+    "DatasetName", "EMBEDDING_BACKENDS", "EXCHANGE_MODES", "EXCHANGE_MODE_CHOICES", "EmbeddingBackend",
+    "ExchangeMode", "ExchangeModeChoice", "INCREMENT_ROUTE", "INLINE", "JUDGE_PROTOCOLS", "JudgeProtocol",
+    "LLMBackend", "LLMBackendChoice", "LLM_BACKENDS", "LLM_BACKEND_CHOICES", "LOCAL_EMBEDDING", "LOCAL_RUNNER",
+    "LOCOMO", "LONGMEMEVAL", "ON_CONFLICT_CHOICES", "OPENAI_BACKEND", "OPENAI_EMBEDDING", "OnConflict",
+    "PAIR_MODE", "Quantization", "RAY_RUNNER", "REBUILD_ON_CONFLICT", "ROLE_MODE", "RUBRIC_JUDGE",
+    "RULES_BACKEND", "RUNNERS", "RepairMode", "Runner", "SCOPES", "Scheduling", "Scope", "SegmentationMethod",
+    "TURN_MODE", "USER_SCOPE", "UnitWithoutRoles", "WeMode", "WriteRoute",
 ]

@@ -22,7 +22,7 @@ from lychee_ray.ingest.pipeline import build_fingerprint
 from lychee_ray.ingest.decide import built_as_is
 from lychee_ray.io.adapters import read_input
 from lychee_ray.io.adapters.base import is_uri
-from lychee_ray.io.store import MemoryStoreReader, StoreLayout
+from lychee_ray.io.store import StoreReader, StoreLayout
 from lychee_ray.names import LLMBackend, LOCAL_RUNNER, RAY_RUNNER, Runner
 
 
@@ -43,7 +43,7 @@ def choose_runner(cfg: LycheeConfig, fmt: str, input_path: str | Path, out: str 
         return RunnerChoice(RAY_RUNNER)
     bc = cfg.build
     layout = StoreLayout(out, cfg.store)
-    markers = MemoryStoreReader(layout).markers if layout.is_store() else {}
+    markers = StoreReader(layout).markers if layout.is_store() else {}
     fingerprint = build_fingerprint(cfg, backend, make_encoder(cfg, backend).model, embedder_name(cfg.embedding))
     seen: set[str] = set()
     to_build = turns = 0

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from collections.abc import Callable, Iterator
 
-from lychee_ray.io.store import ConversationData, MemoryStoreReader
+from lychee_ray.io.store import ConversationData, StoreReader
 from lychee_ray.query.errors import UnknownConversation
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.view import ConversationView
@@ -57,7 +57,7 @@ class ConversationCache:
     counts there, as it does for views loaded on a request).
     """
 
-    def __init__(self, reader: MemoryStoreReader, max_items: int, bm25_k1: float, bm25_b: float,
+    def __init__(self, reader: StoreReader, max_items: int, bm25_k1: float, bm25_b: float,
                  max_bytes: int = 0, *, rebuild: Scheduling = "inline",
                  background_min_rows: int = 0, max_pause_ms: float = 0.0,
                  prepare: Callable[[ConversationView, Pause], None] | None = None) -> None:

@@ -38,7 +38,7 @@ import numpy as np
 
 from lychee_ray.config import LycheeConfig, QueryConfig, load_config
 from lychee_ray.embed import Embedder, get_embedder
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.io.store.fs import StorePath, store_root
 from lychee_ray.llm.backend import make_llm_client, resolve_backend
 from lychee_ray.llm.client import LLMClient
@@ -91,7 +91,7 @@ class QueryEngine:
         self.config = config or load_config()
         self.root = store_root(root, self.config.store)  # a remote root carries this config's store settings
         self.qcfg: QueryConfig = self.config.query
-        self.reader = MemoryStoreReader(self.root, self.config.store)
+        self.reader = StoreReader(self.root, self.config.store)
         ac = self.config.appends  # how a view changed by an append is rebuilt
         self.cache = ConversationCache(self.reader, self.qcfg.max_conversations, self.qcfg.recall.bm25_k1, self.qcfg.recall.bm25_b,
                                        max_bytes=cache_max_bytes, rebuild=ac.view_rebuild,

@@ -32,7 +32,7 @@ from lychee_ray.embed.base import embedder_name
 from lychee_ray.io.adapters import AdapterItem, input_units, read_unit
 from lychee_ray.io.adapters.base import is_uri
 from lychee_ray.io.adapters.detect import count_conversations
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.fs import root_string
 from lychee_ray.io.store.migrate import migrate_if_needed
 from lychee_ray.llm.backend import resolve_backend
@@ -209,7 +209,7 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
          items: list[AdapterItem] | None, on_conflict: str | None, prog: BuildProgress | None, t0: float) -> BuildSummary:
     init_ray(cfg)
     out = root_string(out)  # an absolute path or a URI: workers may run on other nodes
-    writer = MemoryStoreWriter(out, cfg.store)
+    writer = StoreWriter(out, cfg.store)
     migrate_if_needed(writer.layout)  # a store written by an older version: to the current layout first
     run_id = f"ray-{uuid.uuid4().hex[:8]}"
     limiter = None

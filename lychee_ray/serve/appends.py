@@ -37,7 +37,7 @@ from lychee_ray.ingest.increment.service import AppendService
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import Embedder, get_embedder
-from lychee_ray.io.store import CommitMarker, MemoryStoreReader, StoreLayout, conversation_key
+from lychee_ray.io.store import CommitMarker, StoreReader, StoreLayout, conversation_key
 from lychee_ray.io.store.fs import AnyPath, StorePath, store_root
 from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import ConversationDeleting
@@ -111,7 +111,7 @@ class MarkerWatch:
         self.layout = layout
         self._seen: dict[str, tuple[Any, ...]] = {}  # conversation id -> marker signature last read
 
-    def check(self, reader: MemoryStoreReader, conversation_id: str | None, user_id: str | None) -> tuple[bool, list[str]]:
+    def check(self, reader: StoreReader, conversation_id: str | None, user_id: str | None) -> tuple[bool, list[str]]:
         """(a marker this replica holds is gone — erased: reload; conversations whose marker changed
         or appeared since this replica read it — re-read them with ``reader.refresh_conversation``)."""
         markers = reader.markers

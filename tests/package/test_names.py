@@ -30,6 +30,7 @@ COMPARED: list[tuple[tuple[str, ...], frozenset[str]]] = [
     (("exchange_mode", "requested", "segmenter_mode", "self.mode"), SETS["ExchangeModeChoice"]),
     (("scope",), SETS["Scope"]),
     (("on_conflict",), SETS["OnConflict"]),
+    (("work.route",), SETS["WriteRoute"]),
     (("judge_protocol", "protocol"), SETS["JudgeProtocol"]),
     (("status",), SETS["Status"]),
 ]

@@ -27,7 +27,7 @@ from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.ingest.segment import turn_embedding_text
 from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.core.turn_identity import turns_digest
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.fs import AnyPath
 from lychee_ray.io.store.artifacts import ConversationDelta, TableDelta, TableVectors
 from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, ConversationReplaced, LastIncrement
@@ -57,7 +57,7 @@ async def append_queued(
     ac, cid = ctx.cfg.appends, request.conversation_id
     if request.flush:
         return None
-    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    writer = StoreWriter(root, ctx.cfg.store)
     wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
     async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
@@ -122,7 +122,7 @@ async def catch_up(
     t0 = time.perf_counter()
     ac, cid = ctx.cfg.appends, request.conversation_id
     wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
-    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    writer = StoreWriter(root, ctx.cfg.store)
     layout = writer.layout
     encoded: list[str] = []
     failed: list[str] = []
