@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "read_input": "lychee_ray.io.adapters",
     # the store and its queries
     "MemoryStore": "lychee_ray.memory",
+    "QueryRequest": "lychee_ray.query.request",
     "SearchResult": "lychee_ray.query.results",
     "QueryResult": "lychee_ray.query.results",
     "EvidenceItem": "lychee_ray.query.results",

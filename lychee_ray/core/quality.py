@@ -1,4 +1,4 @@
-"""Memory-quality accounting of the encode step (issue 16): what happened to every drafted record.
+"""Memory-quality accounting of the encode step: what happened to every drafted record.
 
 Every record draft an encoder returns has exactly one fate — stored as a record, or rejected for
 one reason — so ``drafts == records + sum(rejected)`` holds per segment, per conversation and per

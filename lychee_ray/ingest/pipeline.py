@@ -45,6 +45,7 @@ from lychee_ray.ingest.segment import (
 from lychee_ray.io.store import ConversationArtifacts, ConversationData
 from lychee_ray.io.store.marker import BuildInfo, LastIncrement
 from lychee_ray.text.time.normalise import make_resolver
+from lychee_ray.names import RULES_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +133,12 @@ async def encode_segments(
     cfg = ctx.cfg
     speakers = speakers if speakers is not None else speakers_of(conv)  # (the caller may know them already)
     # rules records already carry per-sentence times; searching their turns would smear one date
-    search_turns = cfg.encoder.time_from_turns and ctx.encoder.backend != "rules"
+    search_turns = cfg.encoder.time_from_turns and ctx.encoder.backend != RULES_BACKEND
     resolver = make_resolver(day_first=cfg.encoder.day_first, search_turns=search_turns)
     # The checks judge model output. The rules encoder's records are extracted from the turns
     # themselves; on it only the structural checks and the accounting run, so rules stores stay
     # exactly what they were (the entity fill would otherwise add names its extractor skipped).
-    gcfg = cfg.encoder.guard if ctx.encoder.backend != "rules" else cfg.encoder.guard.model_copy(update={"enabled": False})
+    gcfg = cfg.encoder.guard if ctx.encoder.backend != RULES_BACKEND else cfg.encoder.guard.model_copy(update={"enabled": False})
     guard = RecordGuard(gcfg, day_first=cfg.encoder.day_first)
     rows: list[SegmentRow] = []
     records: list[MemoryRecord] = list(prior.records) if prior else []  # returned too: callers slice them off
@@ -212,7 +213,7 @@ def _reference_records(records: list[MemoryRecord], context_ids: set[str], m: in
 
 
 def segments_quality(rows: list[SegmentRow]) -> QualityCounts:
-    """A conversation's memory-quality counts: the sum of its segments' (issue 16)."""
+    """A conversation's memory-quality counts: the sum of its segments'."""
     total = QualityCounts()
     for r in rows:
         total.add(QualityCounts.from_flat(r.quality))

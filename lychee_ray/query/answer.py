@@ -32,6 +32,7 @@ from lychee_ray.query.evidence import Evidence
 from lychee_ray.text.lexical import lexical_terms
 from lychee_ray.text.sentences import rough_sentences
 from lychee_ray.text.tokens import DEFAULT_ENCODING
+from lychee_ray.names import LLMBackend, OPENAI_BACKEND, RULES_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class AnswerOutcome:
 
 
 class Answerer(Protocol):
-    backend: str
+    backend: LLMBackend
 
     def answer(self, question: str, question_date: datetime | None, evidence: Sequence[Evidence], context: str,
                question_id: str | None = None) -> AnswerOutcome: ...
@@ -109,7 +110,7 @@ class Answerer(Protocol):
 class RulesAnswerer:
     """Extractive answer: the best-matching evidence sentence(s)."""
 
-    backend = "rules"
+    backend = RULES_BACKEND
 
     def __init__(self, cfg: AnswerConfig, encoding: str = DEFAULT_ENCODING) -> None:
         self.cfg = cfg
@@ -141,7 +142,7 @@ class RulesAnswerer:
 class OpenAIAnswerer:
     """One LLM call over the delimited evidence."""
 
-    backend = "openai"
+    backend = OPENAI_BACKEND
 
     def __init__(self, client: Any, cfg: AnswerConfig, encoding: str = DEFAULT_ENCODING) -> None:
         self.client = client
@@ -176,8 +177,8 @@ class OpenAIAnswerer:
                              completion_tokens=u.completion_tokens, estimated=u.estimated, calls=1, usage=u)
 
 
-def make_answerer(backend: str, cfg: AnswerConfig, client: Any = None, encoding: str = DEFAULT_ENCODING) -> Answerer:
-    if backend == "openai":
+def make_answerer(backend: LLMBackend, cfg: AnswerConfig, client: Any = None, encoding: str = DEFAULT_ENCODING) -> Answerer:
+    if backend == OPENAI_BACKEND:
         if client is None:
             raise ValueError("the openai answerer needs an LLM client")
         return OpenAIAnswerer(client, cfg, encoding)

@@ -115,8 +115,8 @@ INTERNAL_FIELDS = frozenset({"answer_error", "answer_error_kind"})
 def result_json(res: SearchResult | QueryResult, indent: int | None = None) -> bytes:
     """The one JSON form of a search/query result, written by the HTTP service and ``lychee-ray
     query --json`` alike: ``timings_ms`` as ``timings`` (its serialization alias), the internal
-    fields left out. pydantic-core writes it directly (~5x less CPU than ``model_dump`` +
-    ``json.dumps`` for a 2,000-token context); non-ASCII text stays as is."""
+    fields left out. pydantic-core writes it directly (far less CPU than ``model_dump`` +
+    ``json.dumps``); non-ASCII text stays as is."""
     exclude = set(INTERNAL_FIELDS) | ({"explain"} if res.explain is None else set())
     return res.model_dump_json(by_alias=True, exclude=exclude, indent=indent).encode("utf-8")
 

@@ -26,7 +26,7 @@ from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SegmentTurn, SlotCandidate
 from lychee_ray.ingest.pipeline import build_conversation
 from lychee_ray.ingest.supersede import SlotState, candidates_block
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from tests.ingest.test_incremental import build, prefix
 from tests.reliability.test_bad_input import HashEmbedder
 
@@ -165,7 +165,7 @@ def test_a_grown_log_gets_the_links_of_one_build(tmp_path, ctx, cuts):
         assert s.failed == 0, s.errors
 
     def links(root):
-        t = MemoryStoreReader(root).load(conv.conversation_id).records
+        t = StoreReader(root).load(conv.conversation_id).records
         return sorted(zip(t.column("record_id").to_pylist(), t.column("slot").to_pylist(),
                           map(tuple, t.column("supersedes").to_pylist()), strict=True))
 
@@ -213,7 +213,7 @@ def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_pat
     dropped and counted in the segment's quality)."""
     import re
 
-    from lychee_ray.io.store import MemoryStoreWriter
+    from lychee_ray.io.store import StoreWriter
     from lychee_ray.memory import MemoryStore
     from lychee_ray.testing import OpenAIServer
     from lychee_ray.testing.fake_llm import is_encode_request, prompt_text
@@ -238,7 +238,7 @@ def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_pat
 
     with OpenAIServer(handler=model) as srv:
         cfg = load_config(sets=[f"llm.base_url={srv.base_url}", "llm.api_key=test", "llm.max_attempts=1"], env={})
-        MemoryStoreWriter(tmp_path)
+        StoreWriter(tmp_path)
         with MemoryStore.open(tmp_path, cfg, embedder=embedder, llm="openai") as store:
             for day, tid, said in (("2024-05-01", "t1", "My address is 12 Elm St"),
                                    ("2024-06-01", "t2", "I moved, my address is now 7 Oak Rd")):
@@ -250,7 +250,7 @@ def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_pat
     assert any("[c1] user · address = 12 elm st (since 2024-05-01)" in p for p in prompts)
     assert [(e.value, e.status) for e in h.entries] == [("12 elm st", "superseded"), ("7 oak rd", "current")]
     assert h.entries[0].valid_until == "2024-06-01T09:00:00" and h.entries[1].valid_from == "2024-06-01T09:00:00"
-    segs = MemoryStoreReader(tmp_path).load("c-addr").segments.to_pylist()
+    segs = StoreReader(tmp_path).load("c-addr").segments.to_pylist()
     quality = QualityCounts()
     for s in segs:
         quality.add(QualityCounts.from_flat(s["quality"]))

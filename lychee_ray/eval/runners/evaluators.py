@@ -26,7 +26,8 @@ from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import Conversation, QAItem
 from lychee_ray.eval.metrics.collateral import CollateralCounts, conversation_collateral
 from lychee_ray.eval.runners.answerer import QuestionAnswerer
-from lychee_ray.eval.runners.retrieval import QuestionResult, Scope, evaluate_retrieval, load_questions
+from lychee_ray.eval.runners.retrieval import QuestionResult, evaluate_retrieval, load_questions
+from lychee_ray.names import Scope
 from lychee_ray.eval.runners.segmentation import (
     SegDialogue,
     evaluate_dialogues,

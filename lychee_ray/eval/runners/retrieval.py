@@ -1,4 +1,4 @@
-"""Retrieval quality of the selected context (DESIGN §5, issue 17), no LLM needed.
+"""Retrieval quality of the selected context (DESIGN §5), no LLM needed.
 
 For every question with gold evidence (LoCoMo: categories 1–4) and every system — lychee (rules
 planner) and the baselines of :mod:`lychee_ray.eval.baselines.retrieval` at the same token budget — one
@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -78,10 +78,11 @@ from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
 from lychee_ray.text.tokens import count_tokens
+from lychee_ray.names import CONVERSATION_SCOPE, RULES_BACKEND, Scope
+from lychee_ray.query.request import QueryRequest
 
 log = logging.getLogger(__name__)
 
-Scope = Literal["conversation", "user"]
 LOCOMO_CATEGORIES = ("1", "2", "3", "4")  # the paper's 1,540 questions (5 = adversarial, no evidence)
 # Decimal places of reported fractions and of mean token counts.
 FRACTION_DIGITS = 4
@@ -224,7 +225,7 @@ def _summary(rows: list[Coverage]) -> dict[str, Any]:
         out[k] = _mean([r.current.get(k) for r in rows])
     for k in ("context_tokens", "plain_tokens", "plan_prompt_tokens", "answer_prompt_tokens", "query_prompt_tokens"):
         out[k] = round(sum(getattr(r, k) for r in rows) / n, TOKEN_DIGITS)
-    # the budget spent on content (issue 27): plain text / context as the answer prompt shows it
+    # the budget spent on content: plain text / context as the answer prompt shows it
     out["plain_share"] = round(out["plain_tokens"] / out["context_tokens"], FRACTION_DIGITS) if out["context_tokens"] else None
     out["query_prompt_tokens_median"] = float(statistics.median(r.query_prompt_tokens for r in rows))
     return out
@@ -263,9 +264,9 @@ def _groups(store: MemoryStore, questions: list[QAItem], scope: Scope) -> list[t
     by: dict[str, list[QAItem]] = {}
     for q in questions:
         m = store.reader.markers.get(q.conversation_id)
-        key = q.conversation_id if scope == "conversation" or m is None else m.owner
+        key = q.conversation_id if scope == CONVERSATION_SCOPE or m is None else m.owner
         by.setdefault(key, []).append(q)
-    if scope == "conversation":
+    if scope == CONVERSATION_SCOPE:
         return [(cid, [cid], qs) for cid, qs in by.items()]
     return [(user, sorted(store.reader.by_user.get(user, [])), qs) for user, qs in by.items()]
 
@@ -314,7 +315,7 @@ def evaluate_retrieval(
     done = 0
     for name, cids, qs in _groups(store, [q for q in questions if q.conversation_id not in missing], scope):
         views = {cid: store.view(cid) for cid in cids}
-        scoped = views[cids[0]] if scope == "conversation" else merged_turns(list(views.values()), f"user:{name}")
+        scoped = views[cids[0]] if scope == CONVERSATION_SCOPE else merged_turns(list(views.values()), f"user:{name}")
         turns = TurnUnits(scoped, enc)
         systems = {n: make_baseline(n, turns, cfg, doc_embedder) for n in names}
         fixed: dict[str, str] = {}  # full context: one text per scope, normalised once
@@ -322,13 +323,15 @@ def evaluate_retrieval(
         for q, qv in zip(qs, qvecs, strict=False):
             cid = q.conversation_id
             qd = as_datetime(q.question_date) if q.question_date else last_session_date(views[cid])
-            gold = q if scope == "conversation" else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
+            gold = q if scope == CONVERSATION_SCOPE else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
             measure = _Measure(gold, scoped, thresholds, answers(q))
-            if scope == "conversation":
-                res = store.search(cid, q.question, qd, budget, llm="rules", question_id=q.question_id)
+            if scope == CONVERSATION_SCOPE:
+                res = store.search(QueryRequest(conversation_id=cid, question=q.question, question_date=qd,
+                                                budget_tokens=budget, llm=RULES_BACKEND, question_id=q.question_id))
                 cited = [(e.source_turn_ids, e.text) for e in res.evidence]
             else:
-                res = store.search(None, q.question, qd, budget, user_id=name, llm="rules", question_id=q.question_id)
+                res = store.search(QueryRequest(user_id=name, question=q.question, question_date=qd, budget_tokens=budget,
+                                                llm=RULES_BACKEND, question_id=q.question_id))
                 cited = [([qualified(e.conversation_id, t) for t in e.source_turn_ids], e.text) for e in res.evidence]
             plain = lychee_plain_context(res.evidence)
             u = res.usage
@@ -395,6 +398,5 @@ __all__ = [
     "last_session_date",
     "load_questions",
     "question_rows",
-    "Scope",
     "summarise",
 ]

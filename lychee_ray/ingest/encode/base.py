@@ -22,6 +22,7 @@ from lychee_ray.core.records import ARTIFACT_KINDS, RECORD_TYPES, ArtifactKind, 
 from lychee_ray.core.tools import ToolCall
 from lychee_ray.llm.errors import AttemptError
 from lychee_ray.text.time.normalise import TimeResolver
+from lychee_ray.names import LLMBackend, RepairMode
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class EncodeRequest(BaseModel):
     prev_resolution_state: str = ""
     prev_records: list[str] = Field(default_factory=list, description="Texts of the last m records (ρ_k).")
     # Repair mode (encoder.guard.repair_mode) when the first reply was degenerate; None = a normal call.
-    repair: Literal["no_records", "do_not_repeat"] | None = None
+    repair: RepairMode | None = None
     avoid_texts: list[str] = Field(default_factory=list, description="Rejected copies shown as 'do not repeat'.")
     # current records of the slots the segment's turns mention, which its records may replace or contradict
     candidates: list[SlotCandidate] = Field(default_factory=list)
@@ -173,7 +174,7 @@ class EncodeResult(BaseModel):
 class SegmentEncoder(Protocol):
     """An encode backend (``openai`` or ``rules``)."""
 
-    backend: str
+    backend: LLMBackend
     model: str
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:

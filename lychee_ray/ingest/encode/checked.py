@@ -1,4 +1,4 @@
-"""One segment's encode call with the memory checks around it (issue 16).
+"""One segment's encode call with the memory checks around it.
 
 call → :class:`~lychee_ray.ingest.encode.guard.RecordGuard` → if the reply is degenerate, one call
 in repair mode (``encoder.guard.repair_mode``) → still degenerate: the segment fails with

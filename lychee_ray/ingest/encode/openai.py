@@ -21,6 +21,7 @@ from lychee_ray.ingest.supersede import candidates_block
 from lychee_ray.core.records import RECORD_TYPES
 from lychee_ray.core.tools import CALL_ARROW
 from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
+from lychee_ray.names import OPENAI_BACKEND
 
 # How the prompt explains each RecordDraft field, where it says more than the field's description in
 # the JSON schema; a field not listed here is explained by its Field(description=...) (draft_fields).
@@ -88,8 +89,8 @@ SUMMARY_INSTRUCTIONS = INSTRUCTIONS.replace(
 
 
 # encoder.context_style: guarded — weak models copy a bare "Recent records" list into every later
-# segment (issue 16: 81% duplicates with a 1.5B model); saying what the context is for, and that its
-# records are already stored, keeps it useful for resolving names and dates without inviting copies.
+# segment (docs/llm-quality.md); saying what the context is for, and that its records are already
+# stored, keeps it useful for resolving names and dates without inviting copies.
 GUARDED_CONTEXT_RULE = (
     "- write records ONLY for what the Segment turns say, citing their [index] numbers; the reference context\n"
     "  is already stored memory, given only so you know who is who and which dates are meant: never copy,\n"
@@ -97,7 +98,7 @@ GUARDED_CONTEXT_RULE = (
 )
 
 
-# Agent logs (issue 35): segments with tool calls ("-> tool(args)") and tool results. Shown only for
+# Agent logs: segments with tool calls ("-> tool(args)") and tool results. Shown only for
 # such segments (a second static prefix: provider prompt caching still applies per variant).
 AGENT_RULES = (
     "Agent logs: turns may be an assistant's tool calls ('-> tool(key=value)') and tool results ('tool result: ...').\n"
@@ -232,7 +233,7 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
 class OpenAIEncoder:
     """``SegmentEncoder`` backed by :class:`~lychee_ray.llm.client.LLMClient`."""
 
-    backend = "openai"
+    backend = OPENAI_BACKEND
     # a degenerate reply is worth one more call with the repair prompt (encoder.guard.repair_mode)
     supports_repair = True
 

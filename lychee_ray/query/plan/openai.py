@@ -26,6 +26,7 @@ from lychee_ray.query.plan.rules import guess_question_type
 from lychee_ray.query.plan.prompt import PlanReply, TimeDraft, parse_time_text, plan_messages
 from lychee_ray.text.time.normalise import normalise_time
 from lychee_ray.text.tokens import DEFAULT_ENCODING
+from lychee_ray.names import OPENAI_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ _MAX_REASON_CHARS = 500  # a fallback reason is cut here (it travels in every re
 class OpenAIPlanner:
     """One LLM call; falls back to the question route when the call fails or the reply is unusable."""
 
-    backend = "openai"
+    backend = OPENAI_BACKEND
 
     def __init__(self, client: Any, cfg: PlannerConfig, encoding: str = DEFAULT_ENCODING) -> None:
         self.client = client

@@ -22,6 +22,7 @@ from lychee_ray.query.plan.model import PlanContext, PlanOutcome, QueryPlan, Rou
 from lychee_ray.query.plan.prompt import PlanReply, plan_messages
 from lychee_ray.text.stopwords import MATCH_STOPWORDS
 from lychee_ray.text.tokens import DEFAULT_ENCODING
+from lychee_ray.names import RULES_BACKEND
 
 _MAX_NGRAM = 4  # longest entity/topic name (in words) matched in a question
 _ROLE_KEYS = frozenset({"user", "assistant", "agent", "tool", "system"})
@@ -71,7 +72,7 @@ def guess_question_type(question: str, time: TimeSpan | None, n_entities: int) -
 class RulesPlanner:
     """Deterministic planner: question route + per-entity routes + time constraint from the text."""
 
-    backend = "rules"
+    backend = RULES_BACKEND
 
     def __init__(self, cfg: PlannerConfig, encoding: str = DEFAULT_ENCODING) -> None:
         self.cfg = cfg

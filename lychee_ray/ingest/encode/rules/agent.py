@@ -1,4 +1,4 @@
-"""Records from agent work for the ``rules`` backend (issue 35; docs/agent-logs.md).
+"""Records from agent work for the ``rules`` backend (docs/agent-logs.md).
 
 Agent logs carry their facts in structure, not in prose: a tool call names a tool and its
 arguments, its result is JSON, and the identifiers a later agent asks for (reservation codes, order
