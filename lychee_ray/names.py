@@ -59,6 +59,9 @@ RepairMode = Literal["no_records", "do_not_repeat"]
 # An embedding model's weights: as trained (none), or int8 per channel.
 Quantization = Literal["none", "int8"]
 
+# Precision of stored search-only vectors (records, nodes, passages).
+VectorPrecision = Literal["fp32", "fp16", "int8"]
+
 # What the write path's decide step assigns a conversation: construct it whole (build), or continue
 # the stored one with its new turns (increment). (A query plan's retrieval routes are another thing:
 # query/plan/model.py ``Route``.)
@@ -105,5 +108,5 @@ __all__ = [
     "LOCOMO", "LONGMEMEVAL", "ON_CONFLICT_CHOICES", "OPENAI_BACKEND", "OPENAI_EMBEDDING", "OnConflict",
     "PAIR_MODE", "Quantization", "RAY_RUNNER", "REBUILD_ON_CONFLICT", "ROLE_MODE", "RUBRIC_JUDGE",
     "RULES_BACKEND", "RUNNERS", "RepairMode", "Runner", "SCOPES", "Scheduling", "Scope", "SegmentationMethod",
-    "TURN_MODE", "USER_SCOPE", "UnitWithoutRoles", "WeMode", "WriteRoute",
+    "TURN_MODE", "USER_SCOPE", "UnitWithoutRoles", "VectorPrecision", "WeMode", "WriteRoute",
 ]

@@ -20,6 +20,7 @@ from lychee_ray.query.request import QueryRequest, RecentTurn
 from lychee_ray.query.results import result_json
 from lychee_ray.serve.client import MemoryClient, RemoteError
 from lychee_ray.names import LLM_BACKENDS
+from lychee_ray.core.status import CURRENT_STATUS
 
 # Environment variable holding the service's bearer token (as for `lychee-ray serve`).
 TOKEN_ENV = "LYCHEE_SERVE_TOKEN"
@@ -133,7 +134,7 @@ def evidence_line(e: Any, qualified: bool) -> str:
     day = (e.session_date or "")[:10] or "undated"
     text = " ".join(e.text.split())
     status = getattr(e, "status", "current")
-    mark = "" if status == "current" else f"{status.upper()}{' until ' + e.valid_until[:10] if e.valid_until else ''}: "
+    mark = "" if status == CURRENT_STATUS else f"{status.upper()}{' until ' + e.valid_until[:10] if e.valid_until else ''}: "
     return f"{e.score:.3f} {e.kind:7s} {e.type:10s} {day:10s} [{ref}] ({'+'.join(e.channels)}) {mark}{text[:160]}"
 
 

@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
 from collections.abc import Iterable, Sequence
 
-Status = Literal["current", "superseded", "conflicting", "history"]
-STATUSES: tuple[Status, ...] = ("current", "superseded", "conflicting", "history")
+from lychee_ray.core.status import STATUSES, Status  # re-exported: readers import them from here
+
 SLOT_SEP = " · "
 # separators a model may write between subject and attribute (the first one found splits)
 _SEPARATORS = ("·", "|", "::", " / ", " - ")

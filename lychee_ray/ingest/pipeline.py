@@ -155,7 +155,7 @@ async def encode_segments(
     # the current record of each slot where the stored segments left it (rules: and the user's
     # statements, for links from text cues)
     cur = cfg.encoder.currency
-    text_cues = cur.text_cues and ctx.encoder.backend == "rules"
+    text_cues = cur.text_cues and ctx.encoder.backend == RULES_BACKEND
     slots = SlotState.of(records, StatementIndex(cur) if text_cues else None,
                          {t.turn_id: t.speaker for *_, t in conv.iter_turns() if t.role == "user"} if text_cues else None)
     for seg in segments:
@@ -182,7 +182,7 @@ async def encode_segments(
             turns=turns, speakers=speakers,
             prev_resolution_state=state,
             prev_records=_reference_records(records, context_ids, cfg.encoder.context_records),
-            candidates=slots.candidates(turns, cfg.encoder.currency) if ctx.encoder.backend != "rules" else [],
+            candidates=slots.candidates(turns, cfg.encoder.currency) if ctx.encoder.backend != RULES_BACKEND else [],
         )
         done = await encode_checked(ctx.encoder, request, guard, memory, resolver, cfg.encoder, cfg.build.segment_attempts)
         if done.ok:

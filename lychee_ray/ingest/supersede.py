@@ -24,6 +24,8 @@ change after it in one segment link as they would across two.
 
 from __future__ import annotations
 
+from lychee_ray.names import RULES_BACKEND
+
 from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
 
@@ -130,7 +132,7 @@ class SlotState:
         for r in ordered:
             draft = by_key.get((r.type, r.text))
             _normalise(r, dates)
-            if draft is not None and backend == "rules":
+            if draft is not None and backend == RULES_BACKEND:
                 self._link_by_structure(r, draft, quality)
                 speaker = self._said_by(r)
                 if self.statements is not None and speaker is not None:

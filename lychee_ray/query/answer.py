@@ -14,6 +14,8 @@ of the prompt the openai answerer would send with the same evidence).
 
 from __future__ import annotations
 
+from lychee_ray.core.status import SUPERSEDED_STATUS
+
 import logging
 import re
 from dataclasses import dataclass
@@ -130,7 +132,7 @@ class RulesAnswerer:
                     continue
                 overlap = len(q & set(lexical_terms(s)))
                 # a value that no longer holds is not the answer unless the question asks for history
-                if e.status == "superseded":
+                if e.status == SUPERSEDED_STATUS:
                     overlap = min(overlap, 1)
                 # at equal overlap a record beats a raw turn: its names and dates are resolved
                 scored.append((overlap, e.kind == "record", e.score, -i, s))

@@ -19,6 +19,8 @@ it was said before the change (:attr:`ViewCurrency.replaced`).
 
 from __future__ import annotations
 
+from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
+
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 
@@ -91,7 +93,7 @@ def view_currency(view: ConversationView) -> ViewCurrency:
 def _replaced_tokens(view: ConversationView, vc: ViewCurrency) -> list[Replaced]:
     out: list[Replaced] = []
     for p, st in vc.status.items():
-        if st.status != "superseded":
+        if st.status != SUPERSEDED_STATUS:
             continue
         succ = [view.record_pos[r] for r in (st.latest or st.superseded_by) if r in view.record_pos]
         if not succ:
@@ -156,7 +158,7 @@ def scope_currency(views: dict[str, ConversationView]) -> ScopeCurrency:
             for p in ps:
                 rid = f"{cid}\x1f{v.record_ids[p]}"
                 rows.append(SlotRow(rid, cid, slot, vc.value_of[p], vc.valid_from[p]))
-                if vc.status.get(p, CURRENT).status == "superseded":
+                if vc.status.get(p, CURRENT).status == SUPERSEDED_STATUS:
                     gone.add(rid)
     across = links_across(rows, gone)
     if not across.supersedes and not across.conflicts:
@@ -168,7 +170,7 @@ def scope_currency(views: dict[str, ConversationView]) -> ScopeCurrency:
 
     derived = derive_status([LinkRow(r.id, (), (), r.valid_from) for r in rows], across.supersedes, across.conflicts)
     for rid, st in derived.items():
-        if st.status == "current":
+        if st.status == CURRENT_STATUS:
             continue
         key = split(rid)
         st.superseded_by = [views[c].record_ids[p] for c, p in map(split, st.superseded_by)]
@@ -211,7 +213,7 @@ def adjust_pool(pool: list[FusedItem], relevance: Sequence[float], sc: ScopeCurr
                 bring(c, p, here, it)
             continue
         st = sc.status(cid, pos)
-        if st.status != "superseded":
+        if st.status != SUPERSEDED_STATUS:
             continue
         for rid in st.latest or st.superseded_by:
             loc = sc.locate(rid, cid)

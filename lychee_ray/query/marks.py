@@ -19,6 +19,8 @@ marked context still passes the budget, superseded units go first, then the leas
 
 from __future__ import annotations
 
+from lychee_ray.core.status import CONFLICTING_STATUS, SUPERSEDED_STATUS
+
 import re
 from collections.abc import Sequence
 
@@ -84,7 +86,7 @@ def _now(sc: ScopeCurrency, st_ids: Sequence[str], near: str, old: tuple[str, st
 def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> str:
     pos = view.record_pos[e.id]
     st = sc.status(e.conversation_id, pos)
-    if st.status == "superseded":
+    if st.status == SUPERSEDED_STATUS:
         vc = sc.per_view[e.conversation_id]
         old = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
                vc.slot_of[pos] if pos < len(vc.slot_of) else None)
@@ -92,7 +94,7 @@ def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history
         when = f" on {day(st.valid_until)}" if day(st.valid_until) else ""
         e.status, e.valid_until, e.superseded_by = ("history" if history else "superseded"), st.valid_until, list(st.superseded_by)
         return f"[superseded{when} by: {now}]"
-    if st.status == "conflicting":
+    if st.status == CONFLICTING_STATUS:
         e.status = "conflicting"
         vc = sc.per_view[e.conversation_id]
         mine = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
@@ -100,13 +102,13 @@ def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history
         mine_since = vc.valid_from[pos] if pos < len(vc.valid_from) else None
         for other in st.conflicts:
             loc = sc.locate(other, e.conversation_id)
-            if loc is not None and sc.status(*loc).status != "superseded":
+            if loc is not None and sc.status(*loc).status != SUPERSEDED_STATUS:
                 since = day(sc.per_view[loc[0]].valid_from[loc[1]])
                 when = f" ({since})" if since and since != day(mine_since) else ""
                 brief = _now(sc, [other], e.conversation_id, mine, cfg, codes_only=True)
                 return f"[conflicts with: {brief}{when}]" if brief else f"[conflicts with another record{when}]"
         return ""
-    if history and any(sc.status(c, p).status == "superseded" for c, p in sc.chain(e.conversation_id, pos)):
+    if history and any(sc.status(c, p).status == SUPERSEDED_STATUS for c, p in sc.chain(e.conversation_id, pos)):
         since = day(sc.per_view[e.conversation_id].valid_from[pos])
         return f"[current since {since}]" if since else "[current]"
     src = view.record_turns[pos]

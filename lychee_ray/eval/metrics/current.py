@@ -19,6 +19,8 @@ Tokens match as whole words, case-insensitively, punctuation ignored.
 
 from __future__ import annotations
 
+from lychee_ray.core.status import CURRENT_STATUS
+
 import re
 from typing import Any
 from collections.abc import Sequence
@@ -49,7 +51,7 @@ def current_scores(meta: dict[str, Any], units: Sequence[tuple[Sequence[str], st
     old_values = [str(x) for x in meta.get("old") or [] if str(x) not in current]
     stale = False
     for turns, text, status in units:
-        if status != "current":
+        if status != CURRENT_STATUS:
             continue
         norm = _norm(text)
         if any(has(norm, t) for t in replaced):
