@@ -1,13 +1,15 @@
 """One typed configuration object (:class:`LycheeConfig`) made of one section per pipeline stage.
 
-Defaults live only in ``configs/default.yaml`` (every key, with a comment; shipped inside the
-package as ``lychee_ray/config/default.yaml``). Precedence, lowest first: ``default.yaml`` → each
+Each key is defined once, on its section's field (type, bounds, default, one-line description and,
+for the root sections, its effect: ``store`` or ``runtime``); ``configs/default.yaml`` and the key
+reference in docs/configuration.md are generated from them (:mod:`lychee_ray.config.reference`).
+Precedence, lowest first: the defaults → each
 ``--config FILE`` → ``--set key=value`` → environment variables for secrets and endpoints.
 Unknown keys are errors.
 """
 
 from lychee_ray.config.appends import AppendsConfig, RenamedConfigKey
-from lychee_ray.config.base import DEFAULT_CONFIG_PATH, ConfigError, Section, deep_merge, packaged_defaults
+from lychee_ray.config.base import DEFAULT_CONFIG_PATH, ConfigError, Effect, Section, deep_merge
 from lychee_ray.config.build import (
     AssistantRecordsConfig,
     BuildConfig,
@@ -41,12 +43,12 @@ from lychee_ray.config.query import (
     SelectConfig,
 )
 from lychee_ray.config.ray import BuildStagesConfig, RayConfig, StageConfig
-from lychee_ray.config.root import FINGERPRINT_OMIT_AT_DEFAULT, LycheeConfig
+from lychee_ray.config.root import LycheeConfig, packaged_defaults
 from lychee_ray.config.serve import ApiKeyConfig, ServeAutoscalingConfig, ServeConfig
 from lychee_ray.config.store import StoreConfig
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "AssistantRecordsConfig", "DedupConfig", "AppendsConfig", "CurrencyConfig", "CurrentConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
+    "DEFAULT_CONFIG_PATH", "Effect", "AnswerConfig", "AssistantRecordsConfig", "DedupConfig", "AppendsConfig", "CurrencyConfig", "CurrentConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
     "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "InspectConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
     "NodesConfig", "PassagesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "BuildStagesConfig", "StageConfig",

@@ -1,30 +1,31 @@
-"""What every configuration section shares: strict keys, and defaults read from ``default.yaml``.
+"""What every configuration section shares: strict keys, and each key defined once, on its field.
 
-``default.yaml`` (the package's copy of ``configs/default.yaml``) is the ONLY place that holds
-default values: the section classes declare types and bounds, and a section built without a key
-takes that key's value from the YAML at the section's path. So there is nothing to keep equal.
+A section's field holds everything about its key: the type and bounds, the default and a one-line
+``description``. ``configs/default.yaml`` (shipped in the package as ``default.yaml``) and the key
+reference in docs/configuration.md are generated from the fields (:mod:`lychee_ray.config.reference`),
+so there is nothing to keep equal by hand.
+
+Each key also has a declared *effect* (:data:`Effect`): ``store`` keys change what a build writes and
+make up a store's fingerprint; ``runtime`` keys change only how the code runs. A field declares it
+with ``json_schema_extra={"effect": ...}``; one that does not inherits the effect of the section
+field above it (the root sections each declare theirs).
 """
 
 from __future__ import annotations
 
-import copy
-from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic.fields import FieldInfo
 
-if TYPE_CHECKING:
-    from pydantic._internal._model_construction import ModelMetaclass
-
-    class _SectionMeta(ModelMetaclass):
-        """Seen by the type checker only (see :class:`Section`)."""
-else:
-    _SectionMeta = type(BaseModel)
-
-# configs/default.yaml is shipped inside the package (a link to it in the repository, a copy in a wheel)
+# The generated defaults, shipped inside the package for users to read and copy (a link to
+# configs/default.yaml in the repository, a copy in a wheel); the code never reads it.
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "default.yaml"
+
+Effect = Literal["store", "runtime"]
+EFFECTS: tuple[Effect, ...] = ("store", "runtime")
 
 
 class ConfigError(ValueError):
@@ -55,84 +56,47 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-@lru_cache(maxsize=1)
-def _defaults() -> dict[str, Any]:
-    return read_yaml(DEFAULT_CONFIG_PATH)
+def section_type(field: FieldInfo) -> type[Section] | None:
+    """The section class a field holds (None for a plain key)."""
+    sub = field.annotation
+    return sub if isinstance(sub, type) and issubclass(sub, Section) else None
 
 
-def packaged_defaults() -> dict[str, Any]:
-    """A fresh copy of every default (the parsed ``default.yaml``)."""
-    return copy.deepcopy(_defaults())
+def declared_effect(field: FieldInfo, inherited: Effect | None) -> Effect | None:
+    """The effect a field declares, else the one it inherits from the section field above it."""
+    extra = field.json_schema_extra
+    effect = extra.get("effect") if isinstance(extra, dict) else None
+    if effect is None:
+        return inherited
+    if effect not in EFFECTS:
+        raise ValueError(f"unknown config key effect {effect!r}; one of {EFFECTS}")
+    return effect
 
 
-def packaged_default(*path: str) -> Any:
-    """One default by its path in ``default.yaml`` (None when absent); not a copy: do not change it."""
-    node: Any = _defaults()
-    for part in path:
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+def _shared(cls: type[Section]) -> bool:
+    """A class used at several places (a build stage, a pressure ramp): its defaults are on the fields using it."""
+    return any(f.is_required() for f in cls.model_fields.values())
 
 
-# Section class -> its path in default.yaml; filled by the root config for classes used at one path.
-# A class used at several paths (PressureConfig) gets its defaults from its parent section instead.
-_DEFAULT_PATHS: dict[type, tuple[str, ...]] = {}
+class Section(BaseModel):
+    """A configuration section: unknown keys are errors; a missing key takes its field's default."""
 
-
-def _subtree(path: tuple[str, ...]) -> dict[str, Any]:
-    node: Any = _defaults()
-    for part in path:
-        node = node.get(part, {}) if isinstance(node, dict) else {}
-    return node if isinstance(node, dict) else {}
-
-
-def _fill(cls: type[Section], data: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """Missing keys of ``data`` taken from ``defaults``; nested sections filled the same way."""
-    out = dict(data)
-    for name, field in cls.model_fields.items():
-        if name not in defaults:
-            continue
-        sub = field.annotation
-        if name not in out:
-            out[name] = copy.deepcopy(defaults[name])
-        elif isinstance(sub, type) and issubclass(sub, Section) and isinstance(out[name], dict):
-            out[name] = _fill(sub, out[name], defaults[name] if isinstance(defaults[name], dict) else {})
-    return out
-
-
-# Why the metaclass: a section's defaults live in default.yaml, so its fields carry no defaults in
-# Python and a checker deriving ``__init__`` from the fields (pydantic's ``dataclass_transform`` on
-# its metaclass) would call every key required: ``StoreConfig()`` is valid and fills them all. Only a
-# metaclass directly marked ``dataclass_transform`` triggers that derivation, so the checker sees an
-# unmarked subclass of pydantic's and the sections keep ``BaseModel.__init__(**data: Any)``; at
-# runtime it is pydantic's own metaclass, unchanged. Field types are still checked on attribute use.
-class Section(BaseModel, metaclass=_SectionMeta):
-    """A configuration section: unknown keys are errors; missing keys come from ``default.yaml``."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, validate_default=True)
 
     @model_validator(mode="before")
     @classmethod
-    def _fill_defaults(cls, data: Any) -> Any:
-        path = _DEFAULT_PATHS.get(cls)
-        if path is None or not isinstance(data, dict):
+    def _complete_shared(cls, data: Any) -> Any:
+        """A partial mapping for a shared section (one without defaults of its own) is completed from
+        the default of the field that holds it, as any other section is from its own defaults."""
+        if not isinstance(data, dict):
             return data
-        return _fill(cls, data, _subtree(path))
-
-
-def bind_default_paths(root: type[Section]) -> None:
-    """Record where in ``default.yaml`` each section class lives (classes used at one path only)."""
-    seen: dict[type, list[tuple[str, ...]]] = {}
-
-    def walk(cls: type[Section], path: tuple[str, ...]) -> None:
-        seen.setdefault(cls, []).append(path)
+        out: dict[str, Any] | None = None
         for name, field in cls.model_fields.items():
-            sub = field.annotation
-            if isinstance(sub, type) and issubclass(sub, Section):
-                walk(sub, (*path, name))
-
-    walk(root, ())
-    for cls, paths in seen.items():
-        if len(paths) == 1:
-            _DEFAULT_PATHS[cls] = paths[0]
+            sub = section_type(field)
+            given = data.get(name)
+            if sub is None or not isinstance(given, dict) or field.default_factory is None or not _shared(sub):
+                continue
+            default = field.get_default(call_default_factory=True)
+            out = dict(data) if out is None else out
+            out[name] = deep_merge(default.model_dump(), given)
+        return data if out is None else out

@@ -15,8 +15,8 @@ class EvalSplitConfig(Section):
     Query and build defaults may be tuned on ``dev`` only; ``test`` is reported, never tuned on.
     """
 
-    dev: list[str]
-    test: list[str]
+    dev: list[str] = Field(default=["locomo-26", "locomo-41", "locomo-43", "locomo-47", "locomo-49"])
+    test: list[str] = Field(default=["locomo-30", "locomo-42", "locomo-44", "locomo-48", "locomo-50"])
 
     @model_validator(mode="after")
     def _disjoint(self) -> EvalSplitConfig:
@@ -30,14 +30,19 @@ class AgentLogEvalConfig(Section):
     ``anthropic`` / ``chatgpt`` input; eval/setup/agentlog_questions.py)."""
 
     # fields of one lookup result asked about (list results: items, one field each)
-    lookup_per_result: int = Field(ge=1)
+    lookup_per_result: int = Field(default=2, ge=1,
+        description="fields of one lookup result asked about (list results: items, one field each)")
     # questions of each kind (lookup, change, failure) one conversation gives at most
-    per_kind: int = Field(ge=1)
+    per_kind: int = Field(default=4, ge=1, description="lookup / change / failure questions per conversation at most")
     # a lookup answer must occur at most this many times in its conversation's text (specific)
-    max_answer_occurrences: int = Field(ge=1)
+    max_answer_occurrences: int = Field(default=3, ge=1,
+        description="a lookup's answer occurs at most this often in its conversation (a specific value)")
     # also ask what holds now after each change, and what held before it (categories current and
     # history; eval/setup/current_questions.py)
-    current_questions: bool
+    current_questions: bool = Field(default=True,
+        description=(
+            "also ask what holds now after each change and what held before it (categories current, history; "
+            "docs/current-memory.md)"))
 
 
 # eval/baselines/factory.py: BASELINES (the config layer imports no evaluation code)
@@ -56,15 +61,25 @@ class BeamEvalConfig(Section):
     """BEAM (``--format beam`` / ``eval beam``; docs/evaluation.md "BEAM")."""
 
     # eval-retrieval's baselines on BEAM when --baselines is not given (overrides retrieval_baselines)
-    retrieval_baselines: list[str]
+    retrieval_baselines: list[str] = Field(default=["passage_rag", "turn_rag", "full_context"],
+        description="eval-retrieval columns on BEAM when --baselines is not given")
     # answer in context: a rubric statement's answer ("LLM response should state: 4 PM" -> "4 PM")
     # counts when it has at most this many words and occurs in the chat (normalised)
-    short_answer_max_words: int = Field(ge=1)
+    short_answer_max_words: int = Field(default=6, ge=1,
+        description=(
+            "answer in context: rubric answers (\"should state: 4 PM\" -> \"4 PM\") of at most this many words that "
+            "occur in the chat"))
     # eval beam with a judge: rubric = the benchmark's LLM judge scoring each rubric statement
     # 0 / 0.5 / 1 (mean = the question's score) | answer = CORRECT/WRONG against the gold answer
-    judge: JudgeProtocol
+    judge: JudgeProtocol = Field(default="rubric",
+        description=(
+            "with a judge: rubric = LLM judge scoring each rubric statement 0 / 0.5 / 1 (the benchmark's) | "
+            "answer = CORRECT/WRONG vs the gold answer"))
     # rubric judge: a question counts as correct (judge_accuracy) at this score or above
-    rubric_pass_score: float = Field(ge=0, le=1)
+    rubric_pass_score: float = Field(default=1.0, ge=0, le=1,
+        description=(
+            "rubric judge: judge_accuracy counts questions at this mean statement score or above (the mean itself"
+            " is rubric_score)"))
 
     @field_validator("retrieval_baselines")
     @classmethod
@@ -77,41 +92,62 @@ class EvalConfig(Section):
 
     # full_context variant: the whole conversation goes into the answer prompt when it has at most
     # this many tokens; a longer one keeps its most recent turns that fit (reported as truncated).
-    full_context_max_tokens: int = Field(ge=1)
+    full_context_max_tokens: int = Field(default=120000, ge=1,
+        description=(
+            "full_context variant: whole conversation in the answer prompt up to this; longer keeps the latest "
+            "turns that fit"))
     # LLM judge model (None = llm.model); temperature 0, its tokens are counted separately.
-    judge_model: str | None
-    judge_max_completion_tokens: int = Field(ge=16)
+    judge_model: str | None = Field(default=None,
+        description="LLM judge model; null = llm.model (temperature 0, tokens counted separately)")
+    judge_max_completion_tokens: int = Field(default=200, ge=16)
     # LoCoMo categories evaluated (the paper's 1,540 questions: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop).
-    locomo_categories: list[str]
+    locomo_categories: list[str] = Field(default=["1", "2", "3", "4"],
+        description="the paper's 1,540 questions: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop")
     # Ray Data question pipeline: actor pool size, fractional CPUs per actor, questions per batch,
     # questions answered concurrently inside one actor (threads; LLM calls overlap).
-    min_actors: int = Field(ge=1)
-    max_actors: int = Field(ge=1)
-    actor_num_cpus: float = Field(gt=0)
-    batch_size: int = Field(ge=1)
-    questions_in_flight: int = Field(ge=1)
+    min_actors: int = Field(default=1, ge=1, description="Ray Data question pipeline: actor pool size range")
+    max_actors: int = Field(default=2, ge=1)
+    actor_num_cpus: float = Field(default=0.5, gt=0, description="fractional CPUs per question actor")
+    batch_size: int = Field(default=8, ge=1, description="questions per Ray Data batch")
+    questions_in_flight: int = Field(default=4, ge=1,
+        description="questions answered concurrently inside one actor (threads; LLM calls overlap)")
     # Finished answers are appended to the run directory every this many questions (resume unit).
-    flush_every: int = Field(ge=1)
+    flush_every: int = Field(default=50, ge=1,
+        description="finished answers are appended to RUN_DIR every this many questions (the resume unit)")
     # Content coverage (eval-retrieval, eval): a gold turn counts as covered when at least this share
     # of its content words is in the context text; the first threshold is the headline, the others
     # are reported beside it.
-    content_coverage_thresholds: list[float] = Field(min_length=1)
+    content_coverage_thresholds: list[float] = Field(default=[0.5, 0.8], min_length=1,
+        description=(
+            "a gold turn is content-covered when >= this share of its content words is in the context text (first"
+            " = headline)"))
     # benchmarks/llm_quality.py: a record whose content words overlap an earlier record's at least this
     # much (Jaccard) counts as a near-duplicate (eval/metrics/record_quality.py).
-    near_duplicate_jaccard: float = Field(gt=0, le=1)
+    near_duplicate_jaccard: float = Field(default=0.8, gt=0, le=1,
+        description=(
+            "llm_quality benchmark: records sharing >= this share of content words (Jaccard) with an earlier "
+            "record count as near-duplicates"))
     # Baselines eval-retrieval measures next to lychee at the same budget (plain serialisation):
     # turn_rag, sentence_rag, hybrid_rag, passage_rag, full_context (the ceiling; not budgeted).
-    retrieval_baselines: list[str]
+    retrieval_baselines: list[str] = Field(default=["turn_rag", "sentence_rag", "hybrid_rag", "full_context"],
+        description="eval-retrieval columns beside lychee (same budget, plain lines)")
     # passage_rag: messages are cut at paragraph boundaries into role-labelled passages of at most
     # this many tokens (eval/baselines/passages.py).
-    passage_rag_max_tokens: int = Field(ge=16)
+    passage_rag_max_tokens: int = Field(default=200, ge=16,
+        description=(
+            "passage_rag: messages cut at paragraph boundaries into role-labelled passages of at most this many "
+            "tokens"))
     # Query-time overrides reported both ways in an ablation run: when a selected variant has its own
     # build (eager, fixed_window, summary), every selected memory variant also runs with each of these.
-    ablation_rule_twins: list[str]
+    ablation_rule_twins: list[str] = Field(default=["query.select.window_within_segment=false"],
+        description="in an ablation run every memory variant is also reported with each override")
     # The held-out split of LoCoMo conversations; results are reported per half.
-    locomo_split: EvalSplitConfig
-    agentlog: AgentLogEvalConfig
-    beam: BeamEvalConfig
+    locomo_split: EvalSplitConfig = Field(default_factory=EvalSplitConfig,
+        description="fixed held-out split (chosen once: alternate conversations in file order); tune on dev only")
+    agentlog: AgentLogEvalConfig = Field(default_factory=AgentLogEvalConfig,
+        description="eval-retrieval on agent logs: questions derived from tool traffic (docs/agent-logs.md)")
+    beam: BeamEvalConfig = Field(default_factory=BeamEvalConfig,
+        description="BEAM: --format beam, eval-retrieval and eval beam (docs/evaluation.md \"BEAM\")")
 
     @field_validator("content_coverage_thresholds")
     @classmethod

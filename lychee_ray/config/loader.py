@@ -12,8 +12,8 @@ import yaml
 from pydantic import ValidationError
 
 from lychee_ray.config.appends import move_legacy_keys
-from lychee_ray.config.base import ConfigError, deep_merge, packaged_defaults, read_yaml
-from lychee_ray.config.root import LycheeConfig
+from lychee_ray.config.base import ConfigError, deep_merge, read_yaml
+from lychee_ray.config.root import LycheeConfig, packaged_defaults
 
 
 def parse_set(item: str) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def load_config(
     sets: list[str] | None = None,
     env: dict[str, str] | None = None,
 ) -> LycheeConfig:
-    """Build the effective config: defaults (``default.yaml``) < each file < each ``--set`` < env
+    """Build the effective config: defaults (the fields') < each file < each ``--set`` < env
     (``LYCHEE_SERVE_KEYS`` adds API keys to ``serve.keys``).
 
     Raises :class:`ConfigError` with the offending key on error.

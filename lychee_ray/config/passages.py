@@ -17,10 +17,18 @@ class PassagesConfig(Section):
     # paragraph, line, sentence or word boundaries. Below MiniLM's 256-word-piece window, so the
     # embedder sees every word of a passage; a turn of at most this many tokens stays one passage
     # (its turn row and turn vector, as before).
-    max_tokens: int = Field(ge=16)
+    max_tokens: int = Field(default=200, ge=16,
+        description=(
+            "a passage's tokens at most (offline tokenizer; under MiniLM's 256-word-piece window); a turn with "
+            "more is cut at paragraph / line / sentence / word boundaries; a shorter turn stays one passage (its "
+            "turn row)"))
     # Characters of one turn cut into passages at most (bounded cost per turn); the rest of a longer
     # turn is stored but not searchable, reported as an input warning. 0 = no bound.
-    max_turn_chars: int = Field(ge=0)
+    max_turn_chars: int = Field(default=1000000, ge=0,
+        description=(
+            "characters of one turn cut into passages at most (bounded cost: ~1,300 passages); the rest of a "
+            "longer turn is stored but not searchable, reported as an input warning; 0 = no bound"))
     # Roles whose long turns are cut into passages; system prompts are context, kept as their
     # records (they are left out of recall unless a route asks for rules).
-    roles: list[Literal["user", "assistant", "system", "tool"]]
+    roles: list[Literal["user", "assistant", "system", "tool"]] = Field(default=["user", "assistant", "tool"],
+        description="roles whose long turns get passages (system prompts are context: their records stand for them)")

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
+from functools import lru_cache
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from lychee_ray.config.appends import AppendsConfig, move_legacy_keys
-from lychee_ray.config.base import Section, bind_default_paths, packaged_default
+from lychee_ray.config.base import Section
 from lychee_ray.config.build import BuildConfig, EncoderConfig, NodesConfig, SegmenterConfig
 from lychee_ray.config.eval import EvalConfig
+from lychee_ray.config.fingerprint import SECRETS, digest, drop_later_keys_at_default, effect_part
 from lychee_ray.config.inspect import InspectConfig
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, TokenizerConfig
 from lychee_ray.config.passages import PassagesConfig
@@ -20,33 +20,35 @@ from lychee_ray.config.ray import RayConfig
 from lychee_ray.config.serve import ServeConfig
 from lychee_ray.config.store import StoreConfig
 
-# Keys added after stores were built: left out of fingerprints while at their default value, so a
-# store built before the key existed still matches (and is reused) when the key is not changed.
-FINGERPRINT_OMIT_AT_DEFAULT: tuple[tuple[str, str], ...] = (
-    ("encoder", "mode"), ("segmenter", "max_turn_chars"), ("encoder", "wrong_script_share"), ("encoder", "tools"),
-    ("passages", "max_tokens"), ("passages", "max_turn_chars"), ("passages", "roles"),
-    ("encoder", "currency"),
-)
-
-
 class LycheeConfig(Section):
     """The whole effective configuration."""
 
-    embedding: EmbeddingConfig
-    llm: LLMConfig
-    tokenizer: TokenizerConfig
-    segmenter: SegmenterConfig
-    encoder: EncoderConfig
-    nodes: NodesConfig
-    passages: PassagesConfig
-    build: BuildConfig
-    ray: RayConfig
-    query: QueryConfig
-    serve: ServeConfig
-    eval: EvalConfig
-    inspect: InspectConfig
-    store: StoreConfig
-    appends: AppendsConfig
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig, json_schema_extra={"effect": "runtime"})
+    llm: LLMConfig = Field(default_factory=LLMConfig, json_schema_extra={"effect": "runtime"})
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, json_schema_extra={"effect": "store"})
+    segmenter: SegmenterConfig = Field(default_factory=SegmenterConfig, json_schema_extra={"effect": "store"},
+        description="online semantic segmenter (DESIGN §1 step 1); calibration: docs/segmenter.md")
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig, json_schema_extra={"effect": "store"})
+    nodes: NodesConfig = Field(default_factory=NodesConfig, json_schema_extra={"effect": "store"})
+    passages: PassagesConfig = Field(default_factory=PassagesConfig, json_schema_extra={"effect": "store"},
+        description=(
+            "long turns searched by their passages (docs/data-format.md \"Long turns\"): the raw-turn channels "
+            "(dense and lexical) index them, a hit shows that passage"))
+    build: BuildConfig = Field(default_factory=BuildConfig, json_schema_extra={"effect": "runtime"})
+    ray: RayConfig = Field(default_factory=RayConfig, json_schema_extra={"effect": "runtime"})
+    query: QueryConfig = Field(default_factory=QueryConfig, json_schema_extra={"effect": "runtime"})
+    serve: ServeConfig = Field(default_factory=ServeConfig, json_schema_extra={"effect": "runtime"},
+        description="query service: Ray Serve + FastAPI (lychee-ray serve; DESIGN section 4)")
+    eval: EvalConfig = Field(default_factory=EvalConfig, json_schema_extra={"effect": "runtime"},
+        description="lychee-ray eval (DESIGN section 5): variants, judge, costs, report")
+    inspect: InspectConfig = Field(default_factory=InspectConfig, json_schema_extra={"effect": "runtime"},
+        description="the web inspector: lychee-ray inspect, and /ui of lychee-ray serve (docs/inspector.md)")
+    store: StoreConfig = Field(default_factory=StoreConfig, json_schema_extra={"effect": "runtime"},
+        description="a store on object storage (--out s3://bucket/prefix, gs://, hdfs://; docs/cluster.md)")
+    appends: AppendsConfig = Field(default_factory=AppendsConfig, json_schema_extra={"effect": "runtime"},
+        description=(
+            "appends to a stored conversation (MemoryStore.append, POST .../turns, build increments' deltas; "
+            "docs/incremental.md)"))
 
     @model_validator(mode="before")
     @classmethod
@@ -55,22 +57,19 @@ class LycheeConfig(Section):
         return move_legacy_keys(data) if isinstance(data, dict) else data
 
     def fingerprint(self, *sections: str) -> str:
-        """Stable hash of the named sections (all when none), secrets excluded."""
-        data = self.model_dump(mode="json", include=set(sections) or None, exclude={"llm": {"api_key"}, "serve": {"token", "keys"}})
-        if "encoder" in data:  # encoder.rules hashed as the flat keys it replaced: stores keep their fingerprint
-            data["encoder"] = EncoderConfig.fingerprint_form(data["encoder"])
-        omitted: set[str] = set()
-        for sec, key in FINGERPRINT_OMIT_AT_DEFAULT:
-            # keys added later: existing stores keep their fingerprint
-            if key in data.get(sec, {}) and data[sec][key] == packaged_default(sec, key):
-                del data[sec][key]
-                omitted.add(sec)
-        for sec in omitted:  # a section added later, all at its defaults, is left out whole
-            if not data[sec]:
-                del data[sec]
-        if sections:
-            data = {k: data[k] for k in sections if k in data}
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        """Stable hash of the named sections (all when none), secrets excluded; keys outside
+        :data:`~.fingerprint.FIRST_STORE_KEYS` count only where they differ from their defaults."""
+        names = set(sections) or set(type(self).model_fields)
+        excluded = {k: v for k, v in SECRETS.items() if k in names}
+        data = self.model_dump(mode="json", include=names, exclude=excluded)
+        defaults = _default_dump(type(self), frozenset(names))
+        return digest(drop_later_keys_at_default(_hashed_form(data), _hashed_form(defaults)))
+
+    def store_fingerprint(self) -> str:
+        """What decides a store's content: the hash of every key whose declared effect is ``store``."""
+        defaults = effect_part(_defaults(type(self)), "store")
+        data = effect_part(self, "store")
+        return digest(drop_later_keys_at_default(_hashed_form(data), _hashed_form(defaults)))
 
     def redacted(self) -> dict[str, Any]:
         """Config as a dict with secrets masked (for printing and manifests)."""
@@ -84,4 +83,24 @@ class LycheeConfig(Section):
         return data
 
 
-bind_default_paths(LycheeConfig)
+
+
+@lru_cache(maxsize=8)
+def _defaults(cls: type[LycheeConfig]) -> LycheeConfig:
+    return cls()
+
+
+def _default_dump(cls: type[LycheeConfig], names: frozenset[str]) -> dict[str, Any]:
+    return _defaults(cls).model_dump(mode="json", include=set(names), exclude={k: v for k, v in SECRETS.items() if k in names})
+
+
+def _hashed_form(data: dict[str, Any]) -> dict[str, Any]:
+    """``encoder.rules`` hashed as the flat keys it replaced: stores built before it keep their fingerprint."""
+    if isinstance(data.get("encoder"), dict):
+        data = {**data, "encoder": EncoderConfig.fingerprint_form(data["encoder"])}
+    return data
+
+
+def packaged_defaults() -> dict[str, Any]:
+    """A fresh copy of every default, as plain data (what ``configs/default.yaml`` holds)."""
+    return _defaults(LycheeConfig).model_dump(mode="json")

@@ -54,91 +54,130 @@ class ApiKeyConfig(BaseModel):
 class ServeAutoscalingConfig(Section):
     """Ray Serve autoscaling of the query deployment (replaces ``serve.replicas`` when enabled)."""
 
-    enabled: bool
-    min_replicas: int = Field(ge=0)
-    max_replicas: int = Field(ge=1)
+    enabled: bool = Field(default=False, description="true = Serve autoscaling between min_replicas and max_replicas")
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=2, ge=1)
     # Ongoing requests per replica the autoscaler aims for.
-    target_ongoing_requests: float = Field(gt=0)
-    upscale_delay_s: float = Field(ge=0)
-    downscale_delay_s: float = Field(ge=0)
+    target_ongoing_requests: float = Field(default=4.0, gt=0, description="ongoing requests per replica the autoscaler aims for")
+    upscale_delay_s: float = Field(default=30.0, ge=0)
+    downscale_delay_s: float = Field(default=600.0, ge=0)
 
 class ServeConfig(Section):
     """Query service (Ray Serve + FastAPI ingress, DESIGN §4)."""
 
     # Bind address of Serve's HTTP proxy: loopback unless deliberately opened.
-    host: str
-    port: int = Field(ge=1, le=65535)
+    host: str = Field(default="127.0.0.1", description="bind address of Serve's HTTP proxy; loopback unless deliberately opened")
+    port: int = Field(default=8000, ge=1, le=65535)
     # Bearer token required on every endpoint except /healthz and the API docs (None = no auth); env
     # LYCHEE_SERVE_TOKEN. With per-tenant keys it stays valid as an admin key (backward compatible).
-    token: str | None = Field(repr=False)
+    token: str | None = Field(default=None, repr=False,
+        description=(
+            "bearer token required on every endpoint except /healthz and the API docs; null = no auth (prefer env"
+            " LYCHEE_SERVE_TOKEN); with keys below it is an admin key"))
     # Per-tenant API keys (hashed), each scoped to users or user-id prefixes, or admin; env
     # LYCHEE_SERVE_KEYS adds keys given in plaintext (hashed when read). Empty and no token = no auth.
-    keys: list[ApiKeyConfig] = Field(repr=False)
+    keys: list[ApiKeyConfig] = Field(default=[], repr=False,
+        description=(
+            "per-tenant API keys (docs/serving.md \"Tenancy\"): [{name, sha256: hex SHA-256 of the key, users: "
+            "[...], user_prefixes: [...], admin: false}]; env LYCHEE_SERVE_KEYS adds keys in plaintext JSON "
+            "(hashed when read)"))
     # Fixed replica count (ignored when autoscaling is enabled).
-    replicas: int = Field(ge=1)
+    replicas: int = Field(default=1, ge=1, description="fixed replica count (ignored when autoscaling.enabled)")
     # CPUs Ray reserves per replica (fractional: a 2-core machine also runs the proxy and the clients).
-    replica_num_cpus: float = Field(gt=0)
+    replica_num_cpus: float = Field(default=0.5, gt=0,
+        description="CPUs Ray reserves per replica (fractional: proxy and clients share the cores)")
     # Serve's per-request access log lines (proxy and replica log files, shipped by Ray's log
     # monitor) cost CPU on every request (docs/serving.md "Switches"), so off unless wanted for
     # auditing; errors are logged either way.
-    access_log: bool
+    access_log: bool = Field(default=False,
+        description=(
+            "Serve's per-request access log lines (CPU in proxy, replica and log shipping: docs/serving.md "
+            "\"Switches\"); errors are logged either way"))
     # Requests one replica works on at once (the service's own admission, serve/admission.py); more
     # wait in its queue.
-    max_ongoing_requests: int = Field(ge=1)
+    max_ongoing_requests: int = Field(default=8, ge=1,
+        description="requests one replica works on at once (the service's own admission); more wait in its queue")
     # Requests waiting for a slot per replica beyond that; more get the service's JSON 503
     # "overloaded" with Retry-After (-1 = unbounded).
-    max_queued_requests: int = Field(ge=-1)
+    max_queued_requests: int = Field(default=64, ge=-1,
+        description=(
+            "requests waiting for a slot per replica; more get the service's JSON 503 \"overloaded\" with "
+            "Retry-After; -1 = unbounded"))
     # A request waiting longer than this for a slot gets that 503 too.
-    max_queue_wait_s: float = Field(gt=0)
+    max_queue_wait_s: float = Field(default=30.0, gt=0, description="a request waiting longer than this for a slot gets that 503 too")
     # Retry-After (seconds) of a 503 "overloaded".
-    overload_retry_after_s: int = Field(ge=1)
+    overload_retry_after_s: int = Field(default=1, ge=1, description="Retry-After (seconds) of a 503 \"overloaded\"")
     # Ray Serve hands a replica max_ongoing_requests + max_queued_requests + this many requests at
     # once (health checks, docs, refusals in flight), so the service sheds load before Serve would.
-    proxy_headroom: int = Field(ge=0)
+    proxy_headroom: int = Field(default=64, ge=0,
+        description=(
+            "Ray Serve hands a replica max_ongoing + max_queued + this many requests, so the service answers "
+            "overload before Serve's plain-text 503"))
     # Serve's own queue in front of the replicas (-1 = unbounded): its plain-text 503 is a backstop.
-    proxy_max_queued_requests: int = Field(ge=-1)
+    proxy_max_queued_requests: int = Field(default=1024, ge=-1,
+        description="Serve's own queue in front of the replicas (-1 = unbounded): a backstop")
     # Serve's HTTP request timeout (a request still running after this gets 408/503).
-    request_timeout_s: float = Field(gt=0)
-    autoscaling: ServeAutoscalingConfig
+    request_timeout_s: float = Field(default=60.0, gt=0, description="Serve's HTTP request timeout")
+    autoscaling: ServeAutoscalingConfig = Field(default_factory=ServeAutoscalingConfig)
     # Loaded conversations per replica (LRU); overrides query.max_conversations in the service.
-    cache_max_conversations: int = Field(ge=1)
+    cache_max_conversations: int = Field(default=64, ge=1,
+        description="loaded conversations per replica (LRU); overrides query.max_conversations in the service")
     # Approximate bytes of loaded conversations per replica (LRU; 0 = count bound only).
-    cache_max_bytes: int = Field(ge=0)
+    cache_max_bytes: int = Field(default=1073741824, ge=0,
+        description="approximate bytes of loaded conversations per replica (LRU); 0 = count bound only")
     # Request bodies larger than this get 413.
-    max_request_bytes: int = Field(ge=256)
+    max_request_bytes: int = Field(default=65536, ge=256, description="larger request bodies get 413")
     # Longer questions get 422.
-    max_question_chars: int = Field(ge=1)
+    max_question_chars: int = Field(default=2000, ge=1, description="longer questions get 422")
     # recent_turns of one query: their characters in all at most (the planner sees a token-bounded part)
-    max_recent_turns_chars: int = Field(ge=0)
+    max_recent_turns_chars: int = Field(default=20000, ge=0,
+        description="a query's recent_turns (the agent's H_q) longer than this in all get 422")
     # Largest budget_tokens a request may ask for (422 above).
-    max_budget_tokens: int = Field(ge=0)
+    max_budget_tokens: int = Field(default=16000, ge=0, description="largest budget_tokens a request may ask for (422 above)")
     # GET /v1/conversations: conversations per page when the request names no limit, and the most it may ask for.
-    list_page_size: int = Field(ge=1)
-    list_max_page_size: int = Field(ge=1)
+    list_page_size: int = Field(default=50, ge=1, description="GET /v1/conversations: conversations per page when no ?limit= is given")
+    list_max_page_size: int = Field(default=500, ge=1, description="GET /v1/conversations: the largest ?limit= allowed (422 above)")
     # Coalesce query embeddings of concurrent requests (@serve.batch); None = auto: on with the
     # openai embedding backend (one HTTP call for many), off with the local model (the hops through
     # the event loop cost more CPU than one ONNX call per search).
-    batch_embeddings: bool | None
+    batch_embeddings: bool | None = Field(default=None,
+        description=(
+            "coalesce query embeddings of concurrent requests (@serve.batch); null = auto: on for openai "
+            "embeddings, off for the local model"))
     # @serve.batch over query embeddings of concurrent requests: requests per batch (capped at
     # max_ongoing_requests / 2), wait for more; requests arriving during a model call share the next one.
-    batch_max_size: int = Field(ge=1)
-    batch_wait_ms: float = Field(ge=0)
+    batch_max_size: int = Field(default=8, ge=1,
+        description="@serve.batch: requests per batch (capped at max_ongoing_requests / 2: two batches may be open)")
+    batch_wait_ms: float = Field(default=5.0, ge=0,
+        description=(
+            "@serve.batch: how long a batch waits for more requests (batches arriving during a model call merge "
+            "anyway)"))
     # Torch intra-op threads per replica for query embeddings (0 = embedding.num_threads / torch default).
-    torch_threads: int = Field(ge=0)
+    torch_threads: int = Field(default=1, ge=0,
+        description="torch intra-op threads per replica for query embeddings; 0 = embedding.num_threads / torch default")
     # Worker threads running searches in one replica; 0 = auto: 1 with the local embedding model (a
     # search is CPU-bound Python: more threads only trade the GIL, scale with replicas instead),
     # max_ongoing_requests with the openai embedding backend (searches wait on the network).
-    search_threads: int = Field(ge=0)
+    search_threads: int = Field(default=0, ge=0,
+        description=(
+            "worker threads running searches per replica; 0 = auto: 1 with the local model (scale with replicas),"
+            " max_ongoing_requests with openai embeddings"))
     # Environment for the Ray processes when lychee-ray starts its own local Ray to serve (Serve reads
     # these in the proxy and the replicas at start; variables already set in the environment win).
     # Default: the replica's user code and the proxy's router run on their process's main event loop
     # instead of extra threads (one cross-thread hop less per request). With RAY_ADDRESS set
     # the cluster's own environment decides.
-    ray_env: dict[str, str]
+    ray_env: dict[str, str] = Field(
+        default={"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0", "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"},
+        description=(
+            "environment of the Ray processes when lychee-ray starts a local Ray to serve (already-set variables "
+            "win; RAY_ADDRESS: the cluster's environment decides)"))
     # Seconds between checks of the store for new or rebuilt conversations (0 = only POST /v1/admin/reload).
-    reload_interval_s: float = Field(ge=0)
+    reload_interval_s: float = Field(default=10.0, ge=0,
+        description="seconds between checks of the store for new or rebuilt conversations; 0 = only POST /v1/admin/reload")
     # After an LLM failure, plan with rules and fail /v1/query fast (503) for this long (0 = always retry).
-    llm_cooldown_s: float = Field(ge=0)
+    llm_cooldown_s: float = Field(default=30.0, ge=0,
+        description="after an LLM failure: plan with rules and fail /v1/query fast (503) this long; 0 = always retry")
 
     @field_validator("ray_env", mode="before")
     @classmethod

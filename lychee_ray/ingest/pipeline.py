@@ -53,8 +53,8 @@ EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
 
 def build_fingerprint(cfg: LycheeConfig, backend: str, model: str, embedder_name: str) -> str:
-    """What decides a conversation's stored content: the config sections that shape it + models."""
-    sections = cfg.fingerprint("segmenter", "encoder", "nodes", "tokenizer", "passages")
+    """What decides a conversation's stored content: the config keys declared to shape it + models."""
+    sections = cfg.store_fingerprint()
     return f"{sections}:{backend}:{model}:{embedder_name}"
 
 

@@ -129,7 +129,7 @@ def aggregate(dataset: Dataset, variant: Variant, rows: list[dict[str, Any]], ju
               costs: dict[str, dict[str, Any]] | None, store: StoreInfo | None, query_wall_s: float,
               cfg: LycheeConfig | None = None) -> dict[str, Any]:
     """results.json entry of one variant (``rows`` already scored); ``cfg`` gives the split (defaults when None)."""
-    cfg = cfg if cfg is not None else LycheeConfig.model_validate({})  # every key from default.yaml
+    cfg = cfg if cfg is not None else LycheeConfig.model_validate({})  # every key at its default
     res = summarise_rows(rows, judged)
     res["per_category"] = _per_category(dataset, rows, judged)
     if dataset.name == LOCOMO:

@@ -140,7 +140,7 @@ def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None,
     derive = adapter(fmt).agent_log
     limits = None
     if derive:
-        a = agentlog or AgentLogEvalConfig.model_validate({})  # every key from default.yaml
+        a = agentlog or AgentLogEvalConfig.model_validate({})  # every key at its default
         limits = QuestionLimits(a.lookup_per_result, a.per_kind, a.max_answer_occurrences)
     out = []
     for item in read_input(fmt, data):

@@ -54,7 +54,7 @@ class BaseSegmenter:
     def __init__(
         self, cfg: SegmenterConfig | None = None, *, mode: ExchangeMode | None = None, encoding: str = DEFAULT_ENCODING
     ) -> None:
-        self.cfg = cfg or SegmenterConfig.model_validate({})  # every key from default.yaml
+        self.cfg = cfg or SegmenterConfig.model_validate({})  # every key at its default
         self.encoding = encoding
         if mode is None and self.cfg.exchange_mode != AUTO:
             mode = self.cfg.exchange_mode

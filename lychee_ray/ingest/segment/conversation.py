@@ -31,7 +31,7 @@ def segment_turn_inputs(
     encoding: str = DEFAULT_ENCODING,
 ) -> tuple[list[Segment], list[Decision]]:
     """Segment a finished turn sequence; ``auto`` mode is resolved on the whole sequence."""
-    cfg = cfg or SegmenterConfig.model_validate({})  # every key from default.yaml
+    cfg = cfg or SegmenterConfig.model_validate({})  # every key at its default
     if mode is None:
         mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns), cfg.auto_without_roles)
     seg = make_segmenter(cfg, mode=mode, encoding=encoding)
@@ -96,7 +96,7 @@ def segment_conversation(
     encoding: str = DEFAULT_ENCODING,
 ) -> SegmentationResult:
     """Segment a whole conversation. Embeds every turn once (unless ``turn_vectors`` are given)."""
-    cfg = cfg or SegmenterConfig.model_validate({})  # every key from default.yaml
+    cfg = cfg or SegmenterConfig.model_validate({})  # every key at its default
     if turn_vectors is None:
         if embedder is None:
             raise ValueError("segment_conversation needs an embedder or turn_vectors")
@@ -137,7 +137,7 @@ def segment_stream(
     """Segment ``turns`` with a fresh segmenter (``auto`` mode resolved on ``turns``) or one restored
     from ``state`` (a resume point of an earlier call); ``finish=False`` leaves the open segment open
     (``tail`` empty). A fresh call with ``finish=True`` gives exactly :func:`segment_turn_inputs`' segments."""
-    cfg = cfg or SegmenterConfig.model_validate({})  # every key from default.yaml
+    cfg = cfg or SegmenterConfig.model_validate({})  # every key at its default
     if state is not None:
         seg = BaseSegmenter.from_state(state, cfg)
     else:

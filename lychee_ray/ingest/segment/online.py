@@ -139,6 +139,6 @@ def make_segmenter(
     cfg: SegmenterConfig | None = None, *, mode: ExchangeMode | None = None, encoding: str = DEFAULT_ENCODING
 ) -> BaseSegmenter:
     """The segmenter named by ``cfg.method`` (``semantic`` or ``fixed``)."""
-    cfg = cfg or SegmenterConfig.model_validate({})  # every key from default.yaml
+    cfg = cfg or SegmenterConfig.model_validate({})  # every key at its default
     cls = OnlineSegmenter if cfg.method == "semantic" else FixedWindowSegmenter
     return cls(cfg, mode=mode, encoding=encoding)

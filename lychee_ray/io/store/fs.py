@@ -44,7 +44,7 @@ _SECRET_PARAMS = re.compile(r"(secret|token|password|key|credential|sas)", re.IG
 
 
 def default_settings() -> StoreConfig:
-    """The packaged ``store`` defaults (``configs/default.yaml``): what a root opened without
+    """The ``store`` defaults: what a root opened without
     explicit settings uses. There is no process-wide setting: whoever has a config passes its
     ``store`` section to :func:`store_root` / ``StoreLayout`` and it travels with the paths."""
     return StoreConfig()

@@ -14,7 +14,7 @@ for one route and returns a ranked list of hits (:class:`~.base.RecallChannel`):
 breaks score ties by first appearance), what ``query.fusion.weights`` must weigh (one key per
 channel, checked below) and what evaluation variants switch off. Adding a channel is one module
 with a :class:`~.base.RecallChannel` plus one entry here, and its weight's default in
-``configs/default.yaml`` (``query.fusion.weights``).
+``CHANNEL_WEIGHT_DEFAULTS`` (``lychee_ray/config/query.py``, key ``query.fusion.weights``).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ RECALL_CHANNELS: tuple[RecallChannel, ...] = (
 CHANNELS: tuple[str, ...] = tuple(c.name for c in RECALL_CHANNELS)
 
 if set(CHANNELS) != set(ChannelWeights.model_fields) or len(set(CHANNELS)) != len(CHANNELS):
-    # a channel without a weight default (or a weight without a channel): configs/default.yaml's
-    # query.fusion.weights lists one key per registered channel
+    # a channel without a weight default (or a weight without a channel): CHANNEL_WEIGHT_DEFAULTS
+    # (query.fusion.weights) lists one key per registered channel
     raise RuntimeError(f"recall channels {CHANNELS} and query.fusion.weights keys "
                        f"{tuple(ChannelWeights.model_fields)} differ")
 
