@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from lychee_ray.config.base import Section
 from lychee_ray.names import VectorPrecision
@@ -45,3 +45,16 @@ class StoreConfig(Section):
     # or int8 (4x fewer bytes than fp32; io/store/index.py). Turn vectors stay fp32 (an incremental
     # build's segmenter resumes from them). Generations of any precision read alike.
     vector_precision: VectorPrecision
+    # Retention per record type, in days (``{event: 365}``): ``lychee-ray forget --expired`` (and
+    # ``MemoryStore.forget_records(expired=True)``) forgets records
+    # of that type (one of the record types) whose ``created_at`` is older. Empty = keep every record; nothing runs by itself.
+    retention_days: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("retention_days")
+    @classmethod
+    def _positive_days(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = {t: d for t, d in v.items() if d < 1}
+        if bad:
+            raise ValueError(f"retention_days must be at least 1 day per type: {bad}")
+        return v
+
