@@ -48,7 +48,7 @@ class StoreConfig(Section):
     # Retention per record type, in days (``{event: 365}``): ``lychee-ray forget --expired`` (and
     # ``MemoryStore.forget_records(expired=True)``) forgets records
     # of that type (one of the record types) whose ``created_at`` is older. Empty = keep every record; nothing runs by itself.
-    retention_days: dict[str, int] = Field(default_factory=dict)
+    retention_days: dict[str, int]
 
     @field_validator("retention_days")
     @classmethod
