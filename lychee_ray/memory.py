@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from lychee_ray.ingest.context import make_context
+from lychee_ray.ingest.forget import ForgetReport, ForgetSelector, forget_records
 from lychee_ray.ingest.increment.errors import InvalidTurns
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult, AppendTurn
 from lychee_ray.ingest.increment.service import AppendService
@@ -105,6 +107,25 @@ class MemoryStore(QueryEngine):
     def flush(self, conversation_id: str, user_id: str | None = None) -> AppendResult:
         """Encode the open tail segment of a conversation (an append of no turns with ``flush``)."""
         return self.append(conversation_id, [], user_id=user_id, flush=True)
+
+    def forget_records(
+        self, user_id: str, *, record_id: str | None = None, slot: str | None = None, entity: str | None = None,
+        expired: bool = False, conversation_id: str | None = None, redact_turns: bool = False,
+        now: datetime | None = None,
+    ) -> ForgetReport:
+        """Forget one record, every record of a slot or of an entity, or (``expired``) the records
+        past ``store.retention_days``, of ``user_id`` — from every table, index and node of the store
+        and from this store's cache (:mod:`lychee_ray.ingest.forget`; docs/erasure.md, "Forgetting").
+        ``redact_turns`` also blanks the forgotten records' source turns. Raises
+        :class:`~lychee_ray.ingest.forget.ForgetError` (``kind`` says why; nothing changed then)."""
+        selector = ForgetSelector(record_id=record_id, slot=slot, entity=entity,
+                                  retention_days=self.config.store.retention_days if expired else None)
+        report = forget_records(self.reader.layout, user_id, selector, conversation_id=conversation_id,
+                                redact_turns=redact_turns, now=now)
+        for cid in report.conversation_ids:  # this process reads the new commit at once
+            self.reader.refresh_conversation(cid)
+            self.cache.discard(cid)
+        return report
 
     def _append_context(self) -> BuildContext:
         """The build context appends use: the build-side embedder (unless one was given to the store:

@@ -84,7 +84,8 @@ def _conversation(spec: dict[str, Any]) -> Conversation:
 
 
 def _records(spec: dict[str, Any], conv: Conversation) -> list[MemoryRecord]:
-    """The spec's records, all in one segment, dated by the session of their first source turn."""
+    """The spec's records, all in one segment, dated by the session of their first source turn
+    (``spec["extra"]``: more fields of record ``i``, e.g. its slot, by position)."""
     cid, uid = spec["conversation_id"], spec["user_id"]
     turn_session = {t.turn_id: (s.session_id, s.started_at) for _, s, _, t in conv.iter_turns()}
     records = []
@@ -94,7 +95,8 @@ def _records(spec: dict[str, Any], conv: Conversation) -> list[MemoryRecord]:
         records.append(MemoryRecord(
             record_id=MemoryRecord.make_id(cid, f"{cid}#s0", i, rtype, text), conversation_id=cid, user_id=uid,
             session_id=sid, segment_id=f"{cid}#s0", ordinal=i, type=rtype, text=text, entities=ents, topics=tops,
-            time=time, source_turn_ids=src, created_at=started, backend="rules", model="hand"))
+            time=time, source_turn_ids=src, created_at=started, backend="rules", model="hand",
+            **spec.get("extra", {}).get(i, {})))
     return records
 
 

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("lychee_ray.cli.verify", "check a memory store's references, id maps and coverage"),
     "stats": ("lychee_ray.cli.stats", "memory quality of a store: records per segment, rejected / repaired records"),
     "delete": ("lychee_ray.cli.delete", "erase a conversation or a user's conversations from a memory store, everywhere"),
+    "forget": ("lychee_ray.cli.forget", "forget a user's memory records (one, a slot's, an entity's, expired) everywhere"),
     "migrate": ("lychee_ray.cli.migrate", "rewrite a store written by an older lychee-ray in the current layout"),
     "eval-seg": ("lychee_ray.cli.eval_seg", "Pk / WindowDiff / boundary F1 of the segmenter on a gold segmentation corpus"),
     "query": ("lychee_ray.cli.query", "answer a question from a memory store"),

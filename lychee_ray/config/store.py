@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from lychee_ray.config.base import Section
 from lychee_ray.names import VectorPrecision
@@ -68,3 +68,17 @@ class StoreConfig(Section):
             "stored record, node and passage vectors (only search reads them): fp32 | fp16 (half the bytes) | "
             "int8 (a quarter; fixed range [-1, 1], scores move ~0.002; docs/build-cost.md); turn vectors stay "
             "fp32 (the segmenter resumes from them)"))
+    # Retention per record type, in days (``{event: 365}``): ``lychee-ray forget --expired`` (and
+    # ``MemoryStore.forget_records(expired=True)``) forgets records
+    # of that type (one of the record types) whose ``created_at`` is older. Empty = keep every record; nothing runs by itself.
+    retention_days: dict[str, int] = Field(default_factory=dict,
+        description=("per record type, days a record is kept (e.g. {event: 365}); applied only by `lychee-ray forget --expired` / forget_records(expired=True); {} = keep all"))
+
+    @field_validator("retention_days")
+    @classmethod
+    def _positive_days(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = {t: d for t, d in v.items() if d < 1}
+        if bad:
+            raise ValueError(f"retention_days must be at least 1 day per type: {bad}")
+        return v
+

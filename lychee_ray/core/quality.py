@@ -25,6 +25,7 @@ REJECT_REASONS = (
     "merged_duplicate",     # a near-duplicate of another draft of the reply: folded into it, its sources kept there
     "replaced_by_repair",   # the segment was re-encoded in repair mode; the first reply's kept drafts are superseded
     "degenerate_segment",   # the segment failed as degenerate (still after repair); its kept drafts are not stored
+    "forgotten",            # stored, then forgotten on request (ingest/forget.py); kept out of later commits
 )
 # What code changed on a stored record.
 REPAIR_KINDS = (

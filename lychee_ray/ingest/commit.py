@@ -29,14 +29,16 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from lychee_ray.config.appends import AppendsConfig
 from lychee_ray.ingest.outcomes import Outcome
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import StoreWriter
-from lychee_ray.io.store.artifacts import ConversationArtifacts, ConversationDelta
+from lychee_ray.io.store.artifacts import ConversationArtifacts, ConversationDelta, TableVectors
 from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import BusyError, ConversationDeleting, LockBusy, async_write_lock, conversation_write_lock
 from lychee_ray.io.store.marker import CommitMarker
@@ -88,6 +90,12 @@ class Held:
     def commit_delta(self, delta: ConversationDelta, based_on: CommitMarker | None) -> CommitMarker:
         """Publish ``delta`` on top of the stored commit, fenced on ``based_on``."""
         return self.writer.commit_delta(delta, locked=True, based_on=based_on)
+
+    def rewrite(self, marker: CommitMarker, tables: dict[str, pa.Table], vectors: dict[str, TableVectors], dim: int,
+                segstate: dict[str, Any] | None) -> CommitMarker:
+        """Publish the conversation's rows changed in place (a forget: ingest/forget.py) as a new base
+        generation of ``marker`` (read under this lock), fenced on it."""
+        return self.writer.rewrite(marker, tables, vectors, dim, segstate, based_on=marker)
 
     def commit_increment(self, stored: StoredConversation | None, inc: Increment, fold: AppendsConfig | None,
                          cache: StoredCache | None = None,

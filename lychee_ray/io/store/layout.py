@@ -61,6 +61,7 @@ STORE_VERSION = 2
 # stores written before the version was raised (manifest "version" 1, or none)
 LEGACY_STORE_VERSION = 1
 SEGSTATE_DIR = "segstate"
+FORGOTTEN_DIR = "forgotten"
 # A generation name: g<sequence>-<random hex>; unique without coordination, ordered by sequence.
 _GENERATION = re.compile(r"g(\d{6,})-[0-9a-f]{8}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -255,7 +256,7 @@ class StoreLayout:
         the commit marker first, then its own Parquet parts, FAISS indexes and build claims. Erasure (:mod:`.erase`) removes exactly these; a new per-conversation file
         must be listed here. Rows in shared ``compact-*.parquet`` files and ``errors/`` are not paths
         of one conversation (see :mod:`.compact`, :mod:`.erase`)."""
-        paths = [self.marker_path(key), self.index_dir(key)]
+        paths = [self.marker_path(key), self.index_dir(key), self.forgotten_path(key)]
         # parts and segmenter states of every generation, and any version-1 fixed-path part (the
         # index directory above holds all of its generations)
         paths += [p for ps in self.generation_paths(key).values() for p in ps
@@ -291,6 +292,11 @@ class StoreLayout:
 
     def marker_path(self, key: str) -> AnyPath:
         return self.commits_dir / f"{key}.json"
+
+    def forgotten_path(self, key: str) -> AnyPath:
+        """The tombstones of conversation ``key``'s forgotten records (io/store/tombstones.py): kept
+        across generations, so no later commit of the conversation writes them back."""
+        return self.root / FORGOTTEN_DIR / f"{key}.json"
 
     def create(self) -> None:
         """Make the directories a writer needs."""

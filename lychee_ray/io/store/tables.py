@@ -104,7 +104,7 @@ class TableRegistryError(ValueError):
 
 
 # directories of the store root that are not tables (layout.py), and ids.json's own key
-_RESERVED = frozenset({"index", "commits", "errors", "segstate", "manifest", "dim", "_claims", "_locks", "_staging"})
+_RESERVED = frozenset({"index", "commits", "errors", "segstate", "forgotten", "manifest", "dim", "_claims", "_locks", "_staging"})
 
 
 def register_table(spec: TableSpec) -> TableSpec:

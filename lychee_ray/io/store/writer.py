@@ -38,6 +38,7 @@ from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, 
 from lychee_ray.io.store.migrate import migrate_conversation
 from lychee_ray.io.store.reader import ConversationData, load_generation, read_segstate
 from lychee_ray.io.store.tables import indexed_tables, table_specs
+from lychee_ray.io.store.tombstones import filter_artifacts, filter_delta, read_tombstones
 
 
 def artifacts_delta(previous: ConversationData, art: ConversationArtifacts) -> ConversationDelta:
@@ -158,6 +159,7 @@ class StoreWriter:
         key = conversation_key(art.conversation_id)
         previous = self.layout.read_marker(key)
         check_fence(art.conversation_id, previous, based_on)
+        art = filter_artifacts(art, read_tombstones(self.layout, key))  # forgotten records stay forgotten
         gen = new_generation(previous)
         tables = {spec.name: spec.fill(art) for spec in table_specs()}  # every registered table
         with self._generation_files(key, gen) as index_dir:
@@ -195,6 +197,7 @@ class StoreWriter:
         key = conversation_key(delta.conversation_id)
         previous = self.layout.read_marker(key)
         check_fence(delta.conversation_id, previous, based_on)
+        delta = filter_delta(delta, read_tombstones(self.layout, key))  # forgotten records stay forgotten
         if previous is None or previous.generation is None:
             raise ValueError(f"conversation {delta.conversation_id!r}: a delta needs a committed base generation")
         gen = self._next_generation(previous)
@@ -253,23 +256,43 @@ class StoreWriter:
         if m is None or not m.deltas:
             return m
         data = load_generation(self.layout, m)
-        segstate = read_segstate(self.layout, m)
+        return self._write_base(m, data.tables, {s.name: data.table_vectors(s.name) for s in indexed_tables()},
+                                data.dim, read_segstate(self.layout, m), data.ids)
+
+    def rewrite(self, marker: CommitMarker, tables: dict[str, pa.Table], vectors: dict[str, TableVectors], dim: int,
+                segstate: dict[str, Any] | None, *, based_on: BasedOn = UNFENCED) -> CommitMarker:
+        """Publish ``tables`` (every registered table) and the indexed tables' ``vectors`` as a new
+        base generation of ``marker``'s conversation — the conversation's rows changed in place (a
+        forget, io/store/forget.py), not re-built. The caller holds the conversation's write lock and
+        read ``marker`` under it; ``based_on`` fences the commit as in :meth:`commit`."""
+        check_fence(marker.conversation_id, self.layout.read_marker(marker.key), based_on)
+        return self._write_base(marker, tables, vectors, dim, segstate)
+
+    def _write_base(self, m: CommitMarker, tables: dict[str, pa.Table], vectors: dict[str, TableVectors], dim: int,
+                    segstate: dict[str, Any] | None, ids: dict[str, Any] | None = None) -> CommitMarker:
+        """Write ``tables`` and ``vectors`` as a new base generation after ``m``'s, publish the marker
+        naming it (``m``'s fields otherwise), then remove the older generations. ``ids``: the indexed
+        tables' id columns in row order (None: read from ``tables``)."""
+        key = m.key
         gen = self._next_generation(m)
         with self._generation_files(key, gen) as index_dir:
             for spec in indexed_tables():
                 assert spec.index is not None
-                v = data.table_vectors(spec.name)
-                write_index(build_flat_index(v.vectors, data.dim, v.rows.tolist(), spec.index.precision(self.layout.settings)),
+                v = vectors[spec.name]
+                write_index(build_flat_index(v.vectors, dim, v.rows.tolist(), spec.index.precision(self.layout.settings)),
                             StoreLayout.index_file(index_dir, spec.name))
+            if ids is None:
+                ids = {s.name: tables[s.name].column(s.index.id_column).to_pylist()
+                       for s in indexed_tables() if s.index is not None}
             StoreLayout.ids_file(index_dir).write_text(
-                json.dumps({"dim": data.dim, **{s.name: data.ids[s.name] for s in indexed_tables()}}), encoding="utf-8")
-            for name, table in data.tables.items():
+                json.dumps({"dim": dim, **{s.name: ids[s.name] for s in indexed_tables()}}), encoding="utf-8")
+            for name, table in tables.items():
                 write_parquet(table, self.layout.part_path(name, key, gen))
             self._write_segstate(key, gen, segstate)
         marker = m.model_copy(update={
             "version": MARKER_VERSION, "lineage": m.lineage or new_lineage(),
             "generation": gen, "deltas": [], "location": {}, "segstate_generation": None, "delta_rows": 0,
-            "base_rows": sum(t.num_rows for t in data.tables.values()),
+            "base_rows": sum(t.num_rows for t in tables.values()),
             "committed_at": datetime.now(timezone.utc).isoformat(),
         })
         self._publish(key, gen, marker)
