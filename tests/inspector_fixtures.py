@@ -2,8 +2,9 @@
 
 One small store holds the three kinds of conversation the pages must show: a LoCoMo slice (the first
 sessions of ``locomo-26`` with the questions whose gold turns they hold), an agent-log slice (the first
-tau-bench airline trajectories: tool calls, tool results, a system prompt) and a synthetic long
-user–assistant chat. An ``eval-retrieval --per-question`` run over the LoCoMo slice at a small budget
+tau-bench airline trajectories: tool calls, tool results, a system prompt) and a BEAM user–assistant
+chat read from a synthetic BEAM folder (tests/beam_data.py's content plus a value the user changes —
+a record the rules backend supersedes — and a long assistant turn cut into passages). An ``eval-retrieval --per-question`` run over the LoCoMo slice at a small budget
 gives the eval page hits and misses. ``inspector_url`` serves it as ``lychee-ray inspect`` does (no
 key); ``tenant_ui`` serves the same store as ``lychee-ray serve`` mounts its ``/ui`` (the service's app
 and guard, in-process on uvicorn, as the other service tests run it) with two tenants' keys.
@@ -28,7 +29,7 @@ AGENT_LOGS = SHARED_DATA / "agentlogs" / "tau_airline_dev.jsonl"
 LOCOMO_SESSIONS = 3  # sessions of locomo-26 kept (58 turns, 20 questions with gold turns in them)
 AGENT_CONVERSATIONS = 3
 EVAL_BUDGET = 150  # tokens: small enough that some gold turns miss the context
-CHAT_ID, CHAT_USER = "chat-long", "chat-user"
+BEAM_ID = "beam-1"  # the BEAM adapter's id for the split's folder 1/
 # Chromium's switches for tests: headless, no sandbox (containers), nothing fetched in the background.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -42,7 +43,7 @@ class InspectorData:
     locomo_id: str
     agent_ids: list[str]
     agent_users: list[str]
-    chat_id: str = CHAT_ID
+    beam_id: str = BEAM_ID
     questions: int = 0  # the eval run's (LoCoMo categories 1-4 with gold turns in the slice)
     keys: dict[str, str] = field(default_factory=lambda: dict(TENANT_KEYS))
 
@@ -58,13 +59,27 @@ def locomo_slice(src: Path, dst: Path, sessions: int) -> int:
     return len(out["qa"])
 
 
-def long_chat(turns_wanted: int):
-    """A synthetic user–assistant chat of about ``turns_wanted`` turns over many sessions."""
-    from lychee_ray.testing.synthetic import synthetic_conversation
+# The BEAM chat's additions to tests/beam_data.py's batches: the user states a value and later says it
+# changed (the rules backend's change cue: the newer record supersedes the older), and one answer
+# long enough to be searched by its passages (passages.max_tokens).
+BEAM_COVERAGE = ("I've reached 65% test coverage on my watering reminder module.", "Good progress; the scheduler paths are next.")
+BEAM_CHANGE = ("My watering reminder module test coverage has recently improved to 78%.", "Nice jump from before.")
+BEAM_LONG_STEPS = 12
 
-    sessions = max(1, turns_wanted // 18)  # 3 topics x 3 exchanges x 2 turns a session
-    c = synthetic_conversation(7, seed=3, sessions=sessions, topics_per_session=3, exchanges_per_topic=(3, 3))
-    return c.model_copy(update={"conversation_id": CHAT_ID, "user_id": CHAT_USER})
+
+def beam_split(root: Path) -> Path:
+    """A BEAM split folder with one synthetic conversation (``1/``): see :data:`BEAM_CHANGE`."""
+    from tests.beam_data import BATCHES, batches_json, write_beam
+
+    long_answer = "\n\n".join(
+        f"Step {i}: configure scheduler module number {i} so that each plant profile gets its own reminder job, checks "
+        "the soil moisture readings from the sensor table, and logs every watering event with its amount in millilitres."
+        for i in range(1, BEAM_LONG_STEPS + 1))
+    (d1, b1), (d2, b2) = BATCHES
+    batches = [(d1, [*b1, BEAM_COVERAGE]), (d2, [*b2, BEAM_CHANGE]),
+               ("April-20-2024", [("Can you give me the full deployment checklist for the scheduler?", long_answer)])]
+    write_beam(root / "1", chat=batches_json(batches))
+    return root
 
 
 def sha(key: str) -> str:
@@ -86,9 +101,10 @@ def inspector_data(tmp_path_factory, embedder) -> InspectorData:
     (data / "agent.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     locomo = [i.conversation for i in read_input("locomo", data / "26.json")]
     agents = [i.conversation for i in read_input("openai", data / "agent.jsonl")]
-    assert all(locomo) and all(agents)
+    beam = [i.conversation for i in read_input("beam", beam_split(data / "beam"))]
+    assert all(locomo) and all(agents) and [b.conversation_id for b in beam] == [BEAM_ID]  # type: ignore[union-attr]
     store = tmp / "store"
-    summary = build_memory([*locomo, *agents, long_chat(200)], store, load_config(env={}), llm="rules")
+    summary = build_memory([*locomo, *agents, *beam], store, load_config(env={}), llm="rules")
     assert summary.built == 1 + AGENT_CONVERSATIONS + 1 and summary.failed == 0
     run = tmp / "eval-retrieval.json"
     assert main(["eval-retrieval", "--memory", str(store), "--data", str(data / "26.json"), "--per-question",

@@ -2,10 +2,10 @@
 
 Every table of the store's registry is read through :func:`~lychee_ray.io.store.read_part` (the
 reader's own path: base part or compacted row group, delta generations applied). The core ones get
-their own views — turns (tool calls parsed, the system prompt once), sessions and segments on the
-timeline, records with every column they have (so a record's status or replacement shows as soon
-as stores carry those columns), tokens by stage from ``usage`` — and any other table (a later
-format's passages, say) is passed on as rows by column for the page to render as it is.
+their own views — turns (tool calls parsed, the system prompt once, a long turn's passages placed in
+its content), sessions and segments on the timeline, records with every column they have, with
+their derived statuses and slot chains (:mod:`.currency`, when the engine is given), tokens by stage
+from ``usage`` — and any other table is passed on as rows by column for the page to render as it is.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from lychee_ray.core.tools import split_tool_meta
+from lychee_ray.core.tools import ToolInfo, render_turn_text, split_tool_meta
 from lychee_ray.inspector.catalog import kind_of_turns, parse_meta
+from lychee_ray.inspector.currency import has_links, record_currency
 from lychee_ray.inspector.models import (
     ConversationDetail,
+    PassageView,
     SegmentView,
     SessionView,
     SystemPrompt,
@@ -26,10 +28,11 @@ from lychee_ray.inspector.models import (
     TurnView,
 )
 from lychee_ray.io.store import CommitMarker, StoreLayout, read_part, table_specs
+from lychee_ray.query.engine import QueryEngine
 
 # Tables the page has views of its own for (the rest are shown by column); nodes are the index's
 # derived keys, counted in the header rather than listed.
-OWN_VIEWS = frozenset({"turns", "segments", "records", "usage", "nodes"})
+OWN_VIEWS = frozenset({"turns", "segments", "records", "usage", "nodes", "passages"})
 
 
 def _rows(layout: StoreLayout, table: str, marker: CommitMarker) -> pa.Table | None:
@@ -46,7 +49,35 @@ def _py(v: Any) -> Any:
     return v
 
 
-def _turns(t: dict[str, list], segment_of: dict[str, int]) -> tuple[list[TurnView], list[SessionView]]:
+def _passages_of(table: pa.Table | None) -> dict[str, list[dict[str, Any]]]:
+    """Passage rows by turn id, in passage order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in table.to_pylist() if table is not None else []:
+        out.setdefault(str(row["turn_id"]), []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["index"])
+    return out
+
+
+def _passage_views(rows: list[dict[str, Any]], content: str, info: ToolInfo | None) -> list[PassageView]:
+    """A turn's passages, each span also placed in the turn's content: a passage spans the turn's
+    text, which adds the rendered tool calls after the content (or a ``name result:`` label before a
+    tool result's)."""
+    text = render_turn_text(content, info)
+    offset = text.find(content) if content else -1
+    out = []
+    for r in rows:
+        a, b = int(r["char_start"]), int(r["char_end"])
+        cs, ce = (max(0, a - offset), min(len(content), b - offset)) if offset >= 0 else (0, 0)
+        inside = offset >= 0 and ce > cs
+        out.append(PassageView(passage_id=r["passage_id"], index=int(r["index"]) + 1, count=int(r["count"]), char_start=a,
+                               char_end=b, tokens=int(r["tokens"]), content_start=cs if inside else None,
+                               content_end=ce if inside else None))
+    return out
+
+
+def _turns(t: dict[str, list], segment_of: dict[str, int], passages: dict[str, list[dict[str, Any]]]
+           ) -> tuple[list[TurnView], list[SessionView]]:
     turns: list[TurnView] = []
     sessions: list[SessionView] = []
     for i, tid in enumerate(t["turn_id"]):
@@ -59,7 +90,8 @@ def _turns(t: dict[str, list], segment_of: dict[str, int]) -> tuple[list[TurnVie
             turn_id=tid, position=i, session_id=sid, role=t["role"][i], speaker=t["speaker"][i], content=t["content"][i],
             timestamp=t["timestamp"][i], segment=segment_of.get(tid, -1),
             tool_calls=[c.model_dump() for c in info.calls] if info else [],
-            tool_call_id=info.call_id if info else None, tool_name=info.name if info else None, meta=meta))
+            tool_call_id=info.call_id if info else None, tool_name=info.name if info else None, meta=meta,
+            passages=_passage_views(passages[tid], t["content"][i], info) if tid in passages else []))
     return turns, sessions
 
 
@@ -86,8 +118,9 @@ def _usage(table: pa.Table | None) -> dict[str, dict[str, float]]:
     return out
 
 
-def conversation_detail(layout: StoreLayout, marker: CommitMarker) -> ConversationDetail:
-    """The conversation ``marker`` publishes, every table of its generation read once."""
+def conversation_detail(layout: StoreLayout, marker: CommitMarker, engine: QueryEngine | None = None) -> ConversationDetail:
+    """The conversation ``marker`` publishes, every table of its generation read once; with
+    ``engine`` (at the same commit), its records' derived statuses and slot chains too."""
     t0 = time.perf_counter()
     turns_t = _rows(layout, "turns", marker)
     segs_t = _rows(layout, "segments", marker)
@@ -99,7 +132,7 @@ def conversation_detail(layout: StoreLayout, marker: CommitMarker) -> Conversati
     for n, i in enumerate(order):
         for tid in s["turn_ids"][i] or []:
             segment_of[tid] = n
-    turns, sessions = _turns(t, segment_of) if turns_t is not None else ([], [])
+    turns, sessions = _turns(t, segment_of, _passages_of(_rows(layout, "passages", marker))) if turns_t is not None else ([], [])
     pos = {tv.turn_id: tv.position for tv in turns}
     segments = []
     for i in order:
@@ -112,6 +145,7 @@ def conversation_detail(layout: StoreLayout, marker: CommitMarker) -> Conversati
     seg_rank = {sv.segment_id: n for n, sv in enumerate(segments)}
     records = [{k: _py(v) for k, v in r.items()} for r in (recs_t.to_pylist() if recs_t is not None else [])]
     records.sort(key=lambda r: (seg_rank.get(str(r.get("segment_id")), len(segments)), r.get("ordinal") or 0))
+    currency, slots = record_currency(engine, marker.conversation_id) if engine is not None and has_links(records) else ({}, [])
     tables = []
     for spec in table_specs():
         if spec.name in OWN_VIEWS:
@@ -128,7 +162,8 @@ def conversation_detail(layout: StoreLayout, marker: CommitMarker) -> Conversati
         counts={"turns": c.turns, "segments": c.segments, "failed_segments": c.failed_segments, "records": c.records,
                 "nodes": c.nodes, "open_turns": marker.open_turns, "unsegmented_turns": marker.unsegmented_turns},
         quality=marker.quality, sessions=sessions, segments=segments, turns=turns, system_prompt=_system_prompt(turns),
-        records=records, record_columns=recs_t.column_names if recs_t is not None else [], tables=tables,
+        records=records, record_columns=recs_t.column_names if recs_t is not None else [], currency=currency, slots=slots,
+        tables=tables,
         usage=_usage(_rows(layout, "usage", marker)), server_ms=round((time.perf_counter() - t0) * 1000.0, 3))
 
 

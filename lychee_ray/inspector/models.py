@@ -11,6 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from lychee_ray.core.status import CURRENT_STATUS, Status
+from lychee_ray.query.history import HistoryEntry
+
 # The shape of a conversation's turns (the store keeps no input format): tool traffic or a system
 # prompt = an agent log; user and assistant turns = a chat; named speakers only = a dialogue.
 ConversationKind = Literal["agent", "chat", "dialogue"]
@@ -69,8 +72,23 @@ class ConversationList(BaseModel):
     server_ms: float
 
 
+class PassageView(BaseModel):
+    """One passage of a long turn (core/passages.py): where it lies in the turn's text, and in its
+    content as the transcript shows it."""
+
+    passage_id: str
+    index: int = Field(description="position in its turn, from 1")
+    count: int = Field(description="passages its turn has")
+    char_start: int = Field(description="span in the turn's text (content with tool calls rendered)")
+    char_end: int
+    tokens: int
+    content_start: int | None = Field(description="the span in the turn's content; None when it lies in "
+                                                  "the rendered tool calls only")
+    content_end: int | None
+
+
 class TurnView(BaseModel):
-    """One stored turn, with its tool calls parsed."""
+    """One stored turn, with its tool calls parsed and a long turn's passages."""
 
     turn_id: str
     position: int
@@ -84,6 +102,7 @@ class TurnView(BaseModel):
     tool_call_id: str | None = None
     tool_name: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    passages: list[PassageView] = Field(default_factory=list, description="a long turn's passages, in order")
 
 
 class SessionView(BaseModel):
@@ -126,6 +145,23 @@ class TableView(BaseModel):
     rows: list[dict[str, Any]]
 
 
+class RecordCurrency(BaseModel):
+    """A record's status as the query path derives it (query/currency.py) within its conversation."""
+
+    status: Status = CURRENT_STATUS
+    superseded_by: list[str] = Field(default_factory=list, description="records that replaced it")
+    valid_until: str | None = Field(None, description="when a newer record replaced it (ISO), if one did")
+    conflicts_with: list[str] = Field(default_factory=list, description="records it conflicts with (either side wrote the link)")
+    latest: list[str] = Field(default_factory=list, description="the current records at the end of its chain")
+
+
+class SlotChain(BaseModel):
+    """Every value the conversation recorded for one slot, oldest first (query/history.py)."""
+
+    slot: str
+    entries: list[HistoryEntry]
+
+
 class ConversationDetail(BaseModel):
     """One conversation: sessions, segments, turns, records (every column), other tables, tokens."""
 
@@ -144,6 +180,9 @@ class ConversationDetail(BaseModel):
     system_prompt: SystemPrompt | None
     records: list[dict[str, Any]]
     record_columns: list[str]
+    currency: dict[str, RecordCurrency] = Field(
+        default_factory=dict, description="record id -> its derived status (records absent: current)")
+    slots: list[SlotChain] = Field(default_factory=list, description="slot chains, by their first value's time")
     tables: list[TableView]
     usage: dict[str, dict[str, float]] = Field(description="tokens by stage: prompt, completion, calls")
     server_ms: float
@@ -218,6 +257,6 @@ class StoreReport(BaseModel):
 
 __all__ = [
     "ConversationDetail", "ConversationKind", "ConversationList", "ConversationRow", "ConversationStatus", "EvalOutcome", "EvalQuestion",
-    "EvalQuestionPage", "EvalRunInfo", "Histogram", "SearchPage", "SegmentView", "SessionView", "StoreReport",
-    "StoreSummary", "SystemPrompt", "TableView", "TurnView",
+    "EvalQuestionPage", "EvalRunInfo", "Histogram", "PassageView", "RecordCurrency", "SearchPage", "SegmentView",
+    "SessionView", "SlotChain", "StoreReport", "StoreSummary", "SystemPrompt", "TableView", "TurnView",
 ]

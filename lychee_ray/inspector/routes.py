@@ -157,11 +157,11 @@ def install_ui(app: FastAPI, service: MemoryService, runs: RunCatalog, cfg: Insp
         await service.current(cid)
         check_scope(insp.reader, cid, None, principal)
         try:
-            return await asyncio.to_thread(conversation_detail, service.layout, insp.reader.markers[cid])
+            return await asyncio.to_thread(conversation_detail, service.layout, insp.reader.markers[cid], service.store)
         except (FileNotFoundError, KeyError):  # replaced or compacted meanwhile: once more on the current commit
             await service.reload_async()
             check_scope(insp.reader, cid, None, principal)
-            return await asyncio.to_thread(conversation_detail, service.layout, insp.reader.markers[cid])
+            return await asyncio.to_thread(conversation_detail, service.layout, insp.reader.markers[cid], service.store)
 
     @app.delete(prefix + "/api/conversations/{conversation_id:id}", response_model=EraseReport, tags=tags,
                 summary="erase a conversation everywhere, confirmed by repeating its id")

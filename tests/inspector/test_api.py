@@ -1,6 +1,7 @@
 """The inspector's JSON endpoints (no browser): the list and its filters, one conversation (tool calls,
-the system prompt once, segments, every record column, other tables by column), the playground's
-explanation and reproducible request, the build report, eval runs, and the tenancy of ``/ui/api``."""
+the system prompt once, segments, every record column, record statuses and slot chains, a long turn's
+passages, other tables by column), the playground's explanation (with evidence statuses and passage
+positions) and reproducible request, the build report, eval runs, and the tenancy of ``/ui/api``."""
 
 from __future__ import annotations
 
@@ -37,10 +38,10 @@ def test_list_filters_by_user_kind_status_and_id(client, inspector_data):
     d = inspector_data
     page = client.get("/ui/api/conversations").json()
     ids = [r["conversation_id"] for r in page["rows"]]
-    assert ids == sorted([d.locomo_id, *d.agent_ids, d.chat_id]) and page["total"] == 5 and page["next_offset"] is None
+    assert ids == sorted([d.locomo_id, *d.agent_ids, d.beam_id]) and page["total"] == 5 and page["next_offset"] is None
     # a page reads no table: the kinds come apart (read once per commit, then on the page too)
     kinds = client.get("/ui/api/kinds", params={"id": [*ids, "no-such-id"]}).json()
-    assert kinds == {**{a: "agent" for a in d.agent_ids}, d.locomo_id: "dialogue", d.chat_id: "chat"}
+    assert kinds == {**{a: "agent" for a in d.agent_ids}, d.locomo_id: "dialogue", d.beam_id: "chat"}
     by_id = {r["conversation_id"]: r for r in client.get("/ui/api/conversations").json()["rows"]}
     assert {k: r["kind"] for k, r in by_id.items()} == kinds
     assert all(r["status"] == "built" and r["committed_at"] and r["turns"] > 0 for r in page["rows"])
@@ -88,26 +89,85 @@ def test_a_missing_conversation_is_404_and_a_bad_id_422(client):
     assert client.get("/ui/api/conversations/a%07b").status_code == 422
 
 
-def test_new_record_columns_and_tables_are_shown_by_column(tmp_path, toy_table):
-    """A store whose records carry a status and a replacement (memory that stays current) and a table
-    the pages have no view of: both reach the page as they are."""
+def test_record_statuses_and_slot_chains_are_the_query_paths(tmp_path, toy_table, embedder):
+    """Statuses are derived from the links on the newer records, as a query derives them: one record
+    superseded (when, by what, what holds now), two conflicting; the slot's chain in time order; a
+    table the pages have no view of is shown by column."""
     from lychee_ray.inspector.conversation import conversation_detail
     from lychee_ray.io.store import StoreWriter
+    from lychee_ray.query.engine import QueryEngine
     from tests.io.test_store_contract import toy_artifacts
 
+    art = toy_artifacts("a", 3)
+    slot = "user · city"
+    links = [{"slot_value": "paris", "valid_from": "2024-01-01"},
+             {"slot_value": "rome", "valid_from": "2024-02-01", "supersedes": ["a-r0"]},
+             {"slot_value": "oslo", "valid_from": "2024-02-01", "conflicts_with": ["a-r1"]}]
+    art.records = [r.model_copy(update={"slot": slot, **u}) for r, u in zip(art.records, links, strict=True)]
     w = StoreWriter(tmp_path)
-    m = w.commit(toy_artifacts("a", 3))
-    part = w.layout.marker_part_path("records", m)
-    t = pq.read_table(part)
-    t = t.append_column("status", pa.array(["superseded", "superseded", "current"]))
-    t = t.append_column("superseded_by", pa.array(["a-r1", "a-r2", None]))
-    pq.write_table(t, part)
-    d = conversation_detail(w.layout, m)
-    assert [(r["record_id"], r["status"], r["superseded_by"]) for r in d.records] == [
-        ("a-r0", "superseded", "a-r1"), ("a-r1", "superseded", "a-r2"), ("a-r2", "current", None)]
-    assert {"status", "superseded_by"} <= set(d.record_columns)
+    m = w.commit(art)
+    engine = QueryEngine.open(tmp_path, load_config(env={}), embedder=embedder, llm="rules")
+    try:
+        d = conversation_detail(w.layout, m, engine)
+        again = engine.history("a", slot=slot)
+    finally:
+        engine.close()
+    cur = {k: v.model_dump() for k, v in d.currency.items()}
+    assert cur["a-r0"] == {"status": "superseded", "superseded_by": ["a-r1"], "valid_until": "2024-02-01",
+                           "conflicts_with": [], "latest": ["a-r1"]}
+    assert cur["a-r1"]["status"] == cur["a-r2"]["status"] == "conflicting"
+    assert cur["a-r1"]["conflicts_with"] == ["a-r2"] and cur["a-r2"]["conflicts_with"] == ["a-r1"]
+    [chain] = d.slots
+    assert chain.slot == slot and [(e.record_id, e.value, e.status) for e in chain.entries] == [
+        ("a-r0", "paris", "superseded"), ("a-r1", "rome", "conflicting"), ("a-r2", "oslo", "conflicting")]
+    assert chain.entries == again.entries  # what GET /v1/history answers for the slot
+    assert {"slot", "supersedes", "conflicts_with"} <= set(d.record_columns)
     [toy] = [t for t in d.tables if t.name == "toy"]
-    assert toy.name == "toy" and toy.columns == ["conversation_id", "toy_id", "value"] and len(toy.rows) == 3
+    assert toy.columns == ["conversation_id", "toy_id", "value"] and len(toy.rows) == 3
+    # without the engine (or without links) the page reads only the store's parts: every record current
+    assert conversation_detail(w.layout, m).currency == {}
+
+
+def test_a_beam_chat_shows_its_replaced_value_and_a_long_turns_passages(client, inspector_data):
+    """The BEAM chat: the user's changed coverage figure supersedes the earlier one (the chain is the
+    one GET /v1/history answers), and the long assistant answer carries its passages, placed in its
+    content; a search hit of kind passage gives the same position."""
+    from tests.inspector_fixtures import BEAM_CHANGE, BEAM_COVERAGE
+
+    cid = inspector_data.beam_id
+    d = client.get(f"/ui/api/conversations/{cid}").json()
+    assert d["kind"] == "chat" and "passages" not in {t["name"] for t in d["tables"]}
+    text = {r["record_id"]: r["text"] for r in d["records"]}
+    [old] = [k for k, v in d["currency"].items() if v["status"] == "superseded"]
+    new = d["currency"][old]["superseded_by"]
+    assert "65%" in text[old] and len(new) == 1 and "78%" in text[new[0]]
+    assert d["currency"][old]["valid_until"].startswith("2024-04-05") and d["currency"][old]["latest"] == new
+    turn_of = {t["turn_id"]: t for t in d["turns"]}
+    said = {t["content"]: t["turn_id"] for t in d["turns"]}
+    assert [r["source_turn_ids"] for r in d["records"] if r["record_id"] == new[0]] == [[said[BEAM_CHANGE[0]]]]
+    assert said[BEAM_COVERAGE[0]] in [r for r in d["records"] if r["record_id"] == old][0]["source_turn_ids"]
+    [chain] = d["slots"]
+    assert [e["record_id"] for e in chain["entries"]] == new and chain["entries"][0]["value"] == "78%"
+    hist = client.get("/v1/history", params={"conversation_id": cid, "slot": chain["slot"]}).json()
+    assert hist["entries"] == chain["entries"]
+    [long_turn] = [t for t in d["turns"] if t["passages"]]
+    ps = long_turn["passages"]
+    assert long_turn["role"] == "assistant" and len(ps) >= 2 and [p["index"] for p in ps] == list(range(1, len(ps) + 1))
+    assert all(p["count"] == len(ps) and p["content_start"] == p["char_start"] and p["content_end"] == p["char_end"] for p in ps)
+    assert ps[0]["char_start"] == 0 and ps[-1]["char_end"] == len(long_turn["content"])
+    assert all(a["char_end"] <= b["char_start"] for a, b in zip(ps, ps[1:], strict=False))
+    res = client.post("/ui/api/search", json={"conversation_id": cid, "question": "How do I log the soil moisture readings?",
+                                               "budget_tokens": 2000}).json()["result"]
+    hits = [e for e in res["evidence"] if e["kind"] == "passage"]
+    assert hits and all(e["status"] in ("current", "superseded", "conflicting") for e in res["evidence"])
+    by_id = {p["passage_id"]: p for p in ps}
+    for e in hits:
+        p = by_id[e["id"]]
+        assert e["source_turn_ids"] == [long_turn["turn_id"]] and turn_of[long_turn["turn_id"]]
+        assert e["passage"] == {k: p[k] for k in ("index", "count", "char_start", "char_end")}
+    # a record's status in a search is the one the conversation page shows
+    assert all(e["status"] == d["currency"].get(e["id"], {"status": "current"})["status"]
+               for e in res["evidence"] if e["kind"] == "record")
 
 
 def test_search_explains_itself_and_gives_the_same_request_as_json_and_curl(client, inspector_data):

@@ -1,7 +1,8 @@
 """The inspector in a real browser (Playwright driving the OS's Chromium; skipped with the reason where
 there is none): list → conversation → record → its source turn; a search whose budget changes; an eval
 run's per-question view; a tenant's key that cannot reach another tenant's conversation through
-``/ui``; keyboard navigation; the contrast of the main colours.
+``/ui``; keyboard navigation; the contrast of the main colours; on the BEAM chat, a record's status and
+replacement chain, a long turn's passages, and a search whose passage hit shows its span.
 
 ``LYCHEE_INSPECTOR_SCREENSHOTS=DIR`` also writes the pages' screenshots there (docs/images/ holds
 the ones the docs show).
@@ -16,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from tests.inspector_fixtures import TENANT_KEYS
-from tests.io.test_store_contract import toy_table  # noqa: F401 — a registered sixth table (fixture)
 
 pytestmark = pytest.mark.browser
 WAIT_MS = 60_000  # the first search loads the query model; the suite must pass with every core busy
@@ -214,34 +214,49 @@ def test_keyboard_navigation_and_readable_contrast(page, inspector_url, inspecto
     assert all(contrast(rgb(c), (255, 255, 255)) >= 3.0 for c in swatches), swatches  # graphics: 3:1 on the page
 
 
-def test_records_show_their_status_and_replacement_chain(page, tmp_path, embedder, toy_table):
-    """Once records carry a status and what replaced them, the record view shows both (and a table
-    without a view of its own is shown by column)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from lychee_ray.config import load_config
-    from lychee_ray.inspector.server import InspectorServer
-    from lychee_ray.io.store import StoreWriter
-    from lychee_ray.serve.service import MemoryService
-    from tests.io.test_store_contract import toy_artifacts
-
-    w = StoreWriter(tmp_path)
-    m = w.commit(toy_artifacts("a", 3))
-    part = w.layout.marker_part_path("records", m)
-    t = pq.read_table(part)
-    t = t.append_column("status", pa.array(["superseded", "superseded", "current"]))
-    t = t.append_column("superseded_by", pa.array(["a-r1", "a-r2", None]))
-    pq.write_table(t, part)
-    cfg = load_config(env={})
-    server = InspectorServer(tmp_path, cfg, service=MemoryService(tmp_path, cfg, embedder=embedder, llm="rules"))
-    url = server.start() + "/ui/"
-    try:
-        page.goto(f"{url}#/c/a")
-        page.locator("#conv-title").wait_for()
-        assert page.locator(".badge.status-current").count() == 1 and page.locator(".badge.status-superseded").count() == 2
-        first = page.locator(".rlist li").first
-        assert first.locator(".rmeta", has_text="replaced by").inner_text() == "replaced by fact 1 → fact 2"
-        assert page.locator("details.panel summary", has_text="toy (3 rows)").count() == 1
-    finally:
-        server.stop()
+def test_a_beam_store_statuses_passages_and_search(page, inspector_url, inspector_data):
+    """The BEAM chat: list → conversation → the replaced record → its source turn, "superseded on DATE
+    by" the newer record, the slot's chain; the long assistant turn's passages; a search whose budget
+    changes, and a passage hit that highlights its span in its turn."""
+    cid = inspector_data.beam_id
+    page.goto(inspector_url)
+    page.locator("a.conv-link", has_text=cid).click()
+    page.locator("#conv-title", has_text=cid).wait_for()
+    old = page.locator("button.record", has=page.locator(".badge.status-superseded"))
+    assert old.count() == 1 and "65%" in old.inner_text()
+    old.click()
+    src = page.locator(".turn.src")
+    src.first.wait_for()
+    assert src.count() == 1 and "65% test coverage" in src.inner_text()
+    assert page.evaluate("document.activeElement.classList.contains('src')")
+    replaced = old.locator("xpath=..").locator(".rstatus", has_text="superseded on 2024-04-05 by")
+    replaced.locator("a").click()  # to the newer record: selected, its own source turn highlighted
+    new = page.locator("button.record[aria-pressed=true]")
+    assert "78%" in new.inner_text() and new.locator(".badge.status-current").count() == 1
+    assert "78%" in page.locator(".turn.src").inner_text()
+    chain = page.locator(".chain-list li")  # the slot's chain: the replaced value, then the current one
+    assert chain.count() == 2 and "superseded" in chain.nth(0).inner_text() and "78%" in chain.nth(1).inner_text()
+    long_turn = page.locator(".turn", has=page.locator(".passage"))
+    assert long_turn.count() == 1 and "role-assistant" in long_turn.get_attribute("class")
+    marks = long_turn.locator(".pmark").all_inner_texts()
+    assert len(marks) >= 2 and marks == [f"[{i}/{len(marks)}]" for i in range(1, len(marks) + 1)]
+    shot(page, "inspector-beam")
+    page.goto(f"{inspector_url}#/search?conversation={cid}&budget=100&q=How%20do%20I%20log%20the%20soil%20moisture%20readings")
+    summary = page.locator("#search-summary")
+    summary.wait_for()
+    assert "/100 tokens" in summary.inner_text()
+    rows = page.locator("table.evidence tbody tr")
+    narrow = rows.count()
+    page.fill("#budget", "2000")
+    page.dispatch_event("#budget", "change")
+    page.locator("#search-summary", has_text="/2000 tokens").wait_for()
+    assert rows.count() > narrow
+    assert rows.locator(".badge.status-current").count() == rows.count() > 0  # every item's status
+    hit = rows.filter(has=page.locator("td:nth-child(2)", has_text="passage")).first
+    assert re.search(r"\d+ of \d+ · chars \d+–\d+", hit.inner_text())
+    pid = re.search(r"\S+#p\d+", hit.locator("a").inner_text()).group(0)
+    hit.locator("a").click()  # to the conversation, the passage's span highlighted in its turn
+    span = page.locator(".passage.psel")
+    span.wait_for()
+    assert span.get_attribute("data-pid") == pid and span.locator("xpath=ancestor::div[contains(@class, 'turn')]").first.get_attribute("class").count("src") == 1
+    assert f"Passage {pid}" in page.locator("#selection").inner_text()

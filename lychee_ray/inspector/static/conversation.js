@@ -1,6 +1,7 @@
 // One conversation: the timeline of sessions and segments (cut reasons, turns per segment), the
-// records by type (each one selects its source turns in the transcript), the transcript (tool
-// calls as calls, the system prompt once), other tables by column, tokens by stage.
+// records by type (each one selects its source turns in the transcript) with their statuses and
+// what replaced them, slot chains in time order, the transcript (tool calls as calls, the system
+// prompt once, a long turn's passages), other tables by column, tokens by stage.
 import { api, conversationPath } from "./api.js";
 import { fill, h, day, fmtValue, href, num, table, when } from "./dom.js";
 import { colourOf, legend } from "./plots.js";
@@ -8,7 +9,7 @@ import { colourOf, legend } from "./plots.js";
 // Record columns with a place of their own in the record's view (the rest go under "more").
 const SHOWN = new Set(["record_id", "conversation_id", "user_id", "session_id", "segment_id", "ordinal", "type", "text",
   "entities", "topics", "time_start", "time_end", "time_granularity", "time_expression", "source_turn_ids", "created_at",
-  "backend", "model", "status", "superseded_by", "valid_until", "valid_from", "conflicts_with"]);
+  "backend", "model", "slot", "slot_value", "valid_from", "supersedes", "conflicts_with"]);
 
 function recordTime(r) {
   const s = day(r.time_start), e = day(r.time_end);
@@ -18,20 +19,8 @@ function recordTime(r) {
 
 function asList(v) { return v === null || v === undefined ? [] : Array.isArray(v) ? v : [v]; }
 
-// The replacement chain of a record when the store carries one: r -> what replaced it -> ...
-function chain(r, byId) {
-  const out = [];
-  const seen = new Set([r.record_id]);
-  let cur = r;
-  while (cur && asList(cur.superseded_by).length) {
-    const next = asList(cur.superseded_by)[0];
-    if (seen.has(next)) break;
-    seen.add(next);
-    out.push(next);
-    cur = byId.get(next);
-  }
-  return out;
-}
+// A record's derived status (the server's, from the query path's derivation): absent = current.
+function statusOf(d, rid) { return d.currency[rid] || { status: "current", superseded_by: [], valid_until: null, conflicts_with: [], latest: [] }; }
 
 function toolCall(c) {
   let args = c.arguments || "";
@@ -39,6 +28,23 @@ function toolCall(c) {
   return h("div", { class: "toolcall" }, h("span", { class: "arrow", "aria-hidden": "true" }, "→ "),
     h("code", {}, `${c.name}(`), h("pre", { class: "args" }, args), h("code", {}, ")"),
     h("span", { class: "muted" }, ` call ${c.call_id}`));
+}
+
+// A long turn's content cut at its passages' spans: each passage a labelled span (the text between
+// passages, a paragraph break, stays plain).
+function withPassages(t) {
+  const out = [];
+  let at = 0;
+  for (const p of t.passages) {
+    if (p.content_start === null) continue;
+    if (p.content_start > at) out.push(t.content.slice(at, p.content_start));
+    out.push(h("span", { class: "passage", id: `passage-${p.passage_id}`, dataset: { pid: p.passage_id } },
+      h("span", { class: "pmark", "aria-label": `passage ${p.index} of ${p.count}` }, `[${p.index}/${p.count}]`), " ",
+      t.content.slice(Math.max(at, p.content_start), p.content_end)));
+    at = Math.max(at, p.content_end);
+  }
+  if (at < t.content.length) out.push(t.content.slice(at));
+  return out;
 }
 
 function turnView(t, d, prompt) {
@@ -54,7 +60,12 @@ function turnView(t, d, prompt) {
     body = [h("div", { class: "toolresult-head" }, h("span", { "aria-hidden": "true" }, "← "), `result of ${t.tool_name || "a tool"}`,
       t.tool_call_id ? h("span", { class: "muted" }, ` for call ${t.tool_call_id}`) : null), h("pre", { class: "content tool" }, t.content)];
   } else {
-    body = [t.content ? h("div", { class: "content" }, t.content) : null, t.tool_calls.map(toolCall)];
+    body = [t.content ? h("div", { class: "content" }, t.passages.length ? withPassages(t) : t.content) : null, t.tool_calls.map(toolCall)];
+  }
+  if (t.passages.length) {
+    head.append(h("span", { class: "muted" }, ` · ${t.passages.length} passages`));
+    const outside = t.passages.filter((p) => p.content_start === null);
+    if (outside.length) body = [body, h("p", { class: "muted" }, `passage(s) ${outside.map((p) => p.passage_id).join(", ")}: in the rendered tool calls`)];
   }
   return h("div", { class: `turn role-${t.role}`, id: `turn-${t.position}`, tabindex: "-1", dataset: { pos: t.position } }, head, body);
 }
@@ -68,6 +79,7 @@ export async function conversationPage(main, r) {
   const turnEls = new Map();
   const recordEls = new Map();
   const posOf = new Map(d.turns.map((t) => [t.turn_id, t.position]));
+  const passageTurn = new Map(d.turns.flatMap((t) => t.passages.map((p) => [p.passage_id, t.turn_id])));
   const recsOfTurn = new Map();
   for (const rec of d.records) for (const tid of asList(rec.source_turn_ids)) {
     if (!recsOfTurn.has(tid)) recsOfTurn.set(tid, []);
@@ -75,7 +87,7 @@ export async function conversationPage(main, r) {
   }
 
   function clearMarks() {
-    for (const el of main.querySelectorAll(".src, .from-turn, .in-segment")) el.classList.remove("src", "from-turn", "in-segment");
+    for (const el of main.querySelectorAll(".src, .from-turn, .in-segment, .psel")) el.classList.remove("src", "from-turn", "in-segment", "psel");
     for (const el of main.querySelectorAll("[aria-pressed=true]")) el.setAttribute("aria-pressed", "false");
   }
 
@@ -105,6 +117,20 @@ export async function conversationPage(main, r) {
     history.replaceState(null, "", href(["c", d.conversation_id], { turn: tid }));
   }
 
+  function selectPassage(pid, focus = true) {
+    const tid = passageTurn.get(pid);
+    if (tid === undefined) return false;
+    clearMarks();
+    const el = turnEls.get(tid), p = d.turns[posOf.get(tid)].passages.find((x) => x.passage_id === pid);
+    el?.classList.add("src");
+    const span = [...main.querySelectorAll(".passage")].find((x) => x.dataset.pid === pid);
+    span?.classList.add("psel");
+    document.getElementById("selection").textContent = `Passage ${pid} (${p.index} of ${p.count}, characters ${p.char_start}–${p.char_end} of turn ${tid}) highlighted.`;
+    if (el && focus) { (span || el).scrollIntoView({ block: "center" }); el.focus({ preventScroll: true }); }
+    history.replaceState(null, "", href(["c", d.conversation_id], { passage: pid }));
+    return true;
+  }
+
   function selectSegment(i) {
     clearMarks();
     const seg = d.segments[i];
@@ -113,6 +139,51 @@ export async function conversationPage(main, r) {
     document.getElementById("selection").textContent = `Segment ${seg.index}: ${seg.turns} turn(s), cut by ${seg.close_reason}, ${seg.num_records} record(s).`;
     const first = turnEls.get(seg.turn_ids[0]);
     if (first) { first.scrollIntoView({ block: "start" }); first.focus({ preventScroll: true }); }
+  }
+
+  // a link that selects a record of this page (its text as the label)
+  function recordLink(rid) {
+    return h("a", { href: href(["c", d.conversation_id], { record: rid }), class: "rlink",
+      onclick: (ev) => { ev.preventDefault(); selectRecord(rid); recordEls.get(rid)?.focus(); } }, byId.get(rid)?.text || rid);
+  }
+  const links = (ids) => ids.map((x, i) => [i ? "; " : "", recordLink(x)]);
+
+  // what replaced a record, what it conflicts with, what it replaces
+  function statusLine(rec, st) {
+    const parts = [];
+    if (st.status === "superseded") {
+      parts.push(h("div", { class: "rmeta rstatus" }, st.valid_until ? `superseded on ${day(st.valid_until)} by ` : "superseded by ", links(st.superseded_by)));
+      const now = st.latest.filter((x) => !st.superseded_by.includes(x));
+      if (now.length) parts.push(h("div", { class: "rmeta rstatus" }, "holds now: ", links(now)));
+    }
+    if (st.conflicts_with.length) parts.push(h("div", { class: "rmeta rstatus" }, "conflicts with ", links(st.conflicts_with)));
+    const replaces = asList(rec.supersedes).filter((x) => byId.has(x));
+    if (replaces.length) parts.push(h("div", { class: "rmeta rstatus" }, "replaces ", links(replaces)));
+    return parts;
+  }
+
+  // each slot's values in time order (the chain GET /v1/history answers), with the records its
+  // entries replaced that name no slot themselves
+  function slotsPanel() {
+    if (!d.slots.length) return null;
+    return h("section", { class: "slots", "aria-labelledby": "slots-title" }, h("h3", { id: "slots-title" }, `Slot chains (${d.slots.length})`),
+      d.slots.map((c) => {
+        const inChain = new Set(c.entries.map((e) => e.record_id));
+        const items = [];
+        for (const e of c.entries) {
+          for (const old of asList(byId.get(e.record_id)?.supersedes)) {
+            if (inChain.has(old) || !byId.has(old)) continue;
+            inChain.add(old);
+            const so = statusOf(d, old);
+            items.push(h("li", { class: "chain-entry" }, h("span", { class: `badge status-${so.status}` }, so.status), " ",
+              h("span", { class: "muted" }, "replaced (names no slot): "), recordLink(old)));
+          }
+          items.push(h("li", { class: "chain-entry" }, `${day(e.valid_from) || "undated"} · `, h("strong", {}, e.value ?? "—"), " ",
+            h("span", { class: `badge status-${e.status}` }, e.status), " ", recordLink(e.record_id),
+            e.valid_until ? h("span", { class: "muted" }, ` · until ${day(e.valid_until)}`) : null));
+        }
+        return h("div", { class: "chain" }, h("p", { class: "slot-name" }, c.slot), h("ol", { class: "chain-list" }, items));
+      }));
   }
 
   // -- header --------------------------------------------------------------------------------
@@ -154,20 +225,22 @@ export async function conversationPage(main, r) {
     order.map(([type, recs]) => h("section", { class: "rtype" }, h("h3", {}, `${type} (${recs.length})`),
       h("ul", { class: "rlist" }, recs.map((rec) => {
         const more = Object.keys(rec).filter((k) => !SHOWN.has(k) && rec[k] !== null && rec[k] !== undefined && !(Array.isArray(rec[k]) && !rec[k].length));
-        const replaced = chain(rec, byId);
+        const st = statusOf(d, rec.record_id);
+        const badge = st.status !== "current" || rec.slot;
         const btn = h("button", { type: "button", class: "record", "aria-pressed": "false", dataset: { rid: rec.record_id },
           onclick: () => selectRecord(rec.record_id) },
-          rec.status ? h("span", { class: `badge status-${rec.status}` }, rec.status) : null, " ", rec.text);
+          badge ? [h("span", { class: `badge status-${st.status}` }, st.status), " "] : null, rec.text);
         recordEls.set(rec.record_id, btn);
         return h("li", {}, btn,
           h("div", { class: "rmeta muted" },
             [recordTime(rec) ? `time ${recordTime(rec)}` : null, asList(rec.entities).length ? `entities ${asList(rec.entities).join(", ")}` : null,
-              `turns ${asList(rec.source_turn_ids).join(", ") || "—"}`, rec.valid_until ? `valid until ${day(rec.valid_until)}` : null]
+              `turns ${asList(rec.source_turn_ids).join(", ") || "—"}`, rec.slot ? `slot ${rec.slot}` : null,
+              rec.slot_value ? `value ${rec.slot_value}` : null, rec.valid_from ? `since ${day(rec.valid_from)}` : null]
               .filter(Boolean).join(" · ")),
-          replaced.length ? h("div", { class: "rmeta" }, "replaced by ", replaced.map((x, i) => [i ? " → " : "",
-            h("a", { href: href(["c", d.conversation_id], { record: x }), onclick: (ev) => { ev.preventDefault(); selectRecord(x); recordEls.get(x)?.focus(); } }, byId.get(x)?.text || x)])) : null,
+          statusLine(rec, st),
           more.length ? h("details", { class: "more" }, h("summary", {}, "more fields"), h("dl", { class: "pairs" }, more.map((k) => [h("dt", {}, k), h("dd", {}, fmtValue(rec[k]))]))) : null);
-      }))))
+      })))),
+    slotsPanel()
   );
 
   // -- transcript ----------------------------------------------------------------------------
@@ -210,7 +283,8 @@ export async function conversationPage(main, r) {
     h("p", { class: "muted", id: "render-time" }, `server ${num(d.server_ms, 1)} ms · drawn in ${num(performance.now() - t0, 1)} ms`));
   main.dataset.rendered = String(Math.round(performance.now() - t0));
   const want = r.params.get("record"), turn = r.params.get("turn");
-  if (want) selectRecord(want); else if (turn && posOf.has(turn)) selectTurn(turn);
+  const passage = r.params.get("passage");
+  if (want) selectRecord(want); else if (passage && selectPassage(passage)) { /* selected */ } else if (turn && posOf.has(turn)) selectTurn(turn);
   else document.getElementById("conv-title").focus();
 }
 

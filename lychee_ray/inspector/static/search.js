@@ -1,6 +1,6 @@
 // The search playground: question, scope, recent turns, budget -> the selected evidence with each
-// channel's rank, the fused score and tokens, what the budget dropped, the exact context, and the
-// same request as JSON and as curl.
+// channel's rank, the fused score and tokens, its status (what replaced it) and a passage's place in
+// its turn, what the budget dropped, the exact context, and the same request as JSON and as curl.
 import { api } from "./api.js";
 import { fill, h, day, href, num, table } from "./dom.js";
 
@@ -15,6 +15,19 @@ function copyButton(getText, label) {
   return h("button", { type: "button", class: "small", onclick: async (ev) => {
     try { await navigator.clipboard.writeText(getText()); ev.target.textContent = "copied"; } catch { ev.target.textContent = "select and copy"; }
   } }, label);
+}
+
+// whether what an evidence item shows holds now: its status, when it stopped, what replaced it
+function statusCell(e) {
+  if (!e.status) return "—";
+  return h("span", {}, h("span", { class: `badge status-${e.status}` }, e.status),
+    e.valid_until ? ` on ${day(e.valid_until)}` : "", (e.superseded_by || []).length ? ` by ${e.superseded_by.join(", ")}` : "");
+}
+
+// a passage's place in its long turn (the playground links it to its span in the transcript)
+function passageCell(e) {
+  const p = e.passage;
+  return p ? `${p.index} of ${p.count} · chars ${p.char_start}–${p.char_end}` : "—";
 }
 
 function ranksCells(ranks, channels) { return channels.map((ch) => (ranks && ranks[ch] ? String(ranks[ch]) : "·")); }
@@ -41,9 +54,15 @@ export async function searchPage(main, r, state) {
     h("div", { class: "row" }, h("label", { for: "recent" }, "Recent turns (the asking agent's, optional)"), h("br"), f.recent),
     h("div", { class: "row" }, h("label", { for: "qdate" }, "Question date"), " ", f.date, " ",
       h("label", { for: "budget" }, "Budget (tokens)"), " ", f.budget, " ", h("button", { type: "submit", id: "run" }, "Search")));
-  f.budget.addEventListener("change", () => { if (f.question.value.trim() && f.id.value.trim()) run(); });
+  // a budget change searches again — once per new value: the field's change event also fires when it
+  // loses focus, e.g. to a click on a result link, which a new search would take from under the pointer
+  let searchedBudget = null;
+  f.budget.addEventListener("change", () => {
+    if (f.budget.value !== searchedBudget && f.question.value.trim() && f.id.value.trim()) run();
+  });
 
   async function run() {
+    searchedBudget = f.budget.value;
     const body = { question: f.question.value, budget_tokens: Number(f.budget.value) };
     body[f.scope.value === "user" ? "user_id" : "conversation_id"] = f.id.value.trim();
     if (f.date.value.trim()) body.question_date = f.date.value.trim();
@@ -63,13 +82,13 @@ export async function searchPage(main, r, state) {
     const res = page.result, ex = res.explain, chs = ex.channels;
     const several = res.conversation_ids.length > 1;
     const evRanks = new Map(ex.evidence.map((e) => [e.id, e]));
-    const evidence = table(["#", "kind", "type", "day", "turns", "fused", ...chs.map((c) => `rank: ${c}`), "score", "tokens", "text"],
+    const evidence = table(["#", "kind", "type", "day", "turns", "status", "passage", "fused", ...chs.map((c) => `rank: ${c}`), "score", "tokens", "text"],
       res.evidence.map((e, i) => {
         const er = evRanks.get(e.id) || { ranks: {}, fused_score: 0 };
         const turns = (several ? e.conversation_id + ":" : "") + e.source_turn_ids.join(",");
         return [String(i + 1), e.kind, e.type, day(e.session_date) || "undated",
-          h("a", { href: href(["c", e.conversation_id], { turn: e.source_turn_ids[0] }) }, turns),
-          num(er.fused_score, 4), ...ranksCells(er.ranks, chs), num(e.score), String(e.tokens), e.text];
+          h("a", { href: href(["c", e.conversation_id], e.passage ? { passage: e.id } : { turn: e.source_turn_ids[0] }) }, e.passage ? `${turns} ${e.id}` : turns),
+          statusCell(e), passageCell(e), num(er.fused_score, 4), ...ranksCells(er.ranks, chs), num(e.score), String(e.tokens), e.text];
       }), { class: "grid evidence", caption: `Selected evidence (${res.evidence.length}), in context order` });
     const dropped = ex.dropped.length
       ? table(["kind", "id", "conversation", "tokens needed", "score", "text"], ex.dropped.map((x) => [x.kind, x.id, x.conversation_id, String(x.tokens), num(x.score), x.text]),
