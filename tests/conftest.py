@@ -1,9 +1,19 @@
-"""Shared fixtures. Expensive resources (the embedding model, local Ray) are session-scoped; the
-synthetic query view is module-scoped. Store builders live in :mod:`tests.stores`."""
+"""Shared fixtures and the two test tiers. Expensive resources (the embedding model, local Ray) are
+session-scoped; the synthetic query view is module-scoped. Store builders live in :mod:`tests.stores`.
+
+Two speeds (README "Tests"): a test that starts or joins Ray (Serve included), runs a child process
+(the CLI, a Python probe) or drives a browser carries the marker ``ray``, ``subprocess`` or ``browser``
+(a test taking a Ray fixture gets ``ray`` here); every other test is marked ``fast`` here, and
+``python -m pytest -q -m fast`` is the edit-test loop. A ``fast`` test that starts Ray or a child
+process fails and names the marker it needs, so the tier stays fast as tests are added.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +37,9 @@ def embedder():
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One small local Ray for the whole test session (Ray start costs ~8 s)."""
+    """One small local Ray for the whole test session (Ray start costs ~8 s). It offers one logical
+    GPU (there is no device): the embedding stages' GPU placement is tested in this Ray too
+    (tests/ingest/test_build_stages.py), not in a Ray of its own; nothing else asks for a GPU."""
     import ray
 
     if not ray.is_initialized():
@@ -42,7 +54,8 @@ def ray_session():
         # before it ever ran; under that load it needs longer
         os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
         os.environ.setdefault("RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S", "60")
-        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
+        ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, object_store_memory=256 * 1024 * 1024,
+                 log_to_driver=False)
     yield ray
 
 
@@ -77,12 +90,75 @@ def view(tmp_path_factory, embedder):
     store.close()
 
 
+# Markers of the slower tier, and the fixtures that make a test a Ray test.
+SLOW_TIER_MARKERS = ("ray", "subprocess", "browser")
+RAY_FIXTURES = frozenset({"ray_session", "serve_url"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: `-m fast` / `-m ray` see the markers added here
 def pytest_collection_modifyitems(config, items):
-    """``slow`` tests (long reliability loops) are skipped unless ``LYCHEE_SLOW=1`` or ``-m`` names
-    them: CI runs the bounded sample of each loop (``LYCHEE_RELIABILITY_ROUNDS`` sizes it)."""
+    """Tier markers (module docstring); ``slow`` tests (long reliability loops) are skipped unless
+    ``LYCHEE_SLOW=1`` or ``-m`` names them: CI runs the bounded sample of each loop
+    (``LYCHEE_RELIABILITY_ROUNDS`` sizes it)."""
+    for item in items:
+        if RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ray)
+        if not any(item.get_closest_marker(m) for m in SLOW_TIER_MARKERS):
+            item.add_marker(pytest.mark.fast)
     if os.environ.get("LYCHEE_SLOW") == "1" or "slow" in (config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="slow loop: set LYCHEE_SLOW=1 (or -m slow) to run it; CI runs a bounded sample")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+class TierError(Exception):
+    """A ``fast`` test did what only the slower tier may (start Ray or a child process)."""
+
+
+_running_fast: list[str] = []  # the node id of the fast test running now (setup, call and teardown)
+_HAD_RAY = pytest.StashKey[bool]()  # whether Ray was up when a fast test's setup began
+
+
+def _is_child_runtime(args) -> bool:
+    """Whether a command starts Python, Ray or the CLI (what makes a test slow: interpreter and imports)."""
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
+    first = os.fsdecode(argv[0]).split()[0] if argv else ""
+    return first == sys.executable or Path(first).name.startswith(("python", "ray", "lychee-ray"))
+
+
+class _TierGuardedPopen(subprocess.Popen):
+    def __init__(self, args, *a, **kw):
+        if _running_fast and _is_child_runtime(args):
+            raise TierError(f"{_running_fast[0]} runs a child process: mark it `subprocess` (the fast tier starts none)")
+        super().__init__(args, *a, **kw)
+
+
+subprocess.Popen = _TierGuardedPopen  # type: ignore[misc]  # subprocess.run and friends look the name up at call time
+
+
+def _ray_started() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """From a ``fast`` test's setup (its module and session fixtures included) to its teardown, a child
+    process fails it (``_TierGuardedPopen``), and so does starting Ray (checked at teardown)."""
+    if item.get_closest_marker("fast") is not None:
+        _running_fast[:] = [item.nodeid]
+        item.stash[_HAD_RAY] = _ray_started()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:
+        _running_fast.clear()
+        if _HAD_RAY in item.stash and not item.stash[_HAD_RAY] and _ray_started():
+            raise TierError(f"{item.nodeid} started Ray: take the ray_session fixture or mark it `ray` "
+                            "(the fast tier starts no Ray)")

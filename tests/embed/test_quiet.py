@@ -34,6 +34,7 @@ def test_preparing_the_query_model_logs_one_line_and_no_third_party_lines(tmp_pa
     assert all(not [f for f in h.filters if type(f).__name__ == "_DropThirdParty"] for h in root.handlers)
 
 
+@pytest.mark.subprocess
 def test_rules_notice_once_per_command_also_in_processes_it_starts(monkeypatch, caplog):
     monkeypatch.setattr(backend_mod, "_logged_rules", False)
     monkeypatch.delenv(backend_mod.NOTICE_ENV, raising=False)

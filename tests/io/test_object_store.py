@@ -348,6 +348,7 @@ def _cpu_burners() -> list:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
 
 
+@pytest.mark.subprocess
 def test_lease_lock_excludes_while_every_core_is_busy(s3_server):
     """Issue 39 item 5: under CPU starvation (a busy loop on every core beside the moto server and
     the writers) the lock still excludes, every writer gets it in bounded time, and no lease expires
