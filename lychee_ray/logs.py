@@ -36,11 +36,18 @@ def is_quiet() -> bool:
     return _quiet
 
 
+# A console line in the default mode: a command's output is its results, and a warning is a short
+# notice (``lychee-ray: LLM backend: rules ...``); ``--verbose`` adds times, levels and loggers.
+QUIET_FORMAT = "lychee-ray: %(message)s"
+VERBOSE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def configure_logging(verbose: bool = False) -> None:
-    """INFO for lychee_ray, WARNING for chatty libraries (DEBUG everywhere with ``-v``)."""
+    """Warnings and errors as short lines (DEBUG everywhere, with times and loggers, with ``-v``):
+    what a command logs at INFO (models loaded, stores reused) is for ``--verbose``."""
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format=VERBOSE_FORMAT if verbose else QUIET_FORMAT,
         stream=sys.stderr,
     )
     if not verbose:

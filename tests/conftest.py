@@ -24,6 +24,7 @@ for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL", "LYCHEE
     os.environ.pop(_var, None)
 
 from tests.serve_fixtures import serve_url  # noqa: E402,F401 — the session's one Ray Serve instance
+from tests.inspector_fixtures import browser, inspector_data, inspector_url, tenant_ui  # noqa: E402,F401 — the inspector's
 
 
 @pytest.fixture(scope="session")

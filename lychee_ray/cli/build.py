@@ -11,25 +11,36 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from lychee_ray.ingest.dryrun import dry_run
 from lychee_ray.ingest.runner import run_local_build
+from lychee_ray.ingest.runner_choice import choose_runner
+from lychee_ray.llm.backend import RULES_BACKEND, auto_rules, claim_notice, resolve_backend
 from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK
-from lychee_ray.io.adapters import FORMATS, survey_input
+from lychee_ray.cli.store_view import format_table
+from lychee_ray.core.ids import printable
+from lychee_ray.io.adapters import adapters, survey_input
+from lychee_ray.io.adapters.registry import format_names
 from lychee_ray.io.adapters.base import is_uri
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = ("exit codes: 0 at least one conversation built or already built; 1 none could be "
                 "built (see `lychee-ray errors`); 2 unusable input or arguments (nothing is started)")
-    p.add_argument("--input", required=True, help="file or directory")
-    p.add_argument("--format", default=None, choices=FORMATS,
-                   help="input format (default: detected from the input: LoCoMo directory/file, LongMemEval JSON, "
-                        "JSONL, Parquet)")
+    p.add_argument("--input", required=True, help="file or directory (a folder format: one folder or a folder of them)")
+    p.add_argument("--format", default=None, choices=format_names(),
+                   help="input format (default: detected from the input's content: "
+                        + ", ".join(f"{a.name} = {a.title}" for a in adapters()) + "; docs/data-format.md)")
     p.add_argument("--out", required=True, help="memory store directory (resumable)")
     p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend (default: auto)")
-    p.add_argument("--local", action="store_true", help="run in this process without Ray")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--local", action="store_true", help="run in this process without Ray")
+    where.add_argument("--ray", action="store_true",
+                       help="run the Ray Data job even for a small input (default: Ray, except that nothing to build "
+                            "or a build of at most build.local_max_conversations conversations and "
+                            "build.local_max_turns turns runs in this process; RAY_ADDRESS: always Ray)")
     p.add_argument("--retry-failed", action="store_true", help="re-encode only the failed segments of built conversations")
     p.add_argument("--on-conflict", choices=("error", "rebuild"), default=None,
                    help="a built conversation whose input changed, removed or reordered stored turns: error = report "
@@ -37,36 +48,73 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: build.on_conflict). New turns of a built conversation are always added (an "
                         "increment); an older copy of one that grew since is skipped with a warning.")
     p.add_argument("--dry-run", action="store_true", help="no LLM call: count encode calls and exact prompt tokens")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON (default: a table)")
+    p.add_argument("--json", action="store_true", help="print the summary (or the --dry-run report) as JSON "
+                                                       "(default: a table)")
     add_config_args(p)
     p.set_defaults(func=run)
 
 
-def _survey(args: argparse.Namespace) -> str:
-    """The input's format, checked (InputError when unusable); URIs are read as given."""
+_DRY_COLUMNS = ["conversation_id", "turns", "segments", "encode_calls", "prompt_tokens", "eager_calls",
+                "eager_prompt_tokens"]
+
+
+def dry_run_table(report: dict[str, Any], saved: Path) -> str:
+    """``--dry-run``'s report as a table: per conversation, a total row, the ratio to eager encoding."""
+    rows = [[printable(cid), *(c.get(k) for k in _DRY_COLUMNS[1:])] for cid, c in report["conversations"].items()]
+    t = report["total"]
+    rows.append(["TOTAL", *(t.get(k) for k in _DRY_COLUMNS[1:])])
+    return "\n".join([
+        format_table(_DRY_COLUMNS, rows),
+        f"turns per segment {round((t.get('turns') or 0) / max(1, t.get('segments') or 0), 2)}; eager per-turn encoding needs "
+        f"{t.get('eager_over_lychee_prompt_tokens')}x the prompt tokens (no LLM call was made)",
+        f"the whole report: {saved}",
+    ])
+
+
+def _survey(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The input's format, checked (InputError when unusable; URIs are read as given), and what the
+    notice says of it when it was detected."""
     if is_uri(args.input) and args.format is not None:
-        return args.format
+        return args.format, None
     survey = survey_input(args.input, args.format)
     if survey.detected:
-        print(f"lychee-ray build: {args.input}: {survey.conversations} conversation(s) in {len(survey.files)} "
-              f"file(s), format {survey.format} (detected)", file=sys.stderr)
-    return survey.format
+        return survey.format, (f"{args.input}: {survey.conversations} conversation(s) in {len(survey.files)} "
+                               f"{survey.unit}(s), format {survey.format} (detected)")
+    return survey.format, None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Survey the input, build, print the summary once; the exit code (see ``add_arguments``)."""
+    """Survey the input, build, print the summary once; the exit code (see ``add_arguments``).
+
+    Before the build the command says, in one line on stderr and only when there is something to
+    say, the format it detected, that it runs in-process without Ray (and why) and that the LLM
+    backend is the offline rules one because no endpoint is configured."""
     cfg = config_from_args(args)
-    fmt = _survey(args)
+    fmt, detected = _survey(args)
+    notice = [detected] if detected else []
     if args.dry_run:
+        _say(notice)
         report = dry_run(cfg, fmt, args.input)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "dry_run.json").write_text(json.dumps(report, indent=1))
         slim = {cid: {k: v for k, v in c.items() if k != "calls_per_segment_prompt_tokens"} for cid, c in report["conversations"].items()}
-        print(json.dumps({"conversations": slim, "total": report["total"]}, indent=1))
+        print(json.dumps({"conversations": slim, "total": report["total"]}, indent=1) if args.json
+              else dry_run_table(report, out / "dry_run.json"))
         return EXIT_OK if report["conversations"] else EXIT_FAILED
+    rules = auto_rules(cfg.llm, args.llm)
+    backend = RULES_BACKEND if rules else resolve_backend(cfg.llm, args.llm)
+    local = args.local
+    if not args.local and not args.ray:
+        choice = choose_runner(cfg, fmt, args.input, args.out, backend, args.retry_failed)
+        local = choice.runner == "local"
+        if local:
+            notice.append(f"in-process, {choice.reason} (--ray for Ray)")
+    if rules and claim_notice():
+        notice.append("LLM backend: rules (no endpoint configured)")
+    _say(notice)
     # progress on stderr from the first second (the same display in both runners)
-    if args.local:
+    if local:
         summary = run_local_build(cfg, fmt, args.input, args.out, backend=args.llm, retry_failed=args.retry_failed,
                                   on_conflict=args.on_conflict, progress=True)
     else:
@@ -84,3 +132,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"lychee-ray build: no conversation could be built — `lychee-ray errors --memory {args.out}` "
               "shows why", file=sys.stderr)
     return EXIT_OK if summary.built + summary.skipped > 0 else EXIT_FAILED
+
+
+def _say(parts: list[str]) -> None:
+    """The command's one notice line (nothing when there is nothing to say)."""
+    if parts:
+        print(f"lychee-ray build: {'; '.join(parts)}", file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""``lychee-ray eval {locomo,longmemeval}``: variants × questions → results.json, answers.parquet, report.md."""
+"""``lychee-ray eval {locomo,longmemeval,beam}``: variants × questions → results.json, answers.parquet, report.md."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from lychee_ray.api import evaluate
 from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.eval.runners.run import EvalOptions
+from lychee_ray.eval.setup.datasets import DATASETS
 from lychee_ray.eval.setup.errors import EvalError
 from lychee_ray.eval.setup.variants import DEFAULT_VARIANTS, VARIANTS, UnknownVariant, select_variants
 
@@ -18,14 +19,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      "question on a Ray Data pipeline, judge (openai backend), and write RUN_DIR/results.json, "
                      "RUN_DIR/answers.parquet and RUN_DIR/report.md with plots. Re-running resumes. With --local "
                      "everything runs in this process, without Ray.")
-    p.add_argument("dataset", choices=("locomo", "longmemeval"))
-    p.add_argument("--data", required=True, help="LoCoMo directory / LongMemEval JSON file")
+    p.add_argument("dataset", choices=DATASETS)
+    p.add_argument("--data", required=True, help="LoCoMo directory / LongMemEval JSON file / BEAM folder of conversation "
+                                                 "folders (e.g. ../shared/data/beam/100K)")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (stores, answers, results, report)")
     p.add_argument("--variant", nargs="+", default=None, metavar="NAME",
                    help=f"variants to run (default: {' '.join(DEFAULT_VARIANTS)}; 'all' = every one): {', '.join(VARIANTS)}")
     p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend (default: llm.backend / auto)")
     p.add_argument("--judge-model", default=None, metavar="M", help="judge model (default: eval.judge_model or llm.model)")
     p.add_argument("--no-judge", action="store_true", help="skip the LLM judge (judge_accuracy = null)")
+    p.add_argument("--judge", choices=("rubric", "answer"), default=None, dest="judge_protocol",
+                   help="BEAM with a judge: rubric = the benchmark's LLM judge over the rubric statements (score per "
+                        "statement; default: eval.beam.judge) | answer = CORRECT/WRONG against the gold answer")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="first N questions per conversation")
     p.add_argument("--conversations", default=None, metavar="N|ID,ID",
                    help="the first N conversations, or a comma-separated list of conversation ids")
@@ -41,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if args.judge_protocol is not None:
+        beam = cfg.eval.beam.model_copy(update={"judge": args.judge_protocol})
+        cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"beam": beam})})
     try:
         variants = select_variants(args.variant)
     except UnknownVariant as e:
@@ -59,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     except EvalError as e:
         print(f"lychee-ray eval: {e}", file=sys.stderr)
         return 2
-    shown = ("judge_accuracy", "evidence_recall", "answer_in_context", "f1", "bleu1", "context_tokens",
+    shown = ("judge_accuracy", "rubric_score", "evidence_recall", "answer_in_context", "f1", "bleu1", "context_tokens",
              "query_prompt_tokens", "construction_tokens_per_conversation", "query_tokens_per_question", "questions",
              "failed_questions")
     summary = {name: {k: v.get(k) for k in (*shown, *[c for c in v if c.startswith("content_recall_")])}

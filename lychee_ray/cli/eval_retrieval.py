@@ -8,18 +8,21 @@ import sys
 from pathlib import Path
 
 from lychee_ray.cli.args import add_config_args, config_from_args
-from lychee_ray.eval.baselines.retrieval import BASELINES
+from lychee_ray.eval.baselines.factory import BASELINES
 from lychee_ray.eval.reports.retrieval_table import retrieval_markdown
 from lychee_ray.eval.runners.evaluators import RetrievalEvaluator
 from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, question_rows
-from lychee_ray.io.adapters import FORMATS, detect_format
+from lychee_ray.io.adapters.registry import format_names
+from lychee_ray.io.adapters import detect_format
+from lychee_ray.io.adapters.beam import NAME as BEAM
 from lychee_ray.memory import MemoryStore
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", required=True, help="memory store directory")
-    p.add_argument("--data", required=True, help="dataset with QA and gold evidence (e.g. ../shared/data/locomo)")
-    p.add_argument("--format", default=None, choices=FORMATS,
+    p.add_argument("--data", required=True,
+                   help="dataset with QA and gold evidence (e.g. ../shared/data/locomo, ../shared/data/beam/100K)")
+    p.add_argument("--format", default=None, choices=format_names(),
                    help="format of --data (default: detected; agent logs get questions derived from their tool traffic)")
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
     p.add_argument("--categories", default=None, help="comma-separated categories (default for locomo: 1,2,3,4; else all)")
@@ -28,8 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ask each question of its conversation (default) or of all of its owner's conversations "
                         "(lychee's user-scoped search; the baselines over the union of those turns)")
     p.add_argument("--baselines", default=None,
-                   help="comma-separated baselines (turn_rag,sentence_rag,hybrid_rag,full_context; "
-                        "default: eval.retrieval_baselines; 'none' for lychee only)")
+                   help="comma-separated baselines (turn_rag,sentence_rag,hybrid_rag,passage_rag,full_context; "
+                        "default: eval.retrieval_baselines, on BEAM eval.beam.retrieval_baselines; 'none' for lychee only)")
     p.add_argument("--per-question", action="store_true", help="add per-question rows to the output file")
     p.add_argument("--markdown", default=None, help="also write the tables (overall, per category, per split) here")
     p.add_argument("--out", default=None, help="write the JSON report here (it is printed either way)")
@@ -62,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"lychee-ray eval-retrieval: unknown baseline(s) {', '.join(bad)}; known: {', '.join(BASELINES)}",
                   file=sys.stderr)
             return 2
+    elif args.format == BEAM:
+        baselines = list(cfg.eval.beam.retrieval_baselines)
     evaluate = RetrievalEvaluator.from_data(args.format, args.data, cats, args.limit, args.budget_tokens, baselines,
                                             cfg.eval.agentlog, args.scope)
     if not evaluate.questions:

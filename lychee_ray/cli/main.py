@@ -11,14 +11,17 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from lychee_ray.cli.errors import report
+from lychee_ray.cli.errors import EXIT_USAGE, report
+from lychee_ray.core.ids import printable
 from lychee_ray.logs import configure_logging, set_quiet
 
 # Command -> (its module, its one-line help); order = help order. A module's ``add_arguments(parser)``
 # adds the command's arguments and sets ``func``, the function that runs it.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "convert": ("lychee_ray.cli.convert", "convert LoCoMo / LongMemEval / JSONL to canonical conversations JSONL"),
+    "convert": ("lychee_ray.cli.convert", "convert any supported input format to canonical conversations JSONL "
+                                          "(`convert --help` lists the formats)"),
     "config": ("lychee_ray.cli.config_cmd", "configuration tools"),
     "build": ("lychee_ray.cli.build", "build a memory store from conversations"),
     "list": ("lychee_ray.cli.list_cmd", "list the conversations of a memory store (ids, user, sizes, build date)"),
@@ -30,10 +33,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval-seg": ("lychee_ray.cli.eval_seg", "Pk / WindowDiff / boundary F1 of the segmenter on a gold segmentation corpus"),
     "query": ("lychee_ray.cli.query", "answer a question from a memory store"),
     "serve": ("lychee_ray.cli.serve", "serve a memory store over HTTP (Ray Serve; runs until Ctrl-C)"),
+    "inspect": ("lychee_ray.cli.inspect_cmd", "open the web inspector on a memory store (and eval runs) in this "
+                                              "process, on 127.0.0.1 (no Ray; runs until Ctrl-C)"),
     "eval-retrieval": ("lychee_ray.cli.eval_retrieval",
                        "id/content coverage of the selected context vs baselines at the same budget (no LLM)"),
     "eval": ("lychee_ray.cli.eval", "benchmark evaluation: build (or reuse) memory, answer, judge, report"),
 }
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (``lychee-ray query: argument --conversation:
+    …; see --help``) and exit 2, as every other expected failure (README, "Exit codes")."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {printable(' '.join(message.split()))} (see {self.prog} --help)\n")
 
 
 def _add_global_flags(p: argparse.ArgumentParser, default: object) -> None:
@@ -51,7 +64,7 @@ def command_in(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``lychee-ray`` parser: every command, with the arguments of the one ``argv`` names
     (of every command when ``argv`` is None: the whole parser, which loads every command's module)."""
-    parser = argparse.ArgumentParser(prog="lychee-ray", description="LycheeMemory V2 long-term memory on Ray",
+    parser = OneLineParser(prog="lychee-ray", description="LycheeMemory V2 long-term memory on Ray",
                                      epilog="exit codes: 0 done; 1 the work failed; 2 unusable request "
                                             "(arguments, input, store, conversation id); 130 interrupted")
     _add_global_flags(parser, False)

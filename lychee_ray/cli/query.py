@@ -11,6 +11,7 @@ from typing import Any
 from lychee_ray.cli.args import add_config_args, config_from_args, id_arg
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK, CliError, message_of
 from lychee_ray.cli.store_view import error_rows
+from lychee_ray.core.ids import printable
 from lychee_ray.memory import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.results import result_json
@@ -105,6 +106,16 @@ def _run_remote(args: argparse.Namespace) -> int:
     return print_result(res, args)
 
 
+def evidence_line(e: Any, qualified: bool) -> str:
+    """One evidence item: score, kind, type, the day it was said, its turns (``conversation:turns``
+    when several conversations are in scope: turn ids repeat across conversations) and its text."""
+    src = ",".join(e.source_turn_ids[:4]) + ("…" if len(e.source_turn_ids) > 4 else "")
+    ref = f"{printable(e.conversation_id)}:{src}" if qualified else src
+    day = (e.session_date or "")[:10] or "undated"
+    text = " ".join(e.text.split())
+    return f"{e.score:.3f} {e.kind:7s} {e.type:10s} {day:10s} [{ref}] ({'+'.join(e.channels)}) {text[:160]}"
+
+
 def print_result(res: Any, args: argparse.Namespace) -> int:
     """Print a search/query result (``--json``: all of it) and return exit code 0."""
     if args.json:
@@ -119,11 +130,13 @@ def print_result(res: Any, args: argparse.Namespace) -> int:
     p = res.plan
     print(f"Plan ({p.backend}{', fallback: ' + str(p.fallback_reason) if p.fallback else ''}): {p.question_type}, "
           f"{len(p.routes)} route(s): " + "; ".join(r.search_texts[0] for r in p.routes))
-    print(f"Evidence ({len(res.evidence)} items, {res.usage.context_tokens}/{res.budget_tokens} tokens, pool {res.pool_size}):")
+    several = len(res.conversation_ids) > 1
+    scope = (f"{len(res.conversation_ids)} conversations" if several
+             else f"conversation {printable(res.conversation_ids[0])}" if res.conversation_ids else "no conversation")
+    print(f"Evidence ({len(res.evidence)} items, {res.usage.context_tokens}/{res.budget_tokens} tokens, pool {res.pool_size}; "
+          f"{scope}):")
     for e in sorted(res.evidence, key=lambda e: -e.score):
-        src = ",".join(e.source_turn_ids[:4]) + ("…" if len(e.source_turn_ids) > 4 else "")
-        text = " ".join(e.text.split())
-        print(f"  {e.score:.3f} {e.kind:7s} {e.type:10s} [{src}] ({'+'.join(e.channels)}) {text[:160]}")
+        print("  " + evidence_line(e, several))
     u = res.usage
     print(f"Query prompt tokens: {u.query_prompt_tokens} (plan {u.plan_prompt_tokens} + answer {u.answer_prompt_tokens})"
           f"{' (offline estimate)' if u.estimated else ''}; LLM calls: {u.llm_calls}")

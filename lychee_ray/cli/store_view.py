@@ -86,4 +86,10 @@ def format_table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)).rstrip() for r in cells)
 
 
-__all__ = ["ConversationRow", "conversation_rows", "error_rows", "format_table", "open_layout"]
+def format_pairs(pairs: list[tuple[str, Any]]) -> str:
+    """A two-column table of labelled figures (as the build summary prints them)."""
+    width = max((len(k) for k, _ in pairs), default=0)
+    return "\n".join(f"{k.ljust(width)}  {'-' if v is None else v}".rstrip() for k, v in pairs)
+
+
+__all__ = ["ConversationRow", "conversation_rows", "error_rows", "format_pairs", "format_table", "open_layout"]

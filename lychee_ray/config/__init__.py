@@ -9,8 +9,10 @@ Unknown keys are errors.
 from lychee_ray.config.appends import AppendsConfig, RenamedConfigKey
 from lychee_ray.config.base import DEFAULT_CONFIG_PATH, ConfigError, Section, deep_merge, packaged_defaults
 from lychee_ray.config.build import (
+    AssistantRecordsConfig,
     BuildConfig,
     CalibrationConfig,
+    DedupConfig,
     EncoderConfig,
     GuardConfig,
     NodesConfig,
@@ -22,6 +24,7 @@ from lychee_ray.config.build import (
     ToolRecordsConfig,
 )
 from lychee_ray.config.eval import EvalConfig
+from lychee_ray.config.inspect import InspectConfig
 from lychee_ray.config.loader import load_config, parse_set, ray_address
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, RateLimitConfig, TokenizerConfig
 from lychee_ray.config.query import (
@@ -40,8 +43,8 @@ from lychee_ray.config.serve import ApiKeyConfig, ServeAutoscalingConfig, ServeC
 from lychee_ray.config.store import StoreConfig
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "AppendsConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
-    "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
+    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "AssistantRecordsConfig", "DedupConfig", "AppendsConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
+    "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "InspectConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
     "NodesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "BuildStagesConfig", "StageConfig",
     "RerankConfig", "RulesEncoderConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig", "StoreConfig",

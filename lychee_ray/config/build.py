@@ -212,6 +212,44 @@ class ToolRecordsConfig(Section):
     max_policy_records: int = Field(ge=0)
 
 
+class AssistantRecordsConfig(Section):
+    """Assistant chats in the ``rules`` backend (docs/llm-quality.md "Assistant chats"): assistant
+    answers condensed, one record per code block / table / drafted document, the user's statements
+    out of their questions."""
+
+    # false = every assistant sentence a record and user questions kept whole, as for any speaker.
+    enabled: bool
+    # An assistant turn with at least this many characters of prose, or with any code block, table or
+    # drafted document, is condensed; a shorter one keeps a record per sentence.
+    condense_min_chars: int = Field(ge=0)
+    # Headings / list-item leads an answer record lists at most.
+    max_points: int = Field(ge=0)
+    # Sentences stating a figure or name the user's turns did not say, added to the answer record.
+    key_sentences: int = Field(ge=0)
+    # An answer record's text at most (characters); one point, one key sentence at most.
+    max_chars: int = Field(ge=80)
+    point_chars: int = Field(ge=20)
+    sentence_chars: int = Field(ge=40)
+    # Artifact records per turn at most (the rest are joined into the last one).
+    max_artifacts: int = Field(ge=1)
+    # An artifact record's text at most (characters), and the identifiers / names / figures it lists.
+    artifact_chars: int = Field(ge=80)
+    artifact_identifiers: int = Field(ge=1)
+    # A user's statements inside a question ("I secured 5 interviews, how can I ...?") become
+    # statement records of their own; the question is recorded as asked (type event).
+    split_requests: bool
+
+
+class DedupConfig(Section):
+    """Near-duplicate drafts of one encode reply collapse into one record with all their sources
+    (ingest/encode/dedup.py; both backends)."""
+
+    enabled: bool
+    # Near-duplicate: same type and artifact kind, content-word Jaccard at or above this, and the same
+    # specifics (numbers, names, identifiers, time) — drafts whose specifics differ never collapse.
+    min_jaccard: float = Field(gt=0, le=1)
+
+
 class RulesEncoderConfig(Section):
     """The ``rules`` encoder backend (no LLM): sentence rules over each turn (ingest/encode/rules)."""
 
@@ -235,6 +273,8 @@ class RulesEncoderConfig(Section):
     # That ended the previous turn of the same segment ("A asked: ...? B answered: ...").
     pair_answers: bool
     pair_max_answer_words: int = Field(ge=1)
+    # Assistant chats: condensed answers, artifacts, statements out of questions.
+    assistant: AssistantRecordsConfig
 
 
 # The flat encoder.rules_* keys read before encoder.rules existed (one release: mapped, with a warning).
@@ -272,6 +312,7 @@ class EncoderConfig(Section):
     context_style: Literal["guarded", "plain"]
     guard: GuardConfig
     tools: ToolRecordsConfig
+    dedup: DedupConfig
 
     @model_validator(mode="before")
     @classmethod
@@ -339,3 +380,8 @@ class BuildConfig(Section):
     # Distinct system prompts whose encoding a process keeps (each is encoded once, its records
     # stored with every conversation that has it; least recently used dropped beyond this).
     system_prompt_cache: int = Field(ge=1)
+    # `lychee-ray build` without --local / --ray (and without RAY_ADDRESS) runs in this process,
+    # without starting Ray, when the input has nothing to build or at most this many conversations
+    # and turns to build: Ray's start-up costs more than such a build (ingest/runner_choice.py).
+    local_max_conversations: int = Field(ge=0)
+    local_max_turns: int = Field(ge=0)

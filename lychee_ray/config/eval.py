@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
 from lychee_ray.config.base import Section
@@ -35,6 +37,38 @@ class AgentLogEvalConfig(Section):
     max_answer_occurrences: int = Field(ge=1)
 
 
+# eval/baselines/factory.py: BASELINES (the config layer imports no evaluation code)
+KNOWN_BASELINES = ("turn_rag", "sentence_rag", "hybrid_rag", "passage_rag", "full_context")
+
+
+def known_baselines(v: list[str]) -> list[str]:
+    """``v`` when every name is a known baseline; ValueError naming the unknown ones."""
+    bad = [b for b in v if b not in KNOWN_BASELINES]
+    if bad:
+        raise ValueError(f"unknown baseline(s) {bad}; known: {list(KNOWN_BASELINES)}")
+    return v
+
+
+class BeamEvalConfig(Section):
+    """BEAM (``--format beam`` / ``eval beam``; docs/evaluation.md "BEAM")."""
+
+    # eval-retrieval's baselines on BEAM when --baselines is not given (overrides retrieval_baselines)
+    retrieval_baselines: list[str]
+    # answer in context: a rubric statement's answer ("LLM response should state: 4 PM" -> "4 PM")
+    # counts when it has at most this many words and occurs in the chat (normalised)
+    short_answer_max_words: int = Field(ge=1)
+    # eval beam with a judge: rubric = the benchmark's LLM judge scoring each rubric statement
+    # 0 / 0.5 / 1 (mean = the question's score) | answer = CORRECT/WRONG against the gold answer
+    judge: Literal["rubric", "answer"]
+    # rubric judge: a question counts as correct (judge_accuracy) at this score or above
+    rubric_pass_score: float = Field(ge=0, le=1)
+
+    @field_validator("retrieval_baselines")
+    @classmethod
+    def _known_baselines(cls, v: list[str]) -> list[str]:
+        return known_baselines(v)
+
+
 class EvalConfig(Section):
     """Benchmark evaluation (``lychee-ray eval``; DESIGN §5)."""
 
@@ -63,14 +97,18 @@ class EvalConfig(Section):
     # much (Jaccard) counts as a near-duplicate (eval/metrics/record_quality.py).
     near_duplicate_jaccard: float = Field(gt=0, le=1)
     # Baselines eval-retrieval measures next to lychee at the same budget (plain serialisation):
-    # turn_rag, sentence_rag, hybrid_rag, full_context (the ceiling; not budgeted).
+    # turn_rag, sentence_rag, hybrid_rag, passage_rag, full_context (the ceiling; not budgeted).
     retrieval_baselines: list[str]
+    # passage_rag: messages are cut at paragraph boundaries into role-labelled passages of at most
+    # this many tokens (eval/baselines/passages.py).
+    passage_rag_max_tokens: int = Field(ge=16)
     # Query-time overrides reported both ways in an ablation run: when a selected variant has its own
     # build (eager, fixed_window, summary), every selected memory variant also runs with each of these.
     ablation_rule_twins: list[str]
     # The held-out split of LoCoMo conversations; results are reported per half.
     locomo_split: EvalSplitConfig
     agentlog: AgentLogEvalConfig
+    beam: BeamEvalConfig
 
     @field_validator("content_coverage_thresholds")
     @classmethod
@@ -82,8 +120,4 @@ class EvalConfig(Section):
     @field_validator("retrieval_baselines")
     @classmethod
     def _known_baselines(cls, v: list[str]) -> list[str]:
-        known = ("turn_rag", "sentence_rag", "hybrid_rag", "full_context")  # eval/baselines/retrieval.py: BASELINES
-        bad = [b for b in v if b not in known]
-        if bad:
-            raise ValueError(f"unknown baseline(s) {bad}; known: {list(known)}")
-        return v
+        return known_baselines(v)

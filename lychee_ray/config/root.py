@@ -12,6 +12,7 @@ from lychee_ray.config.appends import AppendsConfig, move_legacy_keys
 from lychee_ray.config.base import Section, bind_default_paths, packaged_default
 from lychee_ray.config.build import BuildConfig, EncoderConfig, NodesConfig, SegmenterConfig
 from lychee_ray.config.eval import EvalConfig
+from lychee_ray.config.inspect import InspectConfig
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, TokenizerConfig
 from lychee_ray.config.query import QueryConfig
 from lychee_ray.config.ray import RayConfig
@@ -39,6 +40,7 @@ class LycheeConfig(Section):
     query: QueryConfig
     serve: ServeConfig
     eval: EvalConfig
+    inspect: InspectConfig
     store: StoreConfig
     appends: AppendsConfig
 

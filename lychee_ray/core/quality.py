@@ -22,6 +22,7 @@ REJECT_REASONS = (
     "empty_text",
     "unknown_type",
     "duplicate_in_reply",   # the same (type, text) twice in one reply
+    "merged_duplicate",     # a near-duplicate of another draft of the reply: folded into it, its sources kept there
     "replaced_by_repair",   # the segment was re-encoded in repair mode; the first reply's kept drafts are superseded
     "degenerate_segment",   # the segment failed as degenerate (still after repair); its kept drafts are not stored
 )

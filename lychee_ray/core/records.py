@@ -16,6 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 RecordType = Literal["fact", "preference", "event", "constraint", "procedure", "failure_pattern", "tool_affordance"]
 RECORD_TYPES: tuple[RecordType, ...] = get_args(RecordType)
+# What an artifact record describes: one code block, table or drafted document (a letter, e-mail, will)
+# produced in the conversation. Artifacts keep one of the seven types (``event``: produced on a date);
+# the kind is a field so that the type set, and every planner route and stored store, stay as they are.
+ArtifactKind = Literal["code", "table", "document"]
+ARTIFACT_KINDS: tuple[ArtifactKind, ...] = get_args(ArtifactKind)
 NODE_KINDS = ("entity", "topic", "entity_topic", "time", "event_frame")
 NodeKind = Literal["entity", "topic", "entity_topic", "time", "event_frame"]
 TimeGranularity = Literal["datetime", "day", "week", "month", "year", "range"]
@@ -140,6 +145,7 @@ class MemoryRecord(BaseModel):
     created_at: str | None = Field(default=None, description="Session time of the source turns (ISO).")
     backend: str
     model: str
+    artifact: ArtifactKind | None = Field(default=None, description="The code block, table or document the record describes, if any.")
 
     @staticmethod
     def make_id(conversation_id: str, seg_id: str, ordinal: int, rtype: str, text: str) -> str:

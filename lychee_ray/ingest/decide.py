@@ -64,6 +64,13 @@ def unchanged_input(conv: Conversation, marker: CommitMarker) -> bool:
     return digest == turns_digest(pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA))
 
 
+def built_as_is(conv: Conversation, marker: CommitMarker | None, fingerprint: str, retry_failed: bool) -> bool:
+    """The decide step's skip without reading stored turns: committed in the current marker version
+    with this build's ``fingerprint``, nothing to retry, and exactly these turns."""
+    return (marker is not None and marker.version >= MARKER_VERSION and marker.fingerprint == fingerprint
+            and not (retry_failed and marker.counts.failed_segments > 0) and unchanged_input(conv, marker))
+
+
 def stored_ahead_warning(conv: Conversation, log_: TurnLog) -> str:
     """The warning of an input that is an older copy of its stored conversation."""
     later = log_.order[conv.num_turns:]
@@ -148,4 +155,4 @@ class Decider:
             work.route, work.first_turn = "increment", matched  # the turns after the stored ones are new
 
 
-__all__ = ["Decider", "stored_ahead_warning", "unchanged_input"]
+__all__ = ["Decider", "built_as_is", "stored_ahead_warning", "unchanged_input"]

@@ -38,7 +38,7 @@ from lychee_ray.ingest.run_progress import BuildProgress
 from lychee_ray.ingest.stages.local import LocalStages
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.config import LycheeConfig
-from lychee_ray.io.adapters import AdapterItem, input_files, read_input
+from lychee_ray.io.adapters import AdapterItem, input_units, read_input
 from lychee_ray.io.adapters.detect import count_conversations
 from lychee_ray.io.store import MemoryStoreWriter, compact
 from lychee_ray.io.store.gc import collect_garbage
@@ -87,7 +87,7 @@ def run_local_build(
 ) -> BuildSummary:
     """Build (or resume) a store from input files in this process (see :func:`run_local_build_items`);
     ``progress``: show it (conversations in the input counted first, for the total)."""
-    total = count_conversations(fmt, input_files(fmt, input_path)) if progress else None
+    total = count_conversations(fmt, input_units(fmt, input_path)) if progress else None
     return run_local_build_items(cfg, read_input(fmt, input_path), out, backend=backend, retry_failed=retry_failed, ctx=ctx,
                                  on_conflict=on_conflict, progress=progress, total=total, progress_stream=progress_stream)
 

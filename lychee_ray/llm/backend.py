@@ -38,12 +38,35 @@ _log_lock = threading.Lock()
 NOTICE_ENV = "LYCHEE_BACKEND_NOTICE"
 
 
+# The one notice of an automatic choice of the rules backend (short: it is a command's only notice).
+RULES_NOTICE = "LLM backend: rules (offline heuristics, no LLM) — no endpoint configured (OPENAI_BASE_URL or llm.base_url)"
+
+
+def claim_notice() -> bool:
+    """True the first time in a command (this process and the processes it starts afterwards:
+    :data:`NOTICE_ENV`): whoever gets True says :data:`RULES_NOTICE`, once."""
+    global _logged_rules
+    with _log_lock:
+        if _logged_rules or os.environ.get(NOTICE_ENV) == RULES_BACKEND:
+            return False
+        _logged_rules = True
+        os.environ[NOTICE_ENV] = RULES_BACKEND  # inherited by the command's workers (Ray, subprocesses)
+        return True
+
+
+def auto_rules(llm_cfg: LLMConfig, explicit: str | None = None) -> bool:
+    """Whether ``auto`` (no explicit choice, no endpoint) picks the rules backend."""
+    choice = explicit if explicit is not None else llm_cfg.backend
+    return choice == "auto" and not (llm_cfg.base_url or llm_cfg.api_key)
+
+
 def resolve_backend(llm_cfg: LLMConfig, explicit: str | None = None) -> BackendName:
     """The backend in effect: ``explicit`` (``--llm``) wins, then ``llm.backend``.
 
     ``auto`` means openai when ``llm.base_url`` or ``llm.api_key`` is set, else rules; choosing
-    rules that way logs one line saying so and why, once per command (per process, and not again in
-    processes it starts afterwards: :data:`NOTICE_ENV`).
+    rules that way logs :data:`RULES_NOTICE` once per command (per process, and not again in
+    processes it starts afterwards; a command that says it in a line of its own claims it first:
+    :func:`claim_notice`).
     """
     choice = explicit if explicit is not None else llm_cfg.backend
     if choice not in (*BACKENDS, "auto"):
@@ -54,16 +77,8 @@ def resolve_backend(llm_cfg: LLMConfig, explicit: str | None = None) -> BackendN
         return RULES_BACKEND
     if llm_cfg.base_url or llm_cfg.api_key:
         return OPENAI_BACKEND
-    global _logged_rules
-    with _log_lock:
-        if not _logged_rules and os.environ.get(NOTICE_ENV) != RULES_BACKEND:
-            _logged_rules = True
-            os.environ[NOTICE_ENV] = RULES_BACKEND  # inherited by the command's workers (Ray, subprocesses)
-            log.warning(
-                "LLM backend: rules (offline deterministic heuristics, not an LLM) because no endpoint is "
-                "configured — set OPENAI_BASE_URL / LYCHEE_LLM_BASE_URL or OPENAI_API_KEY, or llm.base_url, "
-                "to use a real model"
-            )
+    if claim_notice():
+        log.warning(RULES_NOTICE)
     return RULES_BACKEND
 
 

@@ -6,7 +6,7 @@
   by someone else, possibly hostile) must not steer the model. Tag look-alikes inside the evidence
   are neutralised so it cannot close the block early.
 - ``rules``: extractive — the evidence sentence(s) sharing the most question terms (ties: the more
-  relevant evidence), no model.
+  relevant evidence; never a question), no model.
 
 Both report the evidence actually shown and the answer prompt's tokens (for rules: the offline count
 of the prompt the openai answerer would send with the same evidence).
@@ -123,7 +123,7 @@ class RulesAnswerer:
         for i, e in enumerate(evidence):
             for s in rough_sentences(e.text):
                 s = s.strip()
-                if len(s) < 3:
+                if len(s) < 3 or s.endswith("?"):  # a question ("Melanie asked: ...?") answers nothing
                     continue
                 overlap = len(q & set(lexical_terms(s)))
                 # at equal overlap a record beats a raw turn: its names and dates are resolved

@@ -46,6 +46,7 @@ from lychee_ray.query.cache import ConversationCache
 from lychee_ray.query.channels import RECALL_CHANNELS, route_query_text
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
+from lychee_ray.query.explain import explain_search
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
@@ -218,13 +219,15 @@ class QueryEngine:
         llm: str | None = None,
         question_id: str | None = None,
         recent_turns: Sequence[RecentTurn | str | dict] | None = None,
+        explain: bool = False,
     ) -> SearchResult:
         """Plan, recall, fuse, rerank and select — everything but the answer call. ``recent_turns``: the
         asking agent's last turns (what "it" or "that reservation" refers to), shown to the planner
-        up to ``query.planner.recent_turns_tokens``."""
+        up to ``query.planner.recent_turns_tokens``. ``explain``: also say each channel's rank, the
+        fused scores and what the budget dropped (``res.explain``, :mod:`lychee_ray.query.explain`)."""
         with self.cache.request():  # a background view rebuild pauses meanwhile
             res, _sel, _qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id,
-                                            recent_turns)
+                                            recent_turns, explain)
         return res
 
     def query(
@@ -238,16 +241,17 @@ class QueryEngine:
         llm: str | None = None,
         question_id: str | None = None,
         recent_turns: Sequence[RecentTurn | str | dict] | None = None,
+        explain: bool = False,
     ) -> QueryResult:
         """Answer ``question`` from the memory of one conversation (or of ``user_id``'s conversations).
 
         ``question_date`` anchors relative times ("last week"); None = today. ``budget_tokens``
         overrides ``query.select.budget_tokens``. ``llm`` overrides the backend (openai | rules).
-        ``recent_turns``: as for :meth:`search`.
+        ``recent_turns`` and ``explain``: as for :meth:`search`.
         """
         with self.cache.request():
             res, sel, qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id,
-                                          recent_turns)
+                                          recent_turns, explain)
         backend = self.backend(llm)
         t0 = time.perf_counter()
         client = self.llm_client() if backend == "openai" else None
@@ -274,7 +278,7 @@ class QueryEngine:
     def _retrieve(
         self, conversation_id: str | None, question: str, question_date: datetime | date | str | None, budget_tokens: int | None,
         user_id: str | None, llm: str | None, question_id: str | None,
-        recent_turns: Sequence[RecentTurn | str | dict] | None = None,
+        recent_turns: Sequence[RecentTurn | str | dict] | None = None, explain: bool = False,
     ) -> tuple[SearchResult, Selection, datetime]:
         if not question or not question.strip():
             raise ValueError("empty question")
@@ -285,10 +289,10 @@ class QueryEngine:
         budget = self.qcfg.select.budget_tokens if budget_tokens is None else int(budget_tokens)
         if budget < 0:
             raise ValueError("budget_tokens must be >= 0")
-        backend = self.backend(llm)
 
         t0 = time.perf_counter()
-        cids = self.scope(conversation_id, user_id)
+        cids = self.scope(conversation_id, user_id)  # an unknown id fails before any notice about the backend
+        backend = self.backend(llm)
         views = {cid: self.view(cid) for cid in cids}
         timings["load"] = _ms(time.perf_counter() - t0)
 
@@ -340,6 +344,7 @@ class QueryEngine:
             question_id=qid, question=question, question_date=qd.isoformat(), conversation_ids=cids, plan=plan,
             evidence=[EvidenceItem.from_evidence(e) for e in sel.evidence], context=sel.context, budget_tokens=budget,
             pool_size=len(pool), usage=usage, timings_ms=timings, rerank=report,
+            explain=explain_search(pool, sel, views, [ch.name for ch in RECALL_CHANNELS]) if explain else None,
         )
         return res, sel, qd
 

@@ -59,6 +59,16 @@ class Evidence:
     group: tuple[str, str | None] = ("", None)  # (conversation id, session day): the header it goes under
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """A candidate the token budget refused: what it would have cost (the inspector's "dropped for
+    the budget" list; the selection counts them in ``skipped["budget"]`` either way)."""
+
+    key: ItemKey
+    tokens: int  # tokens it needed (its smallest form: the turn alone, the record's line)
+    score: float  # its relevance in the selection, in [0, 1]
+
+
 @dataclass
 class Selection:
     """Selected evidence (chronological) and its serialisation."""
@@ -69,6 +79,7 @@ class Selection:
     budget: int
     pool: int
     skipped: dict[str, int] = field(default_factory=dict)
+    dropped: list[Dropped] = field(default_factory=list)  # refused for the budget, in the order refused
 
 
 def fmt_day(iso: str | None) -> str | None:
@@ -211,7 +222,7 @@ def rendered_tokens(units: Sequence[Evidence], show_conversation: bool, encoding
 
 
 __all__ = [
-    "Evidence", "EvidenceKind", "Selection", "fmt_day", "fmt_time", "fmt_turn_ids", "group_header", "header_line_tokens", "line_tokens",
+    "Dropped", "Evidence", "EvidenceKind", "Selection", "fmt_day", "fmt_time", "fmt_turn_ids", "group_header", "header_line_tokens", "line_tokens",
     "one_line", "prime_line_tokens", "record_block", "record_line_tokens", "render", "rendered_tokens", "turn_line_tokens",
     "turns_block",
 ]

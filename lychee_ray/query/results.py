@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.query.evidence import Evidence
+from lychee_ray.query.explain import SearchExplain
 from lychee_ray.query.plan import QueryPlan
 from lychee_ray.query.rerank import RerankReport
 
@@ -72,6 +73,9 @@ class SearchResult(BaseModel):
     # "timings" in the service's JSON (serialised by_alias)
     timings_ms: dict[str, float] = Field(serialization_alias="timings")
     rerank: RerankReport
+    # only when asked for (``explain``): channel ranks, fused scores, what the budget dropped; a result
+    # without it serialises as before (result_json leaves the field out)
+    explain: SearchExplain | None = None
 
 
 class QueryResult(SearchResult):
@@ -90,7 +94,8 @@ def result_json(res: SearchResult | QueryResult, indent: int | None = None) -> b
     query --json`` alike: ``timings_ms`` as ``timings`` (its serialization alias), the internal
     fields left out. pydantic-core writes it directly (~5x less CPU than ``model_dump`` +
     ``json.dumps`` for a 2,000-token context); non-ASCII text stays as is."""
-    return res.model_dump_json(by_alias=True, exclude=set(INTERNAL_FIELDS), indent=indent).encode("utf-8")
+    exclude = set(INTERNAL_FIELDS) | ({"explain"} if res.explain is None else set())
+    return res.model_dump_json(by_alias=True, exclude=exclude, indent=indent).encode("utf-8")
 
 
 __all__ = ["INTERNAL_FIELDS", "EvidenceItem", "QueryResult", "QueryUsage", "SearchResult", "result_json"]

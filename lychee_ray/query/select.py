@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lychee_ray.config import SelectConfig
-from lychee_ray.query.evidence import Evidence, Selection, fmt_day, turn_line_tokens
+from lychee_ray.query.evidence import Dropped, Evidence, Selection, fmt_day, turn_line_tokens
 from lychee_ray.query.fuse import FusedItem
 from lychee_ray.query.mmr import Placed, greedy_mmr
 from lychee_ray.query.view import ConversationView
@@ -117,6 +117,7 @@ def select_items(
     texts: set[str] = set()  # shown record texts across conversations (a user's scope shows one copy)
     shown: dict[str, Shown] = {cid: Shown(texts=texts) for cid in views}
     chosen: list[Evidence] = []
+    dropped: list[Dropped] = []
     groups: set[tuple[str, str | None]] = set()
     remaining = budget_tokens
 
@@ -124,6 +125,7 @@ def select_items(
         hopeless = alive & (min_cost > remaining)
         if hopeless.any():
             skipped["budget"] += int(hopeless.sum())
+            dropped.extend(Dropped(pool[int(j)].key, int(min_cost[j]), float(rel[j])) for j in np.flatnonzero(hopeless))
             alive &= ~hopeless
 
     def redundancy(max_sim: np.ndarray) -> np.ndarray:
@@ -142,6 +144,7 @@ def select_items(
         cost = added_tokens(tokens, group, groups, show_conv, encoding)
         if cost > remaining:
             skipped["budget"] += 1
+            dropped.append(Dropped(it.key, tokens, float(rel[i])))
             return False, False
         remaining -= cost
         groups.add(group)
@@ -158,7 +161,7 @@ def select_items(
         return True, False
 
     greedy_mmr(gain, vecs, cfg.mmr_lambda, place, redundancy=redundancy, prune=prune)
-    return finish(chosen, budget_tokens, show_conv, encoding, n, skipped)
+    return finish(chosen, budget_tokens, show_conv, encoding, n, skipped, dropped)
 
 
 def _candidate(kind: str, p: int, view: ConversationView, shown: Shown, cfg: SelectConfig, encoding: str,

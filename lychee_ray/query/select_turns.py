@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lychee_ray.config import SelectConfig
-from lychee_ray.query.evidence import Evidence, Selection, fmt_day, turn_line_tokens
+from lychee_ray.query.evidence import Dropped, Evidence, Selection, fmt_day, turn_line_tokens
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.hits import ItemKind
 from lychee_ray.query.mmr import Placed, greedy_mmr
@@ -178,7 +178,7 @@ def select_turn_units(
         return placed, keep
 
     greedy_mmr(gain, vecs, cfg.mmr_lambda, place, stop=lambda: picker.remaining <= 0)
-    return finish(picker.chosen, budget_tokens, show_conv, encoding, len(pool), skipped)
+    return finish(picker.chosen, budget_tokens, show_conv, encoding, len(pool), skipped, picker.dropped)
 
 
 class _Picker:
@@ -201,6 +201,7 @@ class _Picker:
         self.shown: dict[str, Shown] = {cid: Shown(texts=texts) for cid in views}
         self.groups: set[tuple[str, str | None]] = set()
         self.chosen: list[Evidence] = []
+        self.dropped: list[Dropped] = []  # candidates the budget refused (Selection.dropped)
 
     def _cost(self, tokens: int, group: tuple[str, str | None]) -> int:
         return added_tokens(tokens, group, self.groups, self.show_conv, self.encoding)
@@ -248,6 +249,8 @@ class _Picker:
             fit = self._record_fit(view, c.pos)
             if isinstance(fit, str):
                 self.skipped[fit] += 1
+                if fit == "budget":
+                    self.dropped.append(Dropped(c.item(view).key, record_tokens(view, c.pos, cfg, self.encoding), score))
                 return False, False
             unit = self._add(c, c.pos, [], fit[0], fit[1], score, "record")
             unit.order = (unit.order[0], NOTE_ORDER)
@@ -276,6 +279,8 @@ class _Picker:
                 unit.order = (unit.order[0], NOTE_ORDER)
                 return True, True
         self.skipped["budget"] += 1
+        self.dropped.append(Dropped(c.item(view).key, turn_line_tokens(view, c.pos, cfg.show_source_ids, self.encoding),
+                                    score))
         return False, False
 
     def _notes(self, view: ConversationView, unit: Evidence, score: float) -> None:

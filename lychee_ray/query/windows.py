@@ -20,6 +20,7 @@ import numpy as np
 
 from lychee_ray.config import SelectConfig
 from lychee_ray.query.evidence import (
+    Dropped,
     Evidence,
     Selection,
     group_header,
@@ -204,16 +205,19 @@ def added_tokens(tokens: int, group: tuple[str, str | None], groups: set[tuple[s
 
 
 def finish(chosen: list[Evidence], budget_tokens: int, show_conv: bool, encoding: str, pool: int,
-           skipped: dict[str, int]) -> Selection:
+           skipped: dict[str, int], dropped: list[Dropped] | None = None) -> Selection:
     """The chosen units in conversation order, rendered and counted exactly; a header repeated by
-    the chronological order could overshoot the budget, then the least relevant units go."""
+    the chronological order could overshoot the budget, then the least relevant units go (added to
+    ``dropped``, the candidates the budget refused)."""
+    dropped = [] if dropped is None else dropped
     chosen.sort(key=lambda e: (e.conversation_id, e.order))
     tokens = rendered_tokens(chosen, show_conv, encoding)
     while tokens > budget_tokens and chosen:
         worst = min(range(len(chosen)), key=lambda j: chosen[j].score)
-        chosen.pop(worst)
+        gone = chosen.pop(worst)
+        dropped.append(Dropped(gone.key, gone.tokens, gone.score))
         tokens = rendered_tokens(chosen, show_conv, encoding)
-    return Selection(chosen, render(chosen, show_conv), tokens, budget_tokens, pool, skipped)
+    return Selection(chosen, render(chosen, show_conv), tokens, budget_tokens, pool, skipped, dropped)
 
 
 __all__ = ["Shown", "added_tokens", "build_unit", "cost_aware_gain", "finish", "full_window", "mark_shown", "norm_text",

@@ -29,7 +29,7 @@ from lychee_ray.ingest.run_progress import BuildProgress, ProgressCounts
 from lychee_ray.ingest.runner import finish_run, manifest_info
 from lychee_ray.config import LycheeConfig, StageConfig
 from lychee_ray.embed.base import embedder_name
-from lychee_ray.io.adapters import AdapterItem, input_files, read_input
+from lychee_ray.io.adapters import AdapterItem, input_units, read_unit
 from lychee_ray.io.adapters.base import is_uri
 from lychee_ray.io.adapters.detect import count_conversations
 from lychee_ray.io.store import MemoryStoreWriter
@@ -56,11 +56,12 @@ log = logging.getLogger(__name__)
 ONE_ROW_BLOCK_BYTES = 1
 
 
-def read_file_batches(batch: dict[str, Any], fmt: str, rows_per_batch: int) -> Iterator[dict[str, list[Any]]]:
-    """Ray Data UDF: input file paths → adapter item rows, streamed in small batches."""
+def read_unit_batches(batch: dict[str, Any], fmt: str, rows_per_batch: int) -> Iterator[dict[str, list[Any]]]:
+    """Ray Data UDF: input units (a file, or a folder for a folder format: read whole by one task)
+    → adapter item rows, streamed in small batches."""
     for row in batch_rows(batch):
         out: list[dict[str, Any]] = []
-        for item in read_input(fmt, row["path"]):
+        for item in read_unit(fmt, row["path"]):
             out.append(item_to_row(item))
             if len(out) >= rows_per_batch:
                 yield _item_columns(out)
@@ -102,9 +103,9 @@ class Placement:
                 "built_on_truncated": self.truncated}
 
 
-def estimate_total(fmt: str, files: list[str]) -> int:
-    """Conversation count of the input files (JSONL lines, Parquet rows, JSON samples): the progress total."""
-    return count_conversations(fmt, files)
+def estimate_total(fmt: str, units: list[str]) -> int:
+    """Conversation count of the input units (JSONL lines, Parquet rows, JSON samples, folders): the progress total."""
+    return count_conversations(fmt, units)
 
 
 def limiter_detail(limiter: Any) -> Callable[[], str]:
@@ -120,6 +121,23 @@ def limiter_detail(limiter: Any) -> Callable[[], str]:
         return f"calls/min {st['calls_last_min']}/{st['limit_calls_per_min'] or '∞'}"
 
     return detail
+
+
+# The stages' actor pools, in pipeline order, as the start-up line names them (ProgressActor.stage_ready).
+STAGE_NAMES = {"decide": "decide", "embed_turns": "embed turns", "build": "build", "embed_memory": "embed memory",
+               "commit": "commit"}
+
+
+def startup_note(ready: list[str], counts: ProgressCounts) -> str:
+    """What the job does before its first conversation is done: which stages are still starting
+    (the embedding stages load the model), then the first conversations in the pipeline."""
+    waiting = [name for stage, name in STAGE_NAMES.items() if stage not in ready]
+    if waiting:
+        return (f"starting the stages: {len(STAGE_NAMES) - len(waiting)}/{len(STAGE_NAMES)} ready, waiting for "
+                f"{', '.join(waiting)}" + (" (loading the embedding model)" if any("embed" in w for w in waiting) else ""))
+    if not counts.seen:
+        return "stages ready, reading the input"
+    return f"stages ready, {counts.seen} conversation(s) in the pipeline"
 
 
 def _map(ds: Any, cls: type, sc: StageConfig, kwargs: dict[str, Any], *, num_gpus: float = 0.0,
@@ -145,8 +163,8 @@ def _stages(ds: Any, cfg: LycheeConfig, cfg_json: str, out: str, run_id: str, fi
               {"cfg_json": cfg_json, "num_gpus": st.embed_turns.num_gpus, "progress": once}, num_gpus=st.embed_turns.num_gpus)
     # an async actor keeps build.conversations_in_flight conversations going over a few batches
     build_tasks = math.ceil(cfg.build.conversations_in_flight / st.build.batch_size) + 1
-    ds = _map(ds, BuildStage, st.build, {"cfg_json": cfg_json, "backend": backend, "out": out, "limiter": limiter},
-              tasks_in_flight=build_tasks)
+    ds = _map(ds, BuildStage, st.build, {"cfg_json": cfg_json, "backend": backend, "out": out, "limiter": limiter,
+                                         "progress": once}, tasks_in_flight=build_tasks)
     ds = _map(ds, EmbedMemoryStage, st.embed_memory,
               {"cfg_json": cfg_json, "num_gpus": st.embed_memory.num_gpus, "progress": once},
               num_gpus=st.embed_memory.num_gpus)
@@ -166,14 +184,14 @@ def run_ray_build(
 ) -> BuildSummary:
     """Build (or resume) a store with Ray Data; every input conversation is accounted for.
 
-    Input: the files of ``fmt`` at ``input_path`` (read by Ray tasks, so they may live on object
-    storage), or ``items`` (conversations already in the driver, e.g. Python objects; ``fmt`` and
+    Input: the units of ``fmt`` at ``input_path`` — files, or folders for a folder format, one
+    dataset row each (read by Ray tasks, so they may live on object storage) — or ``items`` (conversations already in the driver, e.g. Python objects; ``fmt`` and
     ``input_path`` are then ignored and the items travel as Ray Data rows). Stored conversations gain
     their new turns; ``on_conflict`` (default ``build.on_conflict``) decides about rewritten histories.
     """
     t0 = time.perf_counter()
     backend = resolve_backend(cfg.llm, backend)
-    files = input_files(fmt, input_path) if items is None else []
+    files = input_units(fmt, input_path) if items is None else []
     total = estimate_total(fmt, files) if items is None else len(items)
     prog = BuildProgress(total, cfg, stream=sys.stderr) if progress else None
     if prog is not None:
@@ -199,11 +217,14 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
             name=f"lychee-limiter-{run_id}").remote(cfg.llm.rate_limit.model_dump())
     counter = ProgressActor.options(name=f"lychee-progress-{run_id}").remote()  # type: ignore[attr-defined]  # @ray.remote: an ActorClass
     if prog is not None:
-        prog.note = "starting the stages"
+        prog.note = startup_note([], ProgressCounts())
         prog.detail = limiter_detail(limiter)
 
         def poll() -> None:
-            prog.replace(ProgressCounts.from_dict(ray.get(counter.snapshot.remote(), timeout=10)))
+            counts = ProgressCounts.from_dict(ray.get(counter.snapshot.remote(), timeout=10))
+            if not counts.done_total:
+                prog.note = startup_note(ray.get(counter.ready_stages.remote(), timeout=10), counts)
+            prog.replace(counts)
 
         prog.ticking(poll)
     rc, st = cfg.ray, cfg.ray.stages
@@ -217,7 +238,7 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
     paths = [f if is_uri(f) else str(Path(f).resolve()) for f in files]  # workers may run elsewhere
     if items is None:
         ds: ray.data.Dataset = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, len(files)))
-        ds = ds.map_batches(read_file_batches, batch_size=1,  # type: ignore[arg-type]  # fn_kwargs supply the other arguments
+        ds = ds.map_batches(read_unit_batches, batch_size=1,  # type: ignore[arg-type]  # fn_kwargs supply the other arguments
                             fn_kwargs={"fmt": fmt, "rows_per_batch": st.read.batch_size}, num_cpus=st.read.num_cpus,
                             compute=ray.data.TaskPoolStrategy(size=max(1, min(st.read.concurrency, len(files)))))
     else:  # blocks of read.batch_size rows, as the reader yields them

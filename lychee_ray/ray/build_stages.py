@@ -71,6 +71,14 @@ class ProgressActor:
     def __init__(self) -> None:
         self.counts = ProgressCounts()
         self.devices: dict[str, list[dict[str, Any]]] = {}
+        self.ready: dict[str, int] = {}  # stage -> actors that finished starting (the start-up line says which)
+
+    def stage_ready(self, stage: str) -> None:
+        """An actor of ``stage`` finished its start-up (models loaded, store opened)."""
+        self.ready[stage] = self.ready.get(stage, 0) + 1
+
+    def ready_stages(self) -> list[str]:
+        return list(self.ready)
 
     def stage_device(self, stage: str, info: dict[str, Any]) -> None:
         """Where an embedding stage's actor runs its model (the run's manifest reports it)."""
@@ -101,6 +109,8 @@ class DecideStage:
         self.decider = Decider(MemoryStoreWriter(out, cfg.store), run_id, fingerprint, cfg.segmenter.max_turn_chars,
                                retry_failed, on_conflict or cfg.build.on_conflict)
         self.progress = progress
+        if progress is not None:
+            progress.stage_ready.remote("decide")
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = []
@@ -137,6 +147,7 @@ class _EmbedStage:
             progress.stage_device.remote(self.stage, {
                 "node": ctx.get_node_id(), "device": self.device, "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
                 "runtime": str(getattr(model, "runtime", ecfg.backend))})
+            progress.stage_ready.remote(self.stage)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.model.encode(list(texts))  # one batch at a time per actor: no need to leave the loop
@@ -174,7 +185,7 @@ class BuildStage:
     conversation read for an increment. Keeps ``build.conversations_in_flight`` conversations in
     flight (asyncio)."""
 
-    def __init__(self, cfg_json: str, backend: str, out: str, limiter: Any) -> None:
+    def __init__(self, cfg_json: str, backend: str, out: str, limiter: Any, progress: Any = None) -> None:
         cfg = _cfg(cfg_json)
         lim = RayRateLimiter(limiter) if limiter is not None else None
         encoder = make_encoder(cfg, backend, lim)
@@ -189,6 +200,8 @@ class BuildStage:
             ctx.ledger = client.ledger
         self.constructor = Constructor(ctx, MemoryStoreWriter(out, cfg.store), cfg.build.conversations_in_flight)
         self.node = ray.get_runtime_context().get_node_id()
+        if progress is not None:
+            progress.stage_ready.remote("build")
 
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = works_of(batch)
@@ -207,6 +220,8 @@ class CommitStage:
         self.committer = Committer(MemoryStoreWriter(out, cfg.store))
         self.progress = progress
         self.node = ray.get_runtime_context().get_node_id()
+        if progress is not None:
+            progress.stage_ready.remote("commit")
 
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = works_of(batch)

@@ -39,6 +39,7 @@ from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.io.store import NotAStoreError, StoreLayout
 from lychee_ray.io.store.fs import root_string
 from lychee_ray.ray.runtime import quiet_environment, ray_init_kwargs, console_muted
+from lychee_ray.inspector.routes import service_mounts
 from lychee_ray.serve import MemoryService, create_app
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class MemoryDeployment:
 
     def __init__(self, memory: str, config: dict[str, Any]) -> None:
         cfg = LycheeConfig.model_validate(config)
+        self.cfg = cfg
         apply_thread_limits(cfg)
         t0 = time.perf_counter()
         self.service = MemoryService(memory, cfg)
@@ -97,7 +99,8 @@ class MemoryDeployment:
         return await self.service.embed_many(batch)
 
     def __serve_build_asgi_app__(self) -> Any:
-        return create_app(self.service)
+        # the inspector's pages under /ui: the same keys and scopes as the API
+        return create_app(self.service, service_mounts(self.service, self.cfg.inspect))
 
 
 def replica_env(cfg: LycheeConfig) -> dict[str, str]:

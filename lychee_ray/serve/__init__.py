@@ -9,7 +9,7 @@
 Ray Serve deploys the same app: :mod:`lychee_ray.ray.serve`.
 """
 
-from lychee_ray.serve.app import create_app
+from lychee_ray.serve.app import Mount, create_app
 from lychee_ray.serve.client import MemoryClient, RemoteError
 from lychee_ray.serve.errors import EmbedderMismatch, ErrorCode, ServiceError, llm_error_status
 from lychee_ray.serve.middleware import OPEN_PATHS, GuardMiddleware
@@ -33,6 +33,6 @@ from lychee_ray.serve.service import MemoryService
 
 __all__ = [
     "OPEN_PATHS", "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ConversationInfo", "ConversationPage", "ConversationSummary", "EmbedderMismatch", "EraseReport", "ErrorBody", "ErrorCode", "GuardMiddleware", "Health",
-    "MemoryClient", "MemoryService", "QueryRequest", "QueryResponse", "ReloadResult", "RemoteError", "SearchResponse",
+    "MemoryClient", "MemoryService", "Mount", "QueryRequest", "QueryResponse", "ReloadResult", "RemoteError", "SearchResponse",
     "ServiceError", "create_app", "llm_error_status",
 ]

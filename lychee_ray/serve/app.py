@@ -45,6 +45,8 @@ deployment, :class:`lychee_ray.serve.embedding.Coalescer` without Ray).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, overload
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -127,8 +129,20 @@ def valid_id(value: str | None, where: str, name: str) -> str | None:
     return value
 
 
-def create_app(service: MemoryService) -> FastAPI:
-    """The FastAPI app over ``service`` (the same app runs under TestClient, uvicorn or Ray Serve)."""
+@dataclass(frozen=True)
+class Mount:
+    """Routes a higher layer adds to the app (the inspector's pages under ``/ui``): ``install(app)``
+    adds them behind the same guard (bearer keys, body size, admission); ``open_paths`` (exact) and
+    ``open_prefixes`` are served without a key — only pages and assets that hold no memory."""
+
+    install: Callable[[FastAPI], None]
+    open_paths: frozenset[str] = frozenset()
+    open_prefixes: tuple[str, ...] = ()
+
+
+def create_app(service: MemoryService, mounts: Sequence[Mount] = ()) -> FastAPI:
+    """The FastAPI app over ``service`` (the same app runs under TestClient, uvicorn or Ray Serve),
+    with the routes of ``mounts`` (:class:`Mount`)."""
     app = FastAPI(
         title="lychee-ray memory service",
         version=__version__,
@@ -141,8 +155,12 @@ def create_app(service: MemoryService) -> FastAPI:
     bearer = [Depends(HTTPBearer(auto_error=False))]  # documents the scheme; the guard middleware enforces it
     # (added first, so it runs inside the guard: a request is authenticated before it takes a slot)
     app.add_middleware(AdmissionMiddleware, admission=service.admission)
-    install_guard(app, service.keys, max_bytes=service.scfg.max_request_bytes)
+    install_guard(app, service.keys, max_bytes=service.scfg.max_request_bytes,
+                  open_paths=frozenset().union(*(m.open_paths for m in mounts)),
+                  open_prefixes=tuple(p for m in mounts for p in m.open_prefixes))
     install_docs(app)
+    for m in mounts:
+        m.install(app)
 
     @app.get("/healthz", response_model=Health, tags=["service"], summary="liveness (no auth)")
     async def healthz() -> Health:
@@ -221,4 +239,4 @@ def create_app(service: MemoryService) -> FastAPI:
     return app
 
 
-__all__ = ["create_app"]
+__all__ = ["Mount", "create_app"]

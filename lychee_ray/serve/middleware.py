@@ -56,10 +56,14 @@ class GuardMiddleware:
     replayed to the app. The resolved principal goes into the scope (:func:`principal_of`); with no
     key configured every request is the admin."""
 
-    def __init__(self, app: Any, keys: KeyRing, max_bytes: int) -> None:
+    def __init__(self, app: Any, keys: KeyRing, max_bytes: int, open_paths: frozenset[str] = frozenset(),
+                 open_prefixes: tuple[str, ...] = ()) -> None:
         self.app = app
         self.keys = keys
         self.max_bytes = max_bytes
+        # besides OPEN_PATHS: pages and assets other packages mount that hold no memory (the inspector's)
+        self.open_paths = OPEN_PATHS | open_paths
+        self.open_prefixes = open_prefixes
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -67,7 +71,7 @@ class GuardMiddleware:
         headers = {k.lower(): v for k, v in scope.get("headers") or []}
         path = route_path(scope)
         principal: Principal | None = ADMIN
-        if self.keys.enabled and path not in OPEN_PATHS:
+        if self.keys.enabled and path not in self.open_paths and not (self.open_prefixes and path.startswith(self.open_prefixes)):
             auth = headers.get(b"authorization", b"")
             scheme, _, given = auth.partition(b" ")
             given = given.strip()
@@ -125,10 +129,14 @@ async def _send_error(send: Callable, status: int, code: ErrorCode, message: str
     await send({"type": "http.response.body", "body": body})
 
 
-def install_guard(app: FastAPI, keys: KeyRing, max_bytes: int) -> None:
+def install_guard(app: FastAPI, keys: KeyRing, max_bytes: int, open_paths: frozenset[str] = frozenset(),
+                  open_prefixes: tuple[str, ...] = ()) -> None:
     """Guard ``app``: bearer ``keys`` (none configured = no auth) and bodies of at most
-    ``max_bytes``; a :class:`ServiceError` raised by a route becomes its status, headers and error body."""
-    app.add_middleware(GuardMiddleware, keys=keys, max_bytes=max_bytes)
+    ``max_bytes``; ``open_paths`` / ``open_prefixes``: more paths served without a key (pages and
+    static assets that hold no memory). A :class:`ServiceError` raised by a route becomes its
+    status, headers and error body."""
+    app.add_middleware(GuardMiddleware, keys=keys, max_bytes=max_bytes, open_paths=open_paths,
+                       open_prefixes=open_prefixes)
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, e: ServiceError) -> Response:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from lychee_ray.ingest.increment.models import AppendResult, AppendTurn  # the append endpoints' bodies (re-exported)
 from lychee_ray.core.ids import MAX_ID_CHARS, PolicyId
 from lychee_ray.io.store.erase import EraseReport  # the DELETE endpoints' body (re-exported here)
+from lychee_ray.query.explain import SearchExplain
 from lychee_ray.query.results import EvidenceItem, QueryUsage
 from lychee_ray.query.plan import QueryPlan
 from lychee_ray.query.plan.model import RecentTurn  # recent_turns items (re-exported)
@@ -41,6 +42,9 @@ class QueryRequest(BaseModel):
         default_factory=list, max_length=64,
         description="the asking agent's last turns, oldest first (what 'it' or 'that order' refers to); shown to the "
                     "planner up to query.planner.recent_turns_tokens, newest kept")
+    explain: bool = Field(default=False, description="also return `explain`: every fused pool item with its rank in each "
+                                                     "recall channel, its fused score and what became of it, and what the "
+                                                     "token budget dropped")
 
     @field_validator("question")
     @classmethod
@@ -107,6 +111,7 @@ class SearchResponse(BaseModel):
     budget_tokens: int
     pool_size: int
     rerank: RerankReport
+    explain: SearchExplain | None = Field(default=None, description="only when the request set explain: true")
 
 
 class QueryResponse(SearchResponse):

@@ -235,6 +235,12 @@ class MemoryService:
         for cid in changed:
             self.store.reader.refresh_conversation(cid)  # one small JSON file
 
+    async def current(self, conversation_id: str | None = None, user_id: str | None = None) -> None:
+        """Bring this replica's view of the store up to date for a request that reads it directly (the
+        inspector's pages): the periodic reload, erased conversations dropped, changed markers re-read."""
+        await self._maybe_reload()
+        await self._drop_erased(conversation_id, user_id)
+
     # -- erasure ---------------------------------------------------------------------------------
     async def delete_conversation(self, conversation_id: str, user_id: str | None = None, *,
                                   principal: Principal = ADMIN) -> EraseReport:
@@ -337,7 +343,7 @@ class MemoryService:
             started.append(time.perf_counter())
             fn = getattr(self.store, method)
             return fn(req.conversation_id, req.question, req.question_date, req.budget_tokens, user_id=req.user_id, llm=llm,
-                      recent_turns=req.recent_turns)
+                      recent_turns=req.recent_turns, explain=req.explain)
 
         self.requests += 1
         try:

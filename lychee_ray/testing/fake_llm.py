@@ -7,8 +7,9 @@ path end to end without a model.
 
 For ``lychee-ray eval`` end to end there are query-side and judge stand-ins too: :func:`plan_reply`
 (one route: the question), :func:`answer_reply` (the memory line sharing most words with the
-question), :func:`judge_reply` (CORRECT when every gold token is in the answer) and
-:func:`eval_reply`, one handler that routes encode / plan / answer / judge requests.
+question), :func:`judge_reply` (CORRECT when every gold token is in the answer), :func:`rubric_reply`
+(a statement scores 1 when every word of its claim is in the response, else 0) and
+:func:`eval_reply`, one handler that routes encode / plan / answer / judge / rubric requests.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ def is_answer_request(body: dict[str, Any]) -> bool:
     return schema_name(body) == "memory_answer" or "<memory>" in prompt_text(body)
 
 
+def is_rubric_request(body: dict[str, Any]) -> bool:
+    return schema_name(body) == "rubric_scores" or "\nRubric:\n" in prompt_text(body)
+
+
 def is_judge_request(body: dict[str, Any]) -> bool:
     return schema_name(body) == "judge_verdict" or "Gold answer:" in prompt_text(body)
 
@@ -108,8 +113,24 @@ def judge_reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"verdict": "CORRECT" if ok else "WRONG", "reason": "gold tokens present" if ok else "gold tokens missing"}
 
 
+_RUBRIC_ITEM = re.compile(r"^\d+\. (.*)$")
+_CLAIM = re.compile(r"^.*?should \w+:\s*", re.I)
+
+
+def rubric_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """A score per rubric statement: 1 when every word of its claim is in the response, else 0."""
+    text = prompt_text(body)
+    rubric, _, response = text.partition("\nGenerated response: ")
+    items = [m.group(1) for line in rubric.split("\nRubric:\n", 1)[-1].splitlines() if (m := _RUBRIC_ITEM.match(line))]
+    words = set(re.findall(r"[a-z0-9]+", response.lower()))
+    scores = [1.0 if set(re.findall(r"[a-z0-9]+", _CLAIM.sub("", it).lower())) <= words else 0.0 for it in items]
+    return {"scores": scores, "reason": f"{int(sum(scores))} of {len(scores)} statements met"}
+
+
 def eval_reply(body: dict[str, Any]) -> dict[str, Any]:
-    """One handler for every call an eval run makes: encode, plan, answer, judge."""
+    """One handler for every call an eval run makes: encode, plan, answer, judge, rubric judge."""
+    if is_rubric_request(body):
+        return rubric_reply(body)
     if is_judge_request(body):
         return judge_reply(body)
     if is_plan_request(body):

@@ -24,7 +24,9 @@ RAY_LINE = re.compile(r"\.py:\d+ -- |\.cc:\d+:|\(\w*MapWorker|pid=\d+\)|Ray inst
 
 def lychee(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """``python -m lychee_ray.cli ARGS`` with the rules backend and no endpoint."""
-    base = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL")}
+    # a command of its own: not told by this test process that its backend notice was given already
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("RAY_ADDRESS", "OPENAI_BASE_URL", "LYCHEE_LLM_BASE_URL", "LYCHEE_BACKEND_NOTICE")}
     return subprocess.run([sys.executable, "-m", "lychee_ray.cli", *args], cwd=cwd, env={**base, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
@@ -174,9 +176,10 @@ def test_unexpected_errors_are_one_line_unless_debug(tmp_path, monkeypatch, caps
 
 @pytest.mark.ray
 def test_ray_build_on_a_pipe_prints_no_ray_lines_and_no_ansi(tmp_path):
-    """A small build on its own local Ray: only the project's lines (detected format, progress, summary)."""
+    """A small build on its own local Ray (``--ray``: alone it would run in-process): only the project's
+    lines (detected format, progress, summary)."""
     (tmp_path / "in.jsonl").write_text(EXAMPLE.read_text(encoding="utf-8"))
-    p = clean(lychee("build", "--input", "in.jsonl", "--out", "store", "--llm", "rules", cwd=tmp_path))
+    p = clean(lychee("build", "--input", "in.jsonl", "--out", "store", "--llm", "rules", "--ray", cwd=tmp_path))
     assert p.returncode == 0, p.stderr
     noisy = [ln for ln in (p.stdout + p.stderr).splitlines() if RAY_LINE.search(ln)]
     assert not noisy, "\n".join(noisy)

@@ -92,8 +92,8 @@ def test_variant_selection():
     assert [v.name for v in select_variants(["turn_rag", "lychee"])] == ["lychee", "turn_rag"]  # canonical order
     assert [v.name for v in select_variants(["lychee,fixed_window", "lychee"])] == ["lychee", "fixed_window"]
     assert [v.name for v in select_variants(None)] == ["lychee", "turn_rag", "full_context"]
-    assert len(select_variants(["all"])) == len(VARIANTS) == 10
-    assert {"turn_rag", "sentence_rag", "hybrid_rag", "full_context"} <= {v.name for v in VARIANTS.values() if v.turns_only}
+    assert len(select_variants(["all"])) == len(VARIANTS) == 11
+    assert {"turn_rag", "sentence_rag", "hybrid_rag", "passage_rag", "full_context"} <= {v.name for v in VARIANTS.values() if v.turns_only}
     with pytest.raises(UnknownVariant, match="known: lychee"):
         select_variants(["lychee", "nope"])
 

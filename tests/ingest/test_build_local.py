@@ -50,7 +50,7 @@ def test_rules_build_store_integrity(tmp_path, embedder):
     assert report["ok"], report["problems"]
     assert report["conversations"] == 3 and report["records"] == s.records and report["turns"] > 0
     m = json.loads((tmp_path / "st" / "manifest.json").read_text())
-    assert m["backend"] == "rules" and m["models"]["llm"] == "rules-v1" and m["embedding_dim"] == 384
+    assert m["backend"] == "rules" and m["models"]["llm"] == "rules-v2" and m["embedding_dim"] == 384
     assert m["counts"]["conversations"] == 3 and m["counts"]["records"] == s.records
     assert "offline" in m["backend_description"]
 

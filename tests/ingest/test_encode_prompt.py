@@ -1,7 +1,8 @@
-"""The encode prompt's "Fields:" list is generated from :class:`RecordDraft` (issue 36): the texts
-pinned here were captured before it was, so the rendered prompts (every encoder.mode ×
-context_style × agent variant) and the JSON schema sent with them are byte for byte as before; a
-new draft field is explained by its ``Field(description=...)`` with no prompt edit."""
+"""The encode prompt's "Fields:" list is generated from :class:`RecordDraft` (issue 36): the rendered
+prompts (every encoder.mode × context_style × agent variant) and the JSON schema sent with them are
+pinned, so any change to what the model is told is a deliberate one (the pins were last moved when
+the ``artifact`` field came with assistant chats: one "- artifact: ..." line, nothing else); a new
+draft field is explained by its ``Field(description=...)`` with no prompt edit."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from lychee_ray.config import EncoderConfig
 from lychee_ray.core.records import MemoryRecord
 from lychee_ray.llm.schema import schema_for
 
-# INSTRUCTIONS as rendered before the field list was generated
+# INSTRUCTIONS as rendered
 PINNED_INSTRUCTIONS = (
     'You write long-term memory records for a conversational agent.\n'
     'You receive one segment of a conversation (consecutive turns on one topic), the date of its session, and\n'
@@ -42,25 +43,27 @@ PINNED_INSTRUCTIONS = (
     '- topics: 1-4 short lowercase keywords;\n'
     '- time: start and end as YYYY-MM-DD (same day for a single day; first and last day for a month or year)\n'
     '  or null when the record has no time; expression = the original time words or null;\n'
-    '- source_turns: the [index] numbers of the turns the record comes from.\n'
+    '- source_turns: the [index] numbers of the turns the record comes from;\n'
+    '- artifact: code, table or document when the record describes ONE code block, table or drafted document\n'
+    '  (letter, e-mail, message, will) of the turns; else null.\n'
     'resolution_state: a short note of who or what the pronouns and aliases of this conversation refer to\n'
     '(e.g. "I = Caroline; you = Melanie; \'the shelter\' = Hope Animal Shelter"), for the next segment.\n'
 )
 
-# sha256 of instructions_for(EncoderConfig(mode, context_style), agent), captured before the change
+# sha256 of instructions_for(EncoderConfig(mode, context_style), agent)
 PINNED_VARIANTS = {
-    ("atomic", "plain", False): "f0351816eb8f90555127d2ebacdfadcb36d6413c49afbe773943fea7d1427103",
-    ("atomic", "plain", True): "b78e2571a69cd9c9d646f0fb3248c3532398e431004b30c32d0d69b3f2068302",
-    ("atomic", "guarded", False): "37853e398acc8d4e15ed357067e106785c75f09455f6161f20ff6ddca72b2c4e",
-    ("atomic", "guarded", True): "5e5b1c9593b24d10e31590dd5984f6c62bc9e867727e3211f5e2d5704785e84d",
-    ("summary", "plain", False): "a392bf62aa276c33a177ebbe6b53218397df61341b272666eb37634c08944984",
-    ("summary", "plain", True): "53756db49f40be637158ab9eb2b05e3ed1281f36fe0dfc5731fc193300ac5d82",
-    ("summary", "guarded", False): "defd17aef4581971fec4d77879cf640edcd4c034372024b052d8d26c911ada33",
-    ("summary", "guarded", True): "b6550b6170a5e653fe16089d0b166b9230bf5324351d7973b8829d14277660bb",
+    ("atomic", "plain", False): "21caf7f85cb48453398a8be0626d8bc3530fc948c30632ffe42bc691fe417e60",
+    ("atomic", "plain", True): "c704f628621648ec6488ae2409103fee24b22f71e3b94572ffbdbc0bb0c16b16",
+    ("atomic", "guarded", False): "c9d8e225b2e02b5c5d73adcffa154b87a8031f413728582ad117782fa8ab9561",
+    ("atomic", "guarded", True): "7a27890de68d7534d5ed86a50d63e845ddb9d5517b0fdc6c7e5b0333d3b46c28",
+    ("summary", "plain", False): "9cf57263ecb8590768c68743b06a417836668f83df79b65674ff3bd8174388c5",
+    ("summary", "plain", True): "9156aedccb11ea8239f28d6acc672a37b33f339198d0c762c966b21ff078cc57",
+    ("summary", "guarded", False): "86b8dca044e77190e3da075bb2f0d7d07f5694da1c122d07c2f3402a3ac3dc00",
+    ("summary", "guarded", True): "6f419aea9094e2deccedc22b3b736d6c4c2fffbbae37f55694b03ac06d4ad634",
 }
 PINNED_SYSTEM_PROMPT = "3472c18fefb5ebb0f8d2ec33220338247328df981a4d96d248cbd2624d272e47"
 # the strict JSON schema sent with every encode call (json.dumps(sort_keys=True)); the field descriptions are in it
-PINNED_SCHEMA = "ec57f9c25946f0deb0bd3098b760d349f58a3a4d11985eb431a9cf3a776edfb7"
+PINNED_SCHEMA = "e63ec4c968cc5451f70ec4e48bc7487f996a35a870a32167452d23e0d356b923"
 
 
 def sha(text: str) -> str:

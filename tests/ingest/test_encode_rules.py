@@ -223,7 +223,7 @@ def test_deterministic_and_async():
     b = RulesEncoder().encode_sync(request(*turns))
     c = asyncio.run(RulesEncoder().encode(request(*turns)))
     assert a.model_dump() == b.model_dump() == c.output.model_dump()
-    assert c.model == "rules-v1" and RulesEncoder.backend == "rules"
+    assert c.model == "rules-v2" and RulesEncoder.backend == "rules"
     assert "Caroline" in a.resolution_state and "Melanie" in a.resolution_state
 
 

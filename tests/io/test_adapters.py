@@ -151,13 +151,13 @@ def test_longmemeval_bad_date(tmp_path: Path):
 
 
 def test_uri_inputs_and_parquet(tmp_path: Path):
-    from lychee_ray.io.adapters import input_files
+    from lychee_ray.io.adapters import input_units
     from lychee_ray.core.conversation import conversations_to_table
     import pyarrow.parquet as pq
 
     (tmp_path / "a.jsonl").write_text(json.dumps(_conv("u1")) + "\n")
     uri = f"file://{tmp_path}"
-    assert input_files("jsonl", uri) == [f"file://{tmp_path}/a.jsonl"]
+    assert input_units("jsonl", uri) == [f"file://{tmp_path}/a.jsonl"]
     items = list(read_input("jsonl", uri))
     assert [i.conversation.conversation_id for i in items] == ["u1"]
     table = conversations_to_table([Conversation.model_validate(_conv("p1")), Conversation.model_validate(_conv("p2"))])
@@ -165,4 +165,4 @@ def test_uri_inputs_and_parquet(tmp_path: Path):
     got = [i.conversation.conversation_id for i in read_input("parquet", f"file://{tmp_path}/convs.parquet")]
     assert got == ["p1", "p2"]
     with pytest.raises(FileNotFoundError):
-        input_files("jsonl", f"file://{tmp_path}/missing")
+        input_units("jsonl", f"file://{tmp_path}/missing")

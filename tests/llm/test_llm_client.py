@@ -406,7 +406,7 @@ def test_resolve_backend(monkeypatch, caplog):
         assert resolve_backend(LLMConfig()) == "rules"
         assert resolve_backend(LLMConfig(), explicit="auto") == "rules"
     lines = [r.message for r in caplog.records if "rules" in r.message]
-    assert len(lines) == 1 and "no endpoint is configured" in lines[0]
+    assert len(lines) == 1 and "no endpoint configured" in lines[0] and len(lines[0]) <= 120  # a short notice
     with pytest.raises(ConfigError, match="unknown LLM backend"):
         resolve_backend(LLMConfig(), explicit="gpt")
 

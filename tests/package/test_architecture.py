@@ -20,10 +20,11 @@ LAYERS: dict[str, int] = {
     "ingest": 5,
     "query": 6,
     "serve": 7, "eval": 7, "testing": 7,
-    "ray": 8,
-    "memory": 9,
-    "api": 10,
-    "cli": 11,
+    "inspector": 8,
+    "ray": 9,
+    "memory": 10,
+    "api": 11,
+    "cli": 12,
 }
 RAY_ALLOWED = {"ray", "cli"}
 # Inside eval/, the same rule by subpackage (docs/architecture.md, "The eval package"): setup, metrics

@@ -126,6 +126,23 @@ def test_ray_build_dataset_format_without_line_numbers(ray_session, tmp_path):
     assert err["line"] is None and err["file"].endswith("2.json") and "not valid JSON" in err["message"]
 
 
+def test_ray_build_reads_a_folder_format_one_folder_per_row(ray_session, tmp_path):
+    """BEAM is a folder format: each conversation folder is one dataset row, read whole by one task;
+    the Ray build stores what the local build stores."""
+    from lychee_ray.ray.build_job import run_ray_build
+    from tests.beam_data import write_split
+
+    root = write_split(tmp_path / "100K", 2)
+    (root / "3").mkdir()
+    (root / "3" / "chat.json").write_text("[{broken")
+    cfg = load_config(env={})
+    s = run_ray_build(cfg, "beam", root, tmp_path / "ray", backend="rules", progress=False)
+    assert (s.inputs, s.built, s.failed) == (3, 2, 1)
+    local = run_local_build(cfg, "beam", root, tmp_path / "local", backend="rules")
+    assert (local.inputs, local.built, local.failed) == (3, 2, 1)
+    assert store_snapshot(tmp_path / "ray") == store_snapshot(tmp_path / "local")
+
+
 def test_build_memory_from_python_objects_local_and_ray_agree(ray_session, tmp_path):
     """The library entry point takes Python objects; both runners build the same store and account for bad objects."""
     from lychee_ray import build_memory

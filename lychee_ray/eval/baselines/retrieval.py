@@ -14,9 +14,12 @@ types or headers), see :func:`lychee_plain_context`.
 - :class:`HybridRAG` — (c) BM25 over the turns (the query's own BM25 parameters and vocabulary)
   and the dense turn ranking, fused with reciprocal rank fusion (``query.fusion.rrf_k``);
 - :class:`FullContext` — (d) the ceiling: every turn, up to ``eval.full_context_max_tokens``
-  (newest kept when a conversation is longer).
+  (newest kept when a conversation is longer);
+- :class:`~lychee_ray.eval.baselines.passages.PassageRAG` — (e) hybrid BM25 + dense RAG over
+  role-labelled passages of the messages (:mod:`~lychee_ray.eval.baselines.passages`).
 
-(a)–(c) add units in their ranked order while they fit the budget (a unit that does not fit is
+:mod:`~lychee_ray.eval.baselines.factory` names them all (``BASELINES``, ``make_baseline``).
+(a)–(c) and (e) add units in their ranked order while they fit the budget (a unit that does not fit is
 skipped, a later smaller one may still fit) and show them in conversation order.
 """
 
@@ -36,9 +39,6 @@ from lychee_ray.query.hits import Hit
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.sentences import split_sentences
 from lychee_ray.text.tokens import count_tokens
-
-BASELINES = ("turn_rag", "sentence_rag", "hybrid_rag", "full_context")
-
 
 def plain_line(speaker: str, text: str) -> str:
     """``Speaker: text`` on one line."""
@@ -82,6 +82,8 @@ class TurnView(Protocol):
     @property
     def turn_speaker(self) -> list[str]: ...
     @property
+    def turn_role(self) -> list[str]: ...
+    @property
     def turn_session_date(self) -> list[str | None]: ...
     @property
     def turn_index(self) -> Any: ...  # a FAISS index over the turn vectors (ids = row positions)
@@ -93,7 +95,8 @@ class TurnView(Protocol):
     def is_context_turn(self, pos: int) -> bool: ...
 
 
-def _unit(view: TurnView, uid: str, pos: int, sub: int, text: str, encoding: str) -> Evidence:
+def unit(view: TurnView, uid: str, pos: int, sub: int, text: str, encoding: str) -> Evidence:
+    """One plain-line unit ``uid`` showing ``text`` of the turn at ``pos`` (``sub``: its place in the turn)."""
     block = plain_line(view.turn_speaker[pos], text)
     return Evidence(
         key=ItemKey(view.conversation_id, "turn", uid), kind="turns", conversation_id=view.conversation_id, id=uid,
@@ -131,6 +134,7 @@ class MergedTurns:
     turn_ids: list[str]
     turn_text: list[str]
     turn_speaker: list[str]
+    turn_role: list[str]
     turn_session_date: list[str | None]
     turn_index: Any
     dim: int
@@ -157,6 +161,7 @@ def merged_turns(views: Sequence[ConversationView], name: str) -> MergedTurns:
     ids: list[str] = []
     text: list[str] = []
     speaker: list[str] = []
+    role: list[str] = []
     dates: list[str | None] = []
     vecs: list[np.ndarray] = []
     context: list[int] = []
@@ -165,6 +170,7 @@ def merged_turns(views: Sequence[ConversationView], name: str) -> MergedTurns:
         ids += [qualified(v.conversation_id, t) for t in v.turn_ids]
         text += v.turn_text
         speaker += v.turn_speaker
+        role += v.turn_role
         dates += v.turn_session_date
         vecs.append(np.asarray(v.turn_vecs, dtype=np.float32))
         context += [base + p for p in range(v.num_turns) if v.is_context_turn(p)]
@@ -172,7 +178,7 @@ def merged_turns(views: Sequence[ConversationView], name: str) -> MergedTurns:
     index = faiss.IndexFlatIP(dim)
     if ids:
         index.add(np.ascontiguousarray(np.concatenate(vecs), dtype=np.float32))
-    return MergedTurns(name, ids, text, speaker, dates, index, dim, frozenset(context), {t: i for i, t in enumerate(ids)})
+    return MergedTurns(name, ids, text, speaker, role, dates, index, dim, frozenset(context), {t: i for i, t in enumerate(ids)})
 
 
 class TurnUnits:
@@ -185,7 +191,7 @@ class TurnUnits:
     def __init__(self, view: TurnView, encoding: str) -> None:
         self.view = view
         self.encoding = encoding
-        self.units = [_unit(view, view.turn_ids[p], p, 0, view.turn_text[p], encoding) for p in range(view.num_turns)]
+        self.units = [unit(view, view.turn_ids[p], p, 0, view.turn_text[p], encoding) for p in range(view.num_turns)]
         self.excluded = frozenset(p for p in range(view.num_turns) if view.is_context_turn(p))
 
     def usable(self, units: Sequence[Evidence]) -> list[Evidence]:
@@ -223,7 +229,7 @@ class SentenceRAG:
     def __init__(self, turns: TurnUnits, embedder: Any) -> None:
         v = turns.view
         self.turns = turns
-        self.units = [_unit(v, f"{v.turn_ids[p]}#{k}", p, k, s, turns.encoding)
+        self.units = [unit(v, f"{v.turn_ids[p]}#{k}", p, k, s, turns.encoding)
                       for p in range(v.num_turns) for k, s in enumerate(split_sentences(v.turn_text[p]) or [v.turn_text[p]])]
         texts = [u.text for u in self.units]
         self.vectors = (np.asarray(embedder.encode(texts), dtype=np.float32) if texts
@@ -290,21 +296,5 @@ class FullContext:
         return self.selection
 
 
-def make_baseline(name: str, turns: TurnUnits, cfg: Any, embedder: Any = None) -> Any:
-    """The baseline ``name`` over ``turns`` (``cfg``: the :class:`~lychee_ray.config.LycheeConfig`;
-    ``embedder``: the document embedder, needed by ``sentence_rag``)."""
-    if name == "turn_rag":
-        return TurnRAG(turns)
-    if name == "sentence_rag":
-        return SentenceRAG(turns, embedder)
-    if name == "hybrid_rag":
-        r = cfg.query.recall
-        return HybridRAG(turns, r.bm25_k1, r.bm25_b, cfg.query.fusion.rrf_k)
-    if name == "full_context":
-        return FullContext(turns, cfg.eval.full_context_max_tokens)
-    raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
-
-
-__all__ = ["BASELINES", "FullContext", "HybridRAG", "MergedTurns", "Selected", "SentenceRAG", "TurnRAG", "TurnUnits",
-           "merged_turns", "qualified",
-           "lychee_plain_context", "make_baseline", "pack", "plain_context", "plain_line"]
+__all__ = ["FullContext", "HybridRAG", "MergedTurns", "Selected", "SentenceRAG", "TurnRAG", "TurnUnits", "TurnView",
+           "lychee_plain_context", "merged_turns", "pack", "plain_context", "plain_line", "qualified", "unit"]

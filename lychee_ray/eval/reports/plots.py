@@ -16,8 +16,11 @@ from lychee_ray.eval.metrics.context import thresholds_key
 
 
 def headline_metric(results: dict[str, Any]) -> tuple[str, str]:
-    """(key, label) of the metric the plots show: judge accuracy, else evidence recall."""
-    if results.get("judge", {}).get("enabled"):
+    """(key, label) of the metric the plots show: the rubric score or judge accuracy, else evidence recall."""
+    judge = results.get("judge", {})
+    if judge.get("enabled") and judge.get("protocol") == "rubric":
+        return "rubric_score", "rubric score"
+    if judge.get("enabled"):
         return "judge_accuracy", "judge accuracy"
     label = "answer-session recall" if results.get("evidence_unit") == "answer session" else "evidence recall"
     return "evidence_recall", label

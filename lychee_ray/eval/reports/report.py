@@ -65,7 +65,12 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     lines.append(f"- backend: **{backend}**; conversations: {len(results.get('conversations', []))}; questions: "
                  f"{results.get('questions')}" + (f" (first {results['limit_per_conversation']} per conversation)"
                                                   if results.get("limit_per_conversation") else ""))
-    if judge.get("enabled"):
+    rubric = judge.get("enabled") and judge.get("protocol") == "rubric"
+    if rubric:
+        lines.append(f"- judge: the benchmark's rubric judge, LLM `{judge.get('model')}`: each rubric statement scored "
+                     "1 / 0.5 / 0, a question's rubric score is their mean; judge accuracy = share of questions at "
+                     "eval.beam.rubric_pass_score or above (temperature 0)")
+    elif judge.get("enabled"):
         lines.append(f"- judge: LLM judge `{judge.get('model')}` (CORRECT/WRONG, temperature 0, lenient on wording and dates)")
     else:
         lines.append("- judge: **none** — the rules backend has no LLM, so no accuracy is reported (judge_accuracy = null). "
@@ -141,7 +146,8 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         for c, pc in (r.get("per_category") or {}).items():
             cats.setdefault(c, pc.get("name", c))
     order = sorted(cats, key=lambda c: (len(c), c))
-    metrics = ([("judge_accuracy", "judge accuracy")] if judge.get("enabled") else []) + [
+    metrics = ([("judge_accuracy", "judge accuracy")] if judge.get("enabled") else []) + (
+        [("rubric_score", "rubric score")] if rubric else []) + [
         ("evidence_recall", "evidence recall" if ds != "longmemeval" else "answer-session recall")] + [
         (thresholds_key(t), f"content coverage ≥{int(round(100 * t))}%") for t in thresholds] + [
         ("answer_in_context", "answer in context"), ("f1", "F1"), ("bleu1", "BLEU-1")]

@@ -2,7 +2,8 @@
 
 Evidence (id) recall (LongMemEval: answer-session recall), content coverage of the context text
 and answer-in-context (:mod:`lychee_ray.eval.metrics.context`), LoCoMo's official F1 and the
-Mem0/LoCoMo BLEU-1 (:mod:`lychee_ray.eval.metrics.locomo`), judge accuracy; overall, per category
+Mem0/LoCoMo BLEU-1 (:mod:`lychee_ray.eval.metrics.locomo`), judge accuracy and, with the rubric
+judge (BEAM), the mean rubric score; overall, per category
 and per split (``eval.locomo_split``). Costs: construction tokens per conversation (store usage
 tables, or the offline estimate for ``rules``: :mod:`lychee_ray.eval.runners.costs`), query tokens per
 question (plan + answer, prompt + completion) with the query prompt (planner + answer prompt) next
@@ -61,7 +62,7 @@ def score_row(row: AnswerRow | dict[str, Any], q: QAItem, dataset: str, turn_ses
     content: dict[str, float | None] = (content_scores(wc, [t in cov for t in gold], thresholds) if wc and len(wc) == len(gold) and not abst
                else {thresholds_key(t): None for t in thresholds})
     f1 = b1 = None
-    if not abst:
+    if not abst and (q.answer or not q.meta.get("rubric")):  # a BEAM preference question: a rubric, no gold answer
         f1 = (locomo_f1(row.get("answer"), q.answer, q.category) if dataset == "locomo"
               else locomo_f1_single(row.get("answer"), q.answer))
         b1 = bleu1(row.get("answer"), q.answer)
@@ -100,6 +101,8 @@ def summarise_rows(rows: list[dict[str, Any]], judged: bool) -> dict[str, Any]:
         "plain_context_tokens": _tok_mean(rows, "plain_context_tokens"),
         "query_prompt_tokens": _tok_mean(rows, "plan_prompt_tokens", "answer_prompt_tokens"),
     })
+    if judged and any(r.get("judge_score") is not None for r in rows):  # the rubric judge (BEAM)
+        out["rubric_score"] = _r(mean(r.get("judge_score") for r in rows))
     # the budget spent on content (issue 27), and the per-question median query prompt
     out["plain_share"] = (_r(out["plain_context_tokens"] / out["context_tokens"]) if out["context_tokens"] else None)
     prompts = [int(r.get("plan_prompt_tokens") or 0) + int(r.get("answer_prompt_tokens") or 0) for r in rows]

@@ -4,8 +4,10 @@ The ``memory`` kind asks the store (plan → recall → fuse → select → answ
 (:mod:`lychee_ray.eval.baselines.retrieval`: ``turn_rag``, ``sentence_rag``, ``hybrid_rag`` at the query
 budget, ``full_context`` up to ``eval.full_context_max_tokens``) answer from their plain lines.
 Every row also records what its context text contains: per gold turn the share of its content
-words (:mod:`lychee_ray.eval.metrics.context`) and whether the gold answer occurs in it. With a
-judge configured, every answer is judged (CORRECT/WRONG, ``stage="judge"``, tokens counted apart).
+words (:mod:`lychee_ray.eval.metrics.context`) and whether the gold answer occurs in it (a question
+with a rubric: its short answers, :mod:`lychee_ray.eval.metrics.rubric`). With a judge configured,
+every answer is judged (CORRECT/WRONG, or with ``judge_protocol`` ``rubric`` a score per rubric
+statement; ``stage="judge"``, tokens counted apart).
 Executors run many of these at once.
 """
 
@@ -21,18 +23,15 @@ import numpy as np
 
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import get_embedder
-from lychee_ray.eval.baselines.retrieval import (
-    FullContext,
-    TurnUnits,
-    lychee_plain_context,
-    make_baseline,
-)
+from lychee_ray.eval.baselines.factory import EMBEDDING_BASELINES, make_baseline
+from lychee_ray.eval.baselines.retrieval import FullContext, TurnUnits, lychee_plain_context
 from lychee_ray.eval.metrics.context import (
     answer_in_context,
     citing_texts,
     gold_word_coverage,
     normalized_context,
 )
+from lychee_ray.eval.metrics.rubric import answers_in_context, short_answers
 from lychee_ray.eval.runners.judge import LLMJudge
 from lychee_ray.eval.runners.retrieval import last_session_date
 from lychee_ray.eval.setup.rows import AnswerRow, QuestionPayload
@@ -51,7 +50,8 @@ class QuestionAnswerer:
 
     ``spec`` (JSON-serialisable, so it can travel to a Ray actor): ``cfg_json`` (query config),
     ``backend``, ``kind`` (``memory`` or a baseline name), ``variant``,
-    ``variant_key``, ``store`` (path), optional ``judge_cfg_json`` and ``in_flight``. ``limiter`` is
+    ``variant_key``, ``store`` (path), optional ``judge_cfg_json``, ``judge_protocol`` (``answer``, the
+    default, or ``rubric`` for questions that have one) and ``in_flight``. ``limiter`` is
     the rate limiter every LLM call of this answerer (plan, answer, judge) goes through; without one
     each client gets its own process-local limiter.
     """
@@ -71,13 +71,16 @@ class QuestionAnswerer:
         self.client = client
         self.store = MemoryStore(spec["store"], self.cfg, embedder=embedder, llm=self.backend, llm_client=client)
         self.judge = None
+        self.judge_protocol: str = spec.get("judge_protocol") or "answer"
+        self.judge_cfg = self.cfg
         if spec.get("judge_cfg_json"):
-            jcfg = LycheeConfig.model_validate_json(spec["judge_cfg_json"])
+            jcfg = self.judge_cfg = LycheeConfig.model_validate_json(spec["judge_cfg_json"])
             jc = judge_client or make_llm_client(jcfg, limiter=limiter)
             self.judge = LLMJudge(jc, jcfg.eval.judge_max_completion_tokens, self.encoding)
         self._embedder = embedder
         self._baselines: dict[str, Any] = {}
         self._fixed: dict[str, str] = {}  # full context: its normalised text, once per conversation
+        self._chats: dict[str, str] = {}  # a conversation's normalised text (rubric short answers)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -91,7 +94,7 @@ class QuestionAnswerer:
             b = self._baselines.get(cid)
         if b is None:
             doc_embedder = None
-            if self.kind == "sentence_rag":
+            if self.kind in EMBEDDING_BASELINES:
                 doc_embedder = self._embedder or get_embedder(self.cfg.embedding, self.cfg.llm)
             b = make_baseline(self.kind, TurnUnits(self.store.view(cid), self.encoding), self.cfg, doc_embedder)
             with self._lock:
@@ -115,6 +118,7 @@ class QuestionAnswerer:
             "answer_prompt_tokens": 0, "answer_completion_tokens": 0, "query_tokens": 0, "llm_calls": 0,
             "tokens_estimated": self.backend != "openai", "plan_fallback": False, "judge_verdict": None, "judge_reason": None,
             "judge_prompt_tokens": 0, "judge_completion_tokens": 0, "judge_calls": 0, "judge_error": None,
+            "judge_score": None,
         }
         try:
             if self.kind == "memory":
@@ -127,10 +131,15 @@ class QuestionAnswerer:
         row["query_tokens"] = (row["plan_prompt_tokens"] + row["plan_completion_tokens"] + row["answer_prompt_tokens"]
                                + row["answer_completion_tokens"])
         if self.judge is not None and row["answer_error"] is None:
-            j = self.judge.judge(q["question"], q["answer"], row["answer"], question_id=q["question_id"],
-                                 abstention=row["abstention"], category=q["category"])
+            if self.judge_protocol == "rubric" and q.get("rubric"):
+                j = self.judge.judge_rubric(q["question"], list(q["rubric"]), row["answer"],
+                                            self.judge_cfg.eval.beam.rubric_pass_score, question_id=q["question_id"])
+            else:
+                j = self.judge.judge(q["question"], q["answer"], row["answer"], question_id=q["question_id"],
+                                     abstention=row["abstention"], category=q["category"])
             row.update(judge_verdict=j.verdict, judge_reason=j.reason, judge_prompt_tokens=j.prompt_tokens,
-                       judge_completion_tokens=j.completion_tokens, judge_calls=j.calls, judge_error=j.error)
+                       judge_completion_tokens=j.completion_tokens, judge_calls=j.calls, judge_error=j.error,
+                       judge_score=j.score)
         row["latency_ms"] = round((time.perf_counter() - t0) * 1000.0, 3)
         row["answered_at"] = time.time()
         return cast(AnswerRow, row)
@@ -155,9 +164,23 @@ class QuestionAnswerer:
         view = self.store.view(q["conversation_id"])
         gold = list(dict.fromkeys(q.get("evidence") or []))
         texts = [view.turn_text[view.turn_pos[t]] if t in view.turn_pos else "" for t in gold]
+        if q.get("rubric"):
+            answers = short_answers(q["rubric"], self._chat(q["conversation_id"]), self.cfg.eval.beam.short_answer_max_words)
+            aic = answers_in_context(answers, norm if norm is not None else normalized_context(plain))
+        else:
+            aic = answer_in_context(q["answer"], q["category"], plain, normalized=norm)
         row.update(plain_context_tokens=plain_tokens,
-                   gold_word_coverage=gold_word_coverage(texts, citing_texts(gold, units)),
-                   answer_in_context=answer_in_context(q["answer"], q["category"], plain, normalized=norm))
+                   gold_word_coverage=gold_word_coverage(texts, citing_texts(gold, units)), answer_in_context=aic)
+
+    def _chat(self, cid: str) -> str:
+        """The conversation's normalised text (computed once; thread-safe)."""
+        with self._lock:
+            text = self._chats.get(cid)
+        if text is None:
+            text = normalized_context("\n".join(self.store.view(cid).turn_text))
+            with self._lock:
+                text = self._chats.setdefault(cid, text)
+        return text
 
     def _turns(self, q: QuestionPayload, row: dict[str, Any]) -> None:
         """The baselines: answer from the baseline's plain lines."""

@@ -10,6 +10,12 @@ knowledge-update answer must give the *updated* value; preference questions are 
 the answer respects the user's stated preference; an **abstention** question (``*_abs``) is
 CORRECT exactly when the answer says the information is not available or was never mentioned.
 
+**Rubric judge** (BEAM, ``eval.beam.judge: rubric``): the benchmark's protocol — an LLM scores the
+response against each rubric statement of the question (1 = satisfied, 0.5 = partly, 0 = not), the
+question's score is the mean (``judge_score``), and it counts as CORRECT at
+``eval.beam.rubric_pass_score`` or above. The reply is ``{"scores": [...], "reason"}``, one score per
+statement in order; a reply with another number of scores is a failed verdict (redone on resume).
+
 The call goes through the ``openai`` backend: ``stage="judge"`` (its tokens are accounted apart
 from plan/answer), temperature 0, schema-constrained ``{"verdict": "CORRECT"|"WRONG", "reason"}``.
 Parsing is lenient: the reply model also accepts ``{"label": ...}``, ``{"correct": true}``,
@@ -151,6 +157,39 @@ class JudgeReply(BaseModel):
         return {"verdict": v, "reason": reason}
 
 
+RUBRIC_SYSTEM = """You grade a long-term memory assistant's response against a rubric. You get a question,
+the rubric (numbered statements of what a correct response does or says) and the generated response.
+Score every statement in order: 1 if the response satisfies it, 0.5 if it satisfies it partly, 0 if not.
+Judge meaning, not wording: paraphrases, other date formats and extra details are fine; a statement
+that the response contradicts or leaves out scores 0.
+
+Reply with JSON: {"scores": [one number per statement, in order], "reason": one short sentence}."""
+
+# a statement's score is snapped to the nearest of these
+RUBRIC_LEVELS = (0.0, 0.5, 1.0)
+
+
+class RubricReply(BaseModel):
+    """The rubric judge's JSON: one score per statement."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    scores: list[float] = Field(description="one score per rubric statement, in order: 1, 0.5 or 0")
+    reason: str = Field(default="", description="one short sentence")
+
+    @model_validator(mode="after")
+    def _snap(self) -> RubricReply:
+        self.scores = [min(RUBRIC_LEVELS, key=lambda lv: abs(lv - max(0.0, min(1.0, float(x))))) for x in self.scores]
+        return self
+
+
+def rubric_messages(question: str, rubric: list[str], answer: str) -> list[dict[str, str]]:
+    """The rubric judge call's messages (static instructions first)."""
+    items = "\n".join(f"{i}. {r}" for i, r in enumerate(rubric, start=1))
+    user = f"Question: {question}\nRubric:\n{items}\nGenerated response: {answer or '(empty)'}"
+    return [{"role": "system", "content": RUBRIC_SYSTEM}, {"role": "user", "content": user}]
+
+
 def judge_messages(question: str, gold: str, answer: str, *, abstention: bool = False,
                    category: str | None = None) -> list[dict[str, str]]:
     """The judge call's messages (static instructions first, for provider prompt caching)."""
@@ -177,6 +216,7 @@ class JudgeOutcome:
     calls: int = 0
     estimated: bool = False
     error: str | None = None
+    score: float | None = None  # rubric judge: the mean statement score
 
     @property
     def correct(self) -> bool | None:
@@ -196,7 +236,8 @@ def verdict_from_failure(e: LLMCallFailed) -> Verdict | None:
 
 
 class LLMJudge:
-    """CORRECT/WRONG through an :class:`~lychee_ray.llm.client.LLMClient` (sync API; thread-safe)."""
+    """CORRECT/WRONG (or a rubric score) through an :class:`~lychee_ray.llm.client.LLMClient` (sync API;
+    thread-safe)."""
 
     def __init__(self, client: Any, max_completion_tokens: int = 200, encoding: str = DEFAULT_ENCODING) -> None:
         self.client = client
@@ -215,10 +256,7 @@ class LLMJudge:
             res = self.client.chat_json_sync("judge", msgs, JudgeReply, schema_name="judge_verdict",
                                              max_completion_tokens=self.max_completion_tokens, keys=keys)
         except LLMCallFailed as e:
-            u = e.usage
-            spent: dict[str, Any] = dict(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
-                         cached_tokens=u.cached_tokens, estimated=u.estimated) if u is not None else dict(
-                prompt_tokens=prompt_tokens_estimate(msgs, JudgeReply, self.encoding), estimated=True)
+            spent = _spent(e, msgs, JudgeReply, self.encoding)
             v = verdict_from_failure(e)
             if v is not None:
                 return JudgeOutcome(v, "parsed from a plain-text reply", calls=1, **spent)
@@ -228,6 +266,37 @@ class LLMJudge:
         return JudgeOutcome(res.parsed.verdict, res.parsed.reason, u.prompt_tokens, u.completion_tokens,
                             u.cached_tokens, 1, u.estimated)
 
+    def judge_rubric(self, question: str, rubric: list[str], answer: str, pass_score: float, *,
+                     question_id: str | None = None) -> JudgeOutcome:
+        """The rubric verdict of one response (module docstring): the mean statement score, CORRECT at
+        ``pass_score`` or above; a failed call or a reply with the wrong number of scores has no verdict."""
+        msgs = rubric_messages(question, rubric, answer)
+        keys = {"question_id": question_id} if question_id else None
+        try:
+            res = self.client.chat_json_sync("judge", msgs, RubricReply, schema_name="rubric_scores",
+                                             max_completion_tokens=self.max_completion_tokens, keys=keys)
+        except LLMCallFailed as e:
+            log.warning("rubric judge call failed for %s: %s", question_id, e)
+            return JudgeOutcome(None, calls=1, error=str(e), **_spent(e, msgs, RubricReply, self.encoding))
+        u = res.usage
+        spent = dict(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, cached_tokens=u.cached_tokens,
+                     calls=1, estimated=u.estimated)
+        scores = res.parsed.scores
+        if len(scores) != len(rubric):
+            return JudgeOutcome(None, error=f"rubric judge returned {len(scores)} score(s) for {len(rubric)} statement(s)",
+                                **spent)
+        score = sum(scores) / len(scores)
+        return JudgeOutcome("CORRECT" if score >= pass_score else "WRONG", res.parsed.reason, score=score, **spent)
+
+
+def _spent(e: LLMCallFailed, msgs: list[dict[str, str]], reply: type[BaseModel], encoding: str) -> dict[str, Any]:
+    """What a failed judge call cost (the provider's usage, else an estimate of its prompt)."""
+    u = e.usage
+    if u is not None:
+        return dict(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, cached_tokens=u.cached_tokens,
+                    estimated=u.estimated)
+    return dict(prompt_tokens=prompt_tokens_estimate(msgs, reply, encoding), estimated=True)
+
 
 def judge_config(cfg: LycheeConfig, judge_model: str | None = None) -> LycheeConfig:
     """``cfg`` with the judge's model (``--judge-model`` > ``eval.judge_model`` > ``llm.model``), temperature 0."""
@@ -236,5 +305,6 @@ def judge_config(cfg: LycheeConfig, judge_model: str | None = None) -> LycheeCon
     return cfg.model_copy(update={"llm": llm})
 
 
-__all__ = ["ABSTENTION_NOTE", "JUDGE_SYSTEM", "JudgeOutcome", "JudgeReply", "LLMJudge", "TYPE_NOTES", "judge_config",
-           "judge_messages", "parse_verdict", "verdict_from_failure"]
+__all__ = ["ABSTENTION_NOTE", "JUDGE_SYSTEM", "RUBRIC_SYSTEM", "JudgeOutcome", "JudgeReply", "LLMJudge", "RubricReply",
+           "TYPE_NOTES", "judge_config", "judge_messages", "parse_verdict", "rubric_messages",
+           "verdict_from_failure"]

@@ -8,15 +8,24 @@ planner) and the baselines of :mod:`lychee_ray.eval.baselines.retrieval` at the 
   selection (a record covers its source turns, a raw-turn window every turn in it);
 - **content coverage** (``content_recall_50``, ``content_recall_80`` …): share of gold turns with at
   least that share of their content words in the selection's plain text
-  (:mod:`lychee_ray.eval.metrics.context`);
-- **answer in context**: the normalised gold answer occurs in the plain text;
+  (:mod:`lychee_ray.eval.metrics.context`); ``content_coverage``: the mean share itself over the
+  gold turns (the text of the units citing a turn: a unit that cites a turn without carrying its
+  words earns its id, not its content);
+- **by role** (``gold_role_recall``): id coverage of the gold turns of each role (user / assistant),
+  over the questions that have gold of that role;
+- **answer in context**: the normalised gold answer occurs in the plain text; a question graded by
+  a rubric (BEAM) is checked on its rubric's short answers that occur in the chat instead
+  (:mod:`lychee_ray.eval.metrics.rubric`; None when it has none);
 - **tokens**: the context as the answer prompt shows it (lychee: its compact serialisation with
   session-date headers; the baselines: plain lines), its plain text and their ratio
   (``plain_share``: the budget spent on content), and the query prompt = planner prompt + answer
   prompt (offline count with the same prompts an LLM would get; the baselines have no planner),
   as a mean and a median.
 
-Summaries are overall, per category and per split (``eval.locomo_split``: dev / test).
+Summaries are overall, per category and per split (``eval.locomo_split``: dev / test); a data set
+without a split (BEAM) is summarised per conversation instead. ``full_context`` also reports how
+many questions' whole conversation fits the budget (``fits_budget``) and its figures over those
+(``at_budget``; None when none fits).
 
 A question's date: its own ``question_date`` when the dataset has one, else the conversation's
 last session date (LoCoMo has none).
@@ -37,12 +46,12 @@ import numpy as np
 
 from lychee_ray.core.conversation import QAItem
 from lychee_ray.embed import get_embedder
+from lychee_ray.eval.baselines.factory import EMBEDDING_BASELINES, make_baseline
 from lychee_ray.eval.baselines.retrieval import (
     FullContext,
     MergedTurns,
     TurnUnits,
     lychee_plain_context,
-    make_baseline,
     merged_turns,
     qualified,
 )
@@ -55,6 +64,7 @@ from lychee_ray.eval.metrics.context import (
 )
 from lychee_ray.eval.metrics.evidence import coverage
 from lychee_ray.eval.metrics.locomo import locomo_normalize
+from lychee_ray.eval.metrics.rubric import answers_in_context, short_answers
 from lychee_ray.eval.setup.datasets import conversation_split
 from lychee_ray.config.eval import AgentLogEvalConfig
 from lychee_ray.eval.setup.agentlog_questions import QuestionLimits, derive_questions
@@ -92,6 +102,10 @@ class Coverage:
     word_coverage: list[float | None] = field(default_factory=list)  # per gold turn
     content: dict[str, float | None] = field(default_factory=dict)  # content_recall_<pct>
     answer_in_context: bool | None = None
+    hits: list[str] = field(default_factory=list)  # the gold turn ids in the context
+    content_coverage: float | None = None  # mean word coverage over the gold turns
+    recall_by_role: dict[str, float] = field(default_factory=dict)  # id coverage of each role's gold turns
+    fits_budget: bool | None = None  # full_context: the whole conversation fits the budget
 
 
 @dataclass
@@ -103,6 +117,7 @@ class QuestionResult:
     question: str
     gold: list[str]
     systems: dict[str, Coverage]
+    gold_roles: list[str] = field(default_factory=list)  # the role of each gold turn
 
 
 
@@ -134,14 +149,19 @@ def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None,
 
 
 class _Measure:
-    """Scores one system's selection for one question against its gold turns."""
+    """Scores one system's selection for one question against its gold turns.
 
-    def __init__(self, q: QAItem, view: ConversationView | MergedTurns, thresholds: Sequence[float]) -> None:
+    ``answers``: the question's rubric short answers (checked instead of its gold answer), or None."""
+
+    def __init__(self, q: QAItem, view: ConversationView | MergedTurns, thresholds: Sequence[float],
+                 answers: list[str] | None = None) -> None:
         self.q = q
         self.thresholds = thresholds
+        self.answers = answers
         pos = view.turn_pos
         self.gold_ids = list(dict.fromkeys(q.evidence))
         self.gold_texts = [view.turn_text[pos[t]] if t in pos else "" for t in self.gold_ids]
+        self.gold_roles = [view.turn_role[pos[t]] if t in pos else "" for t in self.gold_ids]
 
     def __call__(self, units: Sequence[tuple[Sequence[str], str]], plain: str, context_tokens: int, plan_prompt: int,
                  answer_prompt: int, norm: str | None = None) -> Coverage:
@@ -151,11 +171,21 @@ class _Measure:
         cov = set(covered)
         ids = [t in cov for t in self.gold_ids]
         wc = gold_word_coverage(self.gold_texts, citing_texts(self.gold_ids, units))
+        per_turn = [w if w is not None else float(hit) for w, hit in zip(wc, ids, strict=True)]  # no words: by id
+        by_role: dict[str, list[bool]] = {}
+        for role, hit in zip(self.gold_roles, ids, strict=True):
+            by_role.setdefault(role, []).append(hit)
+        if self.answers is not None:
+            aic = answers_in_context(self.answers, norm if norm is not None else normalized_context(plain))
+        else:
+            aic = answer_in_context(self.q.answer, self.q.category, plain, normalized=norm)
         return Coverage(
             recall=frac, any=any_, all=all_, context_tokens=context_tokens, query_prompt_tokens=plan_prompt + answer_prompt,
             covered=sorted(cov), plain_tokens=0, plan_prompt_tokens=plan_prompt, answer_prompt_tokens=answer_prompt,
-            word_coverage=wc, content=content_scores(wc, ids, self.thresholds),
-            answer_in_context=answer_in_context(self.q.answer, self.q.category, plain, normalized=norm),
+            word_coverage=wc, content=content_scores(wc, ids, self.thresholds), answer_in_context=aic,
+            hits=[t for t, hit in zip(self.gold_ids, ids, strict=True) if hit],
+            content_coverage=sum(per_turn) / len(per_turn) if per_turn else None,
+            recall_by_role={r: sum(h) / len(h) for r, h in by_role.items() if r},
         )
 
 
@@ -172,6 +202,10 @@ def _summary(rows: list[Coverage]) -> dict[str, Any]:
                            "all": _mean([r.all for r in rows])}
     for k in rows[0].content:
         out[k] = _mean([r.content.get(k) for r in rows])
+    out["content_coverage"] = _mean([r.content_coverage for r in rows])
+    roles = sorted({role for r in rows for role in r.recall_by_role})
+    out["gold_role_recall"] = {role: {"questions": sum(role in r.recall_by_role for r in rows),
+                                      "recall": _mean([r.recall_by_role.get(role) for r in rows])} for role in roles}
     out["answer_in_context"] = _mean([None if r.answer_in_context is None else float(r.answer_in_context) for r in rows])
     for k in ("context_tokens", "plain_tokens", "plan_prompt_tokens", "answer_prompt_tokens", "query_prompt_tokens"):
         out[k] = round(sum(getattr(r, k) for r in rows) / n, TOKEN_DIGITS)
@@ -187,14 +221,24 @@ def _by_category(results: list[QuestionResult], system: str) -> dict[str, Any]:
 
 
 def summarise(results: list[QuestionResult], system: str) -> dict[str, Any]:
-    """One system's summary: overall, per category, and per split (each with its categories)."""
-    out = _summary([r.systems[system] for r in results])
+    """One system's summary: overall, per category, and per split (each with its categories) — or,
+    when no question is in a split, per conversation; ``full_context``: what fits the budget."""
+    rows = [r.systems[system] for r in results]
+    out = _summary(rows)
     out["per_category"] = _by_category(results, system)
     splits = [s for s in ("dev", "test") if any(r.split == s for r in results)]
     out["per_split"] = {}
     for s in splits:
         part = [r for r in results if r.split == s]
         out["per_split"][s] = {**_summary([r.systems[system] for r in part]), "per_category": _by_category(part, system)}
+    if not splits:
+        convs = dict.fromkeys(r.conversation_id for r in results)
+        out["per_conversation"] = {c: _summary([r.systems[system] for r in results if r.conversation_id == c])
+                                   for c in convs}
+    if any(c.fits_budget is not None for c in rows):
+        fit = [c for c in rows if c.fits_budget]
+        out["fits_budget"] = len(fit)
+        out["at_budget"] = _summary(fit) if fit else None
     return out
 
 
@@ -219,12 +263,15 @@ def evaluate_retrieval(
     baselines: Sequence[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
     scope: Scope = "conversation",
+    doc_embedder: Any = None,
 ) -> tuple[dict[str, Any], list[QuestionResult]]:
     """Run lychee search (rules planner: no LLM) and the baselines (default ``eval.retrieval_baselines``).
 
     ``scope="user"``: every question is asked of all the conversations of its conversation's owner
     (lychee's user-scoped search; the baselines over the union of those conversations' turns), the
     scope an agent serving that user has; gold turns are matched by conversation and turn id.
+    ``doc_embedder``: what the embedding baselines embed their units with (default: the configured
+    embedder; a benchmark running several budgets passes one with a memo, so each text is embedded once).
     """
     t0 = time.perf_counter()
     cfg = store.config
@@ -232,9 +279,19 @@ def evaluate_retrieval(
     names = list(cfg.eval.retrieval_baselines if baselines is None else baselines)
     thresholds = list(cfg.eval.content_coverage_thresholds)
     enc = store.encoding
-    doc_embedder = None
-    if "sentence_rag" in names:
+    if doc_embedder is None and any(n in EMBEDDING_BASELINES for n in names):
         doc_embedder = get_embedder(cfg.embedding, cfg.llm)  # the model the store's turn vectors come from
+    max_words = cfg.eval.beam.short_answer_max_words
+    chats: dict[str, str] = {}  # conversation id -> its normalised text (rubric short answers)
+
+    def answers(q: QAItem) -> list[str] | None:
+        if not q.meta.get("rubric"):
+            return None
+        if q.conversation_id not in chats:
+            v = store.view(q.conversation_id)
+            chats[q.conversation_id] = normalized_context("\n".join(v.turn_text))
+        return short_answers(q.meta["rubric"], chats[q.conversation_id], max_words)
+
     results: list[QuestionResult] = []
     missing = sorted({q.conversation_id for q in questions if q.conversation_id not in store.reader.markers})
     if missing:
@@ -251,7 +308,7 @@ def evaluate_retrieval(
             cid = q.conversation_id
             qd = as_datetime(q.question_date) if q.question_date else last_session_date(views[cid])
             gold = q if scope == "conversation" else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
-            measure = _Measure(gold, scoped, thresholds)
+            measure = _Measure(gold, scoped, thresholds, answers(q))
             if scope == "conversation":
                 res = store.search(cid, q.question, qd, budget, llm="rules", question_id=q.question_id)
                 cited = [(e.source_turn_ids, e.text) for e in res.evidence]
@@ -273,9 +330,11 @@ def evaluate_retrieval(
                 prompt = prompt_tokens_estimate(answer_messages(q.question, qd, sel.context), AnswerReply, enc)
                 c = measure([(un.turn_ids, un.text) for un in sel.units], sel.context, sel.tokens, 0, prompt, norm)
                 c.plain_tokens = sel.tokens
+                if isinstance(system, FullContext):
+                    c.fits_budget = not sel.truncated and sel.tokens <= budget
                 out[bname] = c
             results.append(QuestionResult(q.question_id, cid, q.category, conversation_split(cfg, cid), q.question,
-                                          list(q.evidence), out))
+                                          list(q.evidence), out, measure.gold_roles))
             done += 1
             if progress is not None:
                 progress(done, len(questions))
@@ -292,6 +351,7 @@ def evaluate_retrieval(
                          "counts against the budget, its measured text is the plain projection (turn lines and record "
                          "texts); full_context is the unbudgeted ceiling",
         "scope": scope,
+        "conversations": list(dict.fromkeys(r.conversation_id for r in results)),
         "memory": str(store.root),
         "backend": store.reader.manifest.get("backend"),
         "wall_s": round(time.perf_counter() - t0, 2),

@@ -8,8 +8,9 @@ Everything lives in one run directory (:mod:`lychee_ray.eval.setup.layout`) and 
 3. **Answers** (:mod:`~lychee_ray.eval.runners.evaluators`, :mod:`~lychee_ray.eval.runners.resume`):
    each variant's unanswered questions, appended in parts; a re-run skips question ids already
    answered with the same variant key and redoes failed ones.
-4. **Judge** (``openai`` only, :mod:`~lychee_ray.eval.runners.judge`): CORRECT/WRONG per answer. With
-   ``rules`` no judge runs and ``judge_accuracy`` is null.
+4. **Judge** (``openai`` only, :mod:`~lychee_ray.eval.runners.judge`): CORRECT/WRONG per answer; on
+   BEAM with ``eval.beam.judge: rubric`` (the default) the benchmark's rubric judge, a score per
+   rubric statement (``rubric_score``). With ``rules`` no judge runs and ``judge_accuracy`` is null.
 5. **Metrics and costs** (:mod:`~lychee_ray.eval.runners.aggregate`, :mod:`~lychee_ray.eval.runners.costs`).
 
 The executor runs steps 2-3: :class:`~lychee_ray.eval.runners.executors.LocalExecutor` in this process
@@ -42,6 +43,7 @@ from lychee_ray.eval.runners.judge import judge_config
 from lychee_ray.eval.runners.resume import RunState, done_ok, load_answers
 from lychee_ray.eval.runners.stores import StoreInfo, VariantStores, markers_for
 from lychee_ray.eval.setup.datasets import (
+    BEAM,
     Dataset,
     load_dataset,
     question_payload,
@@ -110,6 +112,21 @@ def _progress_printer(name: str, enabled: bool, cfg: LycheeConfig) -> Callable[[
     return show
 
 
+def judge_protocol(cfg: LycheeConfig, dataset: str) -> str:
+    """How answers are judged: ``rubric`` on BEAM when ``eval.beam.judge`` says so, else ``answer``."""
+    return cfg.eval.beam.judge if dataset == BEAM else "answer"
+
+
+def _key_extra(v: Variant, cfg: LycheeConfig, protocol: str) -> dict[str, Any]:
+    """What else an answer depends on: the rubric judge and its pass score, the passage size."""
+    extra: dict[str, Any] = {}
+    if protocol == "rubric":
+        extra["judge_protocol"] = [protocol, cfg.eval.beam.rubric_pass_score]
+    if v.kind == "passage_rag":
+        extra["passage_rag_max_tokens"] = cfg.eval.passage_rag_max_tokens
+    return extra
+
+
 def _evaluate_variant(v: Variant, info: StoreInfo, cfg: LycheeConfig, ds: Dataset, opts: EvalOptions, backend: str,
                       jcfg: LycheeConfig | None, state: RunState, executor: Executor,
                       run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -117,7 +134,9 @@ def _evaluate_variant(v: Variant, info: StoreInfo, cfg: LycheeConfig, ds: Datase
     judged = jcfg is not None
     cids = ds.conversation_ids
     qcfg = query_config(v, cfg)
-    key = variant_key(v, qcfg, info.fingerprint, backend, jcfg.llm.model if jcfg is not None else None)
+    protocol = judge_protocol(cfg, ds.name)
+    key = variant_key(v, qcfg, info.fingerprint, backend, jcfg.llm.model if jcfg is not None else None,
+                      _key_extra(v, cfg, protocol if judged else "answer"))
     vstate = state.variant(v.name, key)
     have = {qid: r for qid, r in load_answers(run_dir, v.name, key).items() if done_ok(r, judged)}
     ok_cids = set(markers_for(info.path, cids)) if info.path is not None else set()
@@ -130,7 +149,7 @@ def _evaluate_variant(v: Variant, info: StoreInfo, cfg: LycheeConfig, ds: Datase
         assert info.path is not None  # (todo holds only questions of conversations in the store)
         spec = {"cfg_json": qcfg.model_dump_json(), "backend": backend, "kind": v.kind, "variant": v.name,
                 "variant_key": key, "store": root_string(info.path), "in_flight": cfg.eval.questions_in_flight,
-                "judge_cfg_json": jcfg.model_dump_json() if jcfg is not None else None}
+                "judge_cfg_json": jcfg.model_dump_json() if jcfg is not None else None, "judge_protocol": protocol}
         t0 = time.perf_counter()
         executor.answer_questions(spec, todo, run_dir, _progress_printer(v.name, opts.progress, cfg))
         vstate["query_wall_s"] = round(float(vstate.get("query_wall_s", 0.0)) + time.perf_counter() - t0, 3)
@@ -203,7 +222,8 @@ def run_eval(cfg: LycheeConfig, opts: EvalOptions, executor: Executor | None = N
         "backend": backend,
         "judge": {"enabled": judged, "model": jcfg.llm.model if jcfg is not None else None,
                   "note": None if judged else "no LLM judge with the rules backend: judge_accuracy is null; "
-                                              "evidence recall, F1 and BLEU-1 are LLM-free"},
+                                              "evidence recall, F1 and BLEU-1 are LLM-free",
+                  **({"protocol": judge_protocol(cfg, ds.name)} if ds.name == BEAM else {})},
         "evidence_unit": "answer session" if ds.name == "longmemeval" else "turn",
         "answer_metrics": ANSWER_METRICS_NOTE,
         "content_thresholds": list(cfg.eval.content_coverage_thresholds),

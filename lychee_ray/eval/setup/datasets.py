@@ -1,8 +1,10 @@
 """Benchmark questions for ``lychee-ray eval``: load a dataset, select conversations and questions.
 
 LoCoMo: categories ``eval.locomo_categories`` (the paper's 1,540 questions); LongMemEval: every
-instance's question (six types; ``*_abs`` = abstention). ``conversations`` picks the first N
-conversations or named ids, ``limit`` the first N questions per conversation.
+instance's question (six types; ``*_abs`` = abstention); BEAM: every probing question of the ten
+abilities (``abstention`` ones by ``meta.abstention``; the rubric travels with the question for the
+rubric judge). ``conversations`` picks the first N conversations or named ids, ``limit`` the first N
+questions per conversation.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from lychee_ray.eval.setup.errors import EvalError
 from lychee_ray.eval.setup.layout import RunLayout
 from lychee_ray.eval.setup.rows import QuestionPayload
 from lychee_ray.io.adapters import read_input
+from lychee_ray.io.adapters.beam import NAME as BEAM
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("locomo", "longmemeval")
+DATASETS = ("locomo", "longmemeval", BEAM)
 LOCOMO_CATEGORY_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop", "5": "adversarial"}
 LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session",
                      "temporal-reasoning", "knowledge-update")
@@ -112,7 +115,8 @@ def question_payload(q: QAItem) -> QuestionPayload:
     """A question as the answerers receive it (JSON-serialisable)."""
     return {"question_id": q.question_id, "conversation_id": q.conversation_id, "question": q.question,
             "answer": q.answer, "category": q.category, "question_date": q.question_date,
-            "abstention": bool(q.meta.get("abstention")) or q.question_id.endswith("_abs"), "evidence": list(q.evidence)}
+            "abstention": bool(q.meta.get("abstention")) or q.question_id.endswith("_abs"), "evidence": list(q.evidence),
+            "rubric": [str(r) for r in q.meta.get("rubric") or []]}
 
 
 def write_subset(ds: Dataset, run_dir: Path) -> Path:
@@ -129,6 +133,7 @@ def write_subset(ds: Dataset, run_dir: Path) -> Path:
 
 
 __all__ = [
+    "BEAM",
     "DATASETS",
     "LOCOMO_CATEGORY_NAMES",
     "LONGMEMEVAL_TYPES",

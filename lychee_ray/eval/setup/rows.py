@@ -22,6 +22,7 @@ class QuestionPayload(TypedDict):
     question_date: str | None
     abstention: bool
     evidence: list[str]  # gold evidence turn ids (content coverage is measured against their text)
+    rubric: list[str]  # rubric statements (BEAM): the rubric judge scores them; their short answers are checked in context
 
 
 class AnswerRow(TypedDict):
@@ -58,6 +59,7 @@ class AnswerRow(TypedDict):
     judge_completion_tokens: int
     judge_calls: int
     judge_error: str | None
+    judge_score: float | None  # rubric judge: the mean statement score (0..1); None for a CORRECT/WRONG judge
     latency_ms: float
     answered_at: float
 
@@ -107,6 +109,7 @@ ANSWER_SCHEMA = pa.schema([
     pa.field("judge_completion_tokens", pa.int64()),
     pa.field("judge_calls", pa.int64()),
     pa.field("judge_error", pa.string()),
+    pa.field("judge_score", pa.float64()),
     pa.field("latency_ms", pa.float64()),
     pa.field("answered_at", pa.float64()),
 ])

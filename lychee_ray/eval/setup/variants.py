@@ -19,6 +19,8 @@ query side, and a query *kind*:
 ``turn_rag``        (a) the question's top raw turns by cosine until the budget (no planner call)
 ``sentence_rag``    (b) the top sentences of the turns by cosine (same embedding model) until the budget
 ``hybrid_rag``      (c) BM25 + dense turn rankings fused with RRF, top turns until the budget
+``passage_rag``     (e) BM25 + dense over role-labelled passages (paragraphs, at most
+                    ``eval.passage_rag_max_tokens`` tokens) of the messages, fused with RRF, until the budget
 ``full_context``    (d) the ceiling: the whole conversation in the answer prompt when it fits
                     ``eval.full_context_max_tokens`` (else its most recent turns that fit); the rules
                     backend answers extractively over all turns
@@ -53,7 +55,7 @@ from lychee_ray.ingest.pipeline import build_fingerprint
 from lychee_ray.config import LycheeConfig, deep_merge, parse_set
 from lychee_ray.query.channels import RECALL_CHANNELS
 
-QueryKind = Literal["memory", "turn_rag", "sentence_rag", "hybrid_rag", "full_context"]
+QueryKind = Literal["memory", "turn_rag", "sentence_rag", "hybrid_rag", "passage_rag", "full_context"]
 
 # Every channel depth the recall step has, by channel name (DESIGN §1 step 5; the channel registry).
 CHANNEL_DEPTHS: dict[str, tuple[str, ...]] = {c.name: c.depth_keys for c in RECALL_CHANNELS}
@@ -113,6 +115,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             kind="sentence_rag", turns_only=True),
     Variant("hybrid_rag", "hybrid RAG: BM25 + dense over turns fused with RRF until the budget (plain lines)",
             kind="hybrid_rag", turns_only=True),
+    Variant("passage_rag", "hybrid passage RAG: BM25 + dense over role-labelled message passages fused with RRF "
+                           "until the budget (plain lines)", kind="passage_rag", turns_only=True),
     Variant("full_context", "the whole conversation in the answer prompt (when it fits; plain lines)",
             kind="full_context", turns_only=True, paper={"accuracy": 84.80}),
 )}
@@ -204,7 +208,7 @@ def embedder_name(cfg: LycheeConfig) -> str:
 
 
 def encoder_model(cfg: LycheeConfig, backend: str) -> str:
-    """The encoder model a build records (``rules-v1`` for the rules backend)."""
+    """The encoder model a build records (``rules-v2`` for the rules backend)."""
     if backend == "openai":
         return cfg.llm.model
     return RulesEncoder.model

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lychee_ray.core.records import RECORD_TYPES, MemoryRecord, TimeSpan, normalise_type
+from lychee_ray.core.records import ARTIFACT_KINDS, RECORD_TYPES, ArtifactKind, MemoryRecord, TimeSpan, normalise_type
 from lychee_ray.core.tools import ToolCall
 from lychee_ray.llm.errors import AttemptError
 from lychee_ray.text.time.normalise import TimeResolver
@@ -93,6 +93,36 @@ class RecordDraft(BaseModel):
     topics: list[str] = Field(default_factory=list)
     time: TimeDraft | None = None
     source_turns: list[int] = Field(default_factory=list, description="local indexes of the turns it came from")
+    artifact: str | None = Field(
+        default=None,
+        description="code, table or document when the record describes ONE code block, table or drafted "
+                    "document (letter, e-mail, will) of the turns; else null")
+
+
+def merge_into(kept: RecordDraft, other: RecordDraft) -> RecordDraft:
+    """``kept`` with ``other``'s sources, entities and topics added (in order, without repeats): one
+    record for two drafts that say the same (ingest/encode/dedup.py)."""
+    return kept.model_copy(update={
+        "source_turns": list(dict.fromkeys([*kept.source_turns, *other.source_turns])),
+        "entities": list(dict.fromkeys([*kept.entities, *other.entities])),
+        "topics": list(dict.fromkeys([*kept.topics, *other.topics])),
+    })
+
+
+# What models write for an artifact kind, mapped onto the three; anything else is no artifact.
+ARTIFACT_ALIASES: dict[str, ArtifactKind] = {
+    "code_block": "code", "snippet": "code", "script": "code", "program": "code",
+    "letter": "document", "email": "document", "e_mail": "document", "draft": "document", "will": "document",
+    "cover_letter": "document", "message": "document", "note": "document",
+}
+
+
+def normalise_artifact(raw: str | None) -> ArtifactKind | None:
+    """A drafted artifact kind as one of ``code`` / ``table`` / ``document``, or None (none, or unknown)."""
+    if not raw:
+        return None
+    k = raw.strip().lower().replace("-", "_").replace(" ", "_")
+    return next((a for a in ARTIFACT_KINDS if a == k), None) or ARTIFACT_ALIASES.get(k)
 
 
 class EncodeOutput(BaseModel):
@@ -224,7 +254,7 @@ def check_reply_language(output: EncodeOutput, request: EncodeRequest, share: fl
 # Fields a draft and a record share, copied by name as drafted; the ones finalise_records
 # normalises itself are set explicitly there. A new record field the encoder fills is a field of
 # both models and needs nothing here.
-_NORMALISED_FIELDS = frozenset({"type", "text", "entities", "topics", "time"})
+_NORMALISED_FIELDS = frozenset({"type", "text", "entities", "topics", "time", "artifact"})
 _COPIED_FIELDS = tuple(n for n in RecordDraft.model_fields if n in MemoryRecord.model_fields and n not in _NORMALISED_FIELDS)
 
 
@@ -283,6 +313,7 @@ def finalise_records(
                 created_at=turns[0].session_date,
                 backend=backend,
                 model=model,
+                artifact=normalise_artifact(d.artifact),
                 **{name: getattr(d, name) for name in _COPIED_FIELDS},
             )
         )

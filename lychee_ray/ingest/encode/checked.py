@@ -2,8 +2,10 @@
 
 call → :class:`~lychee_ray.ingest.encode.guard.RecordGuard` → if the reply is degenerate, one call
 in repair mode (``encoder.guard.repair_mode``) → still degenerate: the segment fails with
-``degenerate_output`` (its turns stay searchable; ``--retry-failed`` re-encodes it). Every draft of
-every call is accounted for in the segment's :class:`~lychee_ray.core.quality.QualityCounts`.
+``degenerate_output`` (its turns stay searchable; ``--retry-failed`` re-encodes it). The kept drafts'
+near-duplicates fold into one record with all their sources (:mod:`~lychee_ray.ingest.encode.dedup`,
+``encoder.dedup``). Every draft of every call is accounted for in the segment's
+:class:`~lychee_ray.core.quality.QualityCounts`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from lychee_ray.ingest.encode.base import EncodeRequest, SegmentEncoder, finalise_records
+from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, SegmentEncoder, finalise_records
+from lychee_ray.ingest.encode.dedup import fold_near_duplicates
 from lychee_ray.ingest.encode.guard import ConversationMemory, GuardedReply, RecordGuard
 from lychee_ray.config import EncoderConfig
 from lychee_ray.core.quality import DEGENERATE_OUTPUT, QualityCounts
@@ -100,16 +103,21 @@ async def encode_checked(
             quality.segments_repaired = 0
             return CheckedSegment([], request.prev_resolution_state, attempts, quality,
                                   _degenerate_message(reply) + repair_error, DEGENERATE_OUTPUT)
-        recs, problems = finalise_records(reply.output, used, encoder.backend, result.model, resolver)
+        output = reply.output
+        if cfg.dedup.enabled:
+            drafts, folded = fold_near_duplicates(output.records, cfg.dedup.min_jaccard)
+            quality.reject("merged_duplicate", folded)
+            output = EncodeOutput(records=drafts, resolution_state=output.resolution_state)
+        recs, problems = finalise_records(output, used, encoder.backend, result.model, resolver)
         if problems:
             log.debug("%s: %s", request.segment_id, "; ".join(problems))
         # a repair (e.g. a rewritten date) can make two drafts identical: finalise merges them
-        quality.reject("duplicate_in_reply", len(reply.output.records) - len(recs))
+        quality.reject("duplicate_in_reply", len(output.records) - len(recs))
         for k, n in reply.counts.repaired.items():
             quality.repair(k, n)
         quality.records = len(recs)
         memory.accept(recs)
-        return CheckedSegment(recs, reply.output.resolution_state or request.prev_resolution_state, attempts, quality,
+        return CheckedSegment(recs, output.resolution_state or request.prev_resolution_state, attempts, quality,
                               notes=problems)
     return CheckedSegment([], request.prev_resolution_state, attempts, quality, error, kind)
 

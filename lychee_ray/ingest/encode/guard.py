@@ -9,7 +9,8 @@ once in repair mode and, failing that, marks it failed with ``degenerate_output`
 
 Checks, in order, per draft (thresholds: ``encoder.guard``):
 
-1. structural (always on): empty text, unknown type, the same (type, text) twice in one reply;
+1. structural (always on): empty text, unknown type, the same (type, text) twice in one reply (the
+   copy's cited turns are added to the sources of the one kept);
 2. *echo*: a near-copy (equal normalised text, or content-word Jaccard ≥ ``echo_jaccard``) of a
    reference-context record or an earlier record of the conversation is rejected unless the turns
    it cites say it again (≥ ``echo_keep_grounding`` of its words other than speaker names);
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from collections.abc import Iterable
 
-from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, RecordDraft, TimeDraft
+from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, RecordDraft, TimeDraft, merge_into
 from lychee_ray.ingest.encode.rules.metadata import extract_entities
 from lychee_ray.ingest.encode.rules.speakers import display_name, mid_sentence_caps
 from lychee_ray.config import GuardConfig
@@ -129,6 +130,8 @@ class RecordGuard:
         counts = QualityCounts(drafts=len(output.records))
         reply = GuardedReply(EncodeOutput(records=[], resolution_state=output.resolution_state), counts)
         seen: set[tuple[str, str]] = set()
+        kept_at: dict[tuple[str, str], int] = {}  # (type, text) -> position of the kept draft
+        n_turns = {t.index for t in request.turns}
         ctx = _SegmentContext(request, memory) if self.cfg.enabled else None
         for d in output.records:
             text = " ".join(d.text.split())
@@ -141,15 +144,21 @@ class RecordGuard:
                 continue
             if (rtype, text) in seen:
                 counts.reject("duplicate_in_reply")
+                j = kept_at.get((rtype, text))
+                if j is not None:  # the copy's turns said it too: they become sources of the one kept
+                    copy = d.model_copy(update={"source_turns": [i for i in d.source_turns if i in n_turns]})
+                    reply.output.records[j] = merge_into(reply.output.records[j], copy)
                 continue
             seen.add((rtype, text))
             if ctx is None:
+                kept_at[(rtype, text)] = len(reply.output.records)
                 reply.output.records.append(d)
                 continue
             kept = self._judge(d, text, ctx, counts)
             if kept is None:
                 reply.rejected_texts.append(text)
                 continue
+            kept_at[(rtype, text)] = len(reply.output.records)
             reply.output.records.append(kept)
             ctx.add_reply_record(kept)
         counts.records = len(reply.output.records)

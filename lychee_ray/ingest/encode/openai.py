@@ -18,6 +18,7 @@ from lychee_ray.ingest.encode.base import (
 )
 from lychee_ray.config import EncoderConfig, TokenizerConfig
 from lychee_ray.core.records import RECORD_TYPES
+from lychee_ray.core.tools import CALL_ARROW
 from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
 
 # How the prompt explains each RecordDraft field, where it says more than the field's description in
@@ -33,6 +34,8 @@ FIELD_NOTES = {
     "time": """start and end as YYYY-MM-DD (same day for a single day; first and last day for a month or year)
   or null when the record has no time; expression = the original time words or null""",
     "source_turns": "the [index] numbers of the turns the record comes from",
+    "artifact": """code, table or document when the record describes ONE code block, table or drafted document
+  (letter, e-mail, message, will) of the turns; else null""",
 }
 
 
@@ -97,6 +100,26 @@ AGENT_RULES = (
     "  correcting the agent (say what failed and why); procedure = a multi-step flow that reached its goal.\n"
 )
 
+# Assistant chats: a user and an AI assistant (ChatGPT exports, coding and support chats). Shown only for
+# segments with an assistant turn that says more than tool calls and no tool traffic (a segment with
+# tool traffic gets AGENT_RULES instead); a third static prefix.
+ASSISTANT_RULES = (
+    "Assistant chats: a user talks with an AI assistant. The user's side is what a later question needs most.\n"
+    "- record every fact, preference, plan, decision or change the user states, with its specifics, also when it\n"
+    "  is said inside a question: \"I secured 5 interviews - how can I prepare?\" -> \"The user secured 5\n"
+    "  interviews.\"; a question alone is not a fact or preference (record it, if at all, as an event: \"The user\n"
+    "  asked how to ...\");\n"
+    "- condense each assistant answer into ONE record of what it recommended, decided or produced, not a record\n"
+    "  per sentence; the assistant has no preferences;\n"
+    "- a code block, table or drafted document (letter, e-mail, message, will, cover letter) is ONE record with\n"
+    "  artifact set (code / table / document): what it is, for whom, and its identifiers (function, class, table,\n"
+    "  file and route names), names and numbers verbatim, e.g. \"The assistant wrote Python code for the user's\n"
+    "  budget tracker: class Transaction, add_transaction(), table transactions, 'sqlite:///budget.db'.\";\n"
+    "- rewrite I/you only in narrative text, never inside code, quotes, drafted text, URLs, paths or terms (I/O);\n"
+    "  a draft written for the user is recorded as drafted for the user (\"The assistant drafted a cover letter\n"
+    "  for the user's application to ...\"), never as the assistant's own facts.\n"
+)
+
 # A system prompt (kind "system_prompt") is the agent's instructions, encoded once per distinct text.
 SYSTEM_PROMPT_INSTRUCTIONS = f"""You write long-term memory records from an AI agent's system prompt (its instructions).
 Return JSON with "records" and "resolution_state" (an empty string).
@@ -108,17 +131,27 @@ keywords), time (null), source_turns ([index] of the prompt turn).
 """
 
 
-def instructions_for(cfg: EncoderConfig, agent: bool = False) -> str:
+def instructions_for(cfg: EncoderConfig, agent: bool = False, chat: bool = False) -> str:
     """Static system prompt for ``encoder.mode`` (atomic records or one summary record) and
     ``encoder.context_style`` (the guarded style adds the do-not-copy rule); ``agent``: the segment
-    has tool traffic (:data:`AGENT_RULES` added)."""
+    has tool traffic (:data:`AGENT_RULES` added); ``chat``: a user talks with an assistant
+    (:data:`ASSISTANT_RULES` added)."""
     base = SUMMARY_INSTRUCTIONS if cfg.mode == "summary" else INSTRUCTIONS
     anchor = "- write in the language of the segment's turns (do not translate).\n"
     if cfg.context_style == "guarded":
         base = base.replace(anchor, anchor + GUARDED_CONTEXT_RULE, 1)
     if agent:
         base = base.replace(anchor, anchor + AGENT_RULES, 1)
+    if chat:
+        base = base.replace(anchor, anchor + ASSISTANT_RULES, 1)
     return base
+
+
+def is_chat_segment(request: EncodeRequest) -> bool:
+    """A user and an assistant that says more than tool calls: the assistant-chat rules apply."""
+    return any(t.role == "user" for t in request.turns) and any(
+        t.role == "assistant" and any(not line.startswith(CALL_ARROW) and line.strip() for line in t.content.split("\n"))
+        for t in request.turns)
 
 
 def _format_turn(t: Any, max_chars: int) -> str:
@@ -170,6 +203,7 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
         return [{"role": "system", "content": SYSTEM_PROMPT_INSTRUCTIONS},
                 {"role": "user", "content": f"System prompt:\n{prompt}"}]
     agent = any(t.tool_calls or t.role == "tool" for t in request.turns)
+    chat = not agent and is_chat_segment(request)  # tool traffic: the agent rules say what matters there
     dates = ", ".join(request.session_dates) or "unknown"
     rho = reference_context(request, cfg, tokenizer)
     speakers = ", ".join(request.speakers)
@@ -180,7 +214,7 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
         f"Reference context from earlier segments:\n{rho or '(none)'}\n\n"
         f"Segment turns:\n{turns}"
     )
-    return [{"role": "system", "content": instructions_for(cfg, agent)}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": instructions_for(cfg, agent, chat)}, {"role": "user", "content": user}]
 
 
 class OpenAIEncoder:

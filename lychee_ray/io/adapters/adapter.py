@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 from lychee_ray.io.adapters.base import AdapterItem
 from lychee_ray.io.adapters.documents import count_objects
+from lychee_ray.io.adapters.units import Unit
 
 Sniff = Callable[[dict[str, Any] | None, str], bool]
 
@@ -18,9 +19,15 @@ Sniff = Callable[[dict[str, Any] | None, str], bool]
 class Adapter:
     """One input format.
 
+    ``unit``: what one ``read`` takes (:mod:`.units`): ``file`` — each file stands alone, and a
+    folder is read file by file (its own files, not its subfolders'); ``folder`` — the files of one
+    folder (subfolders included) together make its conversations, and an input is one such folder
+    or a folder of them. ``read(unit)`` and ``count(unit)`` get one unit (a folder format's readers
+    open its files with :func:`~.units.folder_files` / :func:`~.units.join`).
     ``sniff(first_object, head_text)``: whether a file is of this format, from its first JSON
-    object (None when the first bytes hold no whole object) and its first characters;
-    ``magic``: leading bytes that decide alone (Parquet); ``count(file)``: conversations one file
+    object (None when the first bytes hold no whole object) and its first characters (a folder
+    format: of the file that speaks for its folder, the first of its suffixes in name order);
+    ``magic``: leading bytes that decide alone (Parquet); ``count(unit)``: conversations one unit
     holds (unreadable content counts one: the build reports it)."""
 
     name: str
@@ -33,6 +40,7 @@ class Adapter:
     # chat / agent logs: message lists with tool traffic and no QA of their own (evaluation derives
     # its questions from the tool traffic)
     agent_log: bool = False
+    unit: Unit = "file"
 
 
 def never(obj: dict[str, Any] | None, head: str) -> bool:

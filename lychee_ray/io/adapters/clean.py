@@ -100,17 +100,24 @@ class Notes:
         return bool(self.by_kind)
 
 
-def clean_strings(obj: Any, notes: Notes, path: str = "") -> Any:
-    """Clean every string value in a JSON-like object (dict keys are left as they are)."""
+# Keys whose string values are ids: the id policy repairs them (policy_id), with a warning that shows
+# the id before and after, so the text cleaning leaves them alone.
+ID_KEYS = frozenset({"conversation_id", "user_id", "session_id", "turn_id"})
+
+
+def clean_strings(obj: Any, notes: Notes, path: str = "", keep: frozenset[str] = frozenset()) -> Any:
+    """Clean every string value in a JSON-like object (dict keys are left as they are), except the
+    string values of the keys in ``keep`` (ids the caller holds to the id policy itself)."""
     if isinstance(obj, str):
         out, n = clean_text(obj)
         if n:
             notes.add("control characters removed / lone surrogates replaced", path or "<root>", f"{n} chars")
         return out
     if isinstance(obj, dict):
-        return {k: clean_strings(v, notes, f"{path}.{k}" if path else str(k)) for k, v in obj.items()}
+        return {k: v if k in keep and isinstance(v, str) else clean_strings(v, notes, f"{path}.{k}" if path else str(k), keep)
+                for k, v in obj.items()}
     if isinstance(obj, list):
-        return [clean_strings(v, notes, f"{path}.{i}" if path else str(i)) for i, v in enumerate(obj)]
+        return [clean_strings(v, notes, f"{path}.{i}" if path else str(i), keep) for i, v in enumerate(obj)]
     return obj
 
 
@@ -159,14 +166,18 @@ def normalise_date(value: Any, field: str, notes: Notes, now: datetime) -> Any:
     return out
 
 
-def policy_id(value: Any, field: str, notes: Notes) -> Any:
+def policy_id(value: Any, field: str, notes: Notes, blank_is_missing: bool = False) -> Any:
     """A string id held to the id policy: repaired with a warning, or an error noted (the value is
-    then kept for the error report); other values pass through (validation reports them)."""
+    then kept for the error report); other values pass through (validation reports them).
+    ``blank_is_missing``: an id with nothing left after the repair is None (a session or turn id
+    the caller then generates, as for a missing one) instead of an error."""
     if not isinstance(value, str):
         return value
     try:
         fixed, change = repair_id(value, field.rsplit(".", 1)[-1])
     except InvalidId as e:
+        if blank_is_missing and e.reason == "is empty":
+            return None
         notes.errors.append((field, str(e)))
         return value
     if change is not None:
@@ -260,7 +271,7 @@ def repair_conversation(obj: dict[str, Any], now: datetime | None = None) -> tup
     """
     now = now or datetime.now()
     notes = Notes()
-    obj = clean_strings(obj, notes)
+    obj = clean_strings(obj, notes, keep=ID_KEYS)  # ids: repaired below, before -> after in the warning
     obj["conversation_id"] = policy_id(_id_text(obj.get("conversation_id")), "conversation_id", notes)
     if obj["conversation_id"] is None:
         del obj["conversation_id"]
@@ -282,7 +293,7 @@ def repair_conversation(obj: dict[str, Any], now: datetime | None = None) -> tup
             continue
         s = dict(s)
         sf = f"sessions.{si}"
-        sid = policy_id(_id_text(s.get("session_id")), f"{sf}.session_id", notes) \
+        sid = policy_id(_id_text(s.get("session_id")), f"{sf}.session_id", notes, blank_is_missing=True) \
             if isinstance(s.get("session_id"), str) and s["session_id"].strip() else _id_text(s.get("session_id"))
         if sid is None or (isinstance(sid, str) and not sid.strip()):
             sid = f"session-{si + 1}"
@@ -311,7 +322,7 @@ def repair_conversation(obj: dict[str, Any], now: datetime | None = None) -> tup
                 t = repair_turn(t, tf, notes, now)
                 tid = t.get("turn_id")
                 if isinstance(tid, str) and tid.strip():
-                    tid = policy_id(tid, f"{tf}.turn_id", notes)
+                    tid = policy_id(tid, f"{tf}.turn_id", notes, blank_is_missing=True)
                 if tid is None or (isinstance(tid, str) and not tid.strip()):
                     tid = f"{sid}:{ti + 1}"
                     notes.add("missing turn id generated", f"{tf}.turn_id", repr(tid))

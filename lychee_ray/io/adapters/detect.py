@@ -11,9 +11,13 @@ conversations and chat logs alike):
 * a first object with ``sessions`` → ``jsonl`` (canonical, one conversation per line);
 * a ``mapping`` tree → ``chatgpt``; ``messages`` with a top-level ``system`` or ``tool_use`` /
   ``tool_result`` blocks → ``anthropic``; other ``messages`` lists → ``openai``;
+* a JSON array of batches (``batch_number``, ``turns``) → ``beam``;
 * a JSON document naming ``haystack_sessions`` → ``longmemeval``; naming ``session_1`` / ``sample_id`` /
   ``conversation`` → ``locomo``;
-* a directory → the format of its files.
+* a directory → the format of its files (the first file of each suffix speaks for its kind); when
+  that is a folder format (:mod:`.units`), the directory is one unit of it. A directory without
+  input files at its top is a folder of units: its first subfolder holding input files speaks for
+  them, and only a folder format reads subfolders.
 """
 
 from __future__ import annotations
@@ -22,16 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from lychee_ray.io.adapters.base import is_uri, list_input_files, open_input
+from lychee_ray.io.adapters.base import is_uri, open_input
 from lychee_ray.io.adapters.registry import adapter, adapters, format_names, sniff
+from lychee_ray.io.adapters.units import entries, list_units, path_kind
 
 # Bytes of a file read to recognise it (a LoCoMo sample names its first session well within this).
 SNIFF_BYTES = 64 * 1024
 # A first line of JSON lines is read whole up to this many bytes (one agent log can be long).
 SNIFF_LINE_BYTES = 8 * 1024 * 1024
-_INPUT_SUFFIXES = {s for a in adapters() for s in a.suffixes}
 
-InputErrorKind = Literal["not_found", "unknown_format", "format_mismatch", "no_files", "empty"]
+InputErrorKind = Literal["not_found", "unknown_format", "format_mismatch", "no_files", "empty", "needs_folder"]
 
 
 class InputError(ValueError):
@@ -52,12 +56,18 @@ class Detection:
 
 @dataclass(frozen=True)
 class InputSurvey:
-    """What a build will read: the format, its files and how many conversations they hold."""
+    """What a build will read: the format, its units (files, or folders for a folder format) and how
+    many conversations they hold."""
 
     format: str
-    files: list[str]
+    files: list[str]  # the input units
     conversations: int
     detected: bool  # True when the format was detected, not given
+
+    @property
+    def unit(self) -> str:
+        """What one unit is: ``file`` or ``folder``."""
+        return adapter(self.format).unit
 
 
 def format_name(fmt: str) -> str:
@@ -84,6 +94,33 @@ def _sniff_file(path: str) -> str | None:
     return sniff_bytes(head)
 
 
+def _foreign_content(path: str, fmt: str) -> str | None:
+    """What a file given as ``fmt`` plainly is instead (``comma-separated text (CSV)``), or None
+    when it may well be ``fmt``: a format with magic bytes needs them; a JSON format needs a line of
+    its first bytes to open a JSON object or array (one bad line is the build's to report, with
+    its line number, not a reason to refuse the file)."""
+    try:
+        with open_input(path) as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    if not head.strip():
+        return None
+    magic = adapter(fmt).magic
+    text = head.decode("utf-8", errors="replace")
+    lines = [ln.lstrip("\ufeff \t\r") for ln in text.splitlines() if ln.strip()]
+    if head.startswith(magic) if magic is not None else any(ln.startswith(("{", "[")) for ln in lines):
+        return None
+    first = lines[0] if lines else ""
+    if "\ufffd" in first or any(ord(ch) < 32 and ch not in "\t" for ch in first):
+        return "a binary file"
+    if "," in first:
+        return "comma-separated text (CSV)"
+    if "\t" in first:
+        return "tab-separated text"
+    return "plain text (not JSON)"
+
+
 def _is_empty_file(path: str | Path) -> bool:
     """A file with nothing but whitespace (no format can be told from it, and none is needed)."""
     try:
@@ -93,32 +130,63 @@ def _is_empty_file(path: str | Path) -> bool:
         return False
 
 
-def detect_format(path: str | Path) -> Detection | None:
-    """The format ``path`` (a file or directory) looks like, or None when it cannot tell."""
-    if is_uri(path) or Path(path).is_file():
-        fmt = _sniff_file(str(path))
-        return Detection(fmt, f"a {format_name(fmt)} file") if fmt else None
-    p = Path(path)
-    if not p.is_dir():
-        return None
-    by_suffix: dict[str, list[Path]] = {}
-    for f in p.iterdir():
-        if f.is_file() and f.suffix.lower() in _INPUT_SUFFIXES:
-            by_suffix.setdefault(f.suffix.lower(), []).append(f)
+def _input_suffixes() -> set[str]:
+    """Every registered format's suffixes (read on each call: formats may be registered later)."""
+    return {x.lower() for a in adapters() for x in a.suffixes}
+
+
+def _sniff_folder(folder: str) -> tuple[str, int, list[str]] | None:
+    """(format, input files, their suffixes) of the files at a folder's top, when they agree on one
+    format; the first file of each suffix (in name order) speaks for its kind."""
+    by_suffix: dict[str, list[str]] = {}
+    wanted = _input_suffixes()
+    for f in entries(folder)[0]:
+        suffix = Path(f).suffix.lower()
+        if suffix in wanted:
+            by_suffix.setdefault(suffix, []).append(f)
     found: dict[str, int] = {}
-    for files in by_suffix.values():  # one file of each suffix speaks for its kind
-        fmt = _sniff_file(str(sorted(files)[0]))
+    for files in by_suffix.values():
+        fmt = _sniff_file(files[0])
         if fmt:
             found[fmt] = found.get(fmt, 0) + len(files)
     if len(found) != 1:
         return None
     fmt, n = next(iter(found.items()))
-    suffixes = sorted(by_suffix)
-    return Detection(fmt, f"a {format_name(fmt)} directory ({n} {'/'.join(suffixes)} file{'s' if n != 1 else ''})")
+    return fmt, n, sorted(by_suffix)
+
+
+def detect_format(path: str | Path) -> Detection | None:
+    """The format ``path`` (a file, a folder of files, a folder unit or a folder of units) looks
+    like, or None when it cannot tell."""
+    kind = path_kind(path)
+    if kind == "file":
+        fmt = _sniff_file(str(path))
+        return Detection(fmt, f"a {format_name(fmt)} file") if fmt else None
+    if kind != "folder":
+        return None
+    top = _sniff_folder(str(path))
+    if top is not None:
+        fmt, n, suffixes = top
+        if adapter(fmt).unit == "folder":
+            return Detection(fmt, f"a {format_name(fmt)} folder ({n} {'/'.join(suffixes)} file{'s' if n != 1 else ''})")
+        return Detection(fmt, f"a {format_name(fmt)} directory ({n} {'/'.join(suffixes)} file{'s' if n != 1 else ''})")
+    if any(Path(f).suffix.lower() in _input_suffixes() for f in entries(path)[0]):
+        return None  # input files of several formats, or of none known
+    for sub in entries(path)[1]:  # a folder of units: the first that holds input files speaks for them
+        inner = _sniff_folder(sub)
+        if inner is None:
+            continue
+        a = adapter(inner[0])
+        if a.unit != "folder":
+            return None  # a file format reads a folder's own files, not its subfolders'
+        n = len(list_units(path, a.suffixes, a.unit))
+        return Detection(a.name, f"a {a.title} directory ({n} folder{'s' if n != 1 else ''})")
+    return None
 
 
 def count_conversations(fmt: str, files: list[str]) -> int:
-    """Conversations the files hold: JSONL non-empty lines, Parquet rows, JSON samples/instances.
+    """Conversations the units hold: JSONL non-empty lines, Parquet rows, JSON samples/instances,
+    a folder format's own count per folder.
 
     Unreadable content counts as one item each (the build reports it as an error), so zero means
     the files are really empty.
@@ -131,8 +199,8 @@ def survey_input(path: str | Path, fmt: str | None = None) -> InputSurvey:
     """Check ``path`` before a build; :class:`InputError` names the problem and the fix.
 
     ``fmt`` None: detected (``unknown_format`` when it cannot be). A given ``fmt`` that the input
-    clearly is not: ``format_mismatch``. No files of the format, or no conversation in them: ``no_files``
-    / ``empty`` (with the format the input looks like, when that is another one).
+    clearly is not: ``format_mismatch``. No files (folders) of the format, or no conversation in
+    them: ``no_files`` / ``empty``; a file given to a folder format: ``needs_folder``.
     """
     if not is_uri(path) and not Path(path).exists():
         raise InputError("not_found", f"input not found: {path}")
@@ -148,13 +216,24 @@ def survey_input(path: str | Path, fmt: str | None = None) -> InputSurvey:
     elif detected is not None and detected.format != fmt:
         raise InputError("format_mismatch", f"{path} looks like {detected.looks_like}, not {fmt}: "
                                             f"use --format {detected.format} (or leave --format out)")
-    suffixes = adapter(fmt).suffixes
+    a = adapter(fmt)
+    if a.unit == "folder" and path_kind(path) == "file":
+        raise InputError("needs_folder", f"--format {fmt} reads a folder per unit ({a.title}): give the folder "
+                                         f"holding {path}, or the folder of such folders")
     try:
-        files = list_input_files(path, suffixes)
+        files = list_units(path, a.suffixes, a.unit)
     except FileNotFoundError as e:
         raise InputError("not_found", str(e)) from e
     if not files:
-        raise InputError("no_files", f"no {'/'.join(suffixes)} files in {path} (--format {fmt})")
+        what = (f"{'/'.join(a.suffixes)} files" if a.unit == "file"
+                else f"{a.title} folders (folders with {'/'.join(a.suffixes)} files)")
+        raise InputError("no_files", f"no {what} in {path} (--format {fmt})")
+    foreign = (_foreign_content(files[0], fmt) if given is not None and detected is None and a.unit == "file"
+               else None)
+    if foreign is not None:
+        where = path if len(files) == 1 else files[0]
+        raise InputError("format_mismatch", f"{where} looks like {foreign}, not {fmt}: give {format_name(fmt)} input "
+                                            f"(docs/data-format.md) or the --format it is in")
     n = count_conversations(fmt, files)
     if n == 0:
         what = "file is" if len(files) == 1 else f"{len(files)} files are"

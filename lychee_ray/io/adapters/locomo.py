@@ -161,7 +161,7 @@ def _sample_item(sample: dict[str, Any], f: str, i: int, count: int, file_issues
     if count > 1 and sid is None:
         cid = f"{cid}-{i}"
     notes = Notes()
-    sample = clean_strings(sample, notes)
+    sample = clean_strings(sample, notes, keep=frozenset({"sample_id"}))  # the id: repaired below
     cid = policy_id(cid, "sample_id", notes)  # the one id policy (core/ids.py)
     if notes.errors:
         return AdapterItem(f, issues=[*(file_issues or []), *(InputIssue(f, msg, field=fld) for fld, msg in notes.errors)])

@@ -2,7 +2,7 @@
 evaluation and the CLI all read it.
 
 Every format is one :class:`~.adapter.Adapter` object (name, suffixes, content sniffing, counting,
-reading) defined in its own module. Adding a format is one module with its ``ADAPTER`` plus one
+reading, input unit) defined in its own module. Adding a format is one module with its ``ADAPTER`` plus one
 entry in the registrations below; the order of the entries is the order in which content is tried
 when a format is detected (most specific first: a chat log must not be read as a LoCoMo file
 because one of its messages says "conversation").
@@ -11,6 +11,7 @@ because one of its messages says "conversation").
 from __future__ import annotations
 
 from lychee_ray.io.adapters.anthropic_messages import ADAPTER as ANTHROPIC
+from lychee_ray.io.adapters.beam import ADAPTER as BEAM
 from lychee_ray.io.adapters.chat_completions import ADAPTER as OPENAI
 from lychee_ray.io.adapters.chatgpt_export import ADAPTER as CHATGPT
 from lychee_ray.io.adapters.jsonl import ADAPTER as JSONL
@@ -29,6 +30,11 @@ def register(adapter: Adapter) -> Adapter:
         raise ValueError(f"format {adapter.name!r} is registered twice")
     _REGISTRY[adapter.name] = adapter
     return adapter
+
+
+def unregister(name: str) -> Adapter:
+    """Remove the format called ``name`` (one registered for a while, e.g. by a test)."""
+    return _REGISTRY.pop(name)
 
 
 def adapters() -> list[Adapter]:
@@ -50,7 +56,7 @@ def format_names() -> tuple[str, ...]:
 
 
 # the registrations, in detection order
-for _adapter in (JSONL, PARQUET, CHATGPT, ANTHROPIC, OPENAI, LONGMEMEVAL, LOCOMO):
+for _adapter in (JSONL, PARQUET, BEAM, CHATGPT, ANTHROPIC, OPENAI, LONGMEMEVAL, LOCOMO):
     register(_adapter)
 
 
@@ -69,4 +75,4 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
-__all__ = ["Adapter", "adapter", "adapters", "format_names", "register", "sniff"]
+__all__ = ["Adapter", "adapter", "adapters", "format_names", "register", "sniff", "unregister"]

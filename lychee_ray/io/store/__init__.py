@@ -29,13 +29,13 @@ from lychee_ray.io.store.locks import (
     is_deleting,
     write_lock,
 )
-from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, read_part
+from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, read_part, read_parts
 from lychee_ray.io.store.writer import MemoryStoreWriter
 
 __all__ = [
     "STORE_VERSION", "CommitMarker", "ConversationArtifacts", "ConversationData", "MarkerError", "MemoryStoreReader",
     "MemoryStoreWriter", "NotAStoreError", "StoreLayout", "TableSpec", "VectorIndex", "atomic_write_text",
-    "build_flat_index", "compact", "conversation_key", "iter_markers", "read_part", "register_table", "table_names",
+    "build_flat_index", "compact", "conversation_key", "iter_markers", "read_part", "read_parts", "register_table", "table_names",
     "table_specs", "unregister_table",
     "ConversationDeleting", "ConversationReplaced", "EraseReport", "NothingToErase", "conversation_write_lock", "erase_conversation",
     "erase_user", "is_deleting",

@@ -37,6 +37,40 @@ def read_part(root: str | Path | StorePath | StoreLayout, table: str, marker: Co
     return cur.table.select(columns) if columns else cur.table
 
 
+def read_parts(root: str | Path | StorePath | StoreLayout, table: str, markers: Iterable[CommitMarker],
+               columns: list[str] | None = None) -> dict[str, pa.Table]:
+    """Many conversations' rows of ``table``, each as :func:`read_part` reads it, by conversation id:
+    those whose rows sit in one compacted file are read in one call per file (its row groups
+    together, then split), the others one by one. A conversation whose rows cannot be read now (a
+    compaction moved them meanwhile) is left out; asking again reads it from where its marker points."""
+    layout = as_layout(root)
+    out: dict[str, pa.Table] = {}
+    by_file: dict[str, list[CommitMarker]] = {}
+    for m in markers:
+        loc = m.location.get(table)
+        if loc is not None and not m.deltas:
+            by_file.setdefault(loc.file, []).append(m)
+            continue
+        try:
+            out[m.conversation_id] = read_part(layout, table, m, columns)
+        except (OSError, KeyError, ValueError):
+            continue
+    for file, ms in by_file.items():
+        ms.sort(key=lambda m: m.location[table].row_group)
+        groups = [m.location[table].row_group for m in ms]
+        try:
+            pf = parquet_file(layout.table_dir(table) / file)
+            sizes = [pf.metadata.row_group(g).num_rows for g in groups]
+            whole = pf.read_row_groups(groups, columns=columns)
+        except (OSError, KeyError, ValueError, IndexError):
+            continue
+        start = 0
+        for m, n in zip(ms, sizes, strict=True):
+            out[m.conversation_id] = conform_part(table, whole.slice(start, n), columns)
+            start += n
+    return out
+
+
 def read_base_part(root: str | Path | StorePath | StoreLayout, table: str, marker: CommitMarker,
                    columns: list[str] | None = None) -> pa.Table:
     """The base generation's rows of ``table``: its own part, or its row group in a compacted file

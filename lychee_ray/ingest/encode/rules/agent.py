@@ -42,9 +42,14 @@ REFUSAL = re.compile(
     r"against (?:our |the )?polic(?:y|ies)|not (?:able|possible) to (?:do|process|help|change|cancel|modify))", re.I)
 # A user sentence that corrects what the agent said or did: strong cues count anywhere, a bare "no"
 # only right after an agent statement (after a question it is an answer).
+# "Actually" corrects only with a negation, "instead" or "I meant" after it ("Actually, I'd also like to
+# return the sleeping bag" adds a request); "wrong" only as a verdict on what the agent said or did.
 CORRECTION = re.compile(
-    r"(?:\bthat(?:'s| is| was)(?: not| wrong| incorrect)|\bnot what i\b|\bi (?:said|meant)\b|^actually\b|"
-    r"\byou (?:got|made) (?:it|that|a mistake)|\b(?:that|this|it) (?:is|was)(?:n't| not) (?:right|correct)|\bwrong\b)", re.I)
+    r"(?:\bthat(?:'s| is| was)(?: not| wrong| incorrect)|\bnot what i\b|\bi (?:said|meant)\b|"
+    r"^actually\b[^.!?]*\b(?:not|n't|no|instead|i (?:said|meant|asked))\b|"
+    r"\byou (?:got|made) (?:it|that|a mistake)|\b(?:that|this|it) (?:is|was)(?:n't| not) (?:right|correct)|"
+    r"\b(?:you(?:'re| are| have| got)|(?:that|this|it)(?:'s| is| was)) (?:\w+ )?wrong\b|"
+    r"\bwrong (?:one|reservation|order|flight|item|date|number|address|name|amount|card|account|city|seat)\b)", re.I)
 WEAK_CORRECTION = re.compile(r"^(?:no|nope|wait)\b", re.I)
 # A tool result that reports a failure.
 _ERROR_TEXT = re.compile(r"^\s*(?:error|exception|failed|failure|traceback)\b", re.I)
@@ -283,8 +288,11 @@ class AgentRecords:
         return out
 
     def _dialogue_failures(self, request: EncodeRequest) -> list[RecordDraft]:
-        """The agent refusing a request; the user correcting the agent right after its turn."""
+        """The agent refusing a request; the user correcting the agent right after its turn. Only where
+        an agent takes part: in a chat between people (every turn a user's) nobody is "the agent"."""
         out: list[RecordDraft] = []
+        if not any(t.role == "assistant" for t in request.turns):
+            return out
         prev_role, prev_asked = None, False
         cap = self.cfg.max_record_chars
         for t in request.turns:
@@ -390,8 +398,12 @@ def _user(request: EncodeRequest) -> str:
     return f" for user {request.user_id}" if _has_user(request) else ""
 
 
+# A text that opens with an identifier (a tool's name: ``get_order_details(...) returned``) keeps its case.
+_IDENTIFIER_START = re.compile(r"^[a-z]\w*(?:[_(.]|[A-Z])")
+
+
 def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
+    return text if _IDENTIFIER_START.match(text) else text[:1].upper() + text[1:]
 
 
 def _args_text(call: ToolCall) -> str:

@@ -7,6 +7,10 @@ import re
 from lychee_ray.ingest.encode.rules.cleaning import clean_sentence, content_word_count, is_trivial, strip_markup
 from lychee_ray.text.sentences import split_sentences
 
+# A sentence opening with an identifier (``self.conn.commit()``, ``get_order_details``, ``npm``-style
+# camelCase) keeps its case: capitalising it would change the name.
+IDENTIFIER_START = re.compile(r"^[a-z]\w*(?:_\w|\(|\.[a-z]\w|[A-Z])")
+
 
 class RecordUnit:
     """A record-to-be: one or more sentences of one turn."""
@@ -57,7 +61,8 @@ def record_units(
             continue
         if is_trivial(s, names_t):
             continue
-        s = s[0].upper() + s[1:]
+        if not IDENTIFIER_START.match(s):
+            s = s[0].upper() + s[1:]
         question = s.rstrip().endswith("?")
         n_content = content_word_count(s, names_low)
         if question and (not keep_questions or n_content < question_min_content_words):
