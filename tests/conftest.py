@@ -125,15 +125,16 @@ _HAD_RAY = pytest.StashKey[bool]()  # whether Ray was up when a fast test's setu
 def _is_child_runtime(args) -> bool:
     """Whether a command starts Python, Ray or the CLI (what makes a test slow: interpreter and imports)."""
     argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
-    first = os.fsdecode(argv[0]).split()[0] if argv else ""
+    words = os.fsdecode(argv[0]).split() if argv else []
+    first = words[0] if words else ""
     return first == sys.executable or Path(first).name.startswith(("python", "ray", "lychee-ray"))
 
 
 class _TierGuardedPopen(subprocess.Popen):
-    def __init__(self, args, *a, **kw):
+    def __new__(cls, args, *a, **kw):  # refused before an instance exists (no half-made Popen to finalize)
         if _running_fast and _is_child_runtime(args):
             raise TierError(f"{_running_fast[0]} runs a child process: mark it `subprocess` (the fast tier starts none)")
-        super().__init__(args, *a, **kw)
+        return super().__new__(cls)
 
 
 subprocess.Popen = _TierGuardedPopen  # type: ignore[misc]  # subprocess.run and friends look the name up at call time
