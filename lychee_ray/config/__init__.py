@@ -27,6 +27,7 @@ from lychee_ray.config.eval import EvalConfig
 from lychee_ray.config.inspect import InspectConfig
 from lychee_ray.config.loader import load_config, parse_set, ray_address
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, RateLimitConfig, TokenizerConfig
+from lychee_ray.config.passages import PassagesConfig
 from lychee_ray.config.query import (
     AnswerConfig,
     ChannelWeights,
@@ -45,7 +46,7 @@ from lychee_ray.config.store import StoreConfig
 __all__ = [
     "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "AssistantRecordsConfig", "DedupConfig", "AppendsConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
     "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "InspectConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
-    "NodesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
+    "NodesConfig", "PassagesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "BuildStagesConfig", "StageConfig",
     "RerankConfig", "RulesEncoderConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig", "StoreConfig",
     "SurpriseConfig", "TokenizerConfig", "ToolRecordsConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",

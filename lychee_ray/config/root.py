@@ -14,6 +14,7 @@ from lychee_ray.config.build import BuildConfig, EncoderConfig, NodesConfig, Seg
 from lychee_ray.config.eval import EvalConfig
 from lychee_ray.config.inspect import InspectConfig
 from lychee_ray.config.models import EmbeddingConfig, LLMConfig, TokenizerConfig
+from lychee_ray.config.passages import PassagesConfig
 from lychee_ray.config.query import QueryConfig
 from lychee_ray.config.ray import RayConfig
 from lychee_ray.config.serve import ServeConfig
@@ -23,6 +24,7 @@ from lychee_ray.config.store import StoreConfig
 # store built before the key existed still matches (and is reused) when the key is not changed.
 FINGERPRINT_OMIT_AT_DEFAULT: tuple[tuple[str, str], ...] = (
     ("encoder", "mode"), ("segmenter", "max_turn_chars"), ("encoder", "wrong_script_share"), ("encoder", "tools"),
+    ("passages", "max_tokens"), ("passages", "max_turn_chars"), ("passages", "roles"),
 )
 
 
@@ -35,6 +37,7 @@ class LycheeConfig(Section):
     segmenter: SegmenterConfig
     encoder: EncoderConfig
     nodes: NodesConfig
+    passages: PassagesConfig
     build: BuildConfig
     ray: RayConfig
     query: QueryConfig
@@ -55,12 +58,17 @@ class LycheeConfig(Section):
         data = self.model_dump(mode="json", include=set(sections) or None, exclude={"llm": {"api_key"}, "serve": {"token", "keys"}})
         if "encoder" in data:  # encoder.rules hashed as the flat keys it replaced: stores keep their fingerprint
             data["encoder"] = EncoderConfig.fingerprint_form(data["encoder"])
+        omitted: set[str] = set()
         for sec, key in FINGERPRINT_OMIT_AT_DEFAULT:
             # keys added later: existing stores keep their fingerprint
             if key in data.get(sec, {}) and data[sec][key] == packaged_default(sec, key):
                 del data[sec][key]
+                omitted.add(sec)
+        for sec in omitted:  # a section added later, all at its defaults, is left out whole
+            if not data[sec]:
+                del data[sec]
         if sections:
-            data = {k: data[k] for k in sections}
+            data = {k: data[k] for k in sections if k in data}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def redacted(self) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from lychee_ray.config.base import Section
@@ -39,3 +41,7 @@ class StoreConfig(Section):
     # many more times, when nothing else committed the conversation meanwhile (ingest/commit.py);
     # 0 = quarantine the conversation at the first refusal.
     commit_lease_retries: int = Field(ge=0)
+    # Precision of the stored vectors that only search reads (records, nodes, passages): fp32, fp16
+    # or int8 (4x fewer bytes than fp32; io/store/index.py). Turn vectors stay fp32 (an incremental
+    # build's segmenter resumes from them). Generations of any precision read alike.
+    vector_precision: Literal["fp32", "fp16", "int8"]

@@ -43,6 +43,7 @@ from lychee_ray.ingest.commit import hold_sync
 from lychee_ray.ingest.increment.errors import IncrementError
 from lychee_ray.ingest.increment.turn_log import TURN_LOG_COLUMNS, TurnLog
 from lychee_ray.ingest.increment.turns import check_history
+from lychee_ray.config import PassagesConfig
 from lychee_ray.ingest.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.io.adapters import AdapterItem
@@ -83,7 +84,9 @@ class Decider:
     """The decide step of one build run (``run_id``) for a build of ``fingerprint``."""
 
     def __init__(self, writer: MemoryStoreWriter, run_id: str, fingerprint: str, max_turn_chars: int,
-                 retry_failed: bool = False, on_conflict: str = "error") -> None:
+                 retry_failed: bool = False, on_conflict: str = "error",
+                 passages: PassagesConfig | None = None) -> None:
+        """``passages``: the build's ``passages`` section (its cap is reported as an input warning)."""
         self.writer = writer
         self.run_id = run_id
         self.fingerprint = fingerprint
@@ -91,6 +94,7 @@ class Decider:
         self.retry_failed = retry_failed
         # a stored conversation whose input rewrote its history: "error" (quarantine) or "rebuild"
         self.on_conflict = on_conflict
+        self.passages = passages
 
     def decide(self, item: AdapterItem) -> StageWork:
         """The item as a work: finished (its outcome) or routed (``build`` / ``increment``)."""
@@ -104,7 +108,7 @@ class Decider:
         if dup is not None:
             work.outcome = duplicate_outcome(item, cid, dup)
             return work
-        work.warnings = input_warnings(item, self.max_turn_chars)
+        work.warnings = input_warnings(item, self.max_turn_chars, self.passages)
         try:
             for attempt in range(1, _READ_ATTEMPTS + 1):
                 try:

@@ -8,11 +8,13 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from lychee_ray.config import PassagesConfig
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.io.adapters import AdapterItem, InputIssue
 from lychee_ray.io.adapters.base import DUPLICATE_CONVERSATION
 from lychee_ray.io.store.marker import CommitMarker
+from lychee_ray.ingest.passages import capped_turns
 
 # Failed conversation ids named in the summary table (the rest: `lychee-ray list` / `errors`).
 SUMMARY_MAX_IDS = 10
@@ -156,8 +158,9 @@ def duplicate_outcome(item: AdapterItem, cid: str, first_seen: str) -> Outcome:
     return Outcome.duplicate(item, cid, msg, f"conversation_id: {msg}")
 
 
-def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
-    """The item's warning-level issues plus one line for turns over ``segmenter.max_turn_chars``."""
+def input_warnings(item: AdapterItem, max_turn_chars: int, passages: PassagesConfig | None = None) -> list[str]:
+    """The item's warning-level issues plus one line for turns over ``segmenter.max_turn_chars`` and,
+    with ``passages``, one for turns over ``passages.max_turn_chars`` (searchable only that far)."""
     out = [f"{i.field}: {i.message}" if i.field else i.message for i in item.issues if i.level == "warning"]
     conv = item.conversation
     if conv is not None and max_turn_chars:
@@ -166,6 +169,13 @@ def input_warnings(item: AdapterItem, max_turn_chars: int) -> list[str]:
             named = ", ".join(f"{t.turn_id} ({len(t.text)} chars)" for t in long[:5]) + (" …" if len(long) > 5 else "")
             out.append(f"{len(long)} turn(s) longer than segmenter.max_turn_chars={max_turn_chars}: {named}; only their first "
                        f"{max_turn_chars} characters are embedded, segmented and encoded, the turns are stored in full")
+    if conv is not None and passages is not None:
+        capped = capped_turns([t for *_, t in conv.iter_turns()], passages)
+        if capped:
+            cap = passages.max_turn_chars
+            named = ", ".join(f"{t.turn_id} ({len(t.text)} chars)" for t in capped[:5]) + (" …" if len(capped) > 5 else "")
+            out.append(f"{len(capped)} turn(s) longer than passages.max_turn_chars={cap}: {named}; only their first "
+                       f"{cap} characters are searchable (cut into passages), the turns are stored in full")
     return out
 
 

@@ -26,7 +26,9 @@ from lychee_ray.llm.usage import UsageLedger
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.ingest.nodes import build_nodes
 from lychee_ray.ingest.resume_point import SEGSTATE_VERSION, ResumePoint
-from lychee_ray.ingest.vectors import VectorPlan, plan_vectors
+from lychee_ray.ingest.passages import conversation_passages
+from lychee_ray.ingest.vectors import PassageKey, VectorPlan, plan_vectors
+from lychee_ray.core.passages import passages_table
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
 from lychee_ray.core.turn_identity import turns_digest
@@ -49,7 +51,7 @@ EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
 def build_fingerprint(cfg: LycheeConfig, backend: str, model: str, embedder_name: str) -> str:
     """What decides a conversation's stored content: the config sections that shape it + models."""
-    sections = cfg.fingerprint("segmenter", "encoder", "nodes", "tokenizer")
+    sections = cfg.fingerprint("segmenter", "encoder", "nodes", "tokenizer", "passages")
     return f"{sections}:{backend}:{model}:{embedder_name}"
 
 
@@ -246,6 +248,7 @@ class KnownVectors:
 
     records: dict[str, np.ndarray] = field(default_factory=dict)
     nodes: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    passages: dict[PassageKey, np.ndarray] = field(default_factory=dict)  # by id and span
 
 
 @dataclass
@@ -262,8 +265,10 @@ class PendingArtifacts:
         if dim is None:  # always set by a build (None only in old markers); the error reshape(-1, None) raised
             raise TypeError("the artifacts carry no embedding dimension")
         vecs = self.plan.vectors(fresh, dim)
-        self.artifacts.record_vectors = vecs[: self.plan.num_records]
-        self.artifacts.node_vectors = vecs[self.plan.num_records:]
+        n_rec, n_node = self.plan.num_records, self.plan.num_nodes
+        self.artifacts.record_vectors = vecs[:n_rec]
+        self.artifacts.node_vectors = vecs[n_rec:n_rec + n_node]
+        self.artifacts.passage_vectors = vecs[n_rec + n_node:]
         return self.artifacts
 
 
@@ -289,7 +294,9 @@ def assemble_pending(
     known = known or KnownVectors()
     turn_order = [t.turn_id for *_, t in conv.iter_turns()]
     nodes = build_nodes(records, turn_order, cfg.nodes)
-    plan = plan_vectors(records, nodes, cfg.nodes.min_records_to_embed, known.records, known.nodes)
+    passages = conversation_passages(conv, cfg.passages, cfg.tokenizer.encoding)
+    plan = plan_vectors(records, nodes, cfg.nodes.min_records_to_embed, known.records, known.nodes, passages,
+                        known.passages)
     turns = pa.Table.from_pylist(conv.turn_rows(), schema=TURN_SCHEMA)
     empty = np.zeros((0, ctx.embed_dim), dtype=np.float32)
     art = ConversationArtifacts(
@@ -304,6 +311,7 @@ def assemble_pending(
         node_vectors=empty,
         node_vector_rows=plan.node_rows,
         turn_vectors=np.asarray(turn_vectors, dtype=np.float32),
+        passages=passages_table(passages),
         fingerprint=ctx.fingerprint,
         segstate=segstate.to_dict() if segstate is not None else None,
         info=BuildInfo(

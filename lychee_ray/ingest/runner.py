@@ -98,7 +98,7 @@ def local_stages(cfg: LycheeConfig, ctx: BuildContext, writer: MemoryStoreWriter
     st = cfg.ray.stages
     return LocalStages(
         decider=Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars, retry_failed,
-                        on_conflict or cfg.build.on_conflict),
+                        on_conflict or cfg.build.on_conflict, cfg.passages),
         ctx=ctx, constructor=Constructor(ctx, writer, cfg.build.conversations_in_flight),
         committer=Committer(writer), turn_batch=st.embed_turns.batch_size,
         memory_batch=st.embed_memory.batch_size, commit_batch=st.commit.batch_size,

@@ -1,8 +1,8 @@
 """Store integrity checks (``lychee-ray verify``): references, id maps and coverage.
 
 For every committed conversation: record and node ids are unique; every record's source turns
-exist; every node's records exist; the FAISS id maps equal the Parquet row order and the index
-sizes match; every turn belongs to exactly one segment (nothing dropped: only the open tail of an
+exist; every node's records exist; every passage's turn exists; the FAISS id maps equal the Parquet
+row order and the index sizes match; every turn belongs to exactly one segment (nothing dropped: only the open tail of an
 append waits outside, as its segmenter state lists, and turns whose segmentation is queued, as the
 marker counts); base and delta generations are checked as readers merge them; plus the number of failed
 segments waiting for ``--retry-failed``; every drafted record is stored or rejected with a reason
@@ -47,9 +47,26 @@ def verify_conversation(reader: MemoryStoreReader, conversation_id: str) -> list
             problems.append(f"the {spec.name} index has more vectors than rows")
     if d.record_index.ntotal != len(rec_ids) or d.turn_index.ntotal != len(turn_ids):  # every record and turn has one
         problems.append("FAISS index sizes do not match the tables")
+    problems += _passage_problems(d.tables.get("passages"), d.indexes.get("passages"), turns)
     problems += _coverage_problems(reader, conversation_id, d.segments, turn_ids)
     problems += _quality_problems(d.segments.to_pylist(), len(rec_ids))
     return problems
+
+
+def _passage_problems(passages: Any, index: Any, turns: set[str]) -> list[str]:
+    """Every passage has a vector and a stored turn (stores built before passages have none)."""
+    if passages is None or passages.num_rows == 0:
+        return []
+    out: list[str] = []
+    ids = passages.column("passage_id").to_pylist()
+    if len(ids) != len(set(ids)):
+        out.append("duplicate passage ids")
+    missing = sorted(set(passages.column("turn_id").to_pylist()) - turns)
+    if missing:
+        out.append(f"passages of turns that are not stored: {missing[:5]}")
+    if index is not None and index.ntotal != len(ids):
+        out.append("the passages index does not have one vector per passage")
+    return out
 
 
 def _coverage_problems(reader: MemoryStoreReader, conversation_id: str, segments: Any, turn_ids: list[str]) -> list[str]:

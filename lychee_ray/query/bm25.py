@@ -80,15 +80,17 @@ class BM25Index:
     an append costs the new documents plus, amortised, a constant.
     """
 
-    def __init__(self, texts: Sequence[str], kinds: Sequence[ItemKind], ids: Sequence[str], k1: float, b: float,
+    def __init__(self, texts: Sequence[str] | None, kinds: Sequence[ItemKind], ids: Sequence[str], k1: float, b: float,
                  tokens: Sequence[list[str]] | None = None, pause: Pause | None = None) -> None:
-        """``tokens``: ``doc_terms`` of ``texts`` when the caller has them already; ``pause``:
-        called every few hundred documents (query/pacing.py)."""
+        """``tokens``: ``doc_terms`` of ``texts`` when the caller has them already (``texts`` may then
+        be None); ``pause``: called every few hundred documents (query/pacing.py)."""
         self.k1, self.b = k1, b
         self.kinds = list(kinds)
         self.ids = list(ids)
         # kept: rebuilding the base re-reads them
-        self._tokens = list(tokens) if tokens is not None else [doc_terms(t) for t in paced(texts, pause)]
+        if tokens is None and texts is None:
+            raise ValueError("BM25Index needs texts or tokens")
+        self._tokens = list(tokens) if tokens is not None else [doc_terms(t) for t in paced(texts or [], pause)]
         self._doc_len = np.asarray([len(t) for t in self._tokens], dtype=np.int64)
         self._total_len = int(self._doc_len.sum())
         self._base = _Postings(self._tokens, 0, pause)
@@ -99,14 +101,14 @@ class BM25Index:
     def num_docs(self) -> int:
         return len(self.ids)
 
-    def extended(self, texts: Sequence[str], kinds: Sequence[ItemKind], ids: Sequence[str],
+    def extended(self, texts: Sequence[str] | None, kinds: Sequence[ItemKind], ids: Sequence[str],
                  tokens: Sequence[list[str]] | None = None) -> BM25Index:
         """A new index: this one's documents followed by ``texts`` (scores as if built at once)."""
         new = object.__new__(BM25Index)
         new.k1, new.b = self.k1, self.b
         new.kinds = self.kinds + list(kinds)
         new.ids = self.ids + list(ids)
-        toks = list(tokens) if tokens is not None else [doc_terms(t) for t in texts]
+        toks = list(tokens) if tokens is not None else [doc_terms(t) for t in texts or []]
         new._tokens = self._tokens + toks
         lens = np.asarray([len(t) for t in toks], dtype=np.int64)
         new._doc_len = np.concatenate([self._doc_len, lens])

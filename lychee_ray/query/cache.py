@@ -32,7 +32,7 @@ from lychee_ray.query.view_extend import DERIVED_TABLES, extend_with_turns
 log = logging.getLogger(__name__)
 
 
-_TURNS = ("turns",)  # what a lagging view is brought up to date with on a request
+_TURNS = ("turns", "passages")  # what a lagging view is brought up to date with on a request
 
 
 def _stamp(data: ConversationData) -> str | None:

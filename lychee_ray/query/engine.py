@@ -385,6 +385,9 @@ def _item_text(views: dict[str, ConversationView], it: FusedItem) -> str:
     v = views[it.key.conversation_id]
     if it.key.kind == "record":
         return v.record_text[v.record_pos[it.key.id]]
+    if it.key.kind == "passage":
+        pp = v.passage_pos[it.key.id]
+        return f"{v.turn_speaker[v.passage_turn(pp)]}: {v.passages.text[pp]}"
     p = v.turn_pos[it.key.id]
     return f"{v.turn_speaker[p]}: {v.turn_text[p]}"
 

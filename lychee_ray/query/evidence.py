@@ -8,7 +8,8 @@ Compact serialisation, in conversation order, one header per session date::
     Melanie: Wow, that's cool, Caroline! What happened that was so awesome?
 
 Tokens go to content: a raw turn is one ``Speaker: content`` line; a memory record is one ``- text``
-line (its text already says names and absolute dates). Turn ids (``show_source_ids``) and
+line (its text already says names and absolute dates); a passage of a long turn is one
+``Speaker (part k of n): text`` line. Turn ids (``show_source_ids``) and
 ``[type, time]`` tags (``show_record_tags``) are optional: the answer step needs neither, and the
 evidence items returned to callers carry both. The date is written once per session group.
 
@@ -32,7 +33,7 @@ from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens
 _HEADER_CACHE = 4096  # distinct session headers counted (few per conversation)
 _MAX_LISTED_IDS = 2  # a record's source ids are listed up to this many, else shown as a first-last range
 
-EvidenceKind = Literal["record", "turns"]
+EvidenceKind = Literal["record", "turns", "passage"]
 
 
 @dataclass
@@ -42,21 +43,23 @@ class Evidence:
     key: ItemKey
     kind: EvidenceKind
     conversation_id: str
-    id: str  # record id, or the window's centre turn id
-    text: str  # record text, or the window's "Speaker: content" lines
-    type: str  # record type, or "turns"
+    id: str  # record id, the window's centre turn id, or the passage id
+    text: str  # record text, the window's "Speaker: content" lines, or "Speaker: passage"
+    type: str  # record type, "turns" or "passage"
     time: TimeSpan | None
     session_date: str | None
-    turn_ids: list[str]  # source turns of a record; the turns of a window (what the unit covers)
+    turn_ids: list[str]  # source turns of a record; the turns of a window (what the unit covers); a passage's turn
     score: float
     channels: list[str]
     routes: list[int]
     block: str = ""  # serialised form (counted against the budget)
     # tokens the block adds to the context (its lines and their newlines; the session header not included)
     tokens: int = 0
-    order: tuple[int, int] = (0, 0)  # chronological position (first covered turn)
+    order: tuple[int, ...] = (0, 0)  # chronological position (first covered turn; a passage: its place in the turn)
     rank: int = 0  # position in selection order (0 = picked first)
     group: tuple[str, str | None] = ("", None)  # (conversation id, session day): the header it goes under
+    # a passage: (position in its turn, 1-based; passages its turn has; char_start; char_end in the turn's text)
+    passage: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,14 @@ def turns_block(view: ConversationView, positions: Sequence[int], show_source_id
     )
 
 
+def passage_block(view: ConversationView, pos: int, show_source_ids: bool) -> str:
+    """One ``Speaker (part k of n): text`` line for a passage (``D1:3 Speaker ...`` with ids)."""
+    pc = view.passages
+    tp = pc.turn[pos]
+    head = f"{view.turn_ids[tp] + ' ' if show_source_ids else ''}{one_line(view.turn_speaker[tp]) or '?'}"
+    return f"{head} (part {pc.part[pos] + 1} of {pc.count[pos]}): {one_line(pc.text[pos])}"
+
+
 def line_tokens(text: str, encoding: str) -> int:
     """Tokens a line adds to the rendered context: the line with the newline that follows it
     (BPE often merges that newline into the line's last token, e.g. ``.\n``)."""
@@ -173,6 +184,15 @@ def turn_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, en
     return n
 
 
+def passage_line_tokens(view: ConversationView, pos: int, show_source_ids: bool, encoding: str) -> int:
+    """:func:`line_tokens` of a passage's line (cached on the view)."""
+    key = ("passage_tok", pos, show_source_ids, encoding)
+    n = view.memo.get(key)
+    if n is None:
+        n = view.memo[key] = line_tokens(passage_block(view, pos, show_source_ids), encoding)
+    return n
+
+
 def prime_line_tokens(view: ConversationView, show_source_ids: bool, encoding: str = DEFAULT_ENCODING,
                       show_tags: bool = False, pause: Pause | None = None) -> None:
     """Count every record and turn line of a freshly loaded view once (~12 µs a line), so queries
@@ -186,6 +206,10 @@ def prime_line_tokens(view: ConversationView, show_source_ids: bool, encoding: s
     for p in paced(range(done_turn, view.num_turns), pause):
         turn_line_tokens(view, p, show_source_ids, encoding)
     view.memo[key] = (view.num_records, view.num_turns)
+    pkey = ("primed_passages", show_source_ids, encoding)
+    for p in paced(range(view.memo.get(pkey, 0), view.num_passages), pause):
+        passage_line_tokens(view, p, show_source_ids, encoding)
+    view.memo[pkey] = view.num_passages
 
 
 def render(units: Sequence[Evidence], show_conversation: bool) -> str:
@@ -223,6 +247,6 @@ def rendered_tokens(units: Sequence[Evidence], show_conversation: bool, encoding
 
 __all__ = [
     "Dropped", "Evidence", "EvidenceKind", "Selection", "fmt_day", "fmt_time", "fmt_turn_ids", "group_header", "header_line_tokens", "line_tokens",
-    "one_line", "prime_line_tokens", "record_block", "record_line_tokens", "render", "rendered_tokens", "turn_line_tokens",
-    "turns_block",
+    "one_line", "passage_block", "passage_line_tokens", "prime_line_tokens", "record_block", "record_line_tokens", "render",
+    "rendered_tokens", "turn_line_tokens", "turns_block",
 ]

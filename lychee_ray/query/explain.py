@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lychee_ray.query.evidence import Selection, one_line
+from lychee_ray.query.evidence import Selection, one_line, passage_block
 from lychee_ray.query.fuse import FusedItem, ItemKey
+from lychee_ray.query.hits import ItemKind
 from lychee_ray.query.view import ConversationView
 
 PoolOutcome = Literal["selected", "budget", "not_selected"]
@@ -28,7 +29,7 @@ class PoolItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     position: int = Field(description="1 = first in the fused pool (reranked order when the reranker ran)")
-    kind: Literal["record", "turn"]
+    kind: ItemKind
     id: str
     conversation_id: str
     fused_score: float = Field(description="the item's RRF score over every channel and route")
@@ -59,7 +60,7 @@ class DroppedItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["record", "turn"]
+    kind: ItemKind
     id: str
     conversation_id: str
     tokens: int = Field(description="the tokens it needed (the turn alone, or the record's line)")
@@ -83,6 +84,8 @@ class SearchExplain(BaseModel):
 def _text(view: ConversationView, key: ItemKey) -> str:
     if key.kind == "record":
         return one_line(view.record_text[view.record_pos[key.id]])
+    if key.kind == "passage":
+        return one_line(passage_block(view, view.passage_pos[key.id], False))
     p = view.turn_pos[key.id]
     return f"{one_line(view.turn_speaker[p])}: {one_line(view.turn_text[p])}"
 
@@ -94,15 +97,17 @@ def _shown_by(sel: Selection, views: dict[str, ConversationView]) -> dict[ItemKe
     for e in sel.evidence:
         if e.kind == "record":
             out.setdefault(ItemKey(e.conversation_id, "record", e.id), e.id)
+        elif e.kind == "passage":
+            out.setdefault(ItemKey(e.conversation_id, "passage", e.id), e.id)
         else:
             for t in e.turn_ids:
                 out.setdefault(ItemKey(e.conversation_id, "turn", t), e.id)
     for e in sel.evidence:  # second: shown through another item
         v = views[e.conversation_id]
-        if e.kind == "record":
+        if e.kind in ("record", "passage"):  # a passage's window shows the short turns around it
             for t in e.turn_ids:
                 out.setdefault(ItemKey(e.conversation_id, "turn", t), e.id)
-        else:
+        if e.kind != "record":
             for t in e.turn_ids:
                 p = v.turn_pos.get(t)
                 for rp in v.turn_records[p] if p is not None else ():

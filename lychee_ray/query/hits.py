@@ -1,10 +1,11 @@
-"""What every recall channel returns: ranked :class:`Hit` items (a record or a raw turn)."""
+"""What every recall channel returns: ranked :class:`Hit` items (a record, a raw turn, or a passage
+of a long turn: core/passages.py)."""
 
 from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-ItemKind = Literal["record", "turn"]
+ItemKind = Literal["record", "turn", "passage"]
 
 
 class Hit(NamedTuple):

@@ -15,30 +15,46 @@ from lychee_ray.query.plan import QueryPlan
 from lychee_ray.query.rerank import RerankReport
 
 
+class PassagePosition(BaseModel):
+    """Where a passage lies in its turn (docs/data-format.md, "Long turns")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(description="the passage's position in its turn, from 1")
+    count: int = Field(description="passages the turn has")
+    char_start: int = Field(description="first character of the passage in the turn's text")
+    char_end: int = Field(description="character after its last one")
+
+
 class EvidenceItem(BaseModel):
     """One piece of selected context, as returned to callers."""
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(description="record id, or the centre turn id of a raw-turn window")
-    kind: str = Field(description="record | turns")
+    id: str = Field(description="record id, the centre turn id of a raw-turn window, or a passage id (turn id + '#p' + index)")
+    kind: str = Field(description="record | turns | passage")
     conversation_id: str
     text: str
-    type: str = Field(description="record type, or 'turns'")
+    type: str = Field(description="record type, 'turns' or 'passage'")
     time: TimeSpan | None = None
     session_date: str | None = None
-    source_turn_ids: list[str] = Field(description="a record's source turns; a window's turns")
+    source_turn_ids: list[str] = Field(description="a record's source turns; a window's turns; a passage's turn")
     score: float = Field(description="relevance in [0, 1] (fused or reranked), as used by selection")
     channels: list[str]
     routes: list[int]
     tokens: int
+    # (left out of the JSON when None: a record or a window serialises as before passages)
+    passage: PassagePosition | None = Field(default=None, description="a passage: where it lies in its turn",
+                                            exclude_if=lambda v: v is None)
 
     @classmethod
     def from_evidence(cls, e: Evidence) -> EvidenceItem:
+        pos = None if e.passage is None else PassagePosition(index=e.passage[0], count=e.passage[1],
+                                                              char_start=e.passage[2], char_end=e.passage[3])
         return cls(
             id=e.id, kind=e.kind, conversation_id=e.conversation_id, text=e.text, type=e.type, time=e.time,
             session_date=e.session_date, source_turn_ids=e.turn_ids, score=round(e.score, 6), channels=e.channels,
-            routes=e.routes, tokens=e.tokens,
+            routes=e.routes, tokens=e.tokens, passage=pos,
         )
 
 
@@ -98,4 +114,4 @@ def result_json(res: SearchResult | QueryResult, indent: int | None = None) -> b
     return res.model_dump_json(by_alias=True, exclude=exclude, indent=indent).encode("utf-8")
 
 
-__all__ = ["INTERNAL_FIELDS", "EvidenceItem", "QueryResult", "QueryUsage", "SearchResult", "result_json"]
+__all__ = ["INTERNAL_FIELDS", "EvidenceItem", "PassagePosition", "QueryResult", "QueryUsage", "SearchResult", "result_json"]

@@ -29,19 +29,28 @@ def without_context(hits: list[Hit], view: ConversationView, types: list[str]) -
     once, are context, not memory) — unless the route asks for rules (constraint / procedure)."""
     if not view.context_segments or _RULE_TYPES & set(types):
         return hits
-    return [h for h in hits if not (view.is_context_record(view.record_pos[h.id]) if h.kind == "record"
-                                    else view.is_context_turn(view.turn_pos[h.id]))]
+
+    def context(h: Hit) -> bool:
+        if h.kind == "record":
+            return view.is_context_record(view.record_pos[h.id])
+        tp = view.passage_turn(view.passage_pos[h.id]) if h.kind == "passage" else view.turn_pos[h.id]
+        return view.is_context_turn(tp)
+
+    return [h for h in hits if not context(h)]
 
 
 def _ident_index(view: ConversationView) -> dict[str, frozenset[tuple[str, str]]]:
-    """Identifier -> (kind, id) of the records and turns whose text holds it; built once per view
-    (memoised with the counts it covers: a view extended by appended turns builds it again)."""
-    size = (view.num_records, view.num_turns)
+    """Identifier -> (kind, id) of the records, turns and passages whose text holds it; built once
+    per view (memoised with the counts it covers: a view extended by appended turns builds it again)."""
+    size = (view.num_records, view.num_turns, view.num_passages)
     got = view.memo.get("ident_index")
     if got is not None and got[0] == size:
         return got[1]
     index: dict[str, set[tuple[str, str]]] = {}
-    for kind, ids, texts in (("record", view.record_ids, view.record_text), ("turn", view.turn_ids, view.turn_text)):
+    # a turn with passages is searched by them: its identifiers are found in its passages
+    whole = [(i, t) for p, (i, t) in enumerate(zip(view.turn_ids, view.turn_text, strict=False)) if p not in view.turn_passages]
+    for kind, ids, texts in (("record", view.record_ids, view.record_text), ("turn", [i for i, _ in whole], [t for _, t in whole]),
+                             ("passage", view.passages.ids, view.passages.text)):
         for i, t in zip(ids, texts, strict=False):
             for ident in identifier_terms(t):
                 index.setdefault(ident, set()).add((kind, i))

@@ -44,6 +44,8 @@ from lychee_ray.query.windows import (
     full_window,
     mark_shown,
     norm_text,
+    passage_is_shown,
+    passage_tokens,
     record_is_redundant,
     record_tokens,
     scaled,
@@ -85,7 +87,8 @@ def select_items(
     vecs = np.zeros((n, next(iter(views.values())).dim), dtype=np.float32)
     for i, it in enumerate(pool):
         v = views[it.key.conversation_id]
-        p = v.record_pos[it.key.id] if it.key.kind == "record" else v.turn_pos[it.key.id]
+        p = (v.record_pos[it.key.id] if it.key.kind == "record" else v.passage_pos[it.key.id]
+             if it.key.kind == "passage" else v.turn_pos[it.key.id])
         pos[i] = p
         vecs[i] = v.vector(it.key.kind, p)
     rel = scaled(relevance)
@@ -102,6 +105,9 @@ def select_items(
         if it.key.kind == "record":
             item_turns.append((it.key.conversation_id, v.record_turns[p]))
             cost0[i] = min_cost[i] = record_tokens(v, p, cfg, encoding)
+        elif it.key.kind == "passage":
+            item_turns.append((it.key.conversation_id, [v.passage_turn(p)]))
+            cost0[i] = min_cost[i] = passage_tokens(v, p, cfg, encoding)
         else:
             win = full_window(v, p, cfg.turn_window, cfg.window_within_segment)
             item_turns.append((it.key.conversation_id, win))
@@ -152,7 +158,8 @@ def select_items(
         unit.rank = len(chosen)
         chosen.append(unit)
         mark_shown(unit, view, shown[cid], p)
-        new_turns = [(cid, tp) for tp in (positions if unit.kind == "turns" else view.record_turns[p])]
+        new_turns = [(cid, tp) for tp in (positions if unit.kind == "turns" else [view.passage_turn(p)]
+                                          if unit.kind == "passage" else view.record_turns[p])]
         touched = {j for key in new_turns if key not in covered for j in by_turn.get(key, ())}
         covered.update(new_turns)
         for j in touched:
@@ -169,6 +176,11 @@ def _candidate(kind: str, p: int, view: ConversationView, shown: Shown, cfg: Sel
     """(window turn positions or [], tokens, group) of a pool item as it would be shown now, or
     None when it is a duplicate or redundant (counted in ``skipped``). No strings are built here."""
     cid = view.conversation_id
+    if kind == "passage":
+        if passage_is_shown(view, shown, p):
+            skipped["duplicate"] += 1
+            return None
+        return [], passage_tokens(view, p, cfg, encoding), (cid, fmt_day(view.turn_session_date[view.passage_turn(p)]))
     if kind == "record":
         if p in shown.records or norm_text(view, p) in shown.texts:
             skipped["duplicate"] += 1

@@ -7,15 +7,22 @@ turn loses most of what the turn said. So the selection shows turns and uses rec
 1. **Records lift their turns.** A candidate turn's relevance is its own fused relevance plus
    ``record_lift`` times that of every pooled record made from it: RRF at the turn level, where
    the record, node and time channels vote for the turns they found through records.
-2. **A turn is shown whole when it fits** (``max_turn_tokens`` and the remaining budget). When it
-   does not, its best pooled record stands in for it: a record never hides the turn it came from
-   when the budget allows the turn.
+2. **A turn is shown whole when it fits** (``max_turn_tokens`` and the remaining budget), with its
+   window of neighbours (``turn_window``), which stops before a turn shown through its records or
+   too long to show whole. When it does not fit, its best pooled record stands in for it: a record
+   never hides the turn it came from when the budget allows the turn.
 3. **Records as notes.** Under a shown turn, up to ``notes_per_turn`` of its records are shown when
    each adds at least ``min_novel_terms`` content terms the turn lacks — typically the absolute date
    of "yesterday" or the name behind "she".
 
 Records with no source turn in the conversation, and records of turns longer than
-``max_turn_tokens``, are candidates of their own. Greedy MMR (``mmr_lambda``) with the cost-aware
+``max_turn_tokens``, are candidates of their own.
+
+A passage of a long turn (query/view_passages.py) is part of its turn: a passage hit lifts its turn
+as the turn's own hit would when the turn is short enough to show (``max_turn_tokens``: shown whole,
+or through its records as tool traffic is); of a longer turn the passage is a candidate of its own,
+shown as one ``Speaker (part k of n): text`` line with the window of short turns around its turn
+(the question a long answer replies to), never beside its turn shown whole. Greedy MMR (``mmr_lambda``) with the cost-aware
 gain (``cost_exponent``) picks the candidates; see :mod:`~lychee_ray.query.select`.
 """
 
@@ -41,6 +48,8 @@ from lychee_ray.query.windows import (
     full_window,
     mark_shown,
     norm_text,
+    passage_is_shown,
+    passage_tokens,
     record_is_redundant,
     record_tokens,
     scaled,
@@ -55,7 +64,8 @@ NOTE_ORDER = 2  # a note sorts after the window (order sub-key 1) that starts at
 
 @dataclass
 class _Candidate:
-    """A turn (shown whole, or through a stand-in record) or a record shown on its own."""
+    """A turn (shown whole, or through a stand-in record), a record shown on its own, or a passage of
+    a long turn."""
 
     conversation_id: str
     kind: ItemKind
@@ -76,7 +86,8 @@ class _Candidate:
 
     def item(self, view: ConversationView) -> FusedItem:
         """The candidate as a pool item (what :func:`build_unit` and the evidence report read)."""
-        kid = view.turn_ids[self.pos] if self.kind == "turn" else view.record_ids[self.pos]
+        kid = (view.turn_ids[self.pos] if self.kind == "turn" else view.passages.ids[self.pos] if self.kind == "passage"
+               else view.record_ids[self.pos])
         return FusedItem(key=ItemKey(self.conversation_id, self.kind, kid), score=self.score,
                          channels=set(self.channels), routes=set(self.routes), first_seen=self.first_seen)
 
@@ -87,6 +98,12 @@ def _long(view: ConversationView, tp: int, cfg: SelectConfig, encoding: str) -> 
     if through_records(view, tp, cfg):
         return True
     return turn_line_tokens(view, tp, cfg.show_source_ids, encoding) > cfg.max_turn_tokens
+
+
+def _not_a_neighbour(view: ConversationView, tp: int, cfg: SelectConfig, encoding: str) -> bool:
+    """Where a window stops: a turn shown through its records (``through_records``), or one too long
+    to show whole (``max_turn_tokens``: its records or passages stand for it)."""
+    return through_records(view, tp, cfg) or turn_line_tokens(view, tp, cfg.show_source_ids, encoding) > cfg.max_turn_tokens
 
 
 def _candidates(pool: Sequence[FusedItem], rel: np.ndarray, views: dict[str, ConversationView], cfg: SelectConfig,
@@ -106,6 +123,14 @@ def _candidates(pool: Sequence[FusedItem], rel: np.ndarray, views: dict[str, Con
         v = views[cid]
         if it.key.kind == "turn":
             add(cid, "turn", v.turn_pos[it.key.id], it, float(rel[i]))
+            continue
+        if it.key.kind == "passage":
+            pp = v.passage_pos[it.key.id]
+            tp = v.passage_turn(pp)
+            if turn_line_tokens(v, tp, cfg.show_source_ids, encoding) <= cfg.max_turn_tokens:
+                add(cid, "turn", tp, it, float(rel[i]))  # the turn fits: shown as its own hit would be
+            else:
+                add(cid, "passage", pp, it, float(rel[i]))
             continue
         rp = v.record_pos[it.key.id]
         src = v.record_turns[rp]
@@ -146,6 +171,8 @@ def select_turn_units(
         vecs[i] = v.vector(c.kind, c.pos)
         if c.kind == "record":
             cost0[i] = record_tokens(v, c.pos, cfg, encoding)
+        elif c.kind == "passage":
+            cost0[i] = passage_tokens(v, c.pos, cfg, encoding)
         else:
             cost0[i] = window_tokens(v, full_window(v, c.pos, cfg.turn_window, cfg.window_within_segment), cfg, encoding)
     gain = cost_aware_gain(score, cost0, cfg.cost_exponent)
@@ -255,13 +282,15 @@ class _Picker:
             unit = self._add(c, c.pos, [], fit[0], fit[1], score, "record")
             unit.order = (unit.order[0], NOTE_ORDER)
             return True, False
+        if c.kind == "passage":
+            return self._place_passage(c, score), False
         if c.pos in shown.turns:
             self.skipped["duplicate"] += 1
             return False, False
         group = (c.conversation_id, fmt_day(view.turn_session_date[c.pos]))
         if not _long(view, c.pos, cfg, self.encoding) or not view.turn_records[c.pos]:
             window = turn_window(view, shown, c.pos, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment,
-                                 stop=lambda p: through_records(view, p, cfg))
+                                 stop=lambda p: _not_a_neighbour(view, p, cfg, self.encoding))
             for win in (window, [c.pos]):  # the window, else the turn alone
                 tokens = window_tokens(view, win, cfg, self.encoding)
                 if self._cost(tokens, group) <= self.remaining:
@@ -282,6 +311,28 @@ class _Picker:
         self.dropped.append(Dropped(c.item(view).key, turn_line_tokens(view, c.pos, cfg.show_source_ids, self.encoding),
                                     score))
         return False, False
+
+    def _place_passage(self, c: _Candidate, score: float) -> bool:
+        """Show passage candidate ``c`` with the short turns around its turn (a window, as a turn's:
+        the question a long answer replies to), else alone; unless it (or its turn) is shown or it
+        does not fit."""
+        view, cfg = self.views[c.conversation_id], self.cfg
+        shown = self.shown[c.conversation_id]
+        if passage_is_shown(view, shown, c.pos):
+            self.skipped["duplicate"] += 1
+            return False
+        tp = view.passage_turn(c.pos)
+        window = turn_window(view, shown, tp, cfg.turn_window, cfg.min_novel_terms, cfg.window_within_segment,
+                             stop=lambda p: _not_a_neighbour(view, p, cfg, self.encoding))
+        group = (c.conversation_id, fmt_day(view.turn_session_date[tp]))
+        own = passage_tokens(view, c.pos, cfg, self.encoding)
+        for win in (window, [tp]):  # with its neighbours, else alone
+            tokens = own + window_tokens(view, [q for q in win if q != tp], cfg, self.encoding)
+            if self._cost(tokens, group) <= self.remaining:
+                self._add(c, c.pos, win, tokens, group, score, "passage")
+                return True
+        self.skipped["budget"] += 1
+        return False
 
     def _notes(self, view: ConversationView, unit: Evidence, score: float) -> None:
         """Under each turn of a shown window, up to ``notes_per_turn`` of its records that add what

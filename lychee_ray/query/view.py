@@ -2,8 +2,9 @@
 
 :class:`ConversationView` is a committed conversation as plain Python/NumPy columns, the FAISS
 indexes, node key lookups and the BM25 indexes over record and turn texts (built once when the
-conversation is loaded and cached with it, query/cache.py). Items are records (``id = record_id``)
-or raw turns (``id = turn_id``), told apart by their ``kind``. Every record column is available by
+conversation is loaded and cached with it, query/cache.py). Items are records (``id = record_id``),
+raw turns (``id = turn_id``) or passages of long turns (``id = passage_id``, query/view_passages.py),
+told apart by their ``kind``. Every record column is available by
 name through :meth:`ConversationView.record_column` (a new record field needs nothing here). The
 recall channels that search a view are in :mod:`lychee_ray.query.channels`.
 """
@@ -22,6 +23,7 @@ from lychee_ray.io.store import ConversationData
 from lychee_ray.query.bm25 import BM25Index, doc_terms
 from lychee_ray.query.hits import ItemKind
 from lychee_ray.query.pacing import PAUSE_EVERY_ROWS, Pause, paced
+from lychee_ray.query.view_passages import PassageColumns, lexical_units
 from lychee_ray.text.dates import iso_day
 from lychee_ray.text.lexical import ATTRIBUTION_TERMS, lexical_terms
 
@@ -49,7 +51,7 @@ def table_columns(table: pa.Table, pause: Pause | None) -> dict[str, list]:
 def view_nbytes(data: ConversationData) -> int:
     """Approximate size of a view of ``data``: the store data plus the vectors kept as arrays
     (``data`` may hold only some tables: a lagging view's turns)."""
-    rows = sum(data.tables[n].num_rows for n in ("records", "turns") if n in data.tables)
+    rows = sum(data.tables[n].num_rows for n in ("records", "turns", "passages") if n in data.tables)
     return int(data.nbytes()) + 2 * 4 * data.dim * rows
 
 
@@ -73,12 +75,14 @@ class TurnColumns:
     dates: list[str | None]  # the turn's time, else its session's
     segment: list[int]  # segment index (-1 = none)
     lines: list[str]  # "speaker: text", as the lexical channels index them
-    tokens: list[list[str]]  # their BM25 terms (the same for both indexes)
+    tokens: list[list[str]]  # their BM25 terms (the same for both indexes; none for a turn with passages)
     terms: list[frozenset[str]]  # content terms for the selection's novelty rule (speaker included)
     said: np.ndarray  # day ordinal of each date
 
     @classmethod
-    def of(cls, trn: dict[str, list], segment_of: dict[str, int], pause: Pause | None = None) -> TurnColumns:
+    def of(cls, trn: dict[str, list], segment_of: dict[str, int], pause: Pause | None = None,
+           split: frozenset[str] = frozenset()) -> TurnColumns:
+        """``split``: turns searched by their passages (their own lexical terms are not needed)."""
         ids = [str(t) for t in trn["turn_id"]]
         # a turn's text with its tool calls rendered (agent logs), as embedded and encoded
         metas = trn.get("meta") or [None] * len(ids)
@@ -93,7 +97,7 @@ class TurnColumns:
         return cls(ids=ids, text=text, speaker=speaker, role=roles, tool=tool,
                    session=list(trn["session_index"]), dates=dates,
                    segment=[segment_of.get(t, -1) for t in ids], lines=lines,
-                   tokens=[doc_terms(t) for t in paced(lines, pause)],
+                   tokens=[[] if i in split else doc_terms(t) for i, t in paced(zip(ids, lines, strict=False), pause)],
                    terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in paced(zip(speaker, text, strict=False), pause)],
                    said=day_ordinals(dates))
 
@@ -176,6 +180,13 @@ class ConversationView:
     # segments that are system prompts (agent logs): their turns and records are the agent's
     # instructions, context rather than memory (recall leaves them out unless a route asks for rules)
     context_segments: frozenset[int] = frozenset()
+    # passages of long turns, by position (= FAISS id of their index); a turn with passages is
+    # searched by them (turn position -> its passage positions)
+    passages: PassageColumns = field(default_factory=PassageColumns)
+    passage_vecs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    passage_index: object = None
+    passage_pos: dict[str, int] = field(default_factory=dict)
+    turn_passages: dict[int, list[int]] = field(default_factory=dict)
 
     def is_context_turn(self, pos: int) -> bool:
         """The turn is (part of) a system prompt."""
@@ -216,8 +227,14 @@ class ConversationView:
         context = frozenset(int(i) for i, why in zip(data.segments.column("index").to_pylist(),
                                                      data.segments.column("close_reason").to_pylist(), strict=False)
                             if why == "system_prompt")
-        tc = TurnColumns.of(trn, seg_of, pause)
+        pas_table = data.tables.get("passages")
+        split = frozenset(pas_table.column("turn_id").to_pylist()) if pas_table is not None else frozenset()
+        tc = TurnColumns.of(trn, seg_of, pause, split)
         turn_pos = {t: i for i, t in enumerate(tc.ids)}
+        pc = (PassageColumns.of(pas_table, turn_pos, tc.text, tc.speaker, pause) if pas_table is not None
+              else PassageColumns())
+        turn_passages = pc.by_turn()
+        lex_kinds, lex_ids, lex_tokens = lexical_units(tc.ids, tc.tokens, pc, turn_passages)
         record_pos = {r: i for i, r in enumerate(rec["record_id"])}
         record_turns = [[turn_pos[t] for t in (src or []) if t in turn_pos] for src in paced(rec["source_turn_ids"], pause)]
         missing = frozenset(t for src in rec["source_turn_ids"] for t in (src or []) if t not in turn_pos)
@@ -232,16 +249,15 @@ class ConversationView:
         topics = {key for k, key in zip(nod["kind"], nod["key"], strict=False) if k == "topic"}
         rec_text = [str(t) for t in rec["text"]]
         rec_kind: ItemKind = "record"
-        turn_kind: ItemKind = "turn"
-        kinds = [rec_kind] * n_rec + [turn_kind] * n_turn
+        kinds: list[ItemKind] = [rec_kind] * n_rec + lex_kinds
         bm25 = BM25Index(
-            rec_text + tc.lines,
+            None,
             kinds,
-            list(rec["record_id"]) + tc.ids,
+            list(rec["record_id"]) + lex_ids,
             bm25_k1, bm25_b,
-            tokens=[doc_terms(t) for t in paced(rec_text, pause)] + tc.tokens, pause=pause,
+            tokens=[doc_terms(t) for t in paced(rec_text, pause)] + lex_tokens, pause=pause,
         )
-        turn_bm25 = BM25Index(tc.lines, ["turn"] * n_turn, tc.ids, bm25_k1, bm25_b, tokens=tc.tokens, pause=pause)
+        turn_bm25 = BM25Index(None, lex_kinds, lex_ids, bm25_k1, bm25_b, tokens=lex_tokens, pause=pause)
         view = cls(
             conversation_id=data.conversation_id, user_id=data.user_id, committed_at=committed_at, dim=dim,
             record_ids=list(rec["record_id"]), record_text=rec_text, record_type=[str(t) for t in rec["type"]],
@@ -268,6 +284,12 @@ class ConversationView:
         view.segment_of = seg_of
         view.missing_sources = missing
         view.context_segments = context
+        view.passages, view.turn_passages = pc, turn_passages
+        view.passage_pos = {p: i for i, p in enumerate(pc.ids)}
+        pas_index = data.indexes.get("passages")
+        if pas_index is not None and len(pc):
+            view.passage_index = pas_index
+            view.passage_vecs = flat_vectors(pas_index, len(pc), dim)
         return view
 
     @property
@@ -296,8 +318,18 @@ class ConversationView:
     def num_turns(self) -> int:
         return len(self.turn_ids)
 
+    @property
+    def num_passages(self) -> int:
+        return len(self.passages)
+
     def vector(self, kind: ItemKind, pos: int) -> np.ndarray:
-        return self.record_vecs[pos] if kind == "record" else self.turn_vecs[pos]
+        if kind == "record":
+            return self.record_vecs[pos]
+        return self.passage_vecs[pos] if kind == "passage" else self.turn_vecs[pos]
+
+    def passage_turn(self, pos: int) -> int:
+        """The turn position of passage ``pos``."""
+        return self.passages.turn[pos]
 
 
 __all__ = ["NO_DAY", "ConversationView", "TurnColumns", "day_ordinal", "day_ordinals", "flat_vectors", "table_columns",

@@ -5,7 +5,8 @@ A queued append (ingest/increment/queued.py) commits a delta of new turn rows on
 conversation (columns, BM25, term sets, line token counts: ~2 s at 10,000 turns, on every replica,
 for every appended turn). :func:`extend_with_turns` instead keeps the old view's records, nodes and
 their indexes as they are, and adds the new turns to the turn columns, vectors and both BM25
-indexes. The result equals :meth:`ConversationView.from_data` on the same data, field by field
+indexes (and the passages of the new turns that are long: query/view_passages.py). The result
+equals :meth:`ConversationView.from_data` on the same data, field by field
 (``tests/query/test_view_extend.py``).
 
 Any other change (records, nodes or segments touched: an encoding, a flush) is not an extension;
@@ -21,9 +22,12 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pyarrow as pa
 
+from lychee_ray.core.passages import PASSAGE_SCHEMA
 from lychee_ray.io.store import ConversationData
 from lychee_ray.query.view import ConversationView, TurnColumns, flat_vectors, view_nbytes
+from lychee_ray.query.view_passages import PassageColumns, lexical_units
 
 # tables a turns-only append leaves as they were (load_generation hands back the same objects)
 _UNCHANGED = ("records", "nodes", "segments")
@@ -40,6 +44,17 @@ def appended_turns(view: ConversationView, data: ConversationData) -> int | None
     if turns.num_rows < n or not turns.slice(0, n).equals(old.turns):
         return None
     return turns.num_rows - n
+
+
+def appended_passages(view: ConversationView, data: ConversationData) -> pa.Table | None:
+    """The passage rows ``data`` adds after the ones ``view`` shows (None when it changed or removed one)."""
+    table = data.tables.get("passages")
+    m = view.num_passages
+    if table is None:
+        return PASSAGE_SCHEMA.empty_table() if m == 0 else None
+    if table.num_rows < m or table.column("passage_id").slice(0, m).to_pylist() != view.passages.ids:
+        return None
+    return table.slice(m)
 
 
 def _same_lineage(old: ConversationData, new: ConversationData) -> bool:
@@ -69,11 +84,22 @@ def extend_with_turns(view: ConversationView, data: ConversationData, committed_
     if not exact and not allow_lag:
         return None
     n = view.num_turns
-    tc = TurnColumns.of(data.turns.slice(n).to_pydict(), view.segment_of)
+    new_passages = appended_passages(view, data)
+    if new_passages is None:
+        return None
+    split = frozenset(new_passages.column("turn_id").to_pylist())
+    tc = TurnColumns.of(data.turns.slice(n).to_pydict(), view.segment_of, split=split)
     if any(t in view.turn_pos for t in tc.ids) or (exact and not view.missing_sources.isdisjoint(tc.ids)):
         return None  # a repeated id, or a record citing a new turn: what from_data would link
     turn_pos = dict(view.turn_pos)
     turn_pos.update((t, n + i) for i, t in enumerate(tc.ids))
+    if any(turn_pos.get(t, -1) < n for t in split):
+        return None  # a new passage of an old turn: not an extension
+    m = view.num_passages
+    pc = view.passages + PassageColumns.of(new_passages, turn_pos, view.turn_text + tc.text, view.turn_speaker + tc.speaker)
+    turn_passages = {**view.turn_passages, **pc.by_turn(m)}
+    kinds, ids, tokens = lexical_units(view.turn_ids + tc.ids, [[] for _ in range(n)] + tc.tokens, pc, turn_passages, n)
+    pas_index = data.indexes.get("passages") if new_passages.num_rows else view.passage_index
     return dataclasses.replace(
         view,
         committed_at=committed_at,
@@ -88,8 +114,15 @@ def extend_with_turns(view: ConversationView, data: ConversationData, committed_
         turn_vecs=np.concatenate([view.turn_vecs, flat_vectors(data.turn_index, k, data.dim, start=n)]),
         turn_index=data.turn_index,
         speakers=list(dict.fromkeys(view.speakers + tc.speaker)),
-        bm25=view.bm25.extended(tc.lines, ["turn"] * k, tc.ids, tc.tokens),
-        turn_bm25=view.turn_bm25.extended(tc.lines, ["turn"] * k, tc.ids, tc.tokens),
+        bm25=view.bm25.extended(None, kinds, ids, tokens),
+        turn_bm25=view.turn_bm25.extended(None, kinds, ids, tokens),
+        passages=pc,
+        passage_vecs=(np.concatenate([view.passage_vecs.reshape(-1, data.dim),
+                                      flat_vectors(pas_index, new_passages.num_rows, data.dim, start=m)])
+                      if new_passages.num_rows else view.passage_vecs),
+        passage_index=pas_index,
+        passage_pos={**view.passage_pos, **{p: m + i for i, p in enumerate(pc.ids[m:])}},
+        turn_passages=turn_passages,
         turn_pos=turn_pos,
         turn_records=view.turn_records + [[] for _ in tc.ids],
         turn_terms=view.turn_terms + tc.terms,
@@ -102,4 +135,4 @@ def extend_with_turns(view: ConversationView, data: ConversationData, committed_
     )
 
 
-__all__ = ["DERIVED_TABLES", "appended_turns", "derived_unchanged", "extend_with_turns"]
+__all__ = ["DERIVED_TABLES", "appended_passages", "appended_turns", "derived_unchanged", "extend_with_turns"]

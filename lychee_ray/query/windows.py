@@ -9,6 +9,9 @@ Content terms are the stemmed, stop-worded words and numbers of
 - a record whose source turns are all shown is shown only if it has at least ``min_novel_terms``
   content terms those turns lack (e.g. an absolute date resolved from "yesterday", or a name
   resolved from a pronoun).
+
+A passage of a long turn (query/view_passages.py) is part of its turn: shown once, never beside its
+turn shown whole, and its evidence item names the turn as its source.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from lychee_ray.query.evidence import (
     Selection,
     group_header,
     header_line_tokens,
+    passage_block,
+    passage_line_tokens,
     record_block,
     record_line_tokens,
     render,
@@ -75,6 +80,12 @@ class Shown:
     turns: set[int] = field(default_factory=set)
     records: set[int] = field(default_factory=set)
     texts: set[str] = field(default_factory=set)
+    passages: set[int] = field(default_factory=set)
+
+
+def passage_is_shown(view: ConversationView, shown: Shown, pp: int) -> bool:
+    """The passage, or its whole turn, is already shown."""
+    return pp in shown.passages or view.passage_turn(pp) in shown.turns
 
 
 def _novel(terms: frozenset[str], against: list[frozenset[str]]) -> int:
@@ -140,8 +151,26 @@ def norm_text(view: ConversationView, p: int) -> str:
 
 def build_unit(it: FusedItem, p: int, window: list[int], tokens: int, group: tuple[str, str | None], rel: float,
                 view: ConversationView, cfg: SelectConfig) -> Evidence:
-    """The :class:`Evidence` of a pool item shown as a record, or as the raw-turn ``window``."""
+    """The :class:`Evidence` of a pool item shown as a record, as the raw-turn ``window``, or as a
+    passage (``p``: its position) within ``window`` (its turn and the neighbours shown with it)."""
     cid = it.key.conversation_id
+    if it.key.kind == "passage":
+        pc = view.passages
+        tp = pc.turn[p]
+        start, end = pc.span[p]
+        before, after = [q for q in window if q < tp], [q for q in window if q > tp]
+        line = f"{view.turn_speaker[tp]}: {pc.text[p]}"
+        text = "\n".join(x for x in (turn_unit_text(view, before), line, turn_unit_text(view, after)) if x)
+        block = "\n".join(x for x in (turns_block(view, before, cfg.show_source_ids), passage_block(view, p, cfg.show_source_ids),
+                                      turns_block(view, after, cfg.show_source_ids)) if x)
+        return Evidence(
+            key=it.key, kind="passage", conversation_id=cid, id=it.key.id, text=text,
+            type="passage", time=None, session_date=view.turn_session_date[tp],
+            turn_ids=[view.turn_ids[q] for q in [*before, tp, *after]],
+            score=rel, channels=sorted(it.channels), routes=sorted(it.routes),
+            block=block, tokens=tokens, order=(min([tp, *before]), 1, pc.part[p]), group=group,
+            passage=(pc.part[p] + 1, pc.count[p], start, end),
+        )
     if it.key.kind == "record":
         src = view.record_turns[p]
         return Evidence(
@@ -160,10 +189,14 @@ def build_unit(it: FusedItem, p: int, window: list[int], tokens: int, group: tup
 
 
 def mark_shown(unit: Evidence, view: ConversationView, shown: Shown, p: int) -> None:
-    """Record that ``unit`` (record position or window around ``p``) is shown."""
+    """Record that ``unit`` (record position, window around ``p``, or passage position) is shown."""
     if unit.kind == "record":
         shown.records.add(p)
         shown.texts.add(norm_text(view, p))
+    elif unit.kind == "passage":
+        shown.passages.add(p)
+        tp = view.passage_turn(p)  # (the neighbours shown with it are shown whole)
+        shown.turns.update(q for q in (view.turn_pos[t] for t in unit.turn_ids) if q != tp)
     else:
         shown.turns.update(view.turn_pos[t] for t in unit.turn_ids)
 
@@ -189,6 +222,11 @@ def cost_aware_gain(rel: np.ndarray, cost: np.ndarray, exponent: float) -> np.nd
 def record_tokens(view: ConversationView, rp: int, cfg: SelectConfig, encoding: str) -> int:
     """Tokens of record ``rp``'s line as the context shows it."""
     return record_line_tokens(view, rp, cfg.show_source_ids, encoding, cfg.show_record_tags)
+
+
+def passage_tokens(view: ConversationView, pp: int, cfg: SelectConfig, encoding: str) -> int:
+    """Tokens of a passage's line as the context shows it."""
+    return passage_line_tokens(view, pp, cfg.show_source_ids, encoding)
 
 
 def window_tokens(view: ConversationView, window: Sequence[int], cfg: SelectConfig, encoding: str) -> int:
@@ -221,5 +259,5 @@ def finish(chosen: list[Evidence], budget_tokens: int, show_conv: bool, encoding
 
 
 __all__ = ["Shown", "added_tokens", "build_unit", "cost_aware_gain", "finish", "full_window", "mark_shown", "norm_text",
-           "record_is_redundant", "record_tokens", "scaled", "turn_is_redundant", "turn_unit_text", "turn_window",
+           "passage_is_shown", "passage_tokens", "record_is_redundant", "record_tokens", "scaled", "turn_is_redundant", "turn_unit_text", "turn_window",
            "window_tokens"]

@@ -107,7 +107,7 @@ class DecideStage:
                  on_conflict: str | None, progress: Any) -> None:
         cfg = _cfg(cfg_json)
         self.decider = Decider(MemoryStoreWriter(out, cfg.store), run_id, fingerprint, cfg.segmenter.max_turn_chars,
-                               retry_failed, on_conflict or cfg.build.on_conflict)
+                               retry_failed, on_conflict or cfg.build.on_conflict, cfg.passages)
         self.progress = progress
         if progress is not None:
             progress.stage_ready.remote("decide")

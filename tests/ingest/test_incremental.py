@@ -328,7 +328,7 @@ def test_compacted_conversations_of_older_stores_are_appendable(tmp_path, ctx, c
     ref, _ = reference
     build(ctx, tmp_path, prefix(conv, 30))  # the run compacts its parts
     marker = next(iter_markers(tmp_path))
-    assert set(marker.location) == {"records", "nodes", "turns", "segments", "usage"}
+    assert set(marker.location) == {"records", "nodes", "turns", "segments", "usage", "passages"}
     # ... and make it look like a store written before generations: fixed index paths, no state
     layout = StoreLayout(tmp_path)
     for f in layout.marker_index_dir(marker).iterdir():

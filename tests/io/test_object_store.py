@@ -44,6 +44,7 @@ from lychee_ray.io.store.fs import StorePath, display_uri, store_root
 from lychee_ray.io.store.gc import collect_garbage, garbage_paths
 from lychee_ray.io.store.lease import acquire_lease, read_lease
 from lychee_ray.io.store.locks import flock_path, release
+from lychee_ray.io.store.tables import indexed_tables
 from lychee_ray.io.verify import verify_store
 from lychee_ray.memory import MemoryStore
 from lychee_ray.testing.synthetic import synthetic_conversation
@@ -550,7 +551,7 @@ def test_index_cache_is_bounded_and_reused(local_and_s3, tmp_path, monkeypatch):
     cid = reader.conversation_ids()[0]
     reader.load(cid)
     files = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache2").iterdir()}
-    assert len(files) == 3  # records, nodes, turns
+    assert len(files) == len(indexed_tables())  # records, nodes, turns, passages
     calls = []
     orig = store_index.cached_copy
 
@@ -561,7 +562,7 @@ def test_index_cache_is_bounded_and_reused(local_and_s3, tmp_path, monkeypatch):
     monkeypatch.setattr(store_index, "cached_copy", counting)
     reader.load(cid)
     assert {p.name for p in (tmp_path / "cache2").iterdir()} == {p.name for p in files}
-    assert len(calls) == 3
+    assert len(calls) == len(indexed_tables())
 
 
 def test_memory_store_open_uses_the_given_config_store_settings(local_and_s3, tmp_path, monkeypatch):
@@ -577,10 +578,10 @@ def test_memory_store_open_uses_the_given_config_store_settings(local_and_s3, tm
     try:
         cid = a.reader.conversation_ids()[0]
         a.reader.load(cid)
-        assert len(list((tmp_path / "a").iterdir())) == 3  # records, nodes, turns indexes
+        assert len(list((tmp_path / "a").iterdir())) == len(indexed_tables())  # records, nodes, turns, passages indexes
         assert not (tmp_path / "b").exists() and not (tmp_path / "default").exists()
         b.reader.load(cid)
-        assert len(list((tmp_path / "b").iterdir())) == 3
+        assert len(list((tmp_path / "b").iterdir())) == len(indexed_tables())
         assert not (tmp_path / "default").exists()
         assert a.reader.layout.settings.cache_dir == str(tmp_path / "a")
         assert StoreLayout(uri).settings == StoreConfig()  # a root opened without settings: packaged defaults

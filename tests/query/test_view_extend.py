@@ -16,7 +16,7 @@ from tests.ingest.test_deltas import open_store
 from tests.ingest.test_incremental import conv, turn_dicts  # noqa: F401 (fixture)
 
 # compared apart: indexes by what they return, the memo by the counts it holds
-_APART = {"record_index", "node_index", "turn_index", "bm25", "turn_bm25", "memo", "source", "derived_from"}
+_APART = {"record_index", "node_index", "turn_index", "passage_index", "bm25", "turn_bm25", "memo", "source", "derived_from"}
 QD = "2023-08-01"  # searches give a date: the default (now) may change between two of them
 QUERIES = ["What did Caroline say about the support group?", "painting camping with the kids",
            "Melanie pottery class", "When did she go to the LGBTQ conference?"]
@@ -51,6 +51,11 @@ def assert_same_view(a: ConversationView, b: ConversationView) -> None:
             da, ja = ia.search(qv if name == "turn_index" else np.ascontiguousarray(a.record_vecs[:2]), k)
             db, jb = ib.search(qv if name == "turn_index" else np.ascontiguousarray(a.record_vecs[:2]), k)
             assert np.array_equal(ja, jb) and np.array_equal(da, db), name
+    if a.num_passages:  # (the passages of long turns)
+        k = min(10, a.num_passages)
+        da, ja = a.passage_index.search(qv, k)
+        db, jb = b.passage_index.search(qv, k)
+        assert np.array_equal(ja, jb) and np.array_equal(da, db), "passage_index"
     for v in (a, b):  # every setting: an extended view's carried-over counts are counted for all
         for ids in (False, True):
             for tags in (False, True):

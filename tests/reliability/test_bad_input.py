@@ -454,8 +454,12 @@ def test_10mb_turn_is_stored_in_full_and_encoded_bounded(tmp_path):
     b = build(src, tmp_path / "st", embedder)
     s = b.summary
     assert (s.inputs, s.built, s.failed) == (2, 2, 0) and verify_store(b.root)["ok"]
-    [warning] = b.warnings("huge-turn")
+    warnings = b.warnings("huge-turn")
+    [warning] = [w for w in warnings if "segmenter.max_turn_chars" in w]
     assert "segmenter.max_turn_chars=50000" in warning and "t1 (10000000 chars)" in warning
+    # searchable by its passages up to passages.max_turn_chars, and the build says where search stops
+    [capped] = [w for w in warnings if "passages.max_turn_chars" in w]
+    assert "passages.max_turn_chars=1000000" in capped and "t1 (10000000 chars)" in capped
     stored = b.turns("huge-turn")
     assert len(stored) == 3 and len(stored[1]["content"]) == len(text)
     assert hashlib.sha256(stored[1]["content"].encode()).digest() == hashlib.sha256(text.encode()).digest()

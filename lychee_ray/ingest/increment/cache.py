@@ -23,6 +23,10 @@ from lychee_ray.io.store.reader import ConversationData, read_delta, read_part
 
 V = TypeVar("V")
 
+# what a queued append's delta writes: turn rows and the passages of long ones (a kept state takes
+# those in; a delta touching anything else means another process changed the segmentation)
+_APPENDED_TABLES = ("turns", "passages")
+
 
 class _Bounded(Generic[V]):
     """A map bounded to ``max_items`` entries, least recently put dropped first (thread-safe):
@@ -101,12 +105,16 @@ class StoredCache:
             if gen in kept.applied:
                 continue
             doc = read_delta_manifest(layout.index_dir(marker.key, gen))
-            if doc.get("deletes") or any(n for t, n in doc["tables"].items() if t != "turns"):
+            if doc.get("deletes") or any(n for t, n in doc["tables"].items() if t not in _APPENDED_TABLES):
                 return None
-            d = read_delta(layout, marker.key, gen, ["turns"], kept.turn_vectors.shape[1]).get("turns")
+            deltas = read_delta(layout, marker.key, gen, list(_APPENDED_TABLES), kept.turn_vectors.shape[1])
+            d = deltas.get("turns")
             if d is not None and d.upserts.num_rows:
                 kept.add_turns(d.upserts.to_pylist(), d.vectors.vectors if d.vectors is not None else
                                np.zeros((0, kept.turn_vectors.shape[1]), np.float32), marker, gen)
+            p = deltas.get("passages")
+            if p is not None and p.vectors is not None:
+                kept.add_passages(p.upserts, p.vectors)
             kept.applied.add(gen)
         kept.marker = marker
         return kept

@@ -23,9 +23,11 @@ from lychee_ray.ingest.increment.errors import ConversationBusy, OwnerMismatch, 
 from lychee_ray.ingest.increment.construct import construct_increment
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
 from lychee_ray.ingest.increment.turns import check_append, new_turn_rows
+from lychee_ray.ingest.passages import passages_of_turns
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.ingest.segment import turn_embedding_text
 from lychee_ray.core.conversation import TURN_SCHEMA
+from lychee_ray.core.passages import passages_table
 from lychee_ray.core.turn_identity import turns_digest
 from lychee_ray.io.store import MemoryStoreWriter
 from lychee_ray.io.store.fs import AnyPath
@@ -75,6 +77,9 @@ async def append_queued(
             max_chars = ctx.cfg.segmenter.max_turn_chars
             t_embed = time.perf_counter()
             vecs = np.asarray(await ctx.embed([turn_embedding_text(t, max_chars) for t in turns]), dtype=np.float32)
+            passages = passages_of_turns(cid, user, turns, ctx.cfg.passages, ctx.cfg.tokenizer.encoding)
+            pvecs = (np.asarray(await ctx.memory_embed([p.text for p in passages]), dtype=np.float32) if passages
+                     else np.zeros((0, ctx.embed_dim), np.float32))
             timings["embed"] = (time.perf_counter() - t_embed) * 1e3
             table = pa.Table.from_pylist(rows, schema=TURN_SCHEMA)
             info = {k: getattr(marker, k) for k in BuildInfo.model_fields}
@@ -83,7 +88,9 @@ async def append_queued(
             counts = marker.counts.model_copy(update={"turns": marker.counts.turns + len(rows)})
             delta = ConversationDelta(
                 conversation_id=cid, user_id=user, fingerprint=ctx.fingerprint,
-                tables={"turns": TableDelta(table, TableVectors.of(vecs, None, ctx.embed_dim))},
+                tables={"turns": TableDelta(table, TableVectors.of(vecs, None, ctx.embed_dim)),
+                        **({"passages": TableDelta(passages_table(passages), TableVectors.of(pvecs, None, ctx.embed_dim))}
+                           if passages else {})},
                 counts=counts, open_turns=marker.open_turns + len(rows), info=BuildInfo(**info), dim=ctx.embed_dim,
                 unsegmented_turns=marker.unsegmented_turns + len(rows))
             t_commit = time.perf_counter()

@@ -24,6 +24,7 @@ from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow
 from lychee_ray.io.store import StoreLayout
 from lychee_ray.io.store.layout import as_layout
+from lychee_ray.io.store.artifacts import TableVectors
 from lychee_ray.io.store.marker import CommitMarker
 from lychee_ray.io.store.reader import ConversationData, load_generation, read_segstate
 
@@ -126,6 +127,14 @@ class StoredConversation:
         self.marker = marker
         self.applied.add(generation)
 
+    def add_passages(self, rows: pa.Table, vectors: TableVectors) -> None:
+        """Take in the passages (and their vectors) of turns another commit appended (:meth:`add_turns`):
+        known again by id and span when the conversation's artifacts are assembled whole."""
+        keys = list(zip(rows.column("passage_id").to_pylist(), rows.column("char_start").to_pylist(),
+                        rows.column("char_end").to_pylist(), strict=False))
+        for i, v in zip(vectors.rows.tolist(), vectors.vectors, strict=False):
+            self.known.passages[keys[i]] = v
+
     def _build_conversation(self) -> Conversation:
         sessions: dict[int, Session] = {}
         for r in self.turn_rows():
@@ -158,10 +167,14 @@ def load_stored(root: str | Path | StoreLayout, marker: CommitMarker,
     turn_vectors = np.zeros((n_turns, dim), dtype=np.float32)
     turn_vectors[tv.rows] = tv.vectors
     node_keys = list(zip(tables["nodes"].column("node_id").to_pylist(), tables["nodes"].column("text").to_pylist(), strict=False))
-    rv, nv = data.table_vectors("records"), data.table_vectors("nodes")
+    rv, nv, pv = data.table_vectors("records"), data.table_vectors("nodes"), data.table_vectors("passages")
+    pas = tables["passages"]
+    passage_keys = list(zip(pas.column("passage_id").to_pylist(), pas.column("char_start").to_pylist(),
+                            pas.column("char_end").to_pylist(), strict=False))
     known = KnownVectors(
         records={records[int(i)].record_id: v for i, v in zip(rv.rows, rv.vectors, strict=False) if 0 <= i < len(records)},
         nodes={node_keys[int(i)]: v for i, v in zip(nv.rows, nv.vectors, strict=False) if 0 <= i < len(node_keys)},
+        passages={passage_keys[int(i)]: v for i, v in zip(pv.rows, pv.vectors, strict=False) if 0 <= i < len(passage_keys)},
     )
     return StoredConversation(marker=marker, turns=tables["turns"], rows=rows, records=records, usage=tables["usage"],
                               turn_vectors=turn_vectors, known=known, segstate=ResumePoint.read(read_segstate(layout, marker)), data=data,

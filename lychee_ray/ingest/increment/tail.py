@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lychee_ray.ingest.increment.node_index import NodeIndex
 from lychee_ray.ingest.increment.stored import StoredConversation
+from lychee_ray.ingest.passages import conversation_passages
 from lychee_ray.ingest.pipeline import (
     BuildContext,
     KnownVectors,
@@ -27,8 +28,10 @@ from lychee_ray.ingest.pipeline import (
     usage_tokens,
 )
 from lychee_ray.ingest.resume_point import ResumePoint
+from lychee_ray.ingest.vectors import passage_key
 from lychee_ray.config import LycheeConfig
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
+from lychee_ray.core.passages import passages_table
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import (
     MemoryRecord,
@@ -97,15 +100,19 @@ async def delta_increment(
     gone_rows = [sid for sid in old_rows if sid not in tail_row_ids]
 
     # vectors: what is stored by id (records) or by id and text (nodes), else embedded in one call
+    # (the passages of the added turns are new: embedded in the same call)
     known = stored.known
     embedded = [i for i, n in enumerate(changed_nodes) if len(n.record_ids) >= cfg.nodes.min_records_to_embed]
     wanted = [(r.record_id, r.text) for r in up_records] + [((changed_nodes[i].node_id, changed_nodes[i].text),
                                                                changed_nodes[i].text) for i in embedded]
     have = [known.records.get(k) if isinstance(k, str) else known.nodes.get(k) for k, _ in wanted]
-    texts = [t for (_, t), v in zip(wanted, have, strict=False) if v is None]
+    passages = conversation_passages(conv, cfg.passages, cfg.tokenizer.encoding, start=n_stored)
+    have += [None] * len(passages)
+    texts = [t for (_, t), v in zip(wanted, have, strict=False) if v is None] + [p.text for p in passages]
     fresh = iter(await ctx.memory_embed(texts) if texts else np.zeros((0, dim), dtype=np.float32))
     vecs = np.asarray([v if v is not None else next(fresh) for v in have], dtype=np.float32).reshape(-1, dim)
-    rec_vecs, node_vecs = vecs[: len(up_records)], vecs[len(up_records):]
+    n_up, n_nodes = len(up_records), len(embedded)
+    rec_vecs, node_vecs, pas_vecs = vecs[:n_up], vecs[n_up:n_up + n_nodes], vecs[n_up + n_nodes:]
 
     usage_new = mine.to_table()
     usage = stored.usage
@@ -118,6 +125,7 @@ async def delta_increment(
         "records": TableDelta(records_table(up_records), TableVectors.of(rec_vecs, None, dim), gone_records),
         "nodes": TableDelta(nodes_table(changed_nodes), TableVectors.of(node_vecs, embedded, dim), gone_nodes),
         "usage": TableDelta(usage_new),
+        "passages": TableDelta(passages_table(passages), TableVectors.of(pas_vecs, None, dim)),
     }
     tables = {k: v for k, v in tables.items() if v.rows}
     covered = {t for r in all_rows for t in r.turn_ids}
@@ -136,7 +144,8 @@ async def delta_increment(
                               segstate=segstate.to_dict())
     next_known = KnownVectors(records={**known.records, **{r.record_id: v for r, v in zip(up_records, rec_vecs, strict=False)}},
                               nodes={**known.nodes, **{(changed_nodes[i].node_id, changed_nodes[i].text): v
-                                                       for i, v in zip(embedded, node_vecs, strict=False)}})
+                                                       for i, v in zip(embedded, node_vecs, strict=False)}},
+                              passages={**known.passages, **{passage_key(p): v for p, v in zip(passages, pas_vecs, strict=False)}})
     log = stored.kept_log
     if log is not None:
         log.add(added_rows)

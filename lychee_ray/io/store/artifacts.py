@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lychee_ray.core.passages import PASSAGE_SCHEMA
 from lychee_ray.core.records import EvidenceNode, MemoryRecord, SegmentRow
 from lychee_ray.io.store.marker import BuildInfo, MarkerCounts
 
@@ -37,7 +38,11 @@ class ConversationArtifacts:
     node_vector_rows: list[int] | None = None
     # how the generation was built: copied into the commit marker
     info: BuildInfo = field(default_factory=BuildInfo)
-    # rows and vectors of tables registered beyond the core five (io/store/tables.py), by table name
+    # passages of the long turns (core/passages.py; none when every turn fits in one passage) and
+    # their vectors, in row order
+    passages: pa.Table = field(default_factory=PASSAGE_SCHEMA.empty_table)
+    passage_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    # rows and vectors of tables registered beyond the core ones (io/store/tables.py), by table name
     extra_tables: dict[str, pa.Table] = field(default_factory=dict)
     extra_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     # The segmenter's resume point (docs/incremental.md), saved beside the generation; None = none.

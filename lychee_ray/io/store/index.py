@@ -1,4 +1,11 @@
-"""Per-conversation FAISS indexes: exact inner product over unit vectors, ids = Parquet rows.
+"""Per-conversation FAISS indexes: inner product over unit vectors, ids = Parquet rows.
+
+Vectors are stored at a precision (``store.vector_precision``, per table: io/store/tables.py says
+which tables always keep fp32): ``fp32`` (``IndexFlatIP``), ``fp16`` or ``int8``
+(``IndexScalarQuantizer``: 2 or 4 times fewer bytes; every reader decodes to fp32). ``int8`` uses
+one fixed range, [-1, 1], for every component of a unit vector: there is nothing to train, any
+unit vector fits, and a vector read back and written again keeps its codes, so a fold or an
+incremental rewrite never drifts (the search scores move by about 0.002; docs/build-cost.md).
 
 FAISS reads and writes local files only. On a remote store (:mod:`.fs`) an index is written to a
 local temporary file and uploaded, and read through a bounded local cache directory
@@ -13,7 +20,7 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -21,11 +28,34 @@ from lychee_ray.config.store import StoreConfig
 from lychee_ray.io.store.fs import AnyPath, StorePath
 
 
-def build_flat_index(vectors: np.ndarray, dim: int, ids: list[int] | None = None):
-    """``IndexIDMap2(IndexFlatIP)``; ids are row positions in the Parquet part (all rows by default)."""
+VectorPrecision = Literal["fp32", "fp16", "int8"]
+# the int8 codes' range: every component of a unit vector lies in it
+_INT8_RANGE = (-1.0, 1.0)
+
+
+def _inner_index(dim: int, precision: VectorPrecision) -> Any:
     import faiss
 
-    index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+    if precision == "fp32":
+        return faiss.IndexFlatIP(dim)
+    if precision == "fp16":
+        return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    if precision != "int8":
+        raise ValueError(f"unknown vector precision {precision!r}")
+    sq = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit_uniform, faiss.METRIC_INNER_PRODUCT)
+    lo, hi = _INT8_RANGE
+    sq.sq.rangestat = faiss.ScalarQuantizer.RS_minmax
+    faiss.copy_array_to_vector(np.asarray([lo, hi - lo], dtype=np.float32), sq.sq.trained)  # (vmin, vdiff)
+    sq.is_trained = True
+    return sq
+
+
+def build_flat_index(vectors: np.ndarray, dim: int, ids: list[int] | None = None, precision: VectorPrecision = "fp32"):
+    """``IndexIDMap2`` over an index of ``precision`` (module docstring); ids are row positions in
+    the Parquet part (all rows by default)."""
+    import faiss
+
+    index = faiss.IndexIDMap2(_inner_index(dim, precision))
     if len(vectors):
         row_ids = np.arange(len(vectors), dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
         index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), row_ids)
@@ -112,8 +142,8 @@ def _evict(d: Path, keep: Path, limit: int) -> None:
 
 
 def stored_vectors(index: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(row ids, vectors) held by an ``IndexIDMap2(IndexFlatIP)`` — what :func:`build_flat_index`
-    was given, read back (merging delta generations, incremental builds)."""
+    """(row ids, vectors) held by an index of :func:`build_flat_index` — what it was given, read back
+    at its precision (merging delta generations, incremental builds)."""
     import faiss
 
     inner = faiss.downcast_index(index.index)

@@ -3,10 +3,10 @@
 Layout (DESIGN §2)::
 
     ROOT/manifest.json
-    ROOT/records/<key>.<gen>.parquet   nodes/  turns/  segments/  usage/   one part per conversation and
-                                                                      generation (or a row group of compact-*.parquet)
+    ROOT/records/<key>.<gen>.parquet   nodes/  turns/  segments/  usage/  passages/   one part per conversation
+                                                                      and generation (or a row group of compact-*.parquet)
     ROOT/errors/<run>-<n>.parquet                                     quarantined inputs / stages, warnings
-    ROOT/index/<key>/<gen>/{records,nodes,turns}.faiss + ids.json     IndexIDMap2(IndexFlatIP)
+    ROOT/index/<key>/<gen>/{records,nodes,turns,passages}.faiss + ids.json   IndexIDMap2 (io/store/index.py)
     ROOT/segstate/<key>.<gen>.json                                    segmenter resume point (incremental builds)
     ROOT/commits/<key>.json                                           commit marker (last write), names <gen>
     ROOT/_claims/<run>/<key>.json                                     which run builds which conversation

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
+import numpy as np
 import pyarrow as pa
 
 from lychee_ray.core.records import ERROR_SCHEMA
@@ -85,9 +86,27 @@ def read_base_part(root: str | Path | StorePath | StoreLayout, table: str, marke
             if columns is None:
                 raise
             part = read_parquet(path)  # a column asked for that the part predates: filled below
+        except FileNotFoundError:
+            if not predates_table(layout, table, marker):
+                raise
+            schema = table_spec(table).schema
+            assert schema is not None  # an optional table has a schema (its empty table)
+            part = schema.empty_table()
     else:  # (a row group read skips asked-for columns it lacks)
         part = parquet_file(layout.table_dir(table) / loc.file).read_row_group(loc.row_group, columns=columns)
     return conform_part(table, part, columns)
+
+
+def predates_table(layout: StoreLayout, table: str, marker: CommitMarker) -> bool:
+    """Whether the base generation ``marker`` names was written before ``table`` was registered:
+    the table is optional (io/store/tables.py), and the generation's index directory is there but
+    holds no index of it (a generation replaced meanwhile has no index directory either: that is a
+    missing file, not an older store)."""
+    spec = table_spec(table)
+    if not spec.optional or spec.index is None:
+        return False
+    idx_dir = layout.marker_index_dir(marker)
+    return layout.ids_file(idx_dir).exists() and not layout.index_file(idx_dir, table).exists()
 
 
 def conform_part(table: str, part: pa.Table, columns: list[str] | None = None) -> pa.Table:
@@ -273,11 +292,18 @@ def _extends(previous: ConversationData, marker: CommitMarker, names: tuple[str,
 def _read_base(layout: StoreLayout, marker: CommitMarker, names: tuple[str, ...]) -> ConversationData:
     idx_dir = layout.marker_index_dir(marker)
     ids = json.loads(layout.ids_file(idx_dir).read_text(encoding="utf-8"))
+    indexes: dict[str, Any] = {}
+    for s in indexed_tables():
+        if s.optional and s.name not in ids and not layout.index_file(idx_dir, s.name).exists():
+            # a generation written before the table: no rows, an empty index (verify and folds see one)
+            indexes[s.name], ids[s.name] = build_flat_index(np.zeros((0, 0), np.float32), int(ids.get("dim", 0))), []
+        else:
+            indexes[s.name] = read_index(layout.index_file(idx_dir, s.name))
     return ConversationData(
         conversation_id=marker.conversation_id,
         user_id=marker.owner,
         tables={name: read_base_part(layout, name, marker) for name in names},
-        indexes={s.name: read_index(layout.index_file(idx_dir, s.name)) for s in indexed_tables()},
+        indexes=indexes,
         ids=ids,
         marker=marker,
     )

@@ -7,7 +7,9 @@ The writer, reader, compaction, erasure, the garbage sweep, verification, increm
 cost accounting all ask :func:`table_specs` / :func:`table_names`; none lists tables itself. So a
 new table is one :func:`register_table` call plus the build step that puts its rows into
 :class:`~lychee_ray.io.store.artifacts.ConversationArtifacts` (``extra_tables`` / ``extra_vectors``
-for tables beyond the core five; ``tests/io/test_store_contract.py`` adds one that way).
+for tables beyond the core ones; ``tests/io/test_store_contract.py`` adds one that way). A table
+registered after stores were written is ``optional``: a generation written before it has neither its
+part nor its index, and reads as having no rows of it (:mod:`.reader`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ import numpy as np
 import pyarrow as pa
 
 from lychee_ray.core.conversation import TURN_SCHEMA
+from lychee_ray.core.passages import PASSAGE_SCHEMA
 from lychee_ray.core.records import NODE_SCHEMA, RECORD_SCHEMA, SEGMENT_SCHEMA, nodes_table, records_table, segments_table
+from lychee_ray.config.store import StoreConfig
 from lychee_ray.io.store.artifacts import ConversationArtifacts
+from lychee_ray.io.store.index import VectorPrecision
 
 
 def _every_row(art: ConversationArtifacts) -> list[int] | None:
@@ -30,11 +35,18 @@ def _every_row(art: ConversationArtifacts) -> list[int] | None:
 @dataclass(frozen=True)
 class VectorIndex:
     """A table's FAISS index: ``vectors(art)`` are the vectors of rows ``rows(art)`` (None: every
-    row, in order); ``ids.json`` lists the table's ``id_column`` in row order next to it."""
+    row, in order); ``ids.json`` lists the table's ``id_column`` in row order next to it. Stored at
+    ``store.vector_precision``, or always at fp32 when ``exact`` (vectors read back for more than
+    search: turn vectors, from which an incremental build's segmenter resumes)."""
 
     id_column: str
     vectors: Callable[[ConversationArtifacts], np.ndarray]
     rows: Callable[[ConversationArtifacts], list[int] | None] = _every_row
+    exact: bool = False
+
+    def precision(self, settings: StoreConfig) -> VectorPrecision:
+        """The precision this table's vectors are stored at in a store of ``settings``."""
+        return "fp32" if self.exact else settings.vector_precision
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,9 @@ class TableSpec:
     # columns whose order merged rows are put back in (the order the build writes them in); ()
     # = replaced rows keep their place and new rows follow, which already is the build's order
     sort: tuple[str, ...] = ()
+    # added after stores were written: a generation written before it has no part (and no index)
+    # of it, and reads as an empty table (io/store/reader.py); every generation written since has one
+    optional: bool = False
 
 
 _CORE = (
@@ -65,10 +80,13 @@ _CORE = (
               VectorIndex("node_id", lambda a: a.node_vectors, lambda a: a.node_vector_rows), key="node_id",
               sort=("kind", "key")),
     TableSpec("turns", TURN_SCHEMA, lambda a: a.turns.cast(TURN_SCHEMA),
-              VectorIndex("turn_id", lambda a: a.turn_vectors), key="turn_id"),
+              VectorIndex("turn_id", lambda a: a.turn_vectors, exact=True), key="turn_id"),
     TableSpec("segments", SEGMENT_SCHEMA, lambda a: segments_table(a.segments), key="segment_id"),
     # kept as the ledger wrote it (older stores' usage parts may lack newer columns)
     TableSpec("usage", None, lambda a: a.usage, serving=False),
+    # passages of long turns (core/passages.py): stores built before them have none
+    TableSpec("passages", PASSAGE_SCHEMA, lambda a: a.passages.cast(PASSAGE_SCHEMA),
+              VectorIndex("passage_id", lambda a: a.passage_vectors), key="passage_id", optional=True),
 )
 CORE_TABLES = tuple(t.name for t in _CORE)
 
@@ -107,7 +125,7 @@ def unregister_table(name: str) -> None:
 
 
 def table_specs() -> tuple[TableSpec, ...]:
-    """Every table, in registration order (the core five first)."""
+    """Every table, in registration order (the core ones first)."""
     return tuple(_registry.values())
 
 

@@ -205,7 +205,8 @@ class MemoryStoreWriter:
                 if spec.index is not None and td.upserts.num_rows:
                     v = td.vectors
                     vecs, rows = (v.vectors, v.rows.tolist()) if v is not None else (np.zeros((0, delta.dim), np.float32), [])
-                    write_index(build_flat_index(vecs, delta.dim, rows), StoreLayout.index_file(index_dir, name))
+                    write_index(build_flat_index(vecs, delta.dim, rows, spec.index.precision(self.layout.settings)),
+                                StoreLayout.index_file(index_dir, name))
             write_delta_manifest(index_dir, delta.tables, delta.dim)
             for name, td in delta.tables.items():
                 if td.upserts.num_rows:
@@ -256,7 +257,10 @@ class MemoryStoreWriter:
         gen = self._next_generation(m)
         with self._generation_files(key, gen) as index_dir:
             for spec in indexed_tables():
-                write_index(data.indexes[spec.name], StoreLayout.index_file(index_dir, spec.name))
+                assert spec.index is not None
+                v = data.table_vectors(spec.name)
+                write_index(build_flat_index(v.vectors, data.dim, v.rows.tolist(), spec.index.precision(self.layout.settings)),
+                            StoreLayout.index_file(index_dir, spec.name))
             StoreLayout.ids_file(index_dir).write_text(
                 json.dumps({"dim": data.dim, **{s.name: data.ids[s.name] for s in indexed_tables()}}), encoding="utf-8")
             for name, table in data.tables.items():
@@ -344,7 +348,8 @@ class MemoryStoreWriter:
                 raise ValueError(f"{name}: {len(vecs[name])} vectors for {expected} rows")
             if rows is not None and any(not 0 <= r < len(ids[name]) for r in rows):
                 raise ValueError(f"{name}: vector row ids out of range")
-            write_index(build_flat_index(vecs[name], dim, rows), StoreLayout.index_file(dest, name))
+            write_index(build_flat_index(vecs[name], dim, rows, spec.index.precision(self.layout.settings)),
+                        StoreLayout.index_file(dest, name))
         StoreLayout.ids_file(dest).write_text(json.dumps({"dim": dim, **ids}), encoding="utf-8")
 
     def write_errors(self, rows: list[dict[str, Any]], run_id: str | None = None) -> AnyPath | None:

@@ -53,9 +53,31 @@ def faiss_search(index, qvecs: np.ndarray, depth: int, ntotal: int) -> dict[int,
     return best
 
 
+# a channel ranking passages asks its index for this many times its depth: after keeping the best
+# passage of each turn, ``depth`` items are left (a long turn has several passages near a query)
+PASSAGE_DEPTH_FACTOR = 3
+
+
+def one_per_turn(view: ConversationView, hits: list[Hit], depth: int) -> list[Hit]:
+    """``hits`` with only the best passage of each long turn (the turn is the unit a list ranks: a
+    turn of many matching passages takes one place, as a short turn does), at most ``depth``."""
+    seen: set[int] = set()
+    out: list[Hit] = []
+    for h in hits:
+        if h.kind == "passage":
+            tp = view.passage_turn(view.passage_pos[h.id])
+            if tp in seen:
+                continue
+            seen.add(tp)
+        out.append(h)
+        if len(out) >= depth:
+            break
+    return out
+
+
 def ranked(best: dict[int, float], depth: int) -> list[tuple[int, float]]:
     """The ``depth`` best (position, score) pairs, score descending, ties by position."""
     return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
 
 
-__all__ = ["RecallChannel", "faiss_search", "ranked"]
+__all__ = ["PASSAGE_DEPTH_FACTOR", "RecallChannel", "faiss_search", "one_per_turn", "ranked"]

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lychee_ray.config import RecallConfig
+from lychee_ray.query.bm25 import BM25Index
+from lychee_ray.query.channels.base import PASSAGE_DEPTH_FACTOR, one_per_turn
 from lychee_ray.query.hits import Hit
 from lychee_ray.query.plan.model import Route
 from lychee_ray.query.view import ConversationView
@@ -25,13 +27,19 @@ def route_query_text(route: Route) -> str:
 
 
 def recall_bm25(view: ConversationView, query: str, depth: int) -> list[Hit]:
-    """(e) Lexical matches over record and turn texts."""
-    return view.bm25.search(query, depth)
+    """(e) Lexical matches over record and turn texts (a long turn: its best passage)."""
+    return _ranked(view, view.bm25, query, depth)
 
 
 def recall_turn_bm25(view: ConversationView, query: str, depth: int) -> list[Hit]:
-    """(f) Lexical matches over the raw turns alone (turn-only term statistics)."""
-    return view.turn_bm25.search(query, depth)
+    """(f) Lexical matches over the raw turns alone (turn-only term statistics; a long turn: its best passage)."""
+    return _ranked(view, view.turn_bm25, query, depth)
+
+
+def _ranked(view: ConversationView, index: BM25Index, query: str, depth: int) -> list[Hit]:
+    if not view.num_passages:
+        return index.search(query, depth)
+    return one_per_turn(view, index.search(query, PASSAGE_DEPTH_FACTOR * depth), depth)
 
 
 @dataclass(frozen=True)
