@@ -3,9 +3,13 @@ session-scoped; the synthetic query view is module-scoped. Store builders live i
 
 Two speeds (README "Tests"): a test that starts or joins Ray (Serve included), runs a child process
 (the CLI, a Python probe) or drives a browser carries the marker ``ray``, ``subprocess`` or ``browser``
-(a test taking a Ray fixture gets ``ray`` here); every other test is marked ``fast`` here, and
+(a test taking a Ray fixture gets ``ray`` here); one that stays in process but takes seconds (the S3
+test server, a large input, a fault loop, a service with its background workers) carries ``heavy`` (a
+test taking the S3 server gets it here). Every other test is marked ``fast`` here, and
 ``python -m pytest -q -m fast`` is the edit-test loop. A ``fast`` test that starts Ray or a child
-process fails and names the marker it needs, so the tier stays fast as tests are added.
+process fails and names the marker it needs; one whose setup and call take over
+``FAST_TEST_BUDGET_S`` is listed at the end of the run (a note, not a failure: timings on a shared
+machine vary), so the tier stays fast as tests are added.
 """
 
 from __future__ import annotations
@@ -91,9 +95,13 @@ def view(tmp_path_factory, embedder):
     store.close()
 
 
-# Markers of the slower tier, and the fixtures that make a test a Ray test.
-SLOW_TIER_MARKERS = ("ray", "subprocess", "browser")
+# Markers of the slower tier, and the fixtures that make a test a Ray test or a heavy one.
+SLOW_TIER_MARKERS = ("ray", "subprocess", "browser", "heavy")
 RAY_FIXTURES = frozenset({"ray_session", "serve_url"})
+HEAVY_FIXTURES = frozenset({"s3_server"})
+# A fast test's setup + call above this many seconds is named at the end of the run: mark it `heavy`
+# or make it cheaper (the fast tier's ~1,100 tests must stay within three minutes together).
+FAST_TEST_BUDGET_S = 2.0
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects: `-m fast` / `-m ray` see the markers added here
@@ -102,8 +110,11 @@ def pytest_collection_modifyitems(config, items):
     ``LYCHEE_SLOW=1`` or ``-m`` names them: CI runs the bounded sample of each loop
     (``LYCHEE_RELIABILITY_ROUNDS`` sizes it)."""
     for item in items:
-        if RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if RAY_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.ray)
+        if HEAVY_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.heavy)
         if not any(item.get_closest_marker(m) for m in SLOW_TIER_MARKERS):
             item.add_marker(pytest.mark.fast)
     if os.environ.get("LYCHEE_SLOW") == "1" or "slow" in (config.getoption("markexpr") or ""):
@@ -164,3 +175,19 @@ def pytest_runtest_teardown(item, nextitem):
         if _HAD_RAY in item.stash and not item.stash[_HAD_RAY] and _ray_started():
             raise TierError(f"{item.nodeid} started Ray: take the ray_session fixture or mark it `ray` "
                             "(the fast tier starts no Ray)")
+
+
+_fast_seconds: dict[str, float] = {}  # a fast test's setup + call time
+
+
+def pytest_runtest_logreport(report):
+    if report.when in ("setup", "call") and "fast" in report.keywords:
+        _fast_seconds[report.nodeid] = _fast_seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    over = sorted(((t, n) for n, t in _fast_seconds.items() if t > FAST_TEST_BUDGET_S), reverse=True)
+    if over:
+        terminalreporter.section(f"fast tests over {FAST_TEST_BUDGET_S:g} s (setup + call): mark them `heavy` or make them cheaper")
+        for t, n in over:
+            terminalreporter.write_line(f"{t:6.2f}s {n}")

@@ -18,6 +18,7 @@ from lychee_ray.llm.backend import resolve_backend
 pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 
 
+@pytest.mark.heavy
 def test_preparing_the_query_model_logs_one_line_and_no_third_party_lines(tmp_path, caplog):
     from lychee_ray.embed.local import LocalEmbedder
 

@@ -227,6 +227,7 @@ def _crash_every_step(tmp_path: Path, embedder, sample: int | None) -> None:
         assert len(list((out / "commits").glob("*.json"))) == n
 
 
+@pytest.mark.heavy
 def test_crash_at_sampled_file_operations_then_resume(tmp_path, embedder):
     _crash_every_step(tmp_path, embedder, sample=4 * ROUNDS)
 
