@@ -32,13 +32,13 @@ from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.metrics.attribution import AttributionFigures, measure_attribution  # noqa: E402
 from lychee_ray.eval.runners.retrieval import evaluate_retrieval, load_questions  # noqa: E402
 from lychee_ray.io.adapters import detect_format, read_input  # noqa: E402
-from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
+from lychee_ray.io.store import StoreReader  # noqa: E402
 from lychee_ray.memory import MemoryStore  # noqa: E402
 from lychee_ray.text.lexical import identifier_terms  # noqa: E402
 
 
 def store_figures(root: Path) -> dict[str, Any]:
-    reader = MemoryStoreReader(root)
+    reader = StoreReader(root)
     types: Counter[str] = Counter()
     attribution = AttributionFigures()
     idents = kept = 0

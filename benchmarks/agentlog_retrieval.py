@@ -38,7 +38,7 @@ from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.eval.metrics.attribution import AttributionFigures, measure_attribution  # noqa: E402
 from lychee_ray.eval.runners.retrieval import evaluate_retrieval, load_questions  # noqa: E402
 from lychee_ray.io.adapters import detect_format  # noqa: E402
-from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
+from lychee_ray.io.store import StoreReader  # noqa: E402
 from lychee_ray.memory import MemoryStore  # noqa: E402
 
 BASELINES = ["hybrid_rag", "turn_rag", "full_context"]
@@ -61,7 +61,7 @@ def retrieval(store: MemoryStore, questions: list[Any], budgets: list[int]) -> d
     return out
 
 
-def records(reader: MemoryStoreReader) -> dict[str, Any]:
+def records(reader: StoreReader) -> dict[str, Any]:
     types: Counter[str] = Counter()
     context = 0
     attribution = AttributionFigures()
@@ -81,7 +81,7 @@ def records(reader: MemoryStoreReader) -> dict[str, Any]:
             "attribution": attribution.to_dict(), "example_per_type": examples}
 
 
-def segments(reader: MemoryStoreReader) -> dict[str, Any]:
+def segments(reader: StoreReader) -> dict[str, Any]:
     reasons: Counter[str] = Counter()
     sizes: list[int] = []
     for cid in reader.conversation_ids():
@@ -118,11 +118,11 @@ def main() -> int:
                            "questions": len(questions), "questions_per_kind": dict(Counter(q.category for q in questions))}
     with MemoryStore.open(args.memory, cfg, llm="rules") as store:
         out["retrieval"] = retrieval(store, questions, args.budgets)
-    reader = MemoryStoreReader(args.memory)
+    reader = StoreReader(args.memory)
     out["records"] = records(reader)
     out["segments"] = {"agent_logs": segments(reader)}
     if args.locomo_memory:
-        out["segments"]["locomo"] = segments(MemoryStoreReader(args.locomo_memory))
+        out["segments"]["locomo"] = segments(StoreReader(args.locomo_memory))
     if not args.no_dry_run:
         total = dry_run(cfg, fmt.format, args.data)["total"]
         out["construction_dry_run"] = {k: total[k] for k in ("conversations", "turns", "encode_calls", "prompt_tokens",

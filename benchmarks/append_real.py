@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from lychee_ray.serve.encode_queue import EncodeQueue  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter  # noqa: E402
+from lychee_ray.io.store import StoreReader, StoreWriter  # noqa: E402
 from lychee_ray.io.verify import verify_store  # noqa: E402
 from lychee_ray.memory import MemoryStore  # noqa: E402
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     cid, user = conv.conversation_id, conv.user_id
     cfg = load_config(sets=["llm.backend=openai"])
     root = Path(tempfile.mkdtemp(prefix="append-real-")) / "store"
-    MemoryStoreWriter(root, cfg.store)
+    StoreWriter(root, cfg.store)
     out: dict[str, Any] = {"model": cfg.llm.model, "base_url": cfg.llm.base_url, "conversation": cid}
     with MemoryStore.open(root, cfg, llm="openai") as store:
         t0 = time.perf_counter()
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         flushed = store.flush(cid)
     walls = [a["wall_ms"] for a in appends]
     during = [a["wall_ms"] for a in appends if a["encoding_meanwhile"]]
-    data = MemoryStoreReader(root).load(cid)
+    data = StoreReader(root).load(cid)
     stored_ids = set(data.turns.column("turn_id").to_pylist())
     out.update({
         "appends": appends, "catch_ups": lags, "flush_segments_encoded": flushed.segments_encoded,

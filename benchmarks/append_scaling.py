@@ -48,7 +48,7 @@ from append import LOCOMO, HashEmbedder  # noqa: E402
 from calibrate_segmenter import load_locomo  # noqa: E402
 
 from lychee_ray.config import load_config  # noqa: E402
-from lychee_ray.io.store import MemoryStoreWriter  # noqa: E402
+from lychee_ray.io.store import StoreWriter  # noqa: E402
 from lychee_ray.memory import MemoryStore  # noqa: E402
 
 CID, USER = "scaling", "u-scaling"
@@ -154,7 +154,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def one_size(n: int, appends: int, session_turns: int, embedder: Any, cfg: Any, work: Path) -> dict[str, Any]:
     root = work / f"n{n}"
     src = source_turns(n + 2 * appends)
-    MemoryStoreWriter(root, cfg.store)  # an empty store: the conversation is created by its first append
+    StoreWriter(root, cfg.store)  # an empty store: the conversation is created by its first append
     t0 = time.perf_counter()
     with MemoryStore.open(root, cfg, embedder=embedder, llm="rules") as store:
         # the base conversation in one append (sessions of --session-turns), then closed

@@ -46,7 +46,7 @@ from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns  # noqa
 from lychee_ray.ingest.outcomes import BuildSummary  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
-from lychee_ray.io.store import MemoryStoreWriter  # noqa: E402
+from lychee_ray.io.store import StoreWriter  # noqa: E402
 from lychee_ray.io.store import writer as writer_mod  # noqa: E402
 
 def cpu() -> float:
@@ -120,7 +120,7 @@ def profile_stages(cfg: Any, items: list[Any], out: Path, batch: int) -> dict[st
     ctx = make_context(cfg, "rules")
     ledger.timed("model load (fixed)", lambda: asyncio.run(ctx.embed(["warm up"])))
     ledger.timed("model load (fixed)", lambda: asyncio.run(ctx.memory_embed(["warm up"])))
-    writer = MemoryStoreWriter(out, cfg.store)
+    writer = StoreWriter(out, cfg.store)
     run_id = "profile"
     decider = Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars)
     constructor, committer = Constructor(ctx, writer, 1), Committer(writer)

@@ -35,7 +35,7 @@ from lychee_ray.ingest.segment.conversation import turn_embedding_text  # noqa: 
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.embed import get_embedder  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
-from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
+from lychee_ray.io.store import StoreReader  # noqa: E402
 from lychee_ray.testing.results import write_result  # noqa: E402
 
 # (name, model, batch size or None for the configured one, forced batching of the int8 model)
@@ -60,7 +60,7 @@ def kind_texts(args: argparse.Namespace, cfg: Any) -> tuple[dict[str, list[str]]
         ts = [turn_embedding_text(t, cfg.segmenter.max_turn_chars) for *_, t in item.conversation.iter_turns()]
         turns += len(ts)
         texts["turns"] += sorted(set(ts))
-    reader = MemoryStoreReader(args.memory)
+    reader = StoreReader(args.memory)
     for cid in sorted(reader.markers):
         data = reader.load(cid)
         texts["records"] += sorted(set(data.records.column("text").to_pylist()))

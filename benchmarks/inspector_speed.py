@@ -49,7 +49,7 @@ from lychee_ray.core.conversation import TURN_SCHEMA, Conversation  # noqa: E402
 from lychee_ray.core.records import EvidenceNode, MemoryRecord, SegmentRow  # noqa: E402
 from lychee_ray.inspector.evalruns import RunCatalog  # noqa: E402
 from lychee_ray.inspector.server import ThreadedServer, inspector_app  # noqa: E402
-from lychee_ray.io.store import ConversationArtifacts, MemoryStoreWriter, StoreLayout, compact  # noqa: E402
+from lychee_ray.io.store import ConversationArtifacts, StoreWriter, StoreLayout, compact  # noqa: E402
 from lychee_ray.llm.usage import UsageLedger  # noqa: E402
 from lychee_ray.serve.service import MemoryService  # noqa: E402
 from lychee_ray.testing.synthetic import synthetic_conversation  # noqa: E402
@@ -97,7 +97,7 @@ def make_store(root: Path, n: int, chat_turns: int) -> dict[str, Any]:
     c = synthetic_conversation(7, seed=3, sessions=max(1, chat_turns // 24), topics_per_session=4, exchanges_per_topic=(3, 3))
     chat = c.model_copy(update={"conversation_id": CHAT_ID, "user_id": "chat-user"})
     build_memory([chat], root, load_config(env={}), llm="rules")
-    w = MemoryStoreWriter(root)
+    w = StoreWriter(root)
     rng = np.random.default_rng(0)
     for i in range(n):
         w.commit(small(i, rng))

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.embed import get_embedder  # noqa: E402
-from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
+from lychee_ray.io.store import StoreReader  # noqa: E402
 from lychee_ray.testing.results import write_result  # noqa: E402
 
 
@@ -33,7 +33,7 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="JSON result file")
     args = ap.parse_args()
     cfg = load_config(env={})
-    reader = MemoryStoreReader(args.memory)
+    reader = StoreReader(args.memory)
     texts: list[str] = []
     for cid in sorted(reader.markers):
         texts += reader.load(cid).records.column("text").to_pylist()

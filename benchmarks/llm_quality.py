@@ -38,7 +38,7 @@ from lychee_ray.core.conversation import Conversation, QAItem  # noqa: E402
 from lychee_ray.eval.metrics.record_quality import measure_store  # noqa: E402
 from lychee_ray.eval.runners.retrieval import evaluate_retrieval  # noqa: E402
 from lychee_ray.io.adapters import AdapterItem, read_input  # noqa: E402
-from lychee_ray.io.store import MemoryStoreReader  # noqa: E402
+from lychee_ray.io.store import StoreReader  # noqa: E402
 from lychee_ray.memory import MemoryStore  # noqa: E402
 
 DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
@@ -73,7 +73,7 @@ def build_and_measure(convs: list[Conversation], questions: list[QAItem], out: P
     summary = run_local_build_items(cfg, [AdapterItem(file="<slice>", conversation=c) for c in convs], out, backend=backend)
     wall = time.perf_counter() - t0
     turns = sum(c.num_turns for c in convs)
-    manifest = MemoryStoreReader(out).manifest
+    manifest = StoreReader(out).manifest
     measured = measure_store(out, cfg.eval.near_duplicate_jaccard)
     store = MemoryStore.open(out, config=cfg, llm="rules")
     try:

@@ -86,9 +86,9 @@ def ensure_synthetic_store(args: argparse.Namespace) -> Path:
 
 def synthetic_questions(store: Path) -> list[dict[str, Any]]:
     """One question per conversation, from its own first user turn."""
-    from lychee_ray.io.store import MemoryStoreReader, read_part
+    from lychee_ray.io.store import StoreReader, read_part
 
-    reader = MemoryStoreReader(store)
+    reader = StoreReader(store)
     out = []
     for cid in reader.conversation_ids():
         turns = read_part(store, "turns", reader.markers[cid]).to_pydict()
@@ -289,9 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     # the benchmark must measure the service, not shed it: queue room for every client
     cfg.serve.max_queued_requests = max(cfg.serve.max_queued_requests, args.concurrency * 2)
 
-    from lychee_ray.io.store import MemoryStoreReader
+    from lychee_ray.io.store import StoreReader
 
-    known = set(MemoryStoreReader(store).conversation_ids())
+    known = set(StoreReader(store).conversation_ids())
     questions = synthetic_questions(store) if args.synthetic else load_questions(args.data, known)
     if not questions:
         print(f"no LoCoMo questions for the conversations in {store}", file=sys.stderr)

@@ -11,7 +11,7 @@ of the typed errors (``kind`` says which; :class:`IncrementError` is their base)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
 from lychee_ray.ingest.increment.errors import (
@@ -32,11 +32,11 @@ from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters import AdapterItem, read_input, read_objects, survey_input
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.memory import MemoryStore
+from lychee_ray.names import LLMBackend, LOCAL_RUNNER, OnConflict, RAY_RUNNER, RUNNERS, Runner
 
 if TYPE_CHECKING:  # the eval package is loaded only when an evaluation runs (its metrics load nltk: seconds)
     from lychee_ray.eval.runners.run import EvalOptions
 
-Runner = Literal["local", "ray"]
 Conversations = Iterable[Conversation | dict[str, Any]]
 
 
@@ -58,19 +58,19 @@ def build_memory(
     conversations: Conversations | str | Path,
     out: str | Path,
     config: LycheeConfig | None = None,
-    llm: Literal["openai", "rules"] | None = None,
+    llm: LLMBackend | None = None,
     *,
     format: str | None = None,
     runner: Runner = "local",
     retry_failed: bool = False,
-    on_conflict: Literal["error", "rebuild"] | None = None,
+    on_conflict: OnConflict | None = None,
 ) -> BuildSummary:
     """Build (or extend a resumed build of) the memory store at ``out`` and return its summary.
 
     ``conversations`` is an iterable of :class:`~lychee_ray.core.conversation.Conversation` objects
     or canonical dicts (``docs``: the JSONL schema), or a path/URI of input files read in ``format``
-    (detected from the content when not given: ``jsonl``, ``parquet``, ``openai``, ``anthropic``,
-    ``chatgpt``, ``locomo``, ``longmemeval``; docs/data-format.md). ``llm`` picks the
+    (detected from the content when not given: one of the registered formats,
+    ``lychee_ray.io.adapters.registry.format_names()``; docs/data-format.md). ``llm`` picks the
     encoder backend (default: ``openai`` when an endpoint is configured, else the offline
     ``rules``). ``runner="ray"`` runs the Ray Data job (local Ray, or ``RAY_ADDRESS``).
     Conversations already committed with the same configuration are skipped when unchanged; a
@@ -82,11 +82,11 @@ def build_memory(
     failed or duplicate in the summary (failures and warnings also in the store's ``errors/``).
     """
     cfg = config or load_config()
-    if runner == "local":
+    if runner == LOCAL_RUNNER:
         return run_local_build_items(cfg, _items(conversations, format), out, backend=llm, retry_failed=retry_failed,
                                      on_conflict=on_conflict)
-    if runner != "ray":
-        raise ValueError(f"unknown runner {runner!r}; expected 'local' or 'ray'")
+    if runner != RAY_RUNNER:
+        raise ValueError(f"unknown runner {runner!r}; expected one of {', '.join(RUNNERS)}")
     from lychee_ray.ray.build_job import run_ray_build  # Ray itself: imported only when a Ray run is asked for
 
     if isinstance(conversations, (str, Path)):

@@ -4,6 +4,8 @@
 
     store = MemoryStore.open("out/locomo")
     res = store.query("locomo-26", "When did Caroline go to the support group?", question_date="2023-08-01")
+    res = store.query(QueryRequest(conversation_id="locomo-26", question="When did Caroline go to the support group?",
+                                   question_date="2023-08-01"))   # the same request as one object
     store.append("locomo-26", [{"turn_id": "t-901", "speaker": "Caroline", "content": "..."}])
 
 A facade over the query engine (:class:`~lychee_ray.query.engine.QueryEngine`: ``query``,
@@ -31,6 +33,7 @@ from lychee_ray.embed import Embedder, get_embedder
 from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.engine import QueryEngine
 from lychee_ray.query.rerank import CrossEncoderReranker
+from lychee_ray.names import OPENAI_BACKEND
 
 
 class MemoryStore(QueryEngine):
@@ -113,7 +116,7 @@ class MemoryStore(QueryEngine):
                 embedder = self._embedder if self._embedder is not None else get_embedder(self.config.embedding,
                                                                                          self.config.llm)
                 self._append_ctx = make_context(self.config, backend, embedder, batched=False,
-                                                llm_client=self.llm_client() if backend == "openai" else None)
+                                                llm_client=self.llm_client() if backend == OPENAI_BACKEND else None)
             return self._append_ctx
 
 

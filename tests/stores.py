@@ -19,7 +19,7 @@ from lychee_ray.ingest.nodes import build_nodes
 from lychee_ray.config import LycheeConfig
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.core.records import MemoryRecord, SegmentRow, TimeSpan
-from lychee_ray.io.store import ConversationArtifacts, MemoryStoreWriter
+from lychee_ray.io.store import ConversationArtifacts, StoreWriter
 from lychee_ray.llm.usage import UsageLedger
 
 Session = tuple[str, str, list[tuple[str, str]]]
@@ -101,7 +101,7 @@ def _records(spec: dict[str, Any], conv: Conversation) -> list[MemoryRecord]:
 def make_store(root: Path, embedder, specs: list[dict[str, Any]]) -> Path:
     """Write conversations with hand-made records (nodes derived as in a real build) into ``root``."""
     cfg = LycheeConfig()
-    writer = MemoryStoreWriter(root)
+    writer = StoreWriter(root)
     for spec in specs:
         cid, uid = spec["conversation_id"], spec["user_id"]
         conv = _conversation(spec)

@@ -16,7 +16,8 @@ from typing import Any
 from lychee_ray.ingest.dryrun import dry_run
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.ingest.runner_choice import choose_runner
-from lychee_ray.llm.backend import RULES_BACKEND, auto_rules, claim_notice, resolve_backend
+from lychee_ray.llm.backend import auto_rules, claim_notice, resolve_backend
+from lychee_ray.names import LLM_BACKENDS, LOCAL_RUNNER, ON_CONFLICT_CHOICES, RULES_BACKEND
 from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK
 from lychee_ray.cli.store_view import format_table
@@ -34,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="input format (default: detected from the input's content: "
                         + ", ".join(f"{a.name} = {a.title}" for a in adapters()) + "; docs/data-format.md)")
     p.add_argument("--out", required=True, help="memory store directory (resumable)")
-    p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend (default: auto)")
+    p.add_argument("--llm", choices=LLM_BACKENDS, default=None, help="LLM backend (default: auto)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--local", action="store_true", help="run in this process without Ray")
     where.add_argument("--ray", action="store_true",
@@ -42,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                             "or a build of at most build.local_max_conversations conversations and "
                             "build.local_max_turns turns runs in this process; RAY_ADDRESS: always Ray)")
     p.add_argument("--retry-failed", action="store_true", help="re-encode only the failed segments of built conversations")
-    p.add_argument("--on-conflict", choices=("error", "rebuild"), default=None,
+    p.add_argument("--on-conflict", choices=ON_CONFLICT_CHOICES, default=None,
                    help="a built conversation whose input changed, removed or reordered stored turns: error = report "
                         "it (stage conflict) and keep the stored one; rebuild = build it again from scratch "
                         "(default: build.on_conflict). New turns of a built conversation are always added (an "
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     local = args.local
     if not args.local and not args.ray:
         choice = choose_runner(cfg, fmt, args.input, args.out, backend, args.retry_failed)
-        local = choice.runner == "local"
+        local = choice.runner == LOCAL_RUNNER
         if local:
             notice.append(f"in-process, {choice.reason} (--ray for Ray)")
     if rules and claim_notice():

@@ -24,6 +24,7 @@ from lychee_ray.io.store.erase import (
     erase_conversation,
     erase_user,
 )
+from lychee_ray.names import CONVERSATION_SCOPE, USER_SCOPE
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,8 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Confirm (on a terminal), erase, print what was removed."""
     layout = open_layout(args.memory)
-    scope, ident = ("conversation", args.conversation) if args.conversation is not None else ("user", args.user)
-    if scope == "conversation":
+    scope, ident = (CONVERSATION_SCOPE, args.conversation) if args.conversation is not None else (USER_SCOPE, args.user)
+    if scope == CONVERSATION_SCOPE:
         found = [args.conversation] if layout.read_marker(conversation_key(args.conversation)) else []
     else:
         found = sorted(m.conversation_id for m in layout.iter_markers() if m.owner == args.user)
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None and not found:  # (an id an older version stored as it is can still be erased)
         raise CliError("usage", f"the {scope} id {problem}", EXIT_USAGE)
     if not args.yes and sys.stdin.isatty():
-        what = (f"conversation {printable(ident)!r}" if scope == "conversation"
+        what = (f"conversation {printable(ident)!r}" if scope == CONVERSATION_SCOPE
                 else f"user {printable(ident)!r} ({len(found)} conversation{'s' if len(found) != 1 else ''}: "
                      f"{printable(', '.join(found[:5]))}"
                      f"{', ...' if len(found) > 5 else ''})")
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             print("not confirmed: nothing was deleted", file=sys.stderr)
             return EXIT_FAILED
     try:
-        report = erase_conversation(layout, ident) if scope == "conversation" else erase_user(layout, ident)
+        report = erase_conversation(layout, ident) if scope == CONVERSATION_SCOPE else erase_user(layout, ident)
     except NothingToErase as e:
         raise CliError("unknown_conversation", f"unknown {e.scope} {printable(e.ident)!r} in {args.memory}: nothing deleted",
                        EXIT_USAGE) from None
@@ -74,7 +75,7 @@ def summary(r: EraseReport, scope: str, ident: str) -> str:
     """What was removed, in three lines."""
     rows = ", ".join(f"{t} {n}" for t, n in r.rows_removed.items())
     return (f"deleted {scope} {printable(ident)!r}: {r.conversations} conversation{'s' if r.conversations != 1 else ''}"
-            f"{' (' + printable(', '.join(r.conversation_ids)) + ')' if scope == 'user' and r.conversation_ids else ''}\n"
+            f"{' (' + printable(', '.join(r.conversation_ids)) + ')' if scope == USER_SCOPE and r.conversation_ids else ''}\n"
             f"rows removed: {sum(r.rows_removed.values())} ({rows})\n"
             f"files: {r.files_removed} removed, {r.files_rewritten} rewritten; {r.bytes_freed / 1024:.1f} KiB freed "
             f"in {r.seconds:.2f} s")

@@ -9,9 +9,9 @@ import sys
 from lychee_ray.api import evaluate
 from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.eval.runners.run import EvalOptions
-from lychee_ray.eval.setup.datasets import DATASETS
 from lychee_ray.eval.setup.errors import EvalError
 from lychee_ray.eval.setup.variants import DEFAULT_VARIANTS, VARIANTS, UnknownVariant, select_variants
+from lychee_ray.names import DATASETS, JUDGE_PROTOCOLS, LLM_BACKENDS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,10 +25,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (stores, answers, results, report)")
     p.add_argument("--variant", nargs="+", default=None, metavar="NAME",
                    help=f"variants to run (default: {' '.join(DEFAULT_VARIANTS)}; 'all' = every one): {', '.join(VARIANTS)}")
-    p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend (default: llm.backend / auto)")
+    p.add_argument("--llm", choices=LLM_BACKENDS, default=None, help="LLM backend (default: llm.backend / auto)")
     p.add_argument("--judge-model", default=None, metavar="M", help="judge model (default: eval.judge_model or llm.model)")
     p.add_argument("--no-judge", action="store_true", help="skip the LLM judge (judge_accuracy = null)")
-    p.add_argument("--judge", choices=("rubric", "answer"), default=None, dest="judge_protocol",
+    p.add_argument("--judge", choices=JUDGE_PROTOCOLS, default=None, dest="judge_protocol",
                    help="BEAM with a judge: rubric = the benchmark's LLM judge over the rubric statements (score per "
                         "statement; default: eval.beam.judge) | answer = CORRECT/WRONG against the gold answer")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="first N questions per conversation")

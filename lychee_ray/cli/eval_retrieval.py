@@ -14,8 +14,8 @@ from lychee_ray.eval.runners.evaluators import RetrievalEvaluator
 from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, question_rows
 from lychee_ray.io.adapters.registry import format_names
 from lychee_ray.io.adapters import detect_format
-from lychee_ray.io.adapters.beam import NAME as BEAM
 from lychee_ray.memory import MemoryStore
+from lychee_ray.names import BEAM, CONVERSATION_SCOPE, LOCOMO, RULES_BACKEND, SCOPES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
     p.add_argument("--categories", default=None, help="comma-separated categories (default for locomo: 1,2,3,4; else all)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only (quick checks)")
-    p.add_argument("--scope", choices=("conversation", "user"), default="conversation",
+    p.add_argument("--scope", choices=SCOPES, default=CONVERSATION_SCOPE,
                    help="ask each question of its conversation (default) or of all of its owner's conversations "
                         "(lychee's user-scoped search; the baselines over the union of those turns)")
     p.add_argument("--baselines", default=None,
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"lychee-ray eval-retrieval: data not found: {args.data}", file=sys.stderr)
         return 2
     try:
-        store = MemoryStore.open(args.memory, cfg, llm="rules")
+        store = MemoryStore.open(args.memory, cfg, llm=RULES_BACKEND)
     except FileNotFoundError as e:
         print(f"lychee-ray eval-retrieval: {e}", file=sys.stderr)
         return 2
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"lychee-ray eval-retrieval: cannot tell the format of {args.data}; give --format", file=sys.stderr)
             return 2
         args.format = found.format
-    cats = args.categories.split(",") if args.categories else (LOCOMO_CATEGORIES if args.format == "locomo" else None)
+    cats = args.categories.split(",") if args.categories else (LOCOMO_CATEGORIES if args.format == LOCOMO else None)
     baselines = None
     if args.baselines is not None:
         baselines = [] if args.baselines.strip() == "none" else [b.strip() for b in args.baselines.split(",") if b.strip()]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lychee_ray.cli.args import add_config_args, config_from_args
 from lychee_ray.embed import get_embedder
+from lychee_ray.names import EXCHANGE_MODE_CHOICES
 from lychee_ray.eval.runners.segmentation import (
     SegCorpusError,
     eval_exchange_mode,
@@ -29,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="also write the JSON report here")
     p.add_argument("--subset", help="only dialogues whose 'set' field equals this (e.g. test)")
     p.add_argument("--reset-background", action="store_true", help="cold-start every dialogue (no carried statistics)")
-    p.add_argument("--exchange-mode", default="auto", choices=("auto", "turn", "pair", "role"),
+    p.add_argument("--exchange-mode", default="auto", choices=EXCHANGE_MODE_CHOICES,
                    help="decision units: auto = role when the corpus has user/agent roles, else turn (each utterance)")
     add_config_args(p)
     p.set_defaults(func=run)

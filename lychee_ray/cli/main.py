@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("lychee_ray.cli.migrate", "rewrite a store written by an older lychee-ray in the current layout"),
     "eval-seg": ("lychee_ray.cli.eval_seg", "Pk / WindowDiff / boundary F1 of the segmenter on a gold segmentation corpus"),
     "query": ("lychee_ray.cli.query", "answer a question from a memory store"),
+    "history": ("lychee_ray.cli.history", "a slot's values in time order: when each held and what replaced it"),
     "serve": ("lychee_ray.cli.serve", "serve a memory store over HTTP (Ray Serve; runs until Ctrl-C)"),
     "inspect": ("lychee_ray.cli.inspect_cmd", "open the web inspector on a memory store (and eval runs) in this "
                                               "process, on 127.0.0.1 (no Ray; runs until Ctrl-C)"),

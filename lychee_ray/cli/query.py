@@ -8,14 +8,19 @@ import os
 import sys
 from typing import Any
 
+from pydantic import ValidationError
+
 from lychee_ray.cli.args import add_config_args, config_from_args, id_arg
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK, CliError, message_of
 from lychee_ray.cli.store_view import error_rows
 from lychee_ray.core.ids import printable
 from lychee_ray.memory import MemoryStore
 from lychee_ray.query.errors import ScopeError, UnknownConversation
+from lychee_ray.query.request import QueryRequest, RecentTurn
 from lychee_ray.query.results import result_json
 from lychee_ray.serve.client import MemoryClient, RemoteError
+from lychee_ray.names import LLM_BACKENDS
+from lychee_ray.core.status import CURRENT_STATUS
 
 # Environment variable holding the service's bearer token (as for `lychee-ray serve`).
 TOKEN_ENV = "LYCHEE_SERVE_TOKEN"
@@ -35,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     scope.add_argument("--user", type=id_arg, help="query all conversations of this user id")
     p.add_argument("--question-date", default=None, help="ISO date/datetime that anchors relative times (default: now)")
     p.add_argument("--budget-tokens", type=int, default=None, help="context token budget (default: query.select.budget_tokens)")
-    p.add_argument("--llm", choices=("openai", "rules"), default=None, help="LLM backend for plan + answer (default: auto)")
+    p.add_argument("--llm", choices=LLM_BACKENDS, default=None, help="LLM backend for plan + answer (default: auto)")
     p.add_argument("--recent", action="append", default=None, metavar="'ROLE: TEXT'",
                    help="one of the asking agent's recent turns, oldest first (repeatable): what the question may "
                         "refer to; shown to the planner")
@@ -53,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
     store = MemoryStore.open(args.memory, cfg, llm=args.llm)  # not a store: one line, exit 2 (cli.errors)
     call = store.search if args.search_only else store.query
     try:
+        req = request_of(args)
         with store:
-            res = call(args.conversation, args.question, args.question_date, args.budget_tokens, user_id=args.user,
-                       recent_turns=recent_turns(args.recent))
+            res = call(req)
     except UnknownConversation as e:
         raise CliError("unknown_conversation", unknown_scope_message(args, store.reader)) from e
     except (ScopeError, ValueError) as e:
@@ -63,15 +68,27 @@ def run(args: argparse.Namespace) -> int:
     return print_result(res, args)
 
 
-def recent_turns(values: list[str] | None) -> list[dict[str, str]]:
+def request_of(args: argparse.Namespace) -> QueryRequest:
+    """The query request the arguments describe (a bad one: ValueError naming the argument's field)."""
+    try:
+        return QueryRequest(question=args.question, conversation_id=args.conversation, user_id=args.user,
+                            question_date=args.question_date, budget_tokens=args.budget_tokens,
+                            recent_turns=recent_turns(args.recent))
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err.get("loc", ()))
+        raise ValueError(f"{where}: {err.get('msg')}" if where else str(err.get("msg"))) from None
+
+
+def recent_turns(values: list[str] | None) -> list[RecentTurn]:
     """``--recent 'user: my order is 123'`` values as recent turns (a known role before the first colon)."""
     out = []
     for v in values or []:
         role, sep, text = v.partition(":")
         if sep and role.strip().lower() in ("user", "assistant", "tool", "system"):
-            out.append({"role": role.strip().lower(), "content": text.strip()})
+            out.append(RecentTurn(role=role.strip().lower(), content=text.strip()))
         else:
-            out.append({"content": v.strip()})
+            out.append(RecentTurn(content=v.strip()))
     return out
 
 
@@ -97,9 +114,11 @@ def _run_remote(args: argparse.Namespace) -> int:
     client = MemoryClient(args.url, args.token or os.environ.get(TOKEN_ENV), timeout=args.timeout)
     ask = client.search if args.search_only else client.query
     try:
-        res = ask(args.question, conversation_id=args.conversation, user_id=args.user,
-                  question_date=args.question_date, budget_tokens=args.budget_tokens,
-                  recent_turns=recent_turns(args.recent))
+        req = request_of(args)
+    except ValueError as e:
+        raise CliError("usage", message_of(e)) from e
+    try:
+        res = ask(req)
     except RemoteError as e:
         print(f"lychee-ray query: {e}", file=sys.stderr)
         return 2 if e.status in _REQUEST_ERROR_STATUSES else 1
@@ -108,12 +127,15 @@ def _run_remote(args: argparse.Namespace) -> int:
 
 def evidence_line(e: Any, qualified: bool) -> str:
     """One evidence item: score, kind, type, the day it was said, its turns (``conversation:turns``
-    when several conversations are in scope: turn ids repeat across conversations) and its text."""
+    when several conversations are in scope: turn ids repeat across conversations), its status when
+    not current (``SUPERSEDED until 2024-05-15:``) and its text."""
     src = ",".join(e.source_turn_ids[:4]) + ("…" if len(e.source_turn_ids) > 4 else "")
     ref = f"{printable(e.conversation_id)}:{src}" if qualified else src
     day = (e.session_date or "")[:10] or "undated"
     text = " ".join(e.text.split())
-    return f"{e.score:.3f} {e.kind:7s} {e.type:10s} {day:10s} [{ref}] ({'+'.join(e.channels)}) {text[:160]}"
+    status = getattr(e, "status", "current")
+    mark = "" if status == CURRENT_STATUS else f"{status.upper()}{' until ' + e.valid_until[:10] if e.valid_until else ''}: "
+    return f"{e.score:.3f} {e.kind:7s} {e.type:10s} {day:10s} [{ref}] ({'+'.join(e.channels)}) {mark}{text[:160]}"
 
 
 def print_result(res: Any, args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``lychee-ray stats --memory DIR``: memory quality of a store's build (issue 16).
+"""``lychee-ray stats --memory DIR``: memory quality of a store's build.
 
 What the encode step's checks did, per conversation and in total: drafted records, records per
 segment, drafts rejected by reason (echo, ungrounded, invalid citation, ...), records repaired by

@@ -12,6 +12,7 @@ from lychee_ray.config.build import (
     AssistantRecordsConfig,
     BuildConfig,
     CalibrationConfig,
+    CurrencyConfig,
     DedupConfig,
     EncoderConfig,
     GuardConfig,
@@ -31,6 +32,7 @@ from lychee_ray.config.passages import PassagesConfig
 from lychee_ray.config.query import (
     AnswerConfig,
     ChannelWeights,
+    CurrentConfig,
     FusionConfig,
     PlannerConfig,
     QueryConfig,
@@ -44,7 +46,7 @@ from lychee_ray.config.serve import ApiKeyConfig, ServeAutoscalingConfig, ServeC
 from lychee_ray.config.store import StoreConfig
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "AssistantRecordsConfig", "DedupConfig", "AppendsConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
+    "DEFAULT_CONFIG_PATH", "FINGERPRINT_OMIT_AT_DEFAULT", "AnswerConfig", "AssistantRecordsConfig", "DedupConfig", "AppendsConfig", "CurrencyConfig", "CurrentConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
     "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "InspectConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
     "NodesConfig", "PassagesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
     "BuildStagesConfig", "StageConfig",

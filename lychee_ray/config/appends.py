@@ -10,11 +10,12 @@ new key, and :func:`move_legacy_keys` moves them with one warning per key.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from lychee_ray.config.base import Section
+from lychee_ray.names import Scheduling
 
 # (old section, old key) -> key in ``appends``
 LEGACY_KEYS: dict[tuple[str, str], str] = {
@@ -78,7 +79,7 @@ class AppendsConfig(Section):
     # Service: background = an append stores its turns (searchable at once as raw turns) and
     # returns; the replica's encode queue segments and encodes them right after
     # (serve/encode_queue.py). inline = the append segments and encodes before it returns.
-    encode: Literal["background", "inline"]
+    encode: Scheduling
     # Conversations waiting in a replica's encode queue at most; beyond, an append encodes inline.
     queue_max: int = Field(ge=1)
     # A background encoding that found the conversation busy (another writer) is retried after this long.
@@ -107,7 +108,7 @@ class AppendsConfig(Section):
     # cache's thread, answering meanwhile from the previous view with the new turns added (records
     # lag by the rebuild, turns never) — for conversations of at least
     # view_rebuild_background_min_rows rows (turns + records); smaller ones rebuild inline (a few ms).
-    view_rebuild: Literal["inline", "background"]
+    view_rebuild: Scheduling
     view_rebuild_background_min_rows: int = Field(ge=0)
     # A background rebuild waits at each of its pause points (every few hundred rows) while
     # searches are in flight, at most this long per point (so it still finishes under constant load).

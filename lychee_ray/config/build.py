@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from lychee_ray.config.base import Section
+from lychee_ray.names import ExchangeMode, ExchangeModeChoice, OnConflict, RepairMode, SegmentationMethod, UnitWithoutRoles, WeMode
 
 
 class SurpriseConfig(Section):
@@ -17,14 +18,14 @@ class SurpriseConfig(Section):
     # the closer of h_k and its centroid c_k (max: the authors' form).
     reference: Literal["trajectory", "max"]
 
-    # Absolute part A = clip((s - center) / scale, clip_min, clip_max). The authors' 0.20 suits
-    # text-embedding-3-small; 0.80 is calibrated for centred MiniLM (A then only fires on outliers).
+    # Absolute part A = clip((s - center) / scale, clip_min, clip_max). The paper's centre suits
+    # text-embedding-3-small; the default is calibrated for centred MiniLM (A then only fires on outliers).
     center: float
     scale: float = Field(gt=0)
     clip_min: float
     clip_max: float
     # Relative part R = robust z-score of s against the last `robust_window` surprises of the stream.
-    # Calibrated 1.6 (authors 0.45): phi is mostly data-adaptive, so it transfers across corpora.
+    # Weighted above the paper's: phi is then mostly data-adaptive, so it transfers across corpora.
     robust_weight: float = Field(ge=0)
     robust_window: int = Field(ge=1)
     robust_min_history: int = Field(ge=1)  # R = 0 until this many surprises were seen
@@ -53,20 +54,20 @@ class CueConfig(Section):
     lexical_window: int = Field(ge=1)  # X_t compares against the open segment's last this-many units
     min_word_chars: int = Field(ge=1)  # content words: at least this many characters (a stop-word list without a language)
     # The exchange modes in which each cue counts (elsewhere it is 0): a gate the segmenter can observe
-    # in the stream itself (roles present -> role units), chosen by leave-one-corpus-out (issue 38).
-    question_modes: list[Literal["role", "pair", "turn"]]
-    answer_modes: list[Literal["role", "pair", "turn"]]
-    lexical_modes: list[Literal["role", "pair", "turn"]]
+    # in the stream itself (roles present -> role units), chosen by leave-one-corpus-out.
+    question_modes: list[ExchangeMode]
+    answer_modes: list[ExchangeMode]
+    lexical_modes: list[ExchangeMode]
     # Q_t counts only while the stream's recent words per turn (the mean over its last `words_window`
     # non-empty turns, known after `words_min_history`) is at most this: the question cue helps
-    # short-utterance chat and hurts long-utterance chat and agent logs (issue 38). 0 = no gate.
+    # short-utterance chat and hurts long-utterance chat and agent logs. 0 = no gate.
     question_max_words: float = Field(ge=0)
     words_window: int = Field(ge=1)
     words_min_history: int = Field(ge=1)
     # The look-ahead H_t = cos(next unit, unit) - cos(next unit, open segment's trajectory): in these modes
     # a unit is decided only when the next one has arrived (one unit of latency; [] = decide at once).
     w_ahead: float
-    ahead_modes: list[Literal["role", "pair", "turn"]]
+    ahead_modes: list[ExchangeMode]
 
 
 class PlacementConfig(Section):
@@ -79,7 +80,7 @@ class PlacementConfig(Section):
     are least similar wins, if it beats the unit's own gap by ``margin``.
     """
 
-    modes: list[Literal["pair", "turn"]]  # exchange modes in which a cut may move by one turn ([] = off)
+    modes: list[UnitWithoutRoles]  # exchange modes in which a cut may move by one turn ([] = off)
     window: int = Field(ge=1)  # turns on each side of a gap for its coherence
     margin: float = Field(ge=0)  # cosine by which a neighbouring gap must be less coherent than the unit's own
 
@@ -110,13 +111,13 @@ class SegmenterConfig(Section):
     """Online semantic segmenter (DESIGN §1 step 1); calibrated in docs/segmenter.md."""
 
     # semantic = boundary probability p_t; fixed = every `fixed_window` exchanges (the ablation).
-    method: Literal["semantic", "fixed"]
+    method: SegmentationMethod
     # role = user turn + replies; pair = two consecutive turns; turn = one turn;
     # auto = role when the conversation has assistant turns, else auto_without_roles.
-    exchange_mode: Literal["auto", "role", "pair", "turn"]
+    exchange_mode: ExchangeModeChoice
     # The unit `auto` uses where no turn answers a user (two-human chat, a corpus without roles):
-    # turn (every utterance is a decision point) or pair (two consecutive turns; before issue 38's last step).
-    auto_without_roles: Literal["pair", "turn"]
+    # turn (every utterance is a decision point) or pair (two consecutive turns).
+    auto_without_roles: UnitWithoutRoles
     # Exchange vector from its turn vectors: mean = normalised mean; tokens = token-weighted mean.
     exchange_weighting: Literal["mean", "tokens"]
     # Hard cap on a segment's tokens (turn text); longer turns are split into pieces.
@@ -134,7 +135,7 @@ class SegmenterConfig(Section):
     w_cohesion: float  # w_c on min(cohesion_max, d_t / cohesion_scale)
     w_length: float  # w_l on the length pressure L_t
     w_count: float  # w_n on the count pressure N_t
-    # Calibrated 0.6 (authors 0.06): centred MiniLM cosines are lower and wider spread.
+    # Ten times the paper's: centred MiniLM cosines are lower and wider spread.
     cohesion_scale: float = Field(gt=0)
     cohesion_max: float = Field(ge=0)
     # h_k = normalised mean of the last `trajectory_window` exchanges of the open segment.
@@ -154,7 +155,7 @@ class SegmenterConfig(Section):
     calibration: CalibrationConfig
 
 class GuardConfig(Section):
-    """Memory checks on every encode reply (issue 16; docs/llm-quality.md): grounding, echo, entities, time."""
+    """Memory checks on every encode reply (docs/llm-quality.md): grounding, echo, entities, time."""
 
     # false = only the structural checks (empty text, unknown type, duplicate in one reply) run.
     enabled: bool
@@ -185,11 +186,11 @@ class GuardConfig(Section):
     repair_attempts: int = Field(ge=0)
     # repair prompt: no_records = reference context without its record list; do_not_repeat = the
     # list shown as "already stored, do not repeat" together with the rejected texts.
-    repair_mode: Literal["no_records", "do_not_repeat"]
+    repair_mode: RepairMode
 
 
 class ToolRecordsConfig(Section):
-    """Records from agent work (issue 35; docs/agent-logs.md): how the ``rules`` backend reads tool
+    """Records from agent work (docs/agent-logs.md): how the ``rules`` backend reads tool
     traffic and system prompts. Tools are told apart by name; matching is case-insensitive."""
 
     # A tool whose name starts with one of these looks something up (its result is a `fact`); any
@@ -210,6 +211,36 @@ class ToolRecordsConfig(Section):
     short_arg_chars: int = Field(ge=8)
     # Constraint records one system prompt gives at most (its policy sentences, in order).
     max_policy_records: int = Field(ge=0)
+    # A successful call of a tool whose name starts with one of these ends the object it acts on (a
+    # cancellation): every earlier record of that object stops being current (docs/current-memory.md).
+    end_prefixes: list[str]
+
+
+class CurrencyConfig(Section):
+    """Memory that stays current at write time (ingest/supersede.py, docs/current-memory.md)."""
+
+    # openai: current records of the slots a segment's turns mention, shown in the reference context
+    # as candidates its records may replace or contradict (at most this many, best match first) ...
+    max_candidates: int = Field(ge=0)
+    # ... within this many prompt tokens (besides encoder.context_token_budget).
+    candidate_tokens: int = Field(ge=0)
+    # Characters of a candidate's record text shown.
+    candidate_chars: int = Field(ge=20)
+    # rules: link the user's statements by explicit change and denial cues (ingest/text_links.py).
+    text_cues: bool
+    # Words each side of a value that say what it is about.
+    cue_window: int = Field(ge=1)
+    # A changed value replaces an earlier value of the same kind and unit sharing this many of those
+    # words (one more for a value without a word for a unit: 78%, 250ms, a date, an amount) ...
+    change_min_shared: int = Field(ge=1)
+    # ... not counting words in more than this share of the user's statements so far (the
+    # conversation's everyday words), once there are at least cue_min_statements of them.
+    cue_max_df: float = Field(gt=0, le=1)
+    cue_min_statements: int = Field(ge=1)
+    # A denial ("I've never ...") conflicts with a statement holding at least this many of its words ...
+    denial_min_shared: int = Field(ge=1)
+    # ... and at least this share of them.
+    denial_min_share: float = Field(ge=0, le=1)
 
 
 class AssistantRecordsConfig(Section):
@@ -262,7 +293,7 @@ class RulesEncoderConfig(Section):
     # Keep other questions as "A asked: ..." records.
     keep_questions: bool
     # "we" → "A and B" only on contact words (auto), always (pair) or never (keep).
-    we_mode: Literal["auto", "pair", "keep"]
+    we_mode: WeMode
     # One record per "[image: ...]" caption.
     image_records: bool
     # Adjacent word pairs ("support group") as topics.
@@ -313,6 +344,7 @@ class EncoderConfig(Section):
     guard: GuardConfig
     tools: ToolRecordsConfig
     dedup: DedupConfig
+    currency: CurrencyConfig
 
     @model_validator(mode="before")
     @classmethod
@@ -372,7 +404,7 @@ class BuildConfig(Section):
     compact_conversations_per_file: int = Field(ge=0)
     # A stored conversation whose input rewrites its history (a stored turn changed, removed or
     # reordered): error = quarantine it (stage "conflict"); rebuild = build it again from scratch.
-    on_conflict: Literal["error", "rebuild"]
+    on_conflict: OnConflict
     # A conversation another writer committed between its decision and its commit (an append, a
     # concurrent run) is decided again; after this many decisions in all it fails at stage "commit"
     # (nothing of it written; a re-run builds it).

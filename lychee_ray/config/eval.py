@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from lychee_ray.config.base import Section
+from lychee_ray.names import JudgeProtocol
 
 
 class EvalSplitConfig(Section):
@@ -35,6 +35,9 @@ class AgentLogEvalConfig(Section):
     per_kind: int = Field(ge=1)
     # a lookup answer must occur at most this many times in its conversation's text (specific)
     max_answer_occurrences: int = Field(ge=1)
+    # also ask what holds now after each change, and what held before it (categories current and
+    # history; eval/setup/current_questions.py)
+    current_questions: bool
 
 
 # eval/baselines/factory.py: BASELINES (the config layer imports no evaluation code)
@@ -59,7 +62,7 @@ class BeamEvalConfig(Section):
     short_answer_max_words: int = Field(ge=1)
     # eval beam with a judge: rubric = the benchmark's LLM judge scoring each rubric statement
     # 0 / 0.5 / 1 (mean = the question's score) | answer = CORRECT/WRONG against the gold answer
-    judge: Literal["rubric", "answer"]
+    judge: JudgeProtocol
     # rubric judge: a question counts as correct (judge_accuracy) at this score or above
     rubric_pass_score: float = Field(ge=0, le=1)
 

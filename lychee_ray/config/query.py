@@ -147,6 +147,20 @@ class AnswerConfig(Section):
     # rules: evidence sentences returned as the extractive answer.
     rules_max_sentences: int = Field(ge=1)
 
+class CurrentConfig(Section):
+    """Memory that stays current on the query path (query/currency.py, query/marks.py)."""
+
+    # Statuses, marks and current-first ranking on (off: records are shown as stored, unmarked).
+    enabled: bool
+    # A pooled record that a newer one replaced keeps this share of its relevance (the newer one
+    # enters the pool with at least its full relevance); a history question ignores it.
+    superseded_weight: float = Field(ge=0, le=1)
+    # Characters of the replacing record's text a mark quotes.
+    mark_chars: int = Field(ge=20)
+    # Tokens the selection leaves for marks when the scope has superseded or conflicting records.
+    mark_reserve_tokens: int = Field(ge=0)
+
+
 class QueryConfig(Section):
     """Query side: plan → recall channels → fusion → rerank → selection → answer."""
 
@@ -156,5 +170,6 @@ class QueryConfig(Section):
     rerank: RerankConfig
     select: SelectConfig
     answer: AnswerConfig
+    current: CurrentConfig
     # Loaded conversations (tables, indexes, BM25) kept in an LRU cache.
     max_conversations: int = Field(ge=1)

@@ -25,6 +25,7 @@ from lychee_ray.config.store import StoreConfig
 FINGERPRINT_OMIT_AT_DEFAULT: tuple[tuple[str, str], ...] = (
     ("encoder", "mode"), ("segmenter", "max_turn_chars"), ("encoder", "wrong_script_share"), ("encoder", "tools"),
     ("passages", "max_tokens"), ("passages", "max_turn_chars"), ("passages", "roles"),
+    ("encoder", "currency"),
 )
 
 

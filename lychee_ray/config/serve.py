@@ -79,8 +79,8 @@ class ServeConfig(Section):
     # CPUs Ray reserves per replica (fractional: a 2-core machine also runs the proxy and the clients).
     replica_num_cpus: float = Field(gt=0)
     # Serve's per-request access log lines (proxy and replica log files, shipped by Ray's log
-    # monitor): measured ~5 ms of CPU per request on 2 cores, so off unless wanted for auditing;
-    # errors are logged either way.
+    # monitor) cost CPU on every request (docs/serving.md "Switches"), so off unless wanted for
+    # auditing; errors are logged either way.
     access_log: bool
     # Requests one replica works on at once (the service's own admission, serve/admission.py); more
     # wait in its queue.
@@ -116,8 +116,8 @@ class ServeConfig(Section):
     list_page_size: int = Field(ge=1)
     list_max_page_size: int = Field(ge=1)
     # Coalesce query embeddings of concurrent requests (@serve.batch); None = auto: on with the
-    # openai embedding backend (one HTTP call for many), off with the local model (measured: the hops
-    # through the event loop cost more CPU than one ONNX call per search).
+    # openai embedding backend (one HTTP call for many), off with the local model (the hops through
+    # the event loop cost more CPU than one ONNX call per search).
     batch_embeddings: bool | None
     # @serve.batch over query embeddings of concurrent requests: requests per batch (capped at
     # max_ongoing_requests / 2), wait for more; requests arriving during a model call share the next one.
@@ -132,7 +132,7 @@ class ServeConfig(Section):
     # Environment for the Ray processes when lychee-ray starts its own local Ray to serve (Serve reads
     # these in the proxy and the replicas at start; variables already set in the environment win).
     # Default: the replica's user code and the proxy's router run on their process's main event loop
-    # instead of extra threads (~4% less CPU per request measured on 2 cores). With RAY_ADDRESS set
+    # instead of extra threads (one cross-thread hop less per request). With RAY_ADDRESS set
     # the cluster's own environment decides.
     ray_env: dict[str, str]
     # Seconds between checks of the store for new or rebuilt conversations (0 = only POST /v1/admin/reload).

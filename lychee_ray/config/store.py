@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
 
 from pydantic import Field
 
 from lychee_ray.config.base import Section
+from lychee_ray.names import VectorPrecision
 
 
 class StoreConfig(Section):
@@ -44,4 +44,4 @@ class StoreConfig(Section):
     # Precision of the stored vectors that only search reads (records, nodes, passages): fp32, fp16
     # or int8 (4x fewer bytes than fp32; io/store/index.py). Turn vectors stay fp32 (an incremental
     # build's segmenter resumes from them). Generations of any precision read alike.
-    vector_precision: Literal["fp32", "fp16", "int8"]
+    vector_precision: VectorPrecision

@@ -1,4 +1,4 @@
-"""The one id policy (issue 39 item 3): what a conversation, user, session or turn id may be, used by
+"""The one id policy: what a conversation, user, session or turn id may be, used by
 the adapters' cleaning, the HTTP API, the Python API's inputs and the CLI alike.
 
 An id is 1 to :data:`MAX_ID_CHARS` characters, has no leading or trailing whitespace, and holds

@@ -1,4 +1,4 @@
-"""Memory-quality accounting of the encode step (issue 16): what happened to every drafted record.
+"""Memory-quality accounting of the encode step: what happened to every drafted record.
 
 Every record draft an encoder returns has exactly one fate — stored as a record, or rejected for
 one reason — so ``drafts == records + sum(rejected)`` holds per segment, per conversation and per
@@ -34,6 +34,15 @@ REPAIR_KINDS = (
     "time_dropped",             # an implausible time with no usable expression removed (expression kept)
     "relative_time_rewritten",  # "yesterday" in the text rewritten as the absolute date
 )
+# What became of the supersession links of a segment's records (ingest/supersede.py): links written,
+# and links a reply drafted that were dropped, by reason.
+LINK_OUTCOMES = (
+    "supersedes",           # a record replaces an earlier record of its slot
+    "conflicts",            # a record contradicts an earlier record of its slot
+    "dropped_unknown",      # the reply named a record that was not one of the candidates it was shown
+    "dropped_other_slot",   # the named candidate belongs to another slot than the record's
+    "dropped_no_slot",      # the record names no slot, so it can replace nothing
+)
 # Degenerate-output error kind of a failed segment (SegmentRow.error_kind).
 DEGENERATE_OUTPUT = "degenerate_output"
 
@@ -49,6 +58,13 @@ class QualityCounts:
     segments_degenerate: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     repaired: dict[str, int] = field(default_factory=dict)
+    links: dict[str, int] = field(default_factory=dict)
+
+    def link(self, outcome: str, n: int = 1) -> None:
+        if outcome not in LINK_OUTCOMES:
+            raise ValueError(f"unknown link outcome {outcome!r}")
+        if n:
+            self.links[outcome] = self.links.get(outcome, 0) + n
 
     def reject(self, reason: str, n: int = 1) -> None:
         if reason not in REJECT_REASONS:
@@ -76,6 +92,8 @@ class QualityCounts:
             self.rejected[k] = self.rejected.get(k, 0) + v
         for k, v in other.repaired.items():
             self.repaired[k] = self.repaired.get(k, 0) + v
+        for k, v in other.links.items():
+            self.links[k] = self.links.get(k, 0) + v
         return self
 
     # -- wire forms ---------------------------------------------------------------------------------
@@ -85,6 +103,7 @@ class QualityCounts:
                "segments_repaired": self.segments_repaired, "segments_degenerate": self.segments_degenerate}
         out.update({f"rejected_{k}": v for k, v in sorted(self.rejected.items()) if v})
         out.update({f"repaired_{k}": v for k, v in sorted(self.repaired.items()) if v})
+        out.update({f"links_{k}": v for k, v in sorted(self.links.items()) if v})
         return out
 
     @classmethod
@@ -100,6 +119,8 @@ class QualityCounts:
                 q.rejected[k.removeprefix("rejected_")] = int(v)
             elif k.startswith("repaired_"):
                 q.repaired[k.removeprefix("repaired_")] = int(v)
+            elif k.startswith("links_"):
+                q.links[k.removeprefix("links_")] = int(v)
         return q
 
     def report(self) -> dict[str, Any]:
@@ -115,6 +136,7 @@ class QualityCounts:
             "segments_encoded": self.segments_encoded,
             "segments_repaired": self.segments_repaired,
             "segments_degenerate": self.segments_degenerate,
+            "links": {k: self.links.get(k, 0) for k in LINK_OUTCOMES},
         }
 
     @classmethod
@@ -127,7 +149,8 @@ class QualityCounts:
             segments_degenerate=int(r.get("segments_degenerate", 0)),
             rejected={k: int(v) for k, v in (r.get("rejected") or {}).items() if v},
             repaired={k: int(v) for k, v in (r.get("repaired") or {}).items() if v},
+            links={k: int(v) for k, v in (r.get("links") or {}).items() if v},
         )
 
 
-__all__ = ["DEGENERATE_OUTPUT", "QualityCounts", "REJECT_REASONS", "REPAIR_KINDS"]
+__all__ = ["DEGENERATE_OUTPUT", "LINK_OUTCOMES", "QualityCounts", "REJECT_REASONS", "REPAIR_KINDS"]

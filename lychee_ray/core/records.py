@@ -146,6 +146,15 @@ class MemoryRecord(BaseModel):
     backend: str
     model: str
     artifact: ArtifactKind | None = Field(default=None, description="The code block, table or document the record describes, if any.")
+    # Memory that stays current (core/currency.py, docs/current-memory.md): what the record states a
+    # value of, which value, since when, and the earlier records it replaces or contradicts. The links
+    # live on the newer record, so a write never touches stored rows; readers derive each record's
+    # status (current / superseded / conflicting), superseded_by and valid_until from them.
+    slot: str | None = Field(default=None, description="'subject · attribute', normalised (core/currency.py slot_key).")
+    slot_value: str | None = Field(default=None, description="The value it states, normalised: a change vs a restatement.")
+    valid_from: str | None = Field(default=None, description="When the value became true (ISO day of the change).")
+    supersedes: list[str] = Field(default_factory=list, description="Ids of earlier records of its slot it replaces.")
+    conflicts_with: list[str] = Field(default_factory=list, description="Ids of earlier records of its slot it contradicts.")
 
     @staticmethod
     def make_id(conversation_id: str, seg_id: str, ordinal: int, rtype: str, text: str) -> str:

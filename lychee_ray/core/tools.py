@@ -1,4 +1,4 @@
-"""Tool traffic on turns (agent logs, issue 35): the typed calls an assistant turn makes, the link
+"""Tool traffic on turns (agent logs): the typed calls an assistant turn makes, the link
 of a tool result to its call, and the one text rendering every stage shares.
 
 In the canonical model a tool call (name, arguments, call id) stays on the assistant turn that made

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lychee_ray.config import EmbeddingConfig
+from lychee_ray.names import LOCAL_EMBEDDING
 
 # The local embedder's name (recorded in the store's manifest) when ``embedding.model`` is not set.
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -57,7 +58,7 @@ def dedup_texts(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
 def embedder_name(cfg: EmbeddingConfig) -> str:
     """The name the configured embedder will have (stores record it; builds fingerprint it),
     known without loading the model."""
-    if cfg.backend == "local":
+    if cfg.backend == LOCAL_EMBEDDING:
         return cfg.model or DEFAULT_MODEL_NAME
     return cfg.openai_model
 

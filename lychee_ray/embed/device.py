@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from lychee_ray.config import EmbeddingConfig
+from lychee_ray.names import LOCAL_EMBEDDING
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ def stage_embedding_config(cfg: EmbeddingConfig, num_gpus: float) -> tuple[Embed
     (``cuda``, or ``cpu`` with the reason it is not on the GPU)."""
     if num_gpus <= 0:
         return cfg, cfg.device
-    if cfg.backend != "local":
+    if cfg.backend != LOCAL_EMBEDDING:
         log.warning("embedding stage given %s GPU(s), but embedding.backend=%s embeds remotely", num_gpus, cfg.backend)
         return cfg, f"{cfg.device} (embedding.backend={cfg.backend}: remote)"
     if not cuda_available():

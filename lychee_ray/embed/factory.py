@@ -15,6 +15,7 @@ from lychee_ray.embed.base import Embedder
 from lychee_ray.embed.local import LocalEmbedder
 from lychee_ray.embed.onnx_cache import load_cached
 from lychee_ray.embed.openai import OpenAIEmbedder
+from lychee_ray.names import LOCAL_EMBEDDING
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries:
     ``private=True``: a new instance of its own, not shared (a local model runs one call at a
     time, so work that must not wait behind another's — background encoding — gets its own)."""
     quantize = "none"
-    if cfg.backend == "local" and cfg.runtime == "onnx" and cfg.device == "cpu":
+    if cfg.backend == LOCAL_EMBEDDING and cfg.runtime == "onnx" and cfg.device == "cpu":
         quantize = cfg.query_quantization if queries else cfg.memory_quantization if memory else "none"
     key = f"{cfg.model_dump_json()}|{quantize}"
     if private:
@@ -43,7 +44,7 @@ def get_embedder(cfg: EmbeddingConfig, llm: LLMConfig | None = None, *, queries:
 
 def _build(cfg: EmbeddingConfig, llm: LLMConfig | None, quantize: str) -> Embedder:
     """A new embedder of ``cfg`` (see :func:`get_embedder`)."""
-    if cfg.backend == "local":
+    if cfg.backend == LOCAL_EMBEDDING:
         # the full loader (torch + sentence-transformers) only when no export is cached yet:
         # it exports the model, so every later process skips it
         emb: Embedder = load_cached(cfg, quantize) or LocalEmbedder(cfg, quantize=quantize)

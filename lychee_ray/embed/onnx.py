@@ -15,9 +15,9 @@ anything else reports why and the caller keeps the torch runtime.
 
 ``quantize="int8"`` runs a copy of the exported model whose MatMul weights are int8, one scale per
 output channel (ONNX Runtime dynamic quantization; activations are quantized on the fly). On a CPU
-with int8 dot-product instructions it needs ~2.6x less CPU per query-length text; the vectors are
-not identical (cosine to fp32: median 0.995, min 0.986 over the 1,540 LoCoMo questions), which is why only query embeddings
-use it by default (``embedding.query_quantization``) and stored vectors stay fp32.
+with int8 dot-product instructions it needs less CPU per text; the vectors are close to fp32's but
+not identical (docs/serving.md, "Switches"), which is why only query embeddings use it by default
+(``embedding.query_quantization``) and stored vectors stay fp32.
 """
 
 from __future__ import annotations
@@ -190,8 +190,8 @@ def _quantize_int8(src: Path, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        # per channel: one scale per output column keeps the sentence vectors at cosine 0.995 (median)
-        # to fp32 (a single per-tensor uint8 scale: 0.986); MatMul only: the embedding tables stay fp32 lookups
+        # per channel: one scale per output column keeps the sentence vectors closer to fp32 than one
+        # per-tensor scale does (docs/serving.md); MatMul only: the embedding tables stay fp32 lookups
         quantize_dynamic(str(src), tmp, per_channel=True, weight_type=QuantType.QInt8,
                          op_types_to_quantize=["MatMul"])
         os.chmod(tmp, 0o644)

@@ -34,6 +34,7 @@ from lychee_ray.embed.agreement import checked_agreement
 from lychee_ray.embed.base import dedup_texts, normalise_rows
 from lychee_ray.embed.local import DEFAULT_MODEL_NAME, offline_minilm_path
 from lychee_ray.embed.onnx import OnnxEncoder, Tokenize, onnx_paths, weights_key
+from lychee_ray.names import LOCAL_EMBEDDING
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ def load_cached(cfg: EmbeddingConfig, quantize: str = "none") -> CachedOnnxEmbed
     """The configured local model run from its cached ONNX export (int8 for ``quantize="int8"``,
     checked against fp32 like :class:`~lychee_ray.embed.local.LocalEmbedder` does), or None when
     only the full loader can give its vectors."""
-    if cfg.backend != "local" or cfg.runtime != "onnx" or cfg.device != "cpu":
+    if cfg.backend != LOCAL_EMBEDDING or cfg.runtime != "onnx" or cfg.device != "cpu":
         return None
     versions = _versions()
     files = model_files(cfg.model or offline_minilm_path())

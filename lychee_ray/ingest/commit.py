@@ -35,7 +35,7 @@ from lychee_ray.config.appends import AppendsConfig
 from lychee_ray.ingest.outcomes import Outcome
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.io.adapters import AdapterItem
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.artifacts import ConversationArtifacts, ConversationDelta
 from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import BusyError, ConversationDeleting, LockBusy, async_write_lock, conversation_write_lock
@@ -72,7 +72,7 @@ class Held:
     """A conversation whose write lock this process holds (made by :func:`hold`). The commits are
     blocking calls (file or object-store writes): async callers run them in a worker thread."""
 
-    def __init__(self, writer: MemoryStoreWriter, conversation_id: str) -> None:
+    def __init__(self, writer: StoreWriter, conversation_id: str) -> None:
         self.writer = writer
         self.conversation_id = conversation_id
 
@@ -128,7 +128,7 @@ def increment_delta(stored: StoredConversation | None, inc: Increment) -> Conver
 
 
 @asynccontextmanager
-async def hold(writer: MemoryStoreWriter, conversation_id: str, wait: LockWait | None = None) -> AsyncIterator[Held]:
+async def hold(writer: StoreWriter, conversation_id: str, wait: LockWait | None = None) -> AsyncIterator[Held]:
     """``async with hold(writer, cid) as held``: the conversation's write lock for the block (raises
     ``wait.busy`` after ``wait.timeout_s``, and
     :class:`~lychee_ray.io.store.locks.ConversationDeleting` while an erasure of it runs)."""
@@ -138,7 +138,7 @@ async def hold(writer: MemoryStoreWriter, conversation_id: str, wait: LockWait |
 
 
 @asynccontextmanager
-async def encode_lock(writer: MemoryStoreWriter, conversation_id: str, wait: LockWait | None = None) -> AsyncIterator[None]:
+async def encode_lock(writer: StoreWriter, conversation_id: str, wait: LockWait | None = None) -> AsyncIterator[None]:
     """``async with encode_lock(writer, cid)``: one background encoding of the conversation at a time
     (a catch-up); its commit takes the write lock on top (:func:`hold`)."""
     w = wait or LockWait()
@@ -147,7 +147,7 @@ async def encode_lock(writer: MemoryStoreWriter, conversation_id: str, wait: Loc
 
 
 @contextmanager
-def hold_sync(writer: MemoryStoreWriter, conversation_id: str) -> Iterator[Held]:
+def hold_sync(writer: StoreWriter, conversation_id: str) -> Iterator[Held]:
     """:func:`hold` for synchronous callers (the decide step migrating an older marker)."""
     with conversation_write_lock(writer.layout, conversation_id):
         yield Held(writer, conversation_id)
@@ -173,7 +173,7 @@ class Committed:
         return [f"commit: {self.lost}; committed again under a fresh write lock (nothing else had committed it)"]
 
 
-async def commit_decided(writer: MemoryStoreWriter, conversation_id: str, art: ConversationArtifacts,
+async def commit_decided(writer: StoreWriter, conversation_id: str, art: ConversationArtifacts,
                          decided_on: CommitMarker | None) -> Committed | None:
     """Commit ``art``, built on ``decided_on`` (the marker the decision read; None: no commit), under
     the conversation's write lock: None when the marker is not that one any more (another writer
@@ -216,7 +216,7 @@ class Committer:
     writer committed the conversation after its decision (``work.again``; the runner decides it
     again)."""
 
-    def __init__(self, writer: MemoryStoreWriter) -> None:
+    def __init__(self, writer: StoreWriter) -> None:
         self.writer = writer
 
     async def run(self, works: list[StageWork], on_outcome: OnOutcome | None = None) -> list[Outcome | None]:

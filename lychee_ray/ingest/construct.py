@@ -25,9 +25,10 @@ from lychee_ray.ingest.increment.stored import load_stored
 from lychee_ray.ingest.outcomes import IncrementMade, Outcome
 from lychee_ray.ingest.pipeline import BuildContext, build_pending
 from lychee_ray.ingest.stages.work import StageWork
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.marker import CommitMarker
 from lychee_ray.io.store.reader import load_generation
+from lychee_ray.names import INCREMENT_ROUTE
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class Constructor:
     come with the work, record and node vectors are the next stage's); stored conversations are
     read through ``writer``."""
 
-    def __init__(self, ctx: BuildContext, writer: MemoryStoreWriter, in_flight: int) -> None:
+    def __init__(self, ctx: BuildContext, writer: StoreWriter, in_flight: int) -> None:
         self.ctx = ctx
         self.writer = writer
         self._sem: asyncio.Semaphore | None = None
@@ -61,7 +62,7 @@ class Constructor:
             dim = int(vecs.shape[1]) if vecs.ndim == 2 else self.ctx.embed_dim
             ctx = self.ctx if dim == self.ctx.embed_dim else dataclasses.replace(self.ctx, embed_dim=dim)
             try:
-                if work.route == "increment":
+                if work.route == INCREMENT_ROUTE:
                     await self._increment(work, ctx, vecs)
                 else:
                     await self._build(work, ctx, vecs)

@@ -20,10 +20,11 @@ from lychee_ray.embed import AsyncBatchEmbedder, Embedder, get_embedder
 from lychee_ray.embed.memo import with_memo
 from lychee_ray.llm.client import LLMClient
 from lychee_ray.llm.ratelimit import RateLimiter
+from lychee_ray.names import LLMBackend
 
 
 def make_context(
-    cfg: LycheeConfig, backend: str, embedder: Embedder | None = None, limiter: RateLimiter | None = None,
+    cfg: LycheeConfig, backend: LLMBackend, embedder: Embedder | None = None, limiter: RateLimiter | None = None,
     encoder: SegmentEncoder | None = None, *, batched: bool = True, llm_client: LLMClient | None = None,
 ) -> BuildContext:
     """Embedders + encoder + usage ledger for one process.

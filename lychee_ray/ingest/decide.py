@@ -47,9 +47,10 @@ from lychee_ray.config import PassagesConfig
 from lychee_ray.ingest.outcomes import Outcome, duplicate_outcome, input_warnings, unreadable_outcome
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.io.adapters import AdapterItem
-from lychee_ray.io.store import MemoryStoreWriter, read_part
+from lychee_ray.io.store import StoreWriter, read_part
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.store.marker import MARKER_VERSION, CommitMarker
+from lychee_ray.names import INCREMENT_ROUTE, REBUILD_ON_CONFLICT
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def stored_ahead_warning(conv: Conversation, log_: TurnLog) -> str:
 class Decider:
     """The decide step of one build run (``run_id``) for a build of ``fingerprint``."""
 
-    def __init__(self, writer: MemoryStoreWriter, run_id: str, fingerprint: str, max_turn_chars: int,
+    def __init__(self, writer: StoreWriter, run_id: str, fingerprint: str, max_turn_chars: int,
                  retry_failed: bool = False, on_conflict: str = "error",
                  passages: PassagesConfig | None = None) -> None:
         """``passages``: the build's ``passages`` section (its cap is reported as an input warning)."""
@@ -145,7 +146,7 @@ class Decider:
         try:
             matched = check_history(stored, conv)
         except IncrementError as e:
-            if self.on_conflict == "rebuild":
+            if self.on_conflict == REBUILD_ON_CONFLICT:
                 log.warning("%s; rebuilding it from scratch (on_conflict=rebuild)", e)
                 work.route = "build"
                 return
@@ -156,7 +157,7 @@ class Decider:
         elif conv.num_turns == matched and not marker.open_turns:
             work.outcome = Outcome.skipped(item, cid, marker)
         else:
-            work.route, work.first_turn = "increment", matched  # the turns after the stored ones are new
+            work.route, work.first_turn = INCREMENT_ROUTE, matched  # the turns after the stored ones are new
 
 
 __all__ = ["Decider", "built_as_is", "stored_ahead_warning", "unchanged_input"]

@@ -196,7 +196,7 @@ class BuildSummary:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     wall_s: float = 0.0
-    # Memory checks over the conversations built in this run (issue 16).
+    # Memory checks over the conversations built in this run.
     quality: QualityCounts = field(default_factory=QualityCounts)
     errors: list[dict[str, Any]] = field(default_factory=list)
     # Input repairs (one row per conversation and kind; stored in errors/ with stage "warning").

@@ -27,6 +27,8 @@ from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.ingest.nodes import build_nodes
 from lychee_ray.ingest.resume_point import SEGSTATE_VERSION, ResumePoint
 from lychee_ray.ingest.passages import conversation_passages
+from lychee_ray.ingest.supersede import SlotState
+from lychee_ray.ingest.text_links import StatementIndex
 from lychee_ray.ingest.vectors import PassageKey, VectorPlan, plan_vectors
 from lychee_ray.core.passages import passages_table
 from lychee_ray.core.quality import QualityCounts
@@ -43,6 +45,7 @@ from lychee_ray.ingest.segment import (
 from lychee_ray.io.store import ConversationArtifacts, ConversationData
 from lychee_ray.io.store.marker import BuildInfo, LastIncrement
 from lychee_ray.text.time.normalise import make_resolver
+from lychee_ray.names import RULES_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +133,12 @@ async def encode_segments(
     cfg = ctx.cfg
     speakers = speakers if speakers is not None else speakers_of(conv)  # (the caller may know them already)
     # rules records already carry per-sentence times; searching their turns would smear one date
-    search_turns = cfg.encoder.time_from_turns and ctx.encoder.backend != "rules"
+    search_turns = cfg.encoder.time_from_turns and ctx.encoder.backend != RULES_BACKEND
     resolver = make_resolver(day_first=cfg.encoder.day_first, search_turns=search_turns)
     # The checks judge model output. The rules encoder's records are extracted from the turns
     # themselves; on it only the structural checks and the accounting run, so rules stores stay
     # exactly what they were (the entity fill would otherwise add names its extractor skipped).
-    gcfg = cfg.encoder.guard if ctx.encoder.backend != "rules" else cfg.encoder.guard.model_copy(update={"enabled": False})
+    gcfg = cfg.encoder.guard if ctx.encoder.backend != RULES_BACKEND else cfg.encoder.guard.model_copy(update={"enabled": False})
     guard = RecordGuard(gcfg, day_first=cfg.encoder.day_first)
     rows: list[SegmentRow] = []
     records: list[MemoryRecord] = list(prior.records) if prior else []  # returned too: callers slice them off
@@ -149,6 +152,12 @@ async def encode_segments(
     else:
         memory = ConversationMemory()
         memory.accept(records)  # an increment continues after the stored segments (docs/incremental.md)
+    # the current record of each slot where the stored segments left it (rules: and the user's
+    # statements, for links from text cues)
+    cur = cfg.encoder.currency
+    text_cues = cur.text_cues and ctx.encoder.backend == RULES_BACKEND
+    slots = SlotState.of(records, StatementIndex(cur) if text_cues else None,
+                         {t.turn_id: t.speaker for *_, t in conv.iter_turns() if t.role == "user"} if text_cues else None)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
         # the fields every row of this segment shares (values of several types: SegmentRow checks them)
@@ -163,17 +172,21 @@ async def encode_segments(
             rows.append(row)
             records.extend(recs)
             memory.accept(recs)
+            slots.absorb(recs)
             state = row.resolution_state or state
             continue
+        turns = encode_turns(conv, seg)
         request = EncodeRequest(
             conversation_id=conv.conversation_id, user_id=conv.user_id, segment_id=sid,
             segment_index=seg.segment_index, kind="system_prompt" if seg.reason == "system_prompt" else "dialogue",
-            turns=encode_turns(conv, seg), speakers=speakers,
+            turns=turns, speakers=speakers,
             prev_resolution_state=state,
             prev_records=_reference_records(records, context_ids, cfg.encoder.context_records),
+            candidates=slots.candidates(turns, cfg.encoder.currency) if ctx.encoder.backend != RULES_BACKEND else [],
         )
         done = await encode_checked(ctx.encoder, request, guard, memory, resolver, cfg.encoder, cfg.build.segment_attempts)
         if done.ok:
+            slots.link(done.records, done.drafts, request, ctx.encoder.backend, done.quality)
             records.extend(done.records)
             if request.kind == "dialogue":
                 state = done.resolution_state
@@ -200,7 +213,7 @@ def _reference_records(records: list[MemoryRecord], context_ids: set[str], m: in
 
 
 def segments_quality(rows: list[SegmentRow]) -> QualityCounts:
-    """A conversation's memory-quality counts: the sum of its segments' (issue 16)."""
+    """A conversation's memory-quality counts: the sum of its segments'."""
     total = QualityCounts()
     for r in rows:
         total.add(QualityCounts.from_flat(r.quality))

@@ -40,15 +40,16 @@ from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.config import LycheeConfig
 from lychee_ray.io.adapters import AdapterItem, input_units, read_input
 from lychee_ray.io.adapters.detect import count_conversations
-from lychee_ray.io.store import MemoryStoreWriter, compact
+from lychee_ray.io.store import StoreWriter, compact
 from lychee_ray.io.store.gc import collect_garbage
 from lychee_ray.io.store.migrate import migrate_if_needed
 from lychee_ray.llm.backend import BACKEND_DESCRIPTIONS, resolve_backend
+from lychee_ray.names import LLMBackend, Runner
 
 log = logging.getLogger(__name__)
 
 
-def manifest_info(cfg: LycheeConfig, backend: str, summary: BuildSummary, runner: str) -> dict[str, Any]:
+def manifest_info(cfg: LycheeConfig, backend: LLMBackend, summary: BuildSummary, runner: Runner) -> dict[str, Any]:
     """Run-level manifest fields (models, dims and fingerprints come from the commit markers)."""
     return {
         "backend_description": BACKEND_DESCRIPTIONS.get(backend, ""),
@@ -59,7 +60,7 @@ def manifest_info(cfg: LycheeConfig, backend: str, summary: BuildSummary, runner
 
 
 def finish_run(
-    writer: MemoryStoreWriter, summary: BuildSummary, run_id: str, info: dict[str, Any], conversations_per_file: int
+    writer: StoreWriter, summary: BuildSummary, run_id: str, info: dict[str, Any], conversations_per_file: int
 ) -> None:
     """Errors table, claims released, Parquet parts compacted, crashed writers' garbage swept
     (io/store/gc.py), manifest written."""
@@ -78,7 +79,7 @@ def run_local_build(
     fmt: str,
     input_path: str | Path,
     out: str | Path,
-    backend: str | None = None,
+    backend: LLMBackend | None = None,
     retry_failed: bool = False,
     ctx: BuildContext | None = None,
     on_conflict: str | None = None,
@@ -92,7 +93,7 @@ def run_local_build(
                                  on_conflict=on_conflict, progress=progress, total=total, progress_stream=progress_stream)
 
 
-def local_stages(cfg: LycheeConfig, ctx: BuildContext, writer: MemoryStoreWriter, run_id: str, retry_failed: bool = False,
+def local_stages(cfg: LycheeConfig, ctx: BuildContext, writer: StoreWriter, run_id: str, retry_failed: bool = False,
                  on_conflict: str | None = None) -> LocalStages:
     """The stages of one in-process run over ``ctx`` (its embedders, encoder and ledger)."""
     st = cfg.ray.stages
@@ -109,7 +110,7 @@ def run_local_build_items(
     cfg: LycheeConfig,
     items: Iterable[AdapterItem],
     out: str | Path,
-    backend: str | None = None,
+    backend: LLMBackend | None = None,
     retry_failed: bool = False,
     ctx: BuildContext | None = None,
     on_conflict: str | None = None,
@@ -134,7 +135,7 @@ def run_local_build_items(
     summary = BuildSummary()
     try:
         ctx = ctx or make_context(cfg, backend)
-        writer = MemoryStoreWriter(out, cfg.store)
+        writer = StoreWriter(out, cfg.store)
         migrate_if_needed(writer.layout)  # a store written by an older version: to the current layout first
         run_id = f"local-{uuid.uuid4().hex[:8]}"
         stages = local_stages(cfg, ctx, writer, run_id, retry_failed, on_conflict)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from lychee_ray.config import LycheeConfig, ray_address
 from lychee_ray.embed.base import embedder_name
@@ -23,9 +22,8 @@ from lychee_ray.ingest.pipeline import build_fingerprint
 from lychee_ray.ingest.decide import built_as_is
 from lychee_ray.io.adapters import read_input
 from lychee_ray.io.adapters.base import is_uri
-from lychee_ray.io.store import MemoryStoreReader, StoreLayout
-
-Runner = Literal["local", "ray"]
+from lychee_ray.io.store import StoreReader, StoreLayout
+from lychee_ray.names import LLMBackend, LOCAL_RUNNER, RAY_RUNNER, Runner
 
 
 @dataclass(frozen=True)
@@ -38,14 +36,14 @@ class RunnerChoice:
     turns: int = 0  # their turns
 
 
-def choose_runner(cfg: LycheeConfig, fmt: str, input_path: str | Path, out: str | Path, backend: str,
+def choose_runner(cfg: LycheeConfig, fmt: str, input_path: str | Path, out: str | Path, backend: LLMBackend,
                   retry_failed: bool = False) -> RunnerChoice:
     """In-process for nothing to build or a small build (see the module docstring), else Ray."""
     if ray_address() is not None or is_uri(input_path) or is_uri(out):
-        return RunnerChoice("ray")
+        return RunnerChoice(RAY_RUNNER)
     bc = cfg.build
     layout = StoreLayout(out, cfg.store)
-    markers = MemoryStoreReader(layout).markers if layout.is_store() else {}
+    markers = StoreReader(layout).markers if layout.is_store() else {}
     fingerprint = build_fingerprint(cfg, backend, make_encoder(cfg, backend).model, embedder_name(cfg.embedding))
     seen: set[str] = set()
     to_build = turns = 0
@@ -60,10 +58,10 @@ def choose_runner(cfg: LycheeConfig, fmt: str, input_path: str | Path, out: str 
         to_build += 1
         turns += conv.num_turns if conv is not None else 0
         if to_build > bc.local_max_conversations or turns > bc.local_max_turns:
-            return RunnerChoice("ray", to_build=to_build, turns=turns)
+            return RunnerChoice(RAY_RUNNER, to_build=to_build, turns=turns)
     if not to_build:
-        return RunnerChoice("local", "nothing to build")
-    return RunnerChoice("local", f"small build: {to_build} conversation(s), {turns} turn(s)", to_build, turns)
+        return RunnerChoice(LOCAL_RUNNER, "nothing to build")
+    return RunnerChoice(LOCAL_RUNNER, f"small build: {to_build} conversation(s), {turns} turn(s)", to_build, turns)
 
 
 __all__ = ["Runner", "RunnerChoice", "choose_runner"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from lychee_ray.core.tools import TOOL_META_KEY
 from lychee_ray.inspector.models import ConversationKind, ConversationList, ConversationRow
-from lychee_ray.io.store import CommitMarker, MemoryStoreReader, StoreLayout, read_parts
+from lychee_ray.io.store import CommitMarker, StoreReader, StoreLayout, read_parts
 
 Allows = Callable[[str | None], bool]
 
@@ -73,7 +73,7 @@ class ConversationCatalog:
             out.update(found)
         return out
 
-    def failed_builds(self, reader: MemoryStoreReader) -> list[ConversationRow]:
+    def failed_builds(self, reader: StoreReader) -> list[ConversationRow]:
         """Conversations only in ``errors/`` (never built), with their last error; re-read when the
         store's commits changed."""
         stamp = self.layout.commit_state()
@@ -99,12 +99,12 @@ class ConversationCatalog:
                                turns=c.turns, segments=c.segments, records=c.records, failed_segments=c.failed_segments,
                                degenerate_segments=degenerate(marker), committed_at=marker.committed_at, kind=kind)
 
-    def kinds_of(self, reader: MemoryStoreReader, allows: Allows, conversation_ids: list[str]) -> dict[str, ConversationKind]:
+    def kinds_of(self, reader: StoreReader, allows: Allows, conversation_ids: list[str]) -> dict[str, ConversationKind]:
         """The kinds of the conversations of ``conversation_ids`` in scope (others are left out)."""
         ms = [m for cid in conversation_ids if (m := reader.markers.get(cid)) is not None and allows(m.owner)]
         return self.kinds(ms)
 
-    def page(self, reader: MemoryStoreReader, allows: Allows, admin: bool, *, user: str | None = None,
+    def page(self, reader: StoreReader, allows: Allows, admin: bool, *, user: str | None = None,
              kind: str | None = None, status: str | None = None, text: str | None = None, offset: int = 0,
              limit: int = 50, max_users: int = 200) -> ConversationList:
         """Conversations in scope (``allows``: a principal's test of an owner), ordered by id, that

@@ -149,17 +149,6 @@ class ConversationDetail(BaseModel):
     server_ms: float
 
 
-class SearchBody(BaseModel):
-    """The playground's request (the same fields as ``POST /v1/search``; explain is always on)."""
-
-    conversation_id: str | None = None
-    user_id: str | None = None
-    question: str
-    question_date: str | None = None
-    budget_tokens: int | None = None
-    recent_turns: list[dict[str, str]] = Field(default_factory=list)
-
-
 class SearchPage(BaseModel):
     """A playground search: the result (with its explanation), and the same request as JSON and curl."""
 
@@ -229,6 +218,6 @@ class StoreReport(BaseModel):
 
 __all__ = [
     "ConversationDetail", "ConversationKind", "ConversationList", "ConversationRow", "ConversationStatus", "EvalOutcome", "EvalQuestion",
-    "EvalQuestionPage", "EvalRunInfo", "Histogram", "SearchBody", "SearchPage", "SegmentView", "SessionView", "StoreReport",
+    "EvalQuestionPage", "EvalRunInfo", "Histogram", "SearchPage", "SegmentView", "SessionView", "StoreReport",
     "StoreSummary", "SystemPrompt", "TableView", "TurnView",
 ]

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from lychee_ray.inspector.models import Histogram, StoreReport
-from lychee_ray.io.store import MemoryStoreReader, read_part
+from lychee_ray.io.store import StoreReader, read_part
 
 SEGMENT_COLUMNS = ["turn_ids", "close_reason", "num_records"]
 
@@ -39,7 +39,7 @@ class ReportBuilder:
         self._memo: dict[Any, StoreReport] = {}
         self._lock = threading.Lock()
 
-    def report(self, reader: MemoryStoreReader, conversation_ids: list[str], manifest: dict[str, Any]) -> StoreReport:
+    def report(self, reader: StoreReader, conversation_ids: list[str], manifest: dict[str, Any]) -> StoreReport:
         stamp = (reader.layout.commit_state(), tuple(conversation_ids[: self.max_conversations]))
         with self._lock:
             hit = self._memo.get(stamp)

@@ -27,7 +27,7 @@ def cut(text: str, n: int) -> str:
 
 def request_body(req: QueryRequest) -> dict[str, Any]:
     """The ``POST /v1/search`` body that reproduces ``req`` (fields left at their defaults omitted)."""
-    return req.model_dump(mode="json", exclude_defaults=True, exclude_none=True) | {"explain": True}
+    return req.body() | {"explain": True}
 
 
 def curl_line(base_url: str, body: dict[str, Any], auth: bool) -> str:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from lychee_ray.core.quality import QualityCounts
-from lychee_ray.io.store import MarkerError, MemoryStoreReader, StoreLayout
+from lychee_ray.io.store import MarkerError, StoreReader, StoreLayout
 from lychee_ray.io.store.reader import read_segstate
 from lychee_ray.io.store.tables import indexed_tables
 
 
-def verify_conversation(reader: MemoryStoreReader, conversation_id: str) -> list[str]:
+def verify_conversation(reader: StoreReader, conversation_id: str) -> list[str]:
     """Problems found in one conversation (empty = consistent)."""
     d = reader.load(conversation_id)
     problems: list[str] = []
@@ -69,7 +69,7 @@ def _passage_problems(passages: Any, index: Any, turns: set[str]) -> list[str]:
     return out
 
 
-def _coverage_problems(reader: MemoryStoreReader, conversation_id: str, segments: Any, turn_ids: list[str]) -> list[str]:
+def _coverage_problems(reader: StoreReader, conversation_id: str, segments: Any, turn_ids: list[str]) -> list[str]:
     """Every turn in a segment (a turn longer than the segment cap spans several, piece by piece) —
     except the open tail an append left undecided, which the
     segmenter state saved with the generation lists (docs/incremental.md); that state covers
@@ -96,7 +96,7 @@ def _coverage_problems(reader: MemoryStoreReader, conversation_id: str, segments
 
 
 def _quality_problems(segments: list[dict[str, Any]], records: int) -> list[str]:
-    """Memory-check accounting (issue 16): every drafted record is stored or rejected with a reason,
+    """Memory-check accounting: every drafted record is stored or rejected with a reason,
     and the segments' stored counts add up to the records table. Stores built before the checks
     (no ``quality`` column) have nothing to check."""
     if not segments or "quality" not in segments[0]:
@@ -115,7 +115,7 @@ def _quality_problems(segments: list[dict[str, Any]], records: int) -> list[str]
 
 def verify_store(root: str | Path | StoreLayout) -> dict[str, Any]:
     """Check every committed conversation; returns a JSON-able report."""
-    reader = MemoryStoreReader(root)
+    reader = StoreReader(root)
     report: dict[str, Any] = {"conversations": 0, "records": 0, "nodes": 0, "turns": 0, "failed_segments": 0, "problems": {}}
     for cid in reader.conversation_ids():
         report["conversations"] += 1

@@ -2,11 +2,7 @@
 
 from lychee_ray.llm.backend import (
     BACKEND_DESCRIPTIONS,
-    BACKENDS,
-    OPENAI_BACKEND,
     ROLES,
-    RULES_BACKEND,
-    BackendName,
     make_llm_client,
     resolve_backend,
 )
@@ -29,9 +25,7 @@ from lychee_ray.llm.usage import STAGES, USAGE_SCHEMA, CallUsage, Stage, UsageLe
 
 __all__ = [
     "AttemptError",
-    "BACKENDS",
     "BACKEND_DESCRIPTIONS",
-    "BackendName",
     "BudgetState",
     "CallUsage",
     "ChatResult",
@@ -41,9 +35,7 @@ __all__ = [
     "LLMError",
     "LocalRateLimiter",
     "NoopRateLimiter",
-    "OPENAI_BACKEND",
     "ROLES",
-    "RULES_BACKEND",
     "RateLimitState",
     "RateLimiter",
     "Reservation",

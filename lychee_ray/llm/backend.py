@@ -10,25 +10,20 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Literal, get_args
-
 from lychee_ray.config import ConfigError, LLMConfig, LycheeConfig
 from lychee_ray.llm.client import LLMClient
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.llm.usage import UsageLedger
+from lychee_ray.names import AUTO, LLM_BACKEND_CHOICES, OPENAI_BACKEND, RULES_BACKEND, LLMBackend
 
 log = logging.getLogger(__name__)
 
-BackendName = Literal["openai", "rules"]
-BACKENDS: tuple[str, ...] = get_args(BackendName)
-OPENAI_BACKEND: BackendName = "openai"
-RULES_BACKEND: BackendName = "rules"
 # Roles every backend provides (the judge is an evaluation concern and needs a real LLM).
 ROLES: tuple[str, ...] = ("encode", "plan", "answer")
 # What the manifest / reports say about each backend, so results are never mistaken for an LLM's.
 BACKEND_DESCRIPTIONS: dict[str, str] = {
-    "openai": "LLM via an OpenAI-compatible endpoint (schema-constrained JSON)",
-    "rules": "offline deterministic heuristics, no LLM (sentence records, heuristic planner, extractive answer)",
+    OPENAI_BACKEND: "LLM via an OpenAI-compatible endpoint (schema-constrained JSON)",
+    RULES_BACKEND: "offline deterministic heuristics, no LLM (sentence records, heuristic planner, extractive answer)",
 }
 
 _logged_rules = False
@@ -57,10 +52,10 @@ def claim_notice() -> bool:
 def auto_rules(llm_cfg: LLMConfig, explicit: str | None = None) -> bool:
     """Whether ``auto`` (no explicit choice, no endpoint) picks the rules backend."""
     choice = explicit if explicit is not None else llm_cfg.backend
-    return choice == "auto" and not (llm_cfg.base_url or llm_cfg.api_key)
+    return choice == AUTO and not (llm_cfg.base_url or llm_cfg.api_key)
 
 
-def resolve_backend(llm_cfg: LLMConfig, explicit: str | None = None) -> BackendName:
+def resolve_backend(llm_cfg: LLMConfig, explicit: str | None = None) -> LLMBackend:
     """The backend in effect: ``explicit`` (``--llm``) wins, then ``llm.backend``.
 
     ``auto`` means openai when ``llm.base_url`` or ``llm.api_key`` is set, else rules; choosing
@@ -69,8 +64,8 @@ def resolve_backend(llm_cfg: LLMConfig, explicit: str | None = None) -> BackendN
     :func:`claim_notice`).
     """
     choice = explicit if explicit is not None else llm_cfg.backend
-    if choice not in (*BACKENDS, "auto"):
-        raise ConfigError(f"unknown LLM backend {choice!r}; expected one of auto, openai, rules")
+    if choice not in LLM_BACKEND_CHOICES:
+        raise ConfigError(f"unknown LLM backend {choice!r}; expected one of {', '.join(LLM_BACKEND_CHOICES)}")
     if choice == OPENAI_BACKEND:
         return OPENAI_BACKEND
     if choice == RULES_BACKEND:

@@ -6,7 +6,7 @@ when a conversation is loaded (and cached with its view); the lexical channels
 
 Why not ``bm25s`` itself: ``bm25s`` precomputes every (term, document) score, and those depend on
 the corpus size and mean document length, so adding one document means rebuilding the whole index
-— on a 10,000-turn conversation that is most of a second for every appended turn (issue 28). This
+— on a 10,000-turn conversation that is most of a second for every appended turn. This
 index keeps postings (documents and term frequencies) and scores at query time, so
 :meth:`BM25Index.extended` adds documents at the cost of the new ones. It computes exactly what
 ``bm25s`` computes (Lucene BM25, float32 scores, the same operations in the same order):

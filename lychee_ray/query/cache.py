@@ -20,14 +20,14 @@ import threading
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Literal
 from collections.abc import Callable, Iterator
 
-from lychee_ray.io.store import ConversationData, MemoryStoreReader
+from lychee_ray.io.store import ConversationData, StoreReader
 from lychee_ray.query.errors import UnknownConversation
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.view import ConversationView
 from lychee_ray.query.view_extend import DERIVED_TABLES, extend_with_turns
+from lychee_ray.names import BACKGROUND, Scheduling
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ class ConversationCache:
     counts there, as it does for views loaded on a request).
     """
 
-    def __init__(self, reader: MemoryStoreReader, max_items: int, bm25_k1: float, bm25_b: float,
-                 max_bytes: int = 0, *, rebuild: Literal["inline", "background"] = "inline",
+    def __init__(self, reader: StoreReader, max_items: int, bm25_k1: float, bm25_b: float,
+                 max_bytes: int = 0, *, rebuild: Scheduling = "inline",
                  background_min_rows: int = 0, max_pause_ms: float = 0.0,
                  prepare: Callable[[ConversationView, Pause], None] | None = None) -> None:
         self.reader = reader
@@ -127,7 +127,7 @@ class ConversationCache:
 
     # -- background rebuilds -------------------------------------------------------------------------
     def _in_background(self, view: ConversationView) -> bool:
-        return self.rebuild == "background" and view.num_turns + view.num_records >= self.background_min_rows
+        return self.rebuild == BACKGROUND and view.num_turns + view.num_records >= self.background_min_rows
 
     def _derived_changed(self, conversation_id: str, view: ConversationView) -> bool:
         """Whether the view's records, nodes or segments are (or may be) behind the current commit."""

@@ -4,7 +4,8 @@ The library's :class:`~lychee_ray.memory.MemoryStore` is this engine plus append
 queries through it too (its appends run beside it: :mod:`lychee_ray.serve.appends`)::
 
     store = QueryEngine.open("out/locomo")
-    res = store.query("locomo-26", "When did Caroline go to the support group?", question_date="2023-08-01")
+    res = store.query(QueryRequest(conversation_id="locomo-26", question="When did Caroline go to the support group?",
+                                   question_date="2023-08-01"))
     res.answer, res.evidence, res.plan, res.usage, res.timings_ms
 
 Per question: plan (1 LLM call or rules) → embed every route's search texts in ONE batched call →
@@ -37,26 +38,31 @@ import numpy as np
 
 from lychee_ray.config import LycheeConfig, QueryConfig, load_config
 from lychee_ray.embed import Embedder, get_embedder
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.io.store.fs import StorePath, store_root
 from lychee_ray.llm.backend import make_llm_client, resolve_backend
 from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
 from lychee_ray.query.cache import ConversationCache
 from lychee_ray.query.channels import RECALL_CHANNELS, route_query_text
+from lychee_ray.query.currency import adjust_pool, scope_currency
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.explain import explain_search
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
+from lychee_ray.query.history import HistoryResult, slot_history
+from lychee_ray.query.marks import apply_marks
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
 from lychee_ray.query.plan.model import RecentTurn, recent_lines
+from lychee_ray.query.request import QueryRequest, as_request
 from lychee_ray.query.rerank import CrossEncoderReranker, rerank_order
 from lychee_ray.query.route_filters import prefer_identifiers, prefer_types, route_identifiers, without_context
 from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, SearchResult
 from lychee_ray.query.select import select_evidence
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
+from lychee_ray.names import OPENAI_BACKEND, LLMBackend
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +94,7 @@ class QueryEngine:
         self.config = config or load_config()
         self.root = store_root(root, self.config.store)  # a remote root carries this config's store settings
         self.qcfg: QueryConfig = self.config.query
-        self.reader = MemoryStoreReader(self.root, self.config.store)
+        self.reader = StoreReader(self.root, self.config.store)
         ac = self.config.appends  # how a view changed by an append is rebuilt
         self.cache = ConversationCache(self.reader, self.qcfg.max_conversations, self.qcfg.recall.bm25_k1, self.qcfg.recall.bm25_b,
                                        max_bytes=cache_max_bytes, rebuild=ac.view_rebuild,
@@ -193,7 +199,7 @@ class QueryEngine:
                 self._embedder = get_embedder(self.config.embedding, self.config.llm, queries=True)
             return self._embedder
 
-    def backend(self, llm: str | None = None) -> str:
+    def backend(self, llm: str | None = None) -> LLMBackend:
         return resolve_backend(self.config.llm, llm if llm is not None else self._llm_choice)
 
     def llm_client(self) -> LLMClient:
@@ -210,8 +216,8 @@ class QueryEngine:
     # -- the pipeline ----------------------------------------------------------------------------
     def search(
         self,
-        conversation_id: str | None,
-        question: str,
+        request: QueryRequest | str | None,
+        question: str | None = None,
         question_date: datetime | date | str | None = None,
         budget_tokens: int | None = None,
         *,
@@ -221,19 +227,24 @@ class QueryEngine:
         recent_turns: Sequence[RecentTurn | str | dict] | None = None,
         explain: bool = False,
     ) -> SearchResult:
-        """Plan, recall, fuse, rerank and select — everything but the answer call. ``recent_turns``: the
-        asking agent's last turns (what "it" or "that reservation" refers to), shown to the planner
-        up to ``query.planner.recent_turns_tokens``. ``explain``: also say each channel's rank, the
-        fused scores and what the budget dropped (``res.explain``, :mod:`lychee_ray.query.explain`)."""
+        """Plan, recall, fuse, rerank and select — everything but the answer call.
+
+        ``request``: a :class:`~lychee_ray.query.request.QueryRequest`; or, as before it, the
+        conversation id (None with ``user_id``) followed by the request's other fields as arguments.
+        ``recent_turns``: the asking agent's last turns (what "it" or "that reservation" refers to),
+        shown to the planner up to ``query.planner.recent_turns_tokens``. ``explain``: also say each
+        channel's rank, the fused scores and what the budget dropped (``res.explain``,
+        :mod:`lychee_ray.query.explain`)."""
+        req = as_request(request, question, question_date, budget_tokens, user_id=user_id, llm=llm,
+                         question_id=question_id, recent_turns=recent_turns, explain=explain)
         with self.cache.request():  # a background view rebuild pauses meanwhile
-            res, _sel, _qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id,
-                                            recent_turns, explain)
+            res, _sel, _qd = self._retrieve(req)
         return res
 
     def query(
         self,
-        conversation_id: str | None,
-        question: str,
+        request: QueryRequest | str | None,
+        question: str | None = None,
         question_date: datetime | date | str | None = None,
         budget_tokens: int | None = None,
         *,
@@ -243,20 +254,21 @@ class QueryEngine:
         recent_turns: Sequence[RecentTurn | str | dict] | None = None,
         explain: bool = False,
     ) -> QueryResult:
-        """Answer ``question`` from the memory of one conversation (or of ``user_id``'s conversations).
+        """Answer the question from the memory of one conversation (or of a user's conversations).
 
-        ``question_date`` anchors relative times ("last week"); None = today. ``budget_tokens``
-        overrides ``query.select.budget_tokens``. ``llm`` overrides the backend (openai | rules).
-        ``recent_turns`` and ``explain``: as for :meth:`search`.
+        ``request`` as for :meth:`search`. ``question_date`` anchors relative times ("last week");
+        None = today. ``budget_tokens`` overrides ``query.select.budget_tokens``. ``llm`` overrides the
+        backend (openai | rules).
         """
+        req = as_request(request, question, question_date, budget_tokens, user_id=user_id, llm=llm,
+                         question_id=question_id, recent_turns=recent_turns, explain=explain)
         with self.cache.request():
-            res, sel, qd = self._retrieve(conversation_id, question, question_date, budget_tokens, user_id, llm, question_id,
-                                          recent_turns, explain)
-        backend = self.backend(llm)
+            res, sel, qd = self._retrieve(req)
+        backend = self.backend(req.llm)
         t0 = time.perf_counter()
-        client = self.llm_client() if backend == "openai" else None
+        client = self.llm_client() if backend == OPENAI_BACKEND else None
         answerer = make_answerer(backend, self.qcfg.answer, client, self.encoding)
-        out = answerer.answer(question, qd, sel.evidence, sel.context, question_id=res.question_id)
+        out = answerer.answer(req.question, qd, sel.evidence, sel.context, question_id=res.question_id)
         res.timings_ms["answer"] = _ms(time.perf_counter() - t0)
         res.timings_ms["total"] = round(res.timings_ms["total"] + res.timings_ms["answer"], 3)
         u = res.usage
@@ -267,6 +279,17 @@ class QueryEngine:
         return QueryResult(**res.model_dump(), answer=out.answer, answer_error=out.error,
                            answer_error_kind=out.error_kind)
 
+    def history(self, conversation_id: str | None = None, *, user_id: str | None = None, slot: str | None = None,
+                subject: str | None = None, record_id: str | None = None) -> HistoryResult:
+        """Every value recorded for a slot (``"reservation M05KNL · flights"``), for every slot of a
+        subject (``"reservation M05KNL"``) or for the slot of ``record_id``, in one conversation or
+        all of ``user_id``'s, oldest first, with when each held and what replaced it
+        (:mod:`lychee_ray.query.history`; :class:`~lychee_ray.query.history.HistoryQueryError` when
+        none or several of the three are given)."""
+        with self.cache.request():
+            views = {cid: self.view(cid) for cid in self.scope(conversation_id, user_id)}
+            return slot_history(scope_currency(views), slot=slot, subject=subject, record_id=record_id)
+
     async def asearch(self, *args: Any, **kwargs: Any) -> SearchResult:
         """:meth:`search` for async callers (runs in a worker thread; the LLM calls are blocking)."""
         return await asyncio.to_thread(self.search, *args, **kwargs)
@@ -275,31 +298,24 @@ class QueryEngine:
         """:meth:`query` for async callers (runs in a worker thread; the LLM calls are blocking)."""
         return await asyncio.to_thread(self.query, *args, **kwargs)
 
-    def _retrieve(
-        self, conversation_id: str | None, question: str, question_date: datetime | date | str | None, budget_tokens: int | None,
-        user_id: str | None, llm: str | None, question_id: str | None,
-        recent_turns: Sequence[RecentTurn | str | dict] | None = None, explain: bool = False,
-    ) -> tuple[SearchResult, Selection, datetime]:
-        if not question or not question.strip():
-            raise ValueError("empty question")
+    def _retrieve(self, req: QueryRequest) -> tuple[SearchResult, Selection, datetime]:
+        question = req.question
         t_start = time.perf_counter()
         timings: dict[str, float] = {}
-        qid = question_id or f"q-{uuid.uuid4().hex[:12]}"
-        qd = as_datetime(question_date) or datetime.now().replace(microsecond=0)
-        budget = self.qcfg.select.budget_tokens if budget_tokens is None else int(budget_tokens)
-        if budget < 0:
-            raise ValueError("budget_tokens must be >= 0")
+        qid = req.question_id or f"q-{uuid.uuid4().hex[:12]}"
+        qd = as_datetime(req.question_date) or datetime.now().replace(microsecond=0)
+        budget = self.qcfg.select.budget_tokens if req.budget_tokens is None else req.budget_tokens
 
         t0 = time.perf_counter()
-        cids = self.scope(conversation_id, user_id)  # an unknown id fails before any notice about the backend
-        backend = self.backend(llm)
+        cids = self.scope(req.conversation_id, req.user_id)  # an unknown id fails before any notice about the backend
+        backend = self.backend(req.llm)
         views = {cid: self.view(cid) for cid in cids}
         timings["load"] = _ms(time.perf_counter() - t0)
 
         t0 = time.perf_counter()
         ctx = _plan_context(views.values())
-        ctx.recent = recent_lines(list(recent_turns or []), self.qcfg.planner.recent_turns_tokens, self.encoding)
-        planner = make_planner(backend, self.qcfg.planner, self.llm_client() if backend == "openai" else None, self.encoding)
+        ctx.recent = recent_lines(list(req.recent_turns), self.qcfg.planner.recent_turns_tokens, self.encoding)
+        planner = make_planner(backend, self.qcfg.planner, self.llm_client() if backend == OPENAI_BACKEND else None, self.encoding)
         plan_out = planner.plan(question, qd, ctx, question_id=qid)
         plan = plan_out.plan
         timings["plan"] = _ms(time.perf_counter() - t0)
@@ -330,7 +346,17 @@ class QueryEngine:
         timings["rerank"] = _ms(time.perf_counter() - t0)
 
         t0 = time.perf_counter()
-        sel = select_evidence(pool, relevance, views, budget, self.qcfg.select, self.encoding)
+        cur = self.qcfg.current
+        sc = scope_currency(views) if cur.enabled else None
+        reserve = 0
+        if sc is not None and (sc.any_links or plan.history):
+            pool, relevance = adjust_pool(pool, relevance, sc, cur.superseded_weight, plan.history)
+            reserve = min(cur.mark_reserve_tokens, budget // 4)
+        sel = select_evidence(pool, relevance, views, budget - reserve, self.qcfg.select, self.encoding)
+        if sc is not None:
+            show_conv = len({it.key.conversation_id for it in pool}) > 1
+            sel = apply_marks(sel, sc, plan.history, cur, budget, show_conv, self.encoding)
+        sel.budget = budget
         timings["selection"] = _ms(time.perf_counter() - t0)
         timings["total"] = _ms(time.perf_counter() - t_start)
 
@@ -344,7 +370,7 @@ class QueryEngine:
             question_id=qid, question=question, question_date=qd.isoformat(), conversation_ids=cids, plan=plan,
             evidence=[EvidenceItem.from_evidence(e) for e in sel.evidence], context=sel.context, budget_tokens=budget,
             pool_size=len(pool), usage=usage, timings_ms=timings, rerank=report,
-            explain=explain_search(pool, sel, views, [ch.name for ch in RECALL_CHANNELS]) if explain else None,
+            explain=explain_search(pool, sel, views, [ch.name for ch in RECALL_CHANNELS]) if req.explain else None,
         )
         return res, sel, qd
 

@@ -61,6 +61,11 @@ class Evidence:
     # a passage: (position in its turn, 1-based; passages its turn has; char_start; char_end in the turn's text)
     passage: tuple[int, int, int, int] | None = None
 
+    # whether what it shows holds now (query/marks.py): current | superseded | conflicting | history
+    status: str = "current"
+    valid_until: str | None = None
+    superseded_by: list[str] = field(default_factory=list)
+
 
 @dataclass(frozen=True)
 class Dropped:

@@ -1,4 +1,4 @@
-"""Turn-centred evidence units (``query.select.units = turns``, issue 27).
+"""Turn-centred evidence units (``query.select.units = turns``).
 
 Records are the method's recall units: self-contained, typed, with names and absolute dates, found
 by their own vectors, evidence nodes and time. But a sentence-sized record shown *instead of* a long

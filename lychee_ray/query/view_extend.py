@@ -1,4 +1,4 @@
-"""A search view extended by appended turns, at the cost of the new turns (issue 28).
+"""A search view extended by appended turns, at the cost of the new turns.
 
 A queued append (ingest/increment/queued.py) commits a delta of new turn rows only. Building the conversation's
 :class:`~lychee_ray.query.view.ConversationView` again from scratch for it costs the whole

@@ -32,7 +32,7 @@ from lychee_ray.embed.base import embedder_name
 from lychee_ray.io.adapters import AdapterItem, input_units, read_unit
 from lychee_ray.io.adapters.base import is_uri
 from lychee_ray.io.adapters.detect import count_conversations
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.fs import root_string
 from lychee_ray.io.store.migrate import migrate_if_needed
 from lychee_ray.llm.backend import resolve_backend
@@ -49,6 +49,7 @@ from lychee_ray.ray.build_stages import (
 )
 from lychee_ray.ray.ratelimit import RateLimiterActor
 from lychee_ray.ray.runtime import init_ray
+from lychee_ray.names import LLMBackend, OPENAI_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def _map(ds: Any, cls: type, sc: StageConfig, kwargs: dict[str, Any], *, num_gpu
                           num_cpus=sc.num_cpus, num_gpus=num_gpus or None)
 
 
-def _stages(ds: Any, cfg: LycheeConfig, cfg_json: str, out: str, run_id: str, fingerprint: str, backend: str,
+def _stages(ds: Any, cfg: LycheeConfig, cfg_json: str, out: str, run_id: str, fingerprint: str, backend: LLMBackend,
             retry_failed: bool, on_conflict: str | None, limiter: Any, counter: Any, first: bool) -> Any:
     """The write path's steps over ``ds`` (input rows) as stages: decide → embed turns → construct →
     embed records and nodes → commit, reporting to the progress actor ``counter`` (decisions and
@@ -176,7 +177,7 @@ def run_ray_build(
     fmt: str,
     input_path: str | Path,
     out: str | Path,
-    backend: str | None = None,
+    backend: LLMBackend | None = None,
     retry_failed: bool = False,
     progress: bool = True,
     items: list[AdapterItem] | None = None,
@@ -204,15 +205,15 @@ def run_ray_build(
     return summary
 
 
-def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend: str, retry_failed: bool,
+def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend: LLMBackend, retry_failed: bool,
          items: list[AdapterItem] | None, on_conflict: str | None, prog: BuildProgress | None, t0: float) -> BuildSummary:
     init_ray(cfg)
     out = root_string(out)  # an absolute path or a URI: workers may run on other nodes
-    writer = MemoryStoreWriter(out, cfg.store)
+    writer = StoreWriter(out, cfg.store)
     migrate_if_needed(writer.layout)  # a store written by an older version: to the current layout first
     run_id = f"ray-{uuid.uuid4().hex[:8]}"
     limiter = None
-    if backend == "openai":
+    if backend == OPENAI_BACKEND:
         limiter = RateLimiterActor.options(  # type: ignore[attr-defined]  # @ray.remote: an ActorClass
             name=f"lychee-limiter-{run_id}").remote(cfg.llm.rate_limit.model_dump())
     counter = ProgressActor.options(name=f"lychee-progress-{run_id}").remote()  # type: ignore[attr-defined]  # @ray.remote: an ActorClass

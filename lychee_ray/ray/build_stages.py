@@ -30,9 +30,10 @@ from lychee_ray.embed.base import embedder_name
 from lychee_ray.embed.device import stage_embedding_config
 from lychee_ray.embed.memo import with_memo
 from lychee_ray.io.adapters import AdapterItem
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.logs import configure_logging
 from lychee_ray.ray.ratelimit import RayRateLimiter
+from lychee_ray.names import LLMBackend
 
 # Columns the commit stage adds to each outcome row: the Ray node that constructed the conversation,
 # and, for a conversation another writer committed after its decision, its input row as JSON (to be
@@ -106,7 +107,7 @@ class DecideStage:
     def __init__(self, cfg_json: str, out: str, run_id: str, fingerprint: str, retry_failed: bool,
                  on_conflict: str | None, progress: Any) -> None:
         cfg = _cfg(cfg_json)
-        self.decider = Decider(MemoryStoreWriter(out, cfg.store), run_id, fingerprint, cfg.segmenter.max_turn_chars,
+        self.decider = Decider(StoreWriter(out, cfg.store), run_id, fingerprint, cfg.segmenter.max_turn_chars,
                                retry_failed, on_conflict or cfg.build.on_conflict, cfg.passages)
         self.progress = progress
         if progress is not None:
@@ -185,7 +186,7 @@ class BuildStage:
     conversation read for an increment. Keeps ``build.conversations_in_flight`` conversations in
     flight (asyncio)."""
 
-    def __init__(self, cfg_json: str, backend: str, out: str, limiter: Any, progress: Any = None) -> None:
+    def __init__(self, cfg_json: str, backend: LLMBackend, out: str, limiter: Any, progress: Any = None) -> None:
         cfg = _cfg(cfg_json)
         lim = RayRateLimiter(limiter) if limiter is not None else None
         encoder = make_encoder(cfg, backend, lim)
@@ -198,7 +199,7 @@ class BuildStage:
         client = getattr(encoder, "client", None)
         if client is not None:
             ctx.ledger = client.ledger
-        self.constructor = Constructor(ctx, MemoryStoreWriter(out, cfg.store), cfg.build.conversations_in_flight)
+        self.constructor = Constructor(ctx, StoreWriter(out, cfg.store), cfg.build.conversations_in_flight)
         self.node = ray.get_runtime_context().get_node_id()
         if progress is not None:
             progress.stage_ready.remote("build")
@@ -217,7 +218,7 @@ class CommitStage:
 
     def __init__(self, cfg_json: str, out: str, progress: Any) -> None:
         cfg = _cfg(cfg_json)
-        self.committer = Committer(MemoryStoreWriter(out, cfg.store))
+        self.committer = Committer(StoreWriter(out, cfg.store))
         self.progress = progress
         self.node = ray.get_runtime_context().get_node_id()
         if progress is not None:

@@ -27,6 +27,7 @@ from lychee_ray.logs import configure_logging
 from lychee_ray.ray.build_job import run_ray_build
 from lychee_ray.ray.ratelimit import RateLimiterActor, RayRateLimiter
 from lychee_ray.ray.runtime import init_ray
+from lychee_ray.names import LLMBackend, OPENAI_BACKEND
 
 # Most blocks the question dataset is cut into (one actor task takes one batch of a block).
 MAX_QUESTION_BLOCKS = 64
@@ -67,18 +68,18 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, cfg: LycheeConfig, backend: str) -> None:
+    def __init__(self, cfg: LycheeConfig, backend: LLMBackend) -> None:
         self.cfg, self.backend = cfg, backend
         init_ray(cfg)
         self._limiter: Any = None
 
-    def build_store(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: str, progress: bool) -> BuildSummary:
+    def build_store(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: LLMBackend, progress: bool) -> BuildSummary:
         """The Ray build job (its own rate limiter for the build's LLM calls)."""
         return run_ray_build(cfg, "jsonl", input_path, out, backend=backend, progress=progress)
 
     def limiter(self) -> Any:
         """The cluster-wide limiter actor of the answering (``openai`` only; created on first use)."""
-        if self.backend == "openai" and self._limiter is None:
+        if self.backend == OPENAI_BACKEND and self._limiter is None:
             self._limiter = RateLimiterActor.options(  # type: ignore[attr-defined]  # @ray.remote: an ActorClass
                 name=f"lychee-eval-limiter-{uuid.uuid4().hex[:LIMITER_SUFFIX_CHARS]}").remote(self.cfg.llm.rate_limit.model_dump())
         return self._limiter

@@ -41,6 +41,7 @@ from lychee_ray.io.store.fs import root_string
 from lychee_ray.ray.runtime import quiet_environment, ray_init_kwargs, console_muted
 from lychee_ray.inspector.routes import service_mounts
 from lychee_ray.serve import MemoryService, create_app
+from lychee_ray.names import LOCAL_EMBEDDING
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,9 @@ _WAIT_TICK_S = 1.0
 
 def apply_thread_limits(cfg: LycheeConfig) -> None:
     """One torch thread per replica by default: on a small machine, intra-op threads of concurrent
-    requests fight for the cores (measured: 4 texts 25 ms with 1 thread, ~400 ms with 2 under load)."""
+    requests fight for the cores, and a search waits for them."""
     n = cfg.serve.torch_threads or cfg.embedding.num_threads
-    if n and cfg.embedding.backend == "local":
+    if n and cfg.embedding.backend == LOCAL_EMBEDDING:
         import torch
 
         torch.set_num_threads(n)

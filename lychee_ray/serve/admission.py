@@ -1,4 +1,4 @@
-"""Overload as a documented error (issue 39 item 4): each replica admits a bounded number of
+"""Overload as a documented error: each replica admits a bounded number of
 requests and refuses the rest itself, with the service's JSON error and ``Retry-After``.
 
 :class:`AdmissionMiddleware` (pure ASGI) lets ``max_active`` requests work at once; up to

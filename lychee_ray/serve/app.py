@@ -20,6 +20,8 @@ any other answers 404, as a missing one — and never ``/v1/admin/*`` (403)::
     DELETE /v1/conversations/{id}  erase the conversation everywhere (store files, indexes, caches);
                                    ?user_id= erases it only if it is that user's
     DELETE /v1/users/{user_id}     erase all of the user's conversations (docs/erasure.md)
+    GET  /v1/history               a slot's values in time order (?conversation_id= or ?user_id=, and
+                                   ?slot= | ?subject= | ?record_id=; docs/current-memory.md)
     POST /v1/admin/reload          pick up conversations a build added or rebuilt
     GET  /v1/admin/stats           cache (count/bytes), resident memory, embedding batches, LLM state
     GET  /healthz                  liveness (no auth)
@@ -57,6 +59,8 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from lychee_ray import __version__
 from lychee_ray.core.ids import id_problem
+from lychee_ray.query.history import HistoryResult
+from lychee_ray.serve.currency import history as slot_history
 from lychee_ray.serve.admission import AdmissionMiddleware
 from lychee_ray.serve.docs import OPENAPI_URL, install_docs
 from lychee_ray.serve.middleware import install_guard, principal_of
@@ -225,6 +229,20 @@ def create_app(service: MemoryService, mounts: Sequence[Mount] = ()) -> FastAPI:
     async def delete_user(user_id: str, request: Request) -> EraseReport:
         return await service.delete_user(valid_id(user_id, "path", "user_id"),
                                          principal=principal_of(request.scope))
+
+    @app.get("/v1/history", response_model=HistoryResult, tags=["memory"], dependencies=bearer, responses=_ERRORS,
+             summary="a slot's values in time order: when each held and what replaced it")
+    async def history(
+        request: Request,
+        conversation_id: str | None = Query(None, min_length=1, description="one conversation (or user_id)"),
+        user_id: str | None = Query(None, min_length=1, description="all of a user's conversations"),
+        slot: str | None = Query(None, min_length=1, description="'subject · attribute', e.g. 'user · shipping address'"),
+        subject: str | None = Query(None, min_length=1, description="every slot of a subject, e.g. 'reservation M05KNL'"),
+        record_id: str | None = Query(None, min_length=1, description="the slot of this record"),
+    ) -> HistoryResult:
+        return await slot_history(service, valid_id(conversation_id, "query", "conversation_id"),
+                                      valid_id(user_id, "query", "user_id"), slot=slot, subject=subject,
+                                      record_id=record_id, principal=principal_of(request.scope))
 
     @app.post("/v1/admin/reload", response_model=ReloadResult, tags=["admin"], dependencies=bearer,
               responses=_ADMIN_ERRORS, summary="pick up conversations a build added or rebuilt (this replica)")

@@ -37,7 +37,7 @@ from lychee_ray.ingest.increment.service import AppendService
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import Embedder, get_embedder
-from lychee_ray.io.store import CommitMarker, MemoryStoreReader, StoreLayout, conversation_key
+from lychee_ray.io.store import CommitMarker, StoreReader, StoreLayout, conversation_key
 from lychee_ray.io.store.fs import AnyPath, StorePath, store_root
 from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import ConversationDeleting
@@ -46,6 +46,7 @@ from lychee_ray.query.engine import QueryEngine
 from lychee_ray.serve.encode_queue import EncodeQueue
 from lychee_ray.serve.errors import ErrorCode, ServiceError
 from lychee_ray.serve.schemas import AppendBody
+from lychee_ray.names import BACKGROUND, OPENAI_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class MarkerWatch:
         self.layout = layout
         self._seen: dict[str, tuple[Any, ...]] = {}  # conversation id -> marker signature last read
 
-    def check(self, reader: MemoryStoreReader, conversation_id: str | None, user_id: str | None) -> tuple[bool, list[str]]:
+    def check(self, reader: StoreReader, conversation_id: str | None, user_id: str | None) -> tuple[bool, list[str]]:
         """(a marker this replica holds is gone — erased: reload; conversations whose marker changed
         or appeared since this replica read it — re-read them with ``reader.refresh_conversation``)."""
         markers = reader.markers
@@ -282,7 +283,7 @@ class Appender:
         with self._ctx_lock:
             if self._ctx is None:
                 self._ctx = self._make_context(private=False)
-                if self.config.appends.encode == "background":
+                if self.config.appends.encode == BACKGROUND:
                     self.queue.start()  # its own model loads on its thread now, not on the first encoding
             return self._ctx
 
@@ -299,7 +300,7 @@ class Appender:
         backend = self.store.backend()
         emb = self._embedder if self._embedder is not None else build_embedder(self.config, private=private)
         return make_context(self.config, backend, emb, batched=False,
-                            llm_client=self.store.llm_client() if backend == "openai" else None)
+                            llm_client=self.store.llm_client() if backend == OPENAI_BACKEND else None)
 
     def _read_marker(self, conversation_id: str) -> CommitMarker | None:
         return self.layout.read_marker(conversation_key(conversation_id))
@@ -311,7 +312,7 @@ class Appender:
         queued (:class:`~lychee_ray.serve.encode_queue.EncodeQueue`); a full queue, a flush or a new
         conversation encode inline (the service's choice)."""
         cid = request.conversation_id
-        result = self.service.append(request, queued=self.config.appends.encode == "background",
+        result = self.service.append(request, queued=self.config.appends.encode == BACKGROUND,
                                      submit=self.queue.submit)
         self.appends += 1
         self.turns_stored += len(result.stored_turn_ids)

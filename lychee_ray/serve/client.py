@@ -4,10 +4,12 @@
 
     client = MemoryClient("http://127.0.0.1:8000", token)
     res = client.query("When did we go hiking?", conversation_id="c-1")   # a QueryResult
+    res = client.query(QueryRequest(question="When did we go hiking?", conversation_id="c-1"))  # the same
     hits = client.search("hiking", user_id="u-1")                         # a SearchResult
     client.append_turns("c-1", [{"turn_id": "t9", "content": "..."}], user_id="u-1")  # an AppendResult
     client.flush("c-1")                                                   # an AppendResult
     client.delete_conversation("c-1")                                     # an EraseReport
+    client.history(conversation_id="c-1", slot="user · address")          # a HistoryResult
 
 A failed call raises :class:`RemoteError`, whose ``status`` (None = no HTTP answer at all), ``code``
 (the error body's stable ``error`` field) and ``detail`` say what went wrong; ``data`` holds the
@@ -18,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
 from lychee_ray.ingest.increment.models import AppendResult, AppendTurn
 from lychee_ray.io.store.erase import EraseReport
+from lychee_ray.query.history import HistoryResult
+from lychee_ray.query.request import QueryRequest, as_request
 from lychee_ray.query.results import QueryResult, SearchResult
 
 # Seconds to wait for the service (a query makes two LLM calls; the embedding model may be cold).
@@ -62,19 +66,22 @@ class MemoryClient:
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = http
 
-    def search(self, question: str, *, conversation_id: str | None = None, user_id: str | None = None,
+    def search(self, question: str | QueryRequest, *, conversation_id: str | None = None, user_id: str | None = None,
                question_date: str | None = None, budget_tokens: int | None = None,
-               recent_turns: Sequence[Mapping[str, Any] | str] | None = None) -> SearchResult:
-        """Scoped evidence for ``question`` (no answer call); ``recent_turns``: the agent's last turns."""
-        return self._ask("/v1/search", SearchResult, question, conversation_id, user_id, question_date, budget_tokens,
-                         recent_turns)
+               recent_turns: Sequence[Mapping[str, Any] | str] | None = None, explain: bool = False) -> SearchResult:
+        """Scoped evidence for the question (no answer call): a :class:`QueryRequest`, or the question
+        and the request's other fields as keywords (``recent_turns``: the agent's last turns)."""
+        req = _request(question, conversation_id=conversation_id, user_id=user_id, question_date=question_date,
+                       budget_tokens=budget_tokens, recent_turns=recent_turns, explain=explain)
+        return self._ask("/v1/search", SearchResult, req)
 
-    def query(self, question: str, *, conversation_id: str | None = None, user_id: str | None = None,
+    def query(self, question: str | QueryRequest, *, conversation_id: str | None = None, user_id: str | None = None,
               question_date: str | None = None, budget_tokens: int | None = None,
-              recent_turns: Sequence[Mapping[str, Any] | str] | None = None) -> QueryResult:
-        """The answer to ``question`` from scoped memory, with its evidence."""
-        return self._ask("/v1/query", QueryResult, question, conversation_id, user_id, question_date, budget_tokens,
-                         recent_turns)
+              recent_turns: Sequence[Mapping[str, Any] | str] | None = None, explain: bool = False) -> QueryResult:
+        """The answer to the question from scoped memory, with its evidence (arguments as for :meth:`search`)."""
+        req = _request(question, conversation_id=conversation_id, user_id=user_id, question_date=question_date,
+                       budget_tokens=budget_tokens, recent_turns=recent_turns, explain=explain)
+        return self._ask("/v1/query", QueryResult, req)
 
     def append_turns(self, conversation_id: str, turns: list[AppendTurn | dict[str, Any]], *,
                      user_id: str | None = None, flush: bool = False) -> AppendResult:
@@ -99,14 +106,17 @@ class MemoryClient:
         """Erase every conversation of ``user_id`` (``DELETE /v1/users/{user_id}``)."""
         return EraseReport.model_validate(self._send("DELETE", f"/v1/users/{quote(user_id, safe='')}"))
 
-    def _ask(self, path: str, model: type[R], question: str, conversation_id: str | None, user_id: str | None,
-             question_date: str | None, budget_tokens: int | None,
-             recent_turns: Sequence[Mapping[str, Any] | str] | None = None) -> R:
-        body: dict[str, Any] = {"conversation_id": conversation_id, "user_id": user_id, "question": question,
-                                "question_date": question_date, "budget_tokens": budget_tokens}
-        if recent_turns:
-            body["recent_turns"] = [{"content": t} if isinstance(t, str) else t for t in recent_turns]
-        d = self._post(path, {k: v for k, v in body.items() if v is not None})
+    def history(self, *, conversation_id: str | None = None, user_id: str | None = None, slot: str | None = None,
+                subject: str | None = None, record_id: str | None = None) -> HistoryResult:
+        """A slot's values in time order (``GET /v1/history``)."""
+        params = {k: v for k, v in (("conversation_id", conversation_id), ("user_id", user_id), ("slot", slot),
+                                    ("subject", subject), ("record_id", record_id)) if v is not None}
+        return HistoryResult.model_validate(self._send("GET", f"/v1/history?{urlencode(params)}"))
+
+    def _ask(self, path: str, model: type[R], req: QueryRequest) -> R:
+        if req.llm is not None or req.question_id is not None:
+            raise ValueError("the service chooses the backend and the question id: a request for it sets neither")
+        d = self._post(path, req.body())
         d["timings_ms"] = d.pop("timings", {})  # the JSON's name for it (serialization alias)
         return model.model_validate(d)
 
@@ -128,6 +138,14 @@ class MemoryClient:
         if r.status_code != 200:
             raise _error_of(self.url, r)
         return r.json()
+
+
+def _request(question: str | QueryRequest, **fields: Any) -> QueryRequest:
+    """``question`` when it is a request (no other field given), else the request the fields make."""
+    if isinstance(question, QueryRequest):
+        return as_request(question, **fields)
+    return as_request(fields.pop("conversation_id"), question, fields.pop("question_date"), fields.pop("budget_tokens"),
+                      **fields)
 
 
 def _error_of(url: str, r: httpx.Response) -> RemoteError:

@@ -1,4 +1,4 @@
-"""Segmentation and encoding off the request path (issue 28): a bounded per-process queue.
+"""Segmentation and encoding off the request path: a bounded per-process queue.
 
 Part of the service runtime. A queued append (:func:`~lychee_ray.ingest.increment.queued.append_queued`) stores its turns and
 returns; :class:`EncodeQueue` then runs the conversation's *catch-up* — an append of no turns,

@@ -10,48 +10,41 @@ from __future__ import annotations
 from datetime import timezone
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from lychee_ray.ingest.increment.models import AppendResult, AppendTurn  # the append endpoints' bodies (re-exported)
 from lychee_ray.core.ids import MAX_ID_CHARS, PolicyId
 from lychee_ray.io.store.erase import EraseReport  # the DELETE endpoints' body (re-exported here)
 from lychee_ray.query.explain import SearchExplain
+from lychee_ray.query import request as query_request
 from lychee_ray.query.results import EvidenceItem, QueryUsage
 from lychee_ray.query.plan import QueryPlan
 from lychee_ray.query.plan.model import RecentTurn  # recent_turns items (re-exported)
 from lychee_ray.query.rerank import RerankReport
+from lychee_ray.names import LLMBackend
 from lychee_ray.text.dates import as_datetime
 
-class QueryRequest(BaseModel):
+# The body of POST /v1/search and /v1/query: the query request with the service's limits (ids by the
+# id policy, an ISO question date, at most 64 recent turns) and without the backend and the question
+# id, which the service decides.
+class QueryRequest(query_request.QueryRequest):
     """One question, scoped to one conversation or to all conversations of one user."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"conversation_id": "locomo-26", "question": "When did Caroline go to the LGBTQ support group?",
-         "question_date": "2023-08-01"}]})
-
     conversation_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
-                                        description="the conversation to read (needs no user_id)")
+                                             description="the conversation to read (needs no user_id)")
     user_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
                                      description="read all of this user's conversations; with conversation_id: that "
-                                            "conversation must be this user's")
+                                                 "conversation must be this user's")
     question: str = Field(min_length=1, description="the question (at most serve.max_question_chars characters)")
     question_date: str | None = Field(default=None, max_length=64,
                                       description="ISO date/datetime anchoring relative times ('last week'); default now")
-    budget_tokens: int | None = Field(default=None, ge=0, description="context token budget (default query.select.budget_tokens)")
     recent_turns: list[RecentTurn] = Field(
         default_factory=list, max_length=64,
         description="the asking agent's last turns, oldest first (what 'it' or 'that order' refers to); shown to the "
                     "planner up to query.planner.recent_turns_tokens, newest kept")
-    explain: bool = Field(default=False, description="also return `explain`: every fused pool item with its rank in each "
-                                                     "recall channel, its fused score and what became of it, and what the "
-                                                     "token budget dropped")
-
-    @field_validator("question")
-    @classmethod
-    def _question_not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("question is blank")
-        return v
+    llm: SkipJsonSchema[None] = Field(default=None, exclude=True)  # the service's configuration decides
+    question_id: SkipJsonSchema[None] = Field(default=None, exclude=True)
 
     @field_validator("question_date")
     @classmethod
@@ -63,11 +56,9 @@ class QueryRequest(BaseModel):
             d = d.astimezone(timezone.utc).replace(tzinfo=None)
         return d.isoformat() if d is not None else None
 
-    @model_validator(mode="after")
-    def _scoped(self) -> QueryRequest:
-        if self.conversation_id is None and self.user_id is None:
-            raise ValueError("a query needs conversation_id or user_id")
-        return self
+    def with_backend(self, llm: LLMBackend | None) -> query_request.QueryRequest:
+        """The engine's request: these fields, planned and answered by ``llm`` (None: the configured one)."""
+        return query_request.QueryRequest.model_validate({**self.model_dump(), "llm": llm})
 
 
 class AppendBody(BaseModel):

@@ -1,4 +1,4 @@
-"""What a request may touch of the store (issue 39 item 2): the scope checks of the service's
+"""What a request may touch of the store: the scope checks of the service's
 endpoints, each answering 404 — with the message a missing conversation gets — for anything the
 request's :class:`~lychee_ray.serve.tenancy.Principal` may not see, so ids do not leak."""
 

@@ -53,6 +53,7 @@ from lychee_ray.serve.schemas import (
     QueryRequest,
     ReloadResult,
 )
+from lychee_ray.names import CONVERSATION_SCOPE, LOCAL_EMBEDDING, OPENAI_BACKEND, RULES_BACKEND, USER_SCOPE, LLMBackend
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class MemoryService:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         # batching off: the search thread calls the model itself (no hop through the event loop)
-        local = cfg.embedding.backend == "local"
+        local = cfg.embedding.backend == LOCAL_EMBEDDING
         self.batching = self.scfg.batch_embeddings if self.scfg.batch_embeddings is not None else not local
         query_embedder = RequestEmbedder(self) if self.batching else CountingEmbedder(self)
         self.store = QueryEngine.open(self.root, self.config, embedder=query_embedder, llm=llm,
@@ -147,7 +148,7 @@ class MemoryService:
         emb.encode(["warm-up"])
         # first-use costs off the request path: the tokenizer (~0.3 s) and the rules planner
         count_tokens("warm-up", self.config.tokenizer.encoding)
-        make_planner("rules", self.config.query.planner, None, self.config.tokenizer.encoding).plan(
+        make_planner(RULES_BACKEND, self.config.query.planner, None, self.config.tokenizer.encoding).plan(
             "When did we talk about the trip last week?", datetime.now(), PlanContext())
 
     def close(self) -> None:
@@ -247,24 +248,24 @@ class MemoryService:
         """``DELETE /v1/conversations/{id}``: erase it from the store (every file) and this replica;
         404 when it is not ``user_id``'s (when given) or outside ``principal``'s scope."""
         # its own thread, not a search worker: an erasure may wait for a writer's lock, searches go on
-        return await asyncio.to_thread(self._erase, "conversation", conversation_id, user_id, principal)
+        return await asyncio.to_thread(self._erase, CONVERSATION_SCOPE, conversation_id, user_id, principal)
 
     async def delete_user(self, user_id: str, *, principal: Principal = ADMIN) -> EraseReport:
         """``DELETE /v1/users/{user_id}``: erase all of the user's conversations (404 outside scope)."""
-        return await asyncio.to_thread(self._erase, "user", user_id, None, principal)
+        return await asyncio.to_thread(self._erase, USER_SCOPE, user_id, None, principal)
 
     def _erase(self, scope: EraseScope, ident: str, user_id: str | None, principal: Principal) -> EraseReport:
         owner: str | None = None
-        if scope == "conversation":
+        if scope == CONVERSATION_SCOPE:
             owner = erase_owner(self.layout, ident, user_id, principal)  # 404 outside the scope
             self.appends.forget([ident])  # before the erasure: no queued encoding of it starts meanwhile
         elif not principal.allows(ident):
             raise ServiceError(404, "not_found", f"unknown user {ident!r}")
         try:
-            report = (erase_conversation(self.root, ident, owner=owner) if scope == "conversation"
+            report = (erase_conversation(self.root, ident, owner=owner) if scope == CONVERSATION_SCOPE
                       else erase_user(self.root, ident))
         except NothingToErase:
-            raise ServiceError(404, "not_found", not_found_message(ident, user_id) if scope == "conversation"
+            raise ServiceError(404, "not_found", not_found_message(ident, user_id) if scope == CONVERSATION_SCOPE
                                else f"unknown user {ident!r}") from None
         self.reload()  # markers re-read, the erased conversations' views dropped from the cache
         self.store.forget(report.conversation_ids)  # a view a search thread re-inserted meanwhile
@@ -315,7 +316,7 @@ class MemoryService:
             raise invalid_field("budget_tokens", f"budget_tokens may be at most {s.max_budget_tokens}",
                                 "less_than_equal")
 
-    def llm_backend(self) -> str:
+    def llm_backend(self) -> LLMBackend:
         """The LLM backend queries use (``openai`` or ``rules``)."""
         return self.store.backend()
 
@@ -329,21 +330,20 @@ class MemoryService:
             self._llm_down_until = time.monotonic() + self.scfg.llm_cooldown_s
             log.warning("LLM marked unavailable for %.0f s: %s", self.scfg.llm_cooldown_s, message)
 
-    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: str | None,
+    async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: LLMBackend | None,
                    principal: Principal) -> Any:
         """Run ``store.search``/``store.query`` in a worker; map store errors to HTTP errors."""
         self._check_limits(req)
         await self._maybe_reload()
         await self._drop_erased(req.conversation_id, req.user_id)
         check_scope(self.store.reader, req.conversation_id, req.user_id, principal)
+        request = req.with_backend(llm)
         t_enq = time.perf_counter()
         started: list[float] = []
 
         def call() -> Any:
             started.append(time.perf_counter())
-            fn = getattr(self.store, method)
-            return fn(req.conversation_id, req.question, req.question_date, req.budget_tokens, user_id=req.user_id, llm=llm,
-                      recent_turns=req.recent_turns, explain=req.explain)
+            return getattr(self.store, method)(request)
 
         self.requests += 1
         try:
@@ -368,15 +368,15 @@ class MemoryService:
         res.timings_ms["server"] = round((time.perf_counter() - t_enq) * 1000.0, 3)
         return res
 
-    def _planner_llm(self) -> str | None:
+    def _planner_llm(self) -> LLMBackend | None:
         """None = the configured backend; "rules" while the LLM is in its failure cooldown."""
-        if self.llm_backend() == "openai" and not self.llm_available():
-            return "rules"
+        if self.llm_backend() == OPENAI_BACKEND and not self.llm_available():
+            return RULES_BACKEND
         return None
 
     def _note_plan(self, res: SearchResult) -> None:
         p = res.plan
-        if p.backend == "openai" and p.fallback and p.fallback_kind not in _PLAN_KINDS_NOT_OUTAGES:
+        if p.backend == OPENAI_BACKEND and p.fallback and p.fallback_kind not in _PLAN_KINDS_NOT_OUTAGES:
             self._llm_failed(f"plan: {p.fallback_reason}")
 
     # -- endpoints -------------------------------------------------------------------------------
@@ -388,7 +388,7 @@ class MemoryService:
 
     async def query(self, req: QueryRequest, *, principal: Principal = ADMIN) -> bytes:
         """The JSON body of ``POST /v1/query`` (:class:`QueryResponse`)."""
-        if self.llm_backend() == "openai" and not self.llm_available():
+        if self.llm_backend() == OPENAI_BACKEND and not self.llm_available():
             left = max(1, int(self._llm_down_until - time.monotonic() + 0.999))
             raise ServiceError(503, "llm_unavailable",
                                f"the LLM endpoint is unavailable (last error: {self._llm_last_error}); not retried for "
@@ -480,7 +480,7 @@ class MemoryService:
                           "runtime": getattr(self._embedder, "runtime", self.config.embedding.backend)},
             # the Serve switches this replica process actually runs with (serve.ray_env)
             "ray_env": {k: os.environ.get(k) for k in self.scfg.ray_env},
-            "llm": {"backend": backend, "available": backend != "openai" or self.llm_available(),
+            "llm": {"backend": backend, "available": backend != OPENAI_BACKEND or self.llm_available(),
                     "last_error": self._llm_last_error},
             "started_at": self.started_at,
             "pid": os.getpid(),

@@ -1,4 +1,4 @@
-"""Who a request is, and which users' conversations it may touch (issue 39 item 2; docs/serving.md
+"""Who a request is, and which users' conversations it may touch (docs/serving.md
 "Tenancy").
 
 A request's bearer key resolves to a :class:`Principal`: a tenant scoped to user ids and user-id

@@ -14,7 +14,7 @@ from lychee_ray.cli.main import main
 from lychee_ray.config import load_config
 from lychee_ray.core.ids import MAX_ID_CHARS, InvalidId, check_id, id_problem, printable, repair_id
 from lychee_ray.io.adapters import read_input, read_objects
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter
+from lychee_ray.io.store import StoreReader, StoreWriter
 from lychee_ray.serve import MemoryClient, MemoryService, create_app
 from tests.stores import conversation_spec, make_store
 from tests.io.test_store import artifacts
@@ -101,7 +101,7 @@ def test_http_rejects_bad_ids_with_a_clear_422_and_creates_nothing(svc, name):
             assert any(d["loc"] == loc for d in detail), (name, url, detail)
             if name != "10k":  # (pydantic's own length message for that one)
                 assert any("character" in d["msg"] or "whitespace" in d["msg"] for d in detail), detail
-    assert set(MemoryStoreReader(svc.root).markers) == {"c-1"}  # nothing created
+    assert set(StoreReader(svc.root).markers) == {"c-1"}  # nothing created
 
 
 def test_ids_with_a_slash_are_addressed_as_they_are_or_encoded(svc):
@@ -126,7 +126,7 @@ def test_ids_with_a_slash_are_addressed_as_they_are_or_encoded(svc):
         assert c.get("/v1/conversations/team/a b/turns", headers=AUTH).status_code == 404
         rep = MemoryClient("http://testserver", TOKEN, http=c).delete_conversation(cid)
         assert rep.conversation_ids == [cid]
-    assert set(MemoryStoreReader(svc.root).markers) == {"c-1"}
+    assert set(StoreReader(svc.root).markers) == {"c-1"}
 
 
 def test_bulk_input_repairs_with_the_same_rule_and_rejects_what_it_cannot_repair(tmp_path):
@@ -156,8 +156,8 @@ def test_bulk_input_repairs_with_the_same_rule_and_rejects_what_it_cannot_repair
 
 def test_cli_refuses_bad_ids_and_escapes_ids_an_older_version_stored(tmp_path, capsys):
     legacy = "evil\x1b[2J\u202eid"  # stored unchecked by an older version
-    MemoryStoreWriter(tmp_path).commit(artifacts(legacy))
-    MemoryStoreWriter(tmp_path).write_errors([{"conversation_id": legacy, "stage": "warning", "message": "x\x1b[0m"}])
+    StoreWriter(tmp_path).commit(artifacts(legacy))
+    StoreWriter(tmp_path).write_errors([{"conversation_id": legacy, "stage": "warning", "message": "x\x1b[0m"}])
     assert main(["list", "--memory", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out and "evil\\x1b[2J\\u202eid" in out
@@ -174,4 +174,4 @@ def test_cli_refuses_bad_ids_and_escapes_ids_an_older_version_stored(tmp_path, c
     # the stored legacy id can still be erased by its exact id
     assert main(["delete", "--memory", str(tmp_path), "--conversation", legacy, "--yes"]) == 0
     out = capsys.readouterr().out
-    assert "\x1b" not in out and not MemoryStoreReader(tmp_path).markers
+    assert "\x1b" not in out and not StoreReader(tmp_path).markers

@@ -48,9 +48,21 @@ def record(**kw) -> MemoryRecord:
     return MemoryRecord(**{**base, **kw})
 
 
+# the columns of memory that stays current, added after (nullable: older stores read them as nulls)
+CURRENCY_COLUMNS = [
+    pa.field("slot", pa.string()),
+    pa.field("slot_value", pa.string()),
+    pa.field("valid_from", pa.string()),
+    pa.field("supersedes", pa.list_(pa.string())),
+    pa.field("conflicts_with", pa.list_(pa.string())),
+]
+
+
 def test_derived_schema_equals_the_literal_one():
-    assert RECORD_SCHEMA.equals(LITERAL_RECORD_SCHEMA, check_metadata=True)
-    assert [(f.name, f.type, f.nullable) for f in RECORD_SCHEMA] == [(f.name, f.type, f.nullable) for f in LITERAL_RECORD_SCHEMA]
+    """The columns the store had keep their names, types and order; later fields follow them."""
+    expected = pa.schema([*LITERAL_RECORD_SCHEMA, *CURRENCY_COLUMNS])
+    assert RECORD_SCHEMA.equals(expected, check_metadata=True)
+    assert [(f.name, f.type, f.nullable) for f in RECORD_SCHEMA] == [(f.name, f.type, f.nullable) for f in expected]
 
 
 def test_rows_round_trip_and_fill_the_schema():

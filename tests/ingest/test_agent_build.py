@@ -13,7 +13,7 @@ from lychee_ray.ingest.increment import AppendRequest, AppendTurn, append_turns
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import survey_input
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.io.verify import verify_store
 from lychee_ray.memory import MemoryStore
 from tests.io.test_agent_adapters import openai_log, write_jsonl
@@ -40,7 +40,7 @@ def test_agent_logs_build_grow_append_and_search(tmp_path: Path, embedder):
     assert (s.built, s.failed) == (2, 0)
     report = verify_store(tmp_path / "st")
     assert report["ok"], report["problems"]
-    data = MemoryStoreReader(tmp_path / "st").load("c-1")
+    data = StoreReader(tmp_path / "st").load("c-1")
     segs = data.segments.to_pylist()
     assert segs[0]["close_reason"] == "system_prompt" and segs[0]["turn_ids"] == ["m1"]
     types = set(data.records.column("type").to_pylist())
@@ -50,7 +50,7 @@ def test_agent_logs_build_grow_append_and_search(tmp_path: Path, embedder):
     grown = write_jsonl(tmp_path / "logs.jsonl", _logs(extra=[{"role": "user", "content": "Then cancel order W123."}]))
     s2 = run_local_build(cfg, "openai", grown, tmp_path / "st", backend="rules", ctx=ctx)
     assert (s2.built, s2.appended) == (1, 1) and s2.skipped == 1
-    assert MemoryStoreReader(tmp_path / "st").markers["c-1"].counts.turns == 8
+    assert StoreReader(tmp_path / "st").markers["c-1"].counts.turns == 8
 
     # an agent appends its own turns with tool calls through the library
     actx = make_context(cfg, "rules", embedder, batched=False)

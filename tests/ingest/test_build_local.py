@@ -11,7 +11,7 @@ from lychee_ray.config import load_config
 from lychee_ray.ingest.dryrun import dry_run
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.runner import run_local_build
-from lychee_ray.io.store import MemoryStoreReader, conversation_key
+from lychee_ray.io.store import StoreReader, conversation_key
 from lychee_ray.io.verify import verify_conversation, verify_store
 from lychee_ray.testing.fake_llm import encoder_reply, is_encode_request
 from lychee_ray.testing import OpenAIServer, malformed_content, ok, schema_violation, truncated
@@ -24,7 +24,7 @@ def write_input(path: Path, n: int = 3, seed: int = 3) -> Path:
 
 
 def snapshot(root: Path) -> dict:
-    r = MemoryStoreReader(root)
+    r = StoreReader(root)
     out = {}
     for cid in r.conversation_ids():
         d = r.load(cid)
@@ -75,7 +75,7 @@ def test_openai_encoder_failed_segments_then_retry_failed_equals_clean(tmp_path,
         srv.handler = flaky
         first = run_local_build(cfg, "jsonl", src, tmp_path / "flaky", backend="openai", ctx=make_context(cfg, "openai", embedder))
         assert first.built == 2 and first.failed_segments == 2
-        r = MemoryStoreReader(tmp_path / "flaky")
+        r = StoreReader(tmp_path / "flaky")
         failed = [s for cid in r.conversation_ids() for s in r.load(cid).segments.to_pylist() if s["status"] == "failed"]
         assert len(failed) == 2 and all(s["error"] and s["turn_ids"] for s in failed)
         d = r.load(r.conversation_ids()[0])
@@ -105,7 +105,7 @@ def test_build_stage_exception_is_quarantined(tmp_path, embedder):
     ctx.embed = poisoned
     s = run_local_build(cfg, "jsonl", src, tmp_path / "st", backend="rules", ctx=ctx)
     assert s.inputs == 3 and s.built + s.failed == 3 and s.failed >= 1
-    errs = MemoryStoreReader(tmp_path / "st").errors().to_pylist()
+    errs = StoreReader(tmp_path / "st").errors().to_pylist()
     # the turn embedding stage failed for them (a batch that fails is embedded conversation by conversation)
     assert len(errs) == s.failed and all(e["stage"] == "embed" and "exploded" in e["message"] for e in errs)
 

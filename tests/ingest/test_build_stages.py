@@ -25,7 +25,7 @@ from lychee_ray.config import EmbeddingConfig, load_config
 from lychee_ray.embed import get_embedder
 from lychee_ray.embed.memo import MemoEmbedder
 from lychee_ray.io.adapters import AdapterItem
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, iter_markers, read_part
+from lychee_ray.io.store import StoreReader, StoreWriter, iter_markers, read_part
 from lychee_ray.testing.synthetic import synthetic_conversation
 from tests.reliability.test_bad_input import HashEmbedder
 
@@ -51,7 +51,7 @@ def items(n: int, seed: int = 5, start: int = 0) -> list[AdapterItem]:
 
 def stages(tmp_path: Path, embedder=None, run_id: str = "run-1"):
     ctx = make_context(CFG, "rules", embedder or HashEmbedder())
-    writer = MemoryStoreWriter(tmp_path / "st", CFG.store)
+    writer = StoreWriter(tmp_path / "st", CFG.store)
     decider = Decider(writer, run_id, ctx.fingerprint, CFG.segmenter.max_turn_chars)
     return ctx, writer, decider, Constructor(ctx, writer, 4), Committer(writer)
 
@@ -104,7 +104,7 @@ def test_embedding_stages_batch_across_conversations(tmp_path):
     # one model call for the turns of all four, one for their records and nodes
     assert len(emb.calls) == 2 and emb.calls[0] == sum(len(t) for t in texts)
     # each conversation's vectors are its own texts' (split back in order)
-    r = MemoryStoreReader(tmp_path / "st")
+    r = StoreReader(tmp_path / "st")
     for w, t in zip(works, texts):
         got = r.load(w.conversation_id).table_vectors("turns")
         assert np.allclose(got.vectors, HashEmbedder().encode(t)[got.rows])
@@ -144,7 +144,7 @@ def test_commit_rechecks_the_marker_under_the_lock_and_the_conversation_is_decid
     assert o.status == "built" and o.appended
     (m,) = list(iter_markers(tmp_path / "st"))
     assert m.counts.turns == conv.num_turns
-    assert MemoryStoreReader(tmp_path / "st").load(conv.conversation_id).turns.num_rows == conv.num_turns
+    assert StoreReader(tmp_path / "st").load(conv.conversation_id).turns.num_rows == conv.num_turns
 
 
 def test_a_run_decides_again_what_another_writer_committed_meanwhile_and_gives_up_after_its_rounds(tmp_path,
@@ -166,7 +166,7 @@ def test_a_run_decides_again_what_another_writer_committed_meanwhile_and_gives_u
             n = 4 + len(raced)
             grown = conv.model_copy(update={"sessions": [conv.sessions[0].model_copy(
                 update={"turns": conv.sessions[0].turns[:n]})]})
-            other = MemoryStoreWriter(tmp_path / "st", CFG.store)
+            other = StoreWriter(tmp_path / "st", CFG.store)
             art = await build_conversation(grown, ctx)
             await asyncio.to_thread(other.commit, art, based_on=other.commit_marker(conv.conversation_id))
         return await real(self, work)
@@ -189,7 +189,7 @@ def test_a_run_decides_again_what_another_writer_committed_meanwhile_and_gives_u
 
 
 def tables_turn_ids(root, cid):
-    return MemoryStoreReader(root).load(cid).turns.column("turn_id").to_pylist()
+    return StoreReader(root).load(cid).turns.column("turn_id").to_pylist()
 
 
 def test_commit_stage_is_fenced_on_the_lineage_it_read(tmp_path, monkeypatch):

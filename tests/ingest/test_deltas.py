@@ -26,8 +26,8 @@ from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.increment import AppendRequest, ConversationBusy, StoredCache, append_queued, append_turns
 from lychee_ray.config import load_config
 from lychee_ray.io.store import (
-    MemoryStoreReader,
-    MemoryStoreWriter,
+    StoreReader,
+    StoreWriter,
     StoreLayout,
     conversation_key,
     erase_conversation,
@@ -55,7 +55,7 @@ def open_store(root: Path, *sets: str) -> MemoryStore:
 def test_queued_appends_then_catch_up_equal_one_build(tmp_path, conv, reference):
     ref, _ = reference
     cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = open_store(tmp_path)
     first = store.append(cid, turns[:5], user_id=conv.user_id, queue=True)  # not stored yet: a normal append
     assert not first.encode_queued and first.created
@@ -89,7 +89,7 @@ def test_queued_appends_then_catch_up_equal_one_build(tmp_path, conv, reference)
 def test_delta_rows_fold_gc_and_erase(tmp_path, conv, reference):
     ref, _ = reference
     cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     # fold only by count, after 8 deltas
     store = open_store(tmp_path, "appends.delta_max_count=8", "appends.delta_fold_min_rows=100000")
     store.append(cid, turns[:30], user_id=conv.user_id)
@@ -128,10 +128,10 @@ def test_delta_rows_fold_gc_and_erase(tmp_path, conv, reference):
 
 def test_reader_reads_only_new_deltas(tmp_path, conv):
     cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = open_store(tmp_path)
     store.append(cid, turns[:40], user_id=conv.user_id)
-    reader = MemoryStoreReader(tmp_path)
+    reader = StoreReader(tmp_path)
     before = reader.load(cid)
     for t in turns[40:50]:
         store.append(cid, [t])
@@ -146,7 +146,7 @@ def test_reader_reads_only_new_deltas(tmp_path, conv):
     finally:
         rd._read_base = real
     assert not calls  # the base was not read again
-    full = MemoryStoreReader(tmp_path).load(cid)
+    full = StoreReader(tmp_path).load(cid)
     for t in TABLES:
         assert inc.tables[t].equals(full.tables[t]), t
     for name in ("records", "turns", "nodes"):
@@ -175,7 +175,7 @@ def _die_mid_write(root: str, cid: str, turn: dict, what: str) -> None:
         ctx = make_context(cfg, "rules", HashEmbedder(), batched=False)
         asyncio.run(append_queued(root, AppendRequest(conversation_id=cid, turns=[turn]), ctx, StoredCache(4)))
     else:
-        MemoryStoreWriter(root, cfg.store).fold(cid)
+        StoreWriter(root, cfg.store).fold(cid)
     os._exit(0)
 
 
@@ -183,21 +183,21 @@ def _die_mid_write(root: str, cid: str, turn: dict, what: str) -> None:
 @pytest.mark.parametrize("what", ["append", "fold"])
 def test_writer_killed_mid_append_or_fold_loses_nothing(tmp_path, conv, what):
     cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = open_store(tmp_path)
     store.append(cid, turns[:30], user_id=conv.user_id)
     for t in turns[30:35]:
         assert store.append(cid, [t], queue=True).stored_turn_ids  # acknowledged
     before = marker(tmp_path, cid)
     assert len(before.deltas) == 5
-    data_before = MemoryStoreReader(tmp_path).load(cid)
+    data_before = StoreReader(tmp_path).load(cid)
     p = multiprocessing.get_context("spawn").Process(target=_die_mid_write, args=(str(tmp_path), cid, turns[35], what))
     p.start()
     p.join(120)
     assert p.exitcode == 17
     after = marker(tmp_path, cid)
     assert after == before  # the marker was never replaced: readers see the last whole commit
-    data = MemoryStoreReader(tmp_path).load(cid)
+    data = StoreReader(tmp_path).load(cid)
     for t in TABLES:
         assert data.tables[t].equals(data_before.tables[t]), t
     assert data.turns.column("turn_id").to_pylist() == [t["turn_id"] for t in turns[:35]]  # every acknowledged turn
@@ -206,9 +206,9 @@ def test_writer_killed_mid_append_or_fold_loses_nothing(tmp_path, conv, what):
     assert collect_garbage(tmp_path, min_age_s=0).files_removed >= 1
     r = store.append(cid, [turns[35]], queue=True)
     assert r.stored_turn_ids == [turns[35]["turn_id"]]
-    MemoryStoreWriter(tmp_path).fold(cid)
+    StoreWriter(tmp_path).fold(cid)
     assert not marker(tmp_path, cid).deltas and verify_store(tmp_path)["ok"]
-    assert MemoryStoreReader(tmp_path).load(cid).turns.num_rows == 36
+    assert StoreReader(tmp_path).load(cid).turns.num_rows == 36
     store.close()
 
 
@@ -262,7 +262,7 @@ def test_background_encoding_holds_no_write_lock_and_appends_go_on(tmp_path, con
     not wait for it), it then commits on top of them, and the store ends equal to one build."""
     ref, _ = reference
     cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = open_store(tmp_path)
     store.append(cid, turns[:20], user_id=conv.user_id)
     for t in turns[20:50]:
@@ -310,7 +310,7 @@ def test_kept_state_equals_a_fresh_read(tmp_path, conv):
     from lychee_ray.ingest.increment.stored import load_stored
 
     cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = open_store(tmp_path)
     store.append(cid, turns[:10], user_id=conv.user_id)
     for i, t in enumerate(turns[10:70]):

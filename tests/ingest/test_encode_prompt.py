@@ -1,8 +1,9 @@
-"""The encode prompt's "Fields:" list is generated from :class:`RecordDraft` (issue 36): the rendered
+"""The encode prompt's "Fields:" list is generated from :class:`RecordDraft`: the rendered
 prompts (every encoder.mode × context_style × agent variant) and the JSON schema sent with them are
-pinned, so any change to what the model is told is a deliberate one (the pins were last moved when
-the ``artifact`` field came with assistant chats: one "- artifact: ..." line, nothing else); a new
-draft field is explained by its ``Field(description=...)`` with no prompt edit."""
+pinned, so any change to what the model is told is a deliberate one (the pins last moved when the
+``artifact`` field of assistant chats and the slot fields of memory that stays current — slot,
+slot_value, valid_from, replaces, contradicts — were added to the list and the schema); a new draft
+field is explained by its ``Field(description=...)`` with no prompt edit."""
 
 from __future__ import annotations
 
@@ -45,25 +46,31 @@ PINNED_INSTRUCTIONS = (
     '  or null when the record has no time; expression = the original time words or null;\n'
     '- source_turns: the [index] numbers of the turns the record comes from;\n'
     '- artifact: code, table or document when the record describes ONE code block, table or drafted document\n'
-    '  (letter, e-mail, message, will) of the turns; else null.\n'
+    '  (letter, e-mail, message, will) of the turns; else null;\n'
+    "- slot: what the record states a value of, as 'subject · attribute' ('user · shipping address',\n"
+    "  'reservation ABC123 · flights'), or null when it states nothing that can change;\n"
+    '- slot_value: that value in a few words, or null;\n'
+    '- valid_from: YYYY-MM-DD the value became true (the day of the change, from the session date), or null;\n'
+    '- replaces: labels of candidate records (given with the reference context) of the same slot whose value this one replaces;\n'
+    '- contradicts: labels of candidate records of the same slot this one contradicts without saying it changed.\n'
     'resolution_state: a short note of who or what the pronouns and aliases of this conversation refer to\n'
     '(e.g. "I = Caroline; you = Melanie; \'the shelter\' = Hope Animal Shelter"), for the next segment.\n'
 )
 
 # sha256 of instructions_for(EncoderConfig(mode, context_style), agent)
 PINNED_VARIANTS = {
-    ("atomic", "plain", False): "21caf7f85cb48453398a8be0626d8bc3530fc948c30632ffe42bc691fe417e60",
-    ("atomic", "plain", True): "c704f628621648ec6488ae2409103fee24b22f71e3b94572ffbdbc0bb0c16b16",
-    ("atomic", "guarded", False): "c9d8e225b2e02b5c5d73adcffa154b87a8031f413728582ad117782fa8ab9561",
-    ("atomic", "guarded", True): "7a27890de68d7534d5ed86a50d63e845ddb9d5517b0fdc6c7e5b0333d3b46c28",
-    ("summary", "plain", False): "9cf57263ecb8590768c68743b06a417836668f83df79b65674ff3bd8174388c5",
-    ("summary", "plain", True): "9156aedccb11ea8239f28d6acc672a37b33f339198d0c762c966b21ff078cc57",
-    ("summary", "guarded", False): "86b8dca044e77190e3da075bb2f0d7d07f5694da1c122d07c2f3402a3ac3dc00",
-    ("summary", "guarded", True): "6f419aea9094e2deccedc22b3b736d6c4c2fffbbae37f55694b03ac06d4ad634",
+    ("atomic", "plain", False): "488795624250920832be346312c0402c5be68ffe311e9eaa2c46e93cff62ea97",
+    ("atomic", "plain", True): "e9748c4bc08c99f5a1db3eb7b735c1eb3c80f3b62ea2da51ccf87e6fb0c7bfa1",
+    ("atomic", "guarded", False): "c5d133fffbbc7f959af9fb264423b30d8985424db4b6f01a47ff122888757328",
+    ("atomic", "guarded", True): "bb1bd71db9156212a2f4ca7992fd9d9d1a7101646cced2f41191830bfa6c9723",
+    ("summary", "plain", False): "9ea91d6cf41689726f18c351b6ea397d536f0c0d4d7b9dc1f67d2f983eac7f03",
+    ("summary", "plain", True): "73f49cace252b32a5acac177297f4eb75bc0a038e5562de3cb9a8bb2009e68a4",
+    ("summary", "guarded", False): "65c6c6f2e9dfb48b67ec7b418b6816cbc9043216d7059e553d85623f284e5fe6",
+    ("summary", "guarded", True): "1989cbaef2db92fe8b2486ba11cde5e8373d88ce3b3349a37fdd696cd9258451",
 }
 PINNED_SYSTEM_PROMPT = "3472c18fefb5ebb0f8d2ec33220338247328df981a4d96d248cbd2624d272e47"
 # the strict JSON schema sent with every encode call (json.dumps(sort_keys=True)); the field descriptions are in it
-PINNED_SCHEMA = "e63ec4c968cc5451f70ec4e48bc7487f996a35a870a32167452d23e0d356b923"
+PINNED_SCHEMA = "ff662678a2b3104594cf7e2d24ef9eaa95bc717cc5c603c2d98114c2dd029229"
 
 
 def sha(text: str) -> str:
@@ -96,10 +103,10 @@ def test_a_new_draft_field_is_listed_with_its_description(monkeypatch):
 
 def test_shared_fields_are_normalised_or_copied_by_name():
     """finalise_records sets the fields it normalises itself and copies every other field a draft
-    and a record share by name (none today)."""
+    and a record share by name (the slot fields: ingest/supersede.py normalises them after)."""
     shared = set(RecordDraft.model_fields) & set(MemoryRecord.model_fields)
     assert shared == set(base._NORMALISED_FIELDS) | set(base._COPIED_FIELDS)
-    assert base._COPIED_FIELDS == ()
+    assert base._COPIED_FIELDS == ("slot", "slot_value", "valid_from")
 
 
 @pytest.mark.parametrize("mode", ["atomic", "summary"])

@@ -37,7 +37,7 @@ from lychee_ray.ingest.runner import run_local_build_items
 from lychee_ray.config import load_config
 from lychee_ray.core.conversation import Conversation
 from lychee_ray.io.adapters import AdapterItem, read_input
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, StoreLayout, conversation_key, iter_markers, read_part
+from lychee_ray.io.store import StoreReader, StoreWriter, StoreLayout, conversation_key, iter_markers, read_part
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.verify import verify_store
 from lychee_ray.memory import MemoryStore
@@ -116,7 +116,7 @@ def test_k_increments_equal_one_build_and_verify_after_each(tmp_path, ctx, conv,
 
 def test_appends_in_chunks_then_flush_equal_one_build(tmp_path, ctx, conv, reference):
     ref, _ = reference
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules")
     turns = turn_dicts(conv)
     opened = 0
@@ -150,7 +150,7 @@ def test_rewritten_history_is_a_conflict_unless_rebuild(tmp_path, ctx, conv):
         s = build(ctx, tmp_path, bad)
         assert s.failed == 1 and s.errors[0]["stage"] == "conflict", s.errors
         assert turn in s.errors[0]["message"] and cid in s.errors[0]["message"] and kind != ""
-    errs = MemoryStoreReader(tmp_path).errors()
+    errs = StoreReader(tmp_path).errors()
     assert errs.column("stage").to_pylist().count("conflict") == 3
     assert tables(tmp_path, cid)["turns"].num_rows == 20  # the stored conversation is untouched
     s = build(ctx, tmp_path, changed, on_conflict="rebuild")
@@ -209,12 +209,12 @@ def test_an_older_log_of_a_grown_conversation_is_skipped_with_a_warning_and_its_
     assert all(repr(t["turn_id"]) in w["message"] for t in extra)
     after = next(iter_markers(tmp_path))
     assert after.same_commit(before) and after.counts.turns == 12  # the appended turns kept, nothing written
-    assert MemoryStoreReader(tmp_path).errors().column("stage").to_pylist() == ["warning"]
+    assert StoreReader(tmp_path).errors().column("stage").to_pylist() == ["warning"]
     assert verify_store(tmp_path)["ok"]
 
 
 def test_append_idempotent_conflict_owner_create_and_search(tmp_path, ctx):
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules")
     t1 = {"turn_id": "a1", "role": "user", "speaker": "Ana", "content": "I adopted a grey cat named Pixel yesterday."}
     t2 = {"turn_id": "a2", "role": "assistant", "speaker": "Bot", "content": "Congratulations on adopting Pixel!"}
@@ -261,12 +261,12 @@ def _append_worker(root: str, prefix_: str, n: int, ready=None, go=None) -> None
 
 @pytest.mark.heavy
 def test_concurrent_appenders_lose_nothing_and_readers_see_whole_generations(tmp_path):
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     _append_worker(str(tmp_path), "seed", 1)
     stop, seen, errors = threading.Event(), set(), []
 
     def reader() -> None:
-        r = MemoryStoreReader(tmp_path)
+        r = StoreReader(tmp_path)
         while not stop.is_set():
             r.refresh()
             try:
@@ -308,7 +308,7 @@ def test_concurrent_appenders_lose_nothing_and_readers_see_whole_generations(tmp
 
 
 def test_busy_or_deleting_conversation_refuses_appends_with_typed_errors(tmp_path):
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = MemoryStore.open(tmp_path, load_config(env={}, sets=["appends.lock_timeout_s=0.2"]),
                              embedder=HashEmbedder(), llm="rules")
     with write_lock(tmp_path, "c-busy"):

@@ -16,7 +16,7 @@ from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.config import load_config
 from lychee_ray.core.quality import DEGENERATE_OUTPUT, QualityCounts
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.io.verify import verify_store
 from lychee_ray.testing import OpenAIServer
 from lychee_ray.testing.fake_llm import encoder_reply, prompt_text
@@ -200,7 +200,7 @@ def _build(handler, src: Path, out: Path, *sets: str):
 
 
 def _segments(out: Path) -> list[dict[str, Any]]:
-    r = MemoryStoreReader(out)
+    r = StoreReader(out)
     return r.load(r.conversation_ids()[0]).segments.to_pylist()
 
 
@@ -213,7 +213,7 @@ def test_echoing_model_is_repaired_once_per_segment_and_everything_is_counted(gu
     assert q.segments_repaired == len(segs) - 1 and len(reqs) == 2 * len(segs) - 1
     assert q.rejected["echo"] >= len(segs) - 1 and q.drafts == q.records + q.rejected_total
     assert summary.records == q.records and q.rejected.get("replaced_by_repair", 0) == 0
-    manifest = MemoryStoreReader(tmp_path / "s").manifest
+    manifest = StoreReader(tmp_path / "s").manifest
     assert QualityCounts.from_report(manifest["quality"]) == q
     assert "segments repaired / degenerate" in summary.table() and verify_store(tmp_path / "s")["ok"]
 
@@ -227,7 +227,7 @@ def test_hallucinating_model_fails_segments_as_degenerate_and_keeps_turns(guard_
     q = summary.quality
     assert q.segments_degenerate == len(segs) and q.rejected["ungrounded"] == 6 * len(segs)
     assert q.drafts == q.records + q.rejected_total and len(reqs) == 2 * len(segs)
-    r = MemoryStoreReader(tmp_path / "s")
+    r = StoreReader(tmp_path / "s")
     assert r.load(r.conversation_ids()[0]).turns.num_rows > 0  # raw turns stay searchable
     assert verify_store(tmp_path / "s")["ok"]
 
@@ -246,7 +246,7 @@ def test_rules_store_is_identical_with_and_without_the_checks(guard_input, tmp_p
         out = tmp_path / on
         s = run_local_build(cfg, "jsonl", guard_input, out, backend="rules", ctx=make_context(cfg, "rules", EMB))
         assert s.quality.rejected_total == 0 and not s.quality.repaired
-        r = MemoryStoreReader(out)
+        r = StoreReader(out)
         d = r.load(r.conversation_ids()[0])
         stores[on] = (d.records, d.nodes)
     assert stores["true"][0].equals(stores["false"][0]) and stores["true"][1].equals(stores["false"][1])

@@ -94,10 +94,10 @@ def test_new_record_columns_and_tables_are_shown_by_column(tmp_path, toy_table):
     """A store whose records carry a status and a replacement (memory that stays current) and a table
     the pages have no view of: both reach the page as they are."""
     from lychee_ray.inspector.conversation import conversation_detail
-    from lychee_ray.io.store import MemoryStoreWriter
+    from lychee_ray.io.store import StoreWriter
     from tests.io.test_store_contract import toy_artifacts
 
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     m = w.commit(toy_artifacts("a", 3))
     part = w.layout.marker_part_path("records", m)
     t = pq.read_table(part)
@@ -108,7 +108,7 @@ def test_new_record_columns_and_tables_are_shown_by_column(tmp_path, toy_table):
     assert [(r["record_id"], r["status"], r["superseded_by"]) for r in d.records] == [
         ("a-r0", "superseded", "a-r1"), ("a-r1", "superseded", "a-r2"), ("a-r2", "current", None)]
     assert {"status", "superseded_by"} <= set(d.record_columns)
-    [toy] = d.tables
+    [toy] = [t for t in d.tables if t.name == "toy"]
     assert toy.name == "toy" and toy.columns == ["conversation_id", "toy_id", "value"] and len(toy.rows) == 3
 
 

@@ -222,11 +222,11 @@ def test_records_show_their_status_and_replacement_chain(page, tmp_path, embedde
 
     from lychee_ray.config import load_config
     from lychee_ray.inspector.server import InspectorServer
-    from lychee_ray.io.store import MemoryStoreWriter
+    from lychee_ray.io.store import StoreWriter
     from lychee_ray.serve.service import MemoryService
     from tests.io.test_store_contract import toy_artifacts
 
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     m = w.commit(toy_artifacts("a", 3))
     part = w.layout.marker_part_path("records", m)
     t = pq.read_table(part)

@@ -16,7 +16,7 @@ from lychee_ray.io.adapters import InputError, detect_format, read_input, survey
 from lychee_ray.io.adapters.beam import gold_ids
 from lychee_ray.io.adapters.detect import sniff_bytes
 from lychee_ray.io.convert import convert
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from tests.beam_data import BATCHES, batches_json, write_beam, write_split
 
 
@@ -171,6 +171,6 @@ def test_local_build_of_beam_with_bad_turns(tmp_path: Path, embedder):
     assert (s.inputs, s.built, s.failed) == (2, 2, 0)
     warnings = " | ".join(w["message"] for w in s.warnings)
     assert "longer than segmenter.max_turn_chars" in warnings and "null content" in warnings
-    d = MemoryStoreReader(tmp_path / "st").load("beam-1")
+    d = StoreReader(tmp_path / "st").load("beam-1")
     contents = dict(zip(d.turns.column("turn_id").to_pylist(), d.turns.column("content").to_pylist(), strict=True))
     assert contents["7"] == blank and contents["1"] == ""  # stored in full; the null is an empty turn

@@ -19,8 +19,8 @@ from lychee_ray.config import load_config
 from lychee_ray.io.adapters import read_objects
 from lychee_ray.io.store import (
     ConversationDeleting,
-    MemoryStoreReader,
-    MemoryStoreWriter,
+    StoreReader,
+    StoreWriter,
     NothingToErase,
     StoreLayout,
     conversation_key,
@@ -52,7 +52,7 @@ def built(tmp_path_factory, embedder) -> Path:
     cfg = load_config(env={})
     s = run_local_build_items(cfg, read_objects(convs), root, backend="rules", ctx=make_context(cfg, "rules", embedder))
     assert s.built == 3
-    MemoryStoreWriter(root).write_errors([
+    StoreWriter(root).write_errors([
         {"conversation_id": GONE, "stage": "warning", "message": f"repaired a turn of {SECRET}"},
         {"conversation_id": KEPT, "stage": "warning", "message": "repaired a turn"}], run_id="t")
     assert all(f.name.startswith("compact-") for t in ("records", "turns") for f in (root / t).glob("*.parquet"))
@@ -88,7 +88,7 @@ def traces(root: Path, needle: str) -> list[str]:
 
 
 def snapshot(root: Path, cids: list[str]) -> dict:
-    r = MemoryStoreReader(root)
+    r = StoreReader(root)
     out = {}
     for cid in cids:
         d = r.load(cid)
@@ -118,7 +118,7 @@ def test_erase_conversation_leaves_no_trace_and_others_intact(store, embedder):
     assert m["counts"]["conversations"] == 2 and m["counts"]["turns"] == report["turns"]
     (entry,) = m["erasures"]
     assert entry["scope"] == "conversation" and entry["conversations"] == 1 and len(entry["id_sha256"]) == 16
-    assert [e["conversation_id"] for e in MemoryStoreReader(store).errors().to_pylist()] == [KEPT]
+    assert [e["conversation_id"] for e in StoreReader(store).errors().to_pylist()] == [KEPT]
     assert not is_deleting(store, GONE) and not list(StoreLayout(store).locks_dir.glob("*.deleting"))
 
     with pytest.raises(NothingToErase) as ei:
@@ -148,7 +148,7 @@ def test_erase_user_and_crashed_erasure_is_finished_by_a_rerun(store, monkeypatc
     with pytest.raises(OSError):
         erase_user(store, "u-a")
     # half-erased: invisible, but its rows still sit in the compacted files; writes refuse until re-run
-    assert MemoryStoreReader(store).conversation_ids() == [OTHER_USER]
+    assert StoreReader(store).conversation_ids() == [OTHER_USER]
     assert traces(store, SECRET) and is_deleting(store, GONE)
     with pytest.raises(ConversationDeleting) as ei:
         with conversation_write_lock(store, GONE):
@@ -160,7 +160,7 @@ def test_erase_user_and_crashed_erasure_is_finished_by_a_rerun(store, monkeypatc
     assert (rep.scope, rep.conversation_ids) == ("user", [KEPT, GONE])
     assert rep.rows_removed["records"] > 0 and rep.rows_removed["errors"] == 2
     assert traces(store, SECRET) == [] and traces(store, GONE) == [] and traces(store, KEPT) == []
-    assert verify_store(store)["ok"] and MemoryStoreReader(store).conversation_ids() == [OTHER_USER]
+    assert verify_store(store)["ok"] and StoreReader(store).conversation_ids() == [OTHER_USER]
     assert not is_deleting(store, GONE)
     with pytest.raises(NothingToErase):
         erase_user(store, "u-a")

@@ -20,7 +20,7 @@ from lychee_ray.io.adapters.base import AdapterItem, InputIssue, canonical_item,
 from lychee_ray.io.adapters.registry import format_names, register, unregister
 from lychee_ray.io.adapters.units import count_one, folder_files, list_units
 from lychee_ray.io.convert import convert
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 
 DAYS = {
     "general": {
@@ -118,7 +118,7 @@ def test_local_build_of_a_folder_format(tmp_path: Path, daylog: Adapter, embedde
     cfg = load_config(env={})
     s = run_local_build(cfg, "daylog", root, tmp_path / "st", backend="rules", ctx=make_context(cfg, "rules", embedder))
     assert (s.inputs, s.built, s.failed) == (2, 2, 0)
-    d = MemoryStoreReader(tmp_path / "st").load("chan-general")
+    d = StoreReader(tmp_path / "st").load("chan-general")
     assert d.turns.num_rows == 4 and set(d.turns.column("session_id").to_pylist()) == {"2024-03-01", "2024-03-02"}
 
 

@@ -15,8 +15,8 @@ from lychee_ray.ingest.increment import StoredCache
 from lychee_ray.config import load_config
 from lychee_ray.io.store import (
     ConversationReplaced,
-    MemoryStoreReader,
-    MemoryStoreWriter,
+    StoreReader,
+    StoreWriter,
     StoreLayout,
     conversation_key,
     erase_conversation,
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 
 
 def test_first_commit_stamps_a_lineage_every_later_commit_carries_and_recreation_changes(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     first = w.commit(artifacts("a"), based_on=None)
     assert first.lineage and len(first.lineage) == 32 and first.version == MARKER_VERSION
     again = w.commit(artifacts("a", n_rec=2), based_on=first)
@@ -52,7 +52,7 @@ def test_first_commit_stamps_a_lineage_every_later_commit_carries_and_recreation
 
 
 def test_a_write_based_on_an_erased_conversation_is_refused_and_writes_nothing(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     old = w.commit(artifacts("a"), based_on=None)
     delta = artifacts_delta(load_generation(tmp_path, old), artifacts("a", n_rec=5))
     erase_conversation(tmp_path, "a")
@@ -70,18 +70,18 @@ def test_a_write_based_on_an_erased_conversation_is_refused_and_writes_nothing(t
             attempt()
     assert w.commit_marker("a") == new  # untouched
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file() and "_locks" not in p.parts) == files  # nothing left behind
-    assert MemoryStoreReader(tmp_path).load("a").records.num_rows == 1
+    assert StoreReader(tmp_path).load("a").records.num_rows == 1
 
 
 def test_markers_without_a_lineage_keep_working_and_get_one_at_their_next_commit(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     m = w.commit(artifacts("a"))
     layout = StoreLayout(tmp_path)
     legacy = m.model_copy(update={"lineage": None, "version": 3})
     layout.write_marker(legacy)  # as code before issue 39 wrote it
     read = layout.read_marker(conversation_key("a"))
     assert read is not None and read.lineage is None and read.version == 3
-    assert MemoryStoreReader(tmp_path).load("a").records.num_rows == 3
+    assert StoreReader(tmp_path).load("a").records.num_rows == 3
     nxt = w.commit(artifacts("a", n_rec=2), based_on=read)  # the legacy lineage is its own: accepted
     assert nxt.lineage and not nxt.same_lineage(read)
     with pytest.raises(ConversationReplaced):  # ... and now a writer that read the legacy marker is fenced
@@ -93,7 +93,7 @@ def test_markers_without_a_lineage_keep_working_and_get_one_at_their_next_commit
 
 
 def test_stored_cache_never_hands_an_erased_conversations_state_to_a_recreated_id(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     layout = StoreLayout(tmp_path)
     old = w.commit(artifacts("a"), based_on=None)
     cache = StoredCache(4)

@@ -28,8 +28,8 @@ from lychee_ray.ingest.increment.stored import load_stored
 from lychee_ray.config import StoreConfig, load_config
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import (
-    MemoryStoreReader,
-    MemoryStoreWriter,
+    StoreReader,
+    StoreWriter,
     StoreLayout,
     compact,
     conversation_key,
@@ -106,7 +106,7 @@ def local_and_s3(tmp_path_factory, s3_server, ctx, convs):
 def test_s3_store_equals_local_build_and_verifies(local_and_s3, convs, s3_server):
     local, uri = local_and_s3
     assert isinstance(store_root(uri), StorePath)
-    reader = MemoryStoreReader(uri)
+    reader = StoreReader(uri)
     assert reader.conversation_ids() == sorted(c.conversation_id for c in convs)
     for c in convs:
         a, b = tables(local, c.conversation_id), tables(uri, c.conversation_id)
@@ -160,9 +160,9 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
     c = convs[2]
     assert build(ctx, uri, [c]).built == 1
     before = tables(uri, c.conversation_id)
-    marker = MemoryStoreReader(uri).markers[c.conversation_id]
+    marker = StoreReader(uri).markers[c.conversation_id]
     stored = load_stored(uri, marker)
-    writer = MemoryStoreWriter(uri)
+    writer = StoreWriter(uri)
 
     # the writer dies after the generation's indexes and two of its Parquet parts are uploaded,
     # before the other parts and the marker
@@ -179,7 +179,7 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
 
     art = _artifacts_from(stored, c)
     monkeypatch.setattr("lychee_ray.io.store.writer.write_parquet", boom)
-    monkeypatch.setattr(MemoryStoreWriter, "remove_old_generations", lambda *a, **k: 0)
+    monkeypatch.setattr(StoreWriter, "remove_old_generations", lambda *a, **k: 0)
     # simulate a hard kill: the writer's own clean-up does not run either
     monkeypatch.setattr("lychee_ray.io.store.writer.remove_tree", lambda p: None)
     with pytest.raises(KeyboardInterrupt):
@@ -240,10 +240,10 @@ def test_per_conversation_work_lists_no_shared_directory(s3_server, ctx, convs):
     # a commit replacing a generation: its only listing is index/<key>/ (plus pyarrow's probes of
     # the very paths it writes or deletes)
     c = convs[0]
-    stored = load_stored(uri, MemoryStoreReader(uri).markers[c.conversation_id])
+    stored = load_stored(uri, StoreReader(uri).markers[c.conversation_id])
     key = conversation_key(c.conversation_id)
     s3_server.requests(clear=True)
-    new = MemoryStoreWriter(uri).commit(_artifacts_from(stored, c))
+    new = StoreWriter(uri).commit(_artifacts_from(stored, c))
     lists = [r.prefix for r in s3_server.requests() if r.bucket == bucket and r.kind == "LIST"]
     assert f"store/index/{key}/" in lists
     assert all(key in p for p in lists if "/_locks/" not in p), lists
@@ -279,7 +279,7 @@ def test_compaction_and_erasure_on_s3(s3_server, ctx, convs):
     left = object_bytes(s3_server, uri)
     assert not any(SECRET.encode() in v for v in left.values()), "the erased conversation's text is still stored"
     assert not any(conversation_key(gone) in k for k in left), "an object of the erased conversation is left"
-    reader = MemoryStoreReader(uri)
+    reader = StoreReader(uri)
     assert reader.conversation_ids() == sorted(c.conversation_id for c in convs if c.conversation_id != gone)
     assert verify_store(uri)["ok"]
     assert json.loads(next(v for k, v in left.items() if k.endswith("manifest.json")))["counts"]["conversations"] == 2
@@ -326,7 +326,7 @@ def _contend(layout, workers: int, join_s: float) -> tuple[list[int], int, list[
 def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server):
     settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
     uri = s3_server.bucket("lychee-lease") + "/store"
-    layout = MemoryStoreWriter(uri, settings).layout
+    layout = StoreWriter(uri, settings).layout
     order, overlaps, errors, _ = _contend(layout, 3, 30)
     assert not errors and sorted(order) == [0, 1, 2] and overlaps == 1, (errors, order, overlaps)
     path = layout.write_lock_path("c-2")
@@ -338,7 +338,7 @@ def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server):
     # A crashed holder's expired lease is taken at once, not after a lease period of its own: a
     # long lease makes "at once" a bound that holds on a starved machine (a few slow round trips).
     long = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=60.0, lock_poll_s=0.02, lock_settle_s=0.05)
-    dead = MemoryStoreWriter(uri, long).layout.write_lock_path("c-3")
+    dead = StoreWriter(uri, long).layout.write_lock_path("c-3")
     dead.write_text(json.dumps({"owner": "dead-writer", "expires_at": time.time() - 1}))
     t0 = time.monotonic()
     taken = acquire_lease(dead, blocking=True)
@@ -363,7 +363,7 @@ def test_lease_lock_excludes_while_every_core_is_busy(s3_server):
     while its holder is confirming it: the settle wait is capped at a renewal period."""
     settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
     uri = s3_server.bucket("lychee-lease-busy") + "/store"
-    layout = MemoryStoreWriter(uri, settings).layout
+    layout = StoreWriter(uri, settings).layout
     burners = _cpu_burners()
     try:
         order, overlaps, errors, elapsed = _contend(layout, 4, 120)
@@ -399,7 +399,7 @@ def test_lease_lock_with_round_trips_slowed_down_as_under_starvation(s3_server, 
     monkeypatch.setattr(lease_module, "read_lease", slow_read)
     monkeypatch.setattr(lease_module, "_write", slow_write)
     settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
-    layout = MemoryStoreWriter(s3_server.bucket("lychee-lease-slow") + "/store", settings).layout
+    layout = StoreWriter(s3_server.bucket("lychee-lease-slow") + "/store", settings).layout
     order, overlaps, errors, _ = _contend(layout, 3, 60)
     assert not errors and sorted(order) == [0, 1, 2] and overlaps == 1, (errors, order, overlaps)
 
@@ -414,7 +414,7 @@ def test_a_writer_whose_lease_may_have_lapsed_does_not_commit(s3_server, ctx, co
     uri = s3_server.bucket("lychee-lease-fence") + "/store"
     assert build(ctx, uri, convs[:1]).built == 1
     c = convs[0]
-    writer = MemoryStoreWriter(uri)
+    writer = StoreWriter(uri)
     layout = writer.layout
     key = conversation_key(c.conversation_id)
     before = layout.read_marker(key)
@@ -523,7 +523,7 @@ def test_recommit_after_a_lost_lease_only_onto_the_commit_the_work_was_built_on(
     root = tmp_path / "store"
     c = convs[0]
     assert build(ctx, root, [c]).built == 1
-    writer = MemoryStoreWriter(root)
+    writer = StoreWriter(root)
     key = conversation_key(c.conversation_id)
     first = writer.layout.read_marker(key)
     art = _artifacts_from(load_stored(root, first), c)
@@ -553,12 +553,12 @@ def test_recommit_after_a_lost_lease_only_onto_the_commit_the_work_was_built_on(
 
 def test_index_cache_is_bounded_and_reused(local_and_s3, tmp_path, monkeypatch):
     _, uri = local_and_s3
-    reader = MemoryStoreReader(uri, StoreConfig(cache_dir=str(tmp_path / "cache"), cache_max_bytes=1))
+    reader = StoreReader(uri, StoreConfig(cache_dir=str(tmp_path / "cache"), cache_max_bytes=1))
     for cid in reader.conversation_ids():
         reader.load(cid)
     cached = list((tmp_path / "cache").iterdir())
     assert len(cached) == 1, "beyond the bound only the file just read stays"
-    reader = MemoryStoreReader(uri, StoreConfig(cache_dir=str(tmp_path / "cache2"), cache_max_bytes=1 << 30))
+    reader = StoreReader(uri, StoreConfig(cache_dir=str(tmp_path / "cache2"), cache_max_bytes=1 << 30))
     cid = reader.conversation_ids()[0]
     reader.load(cid)
     files = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache2").iterdir()}

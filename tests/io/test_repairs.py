@@ -12,7 +12,7 @@ from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import read_input
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 
 pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 
@@ -78,7 +78,7 @@ def test_backwards_turn_times_duplicates_and_the_summary(tmp_path, embedder):
     table = s.table(str(out))
     assert "failed conversations" not in table and f"{src}:2 [c-1]" in table
     rows_by_cid: dict[str, list[str]] = {}
-    for w in MemoryStoreReader(out).errors().to_pylist():
+    for w in StoreReader(out).errors().to_pylist():
         assert w["stage"] == "warning"
         rows_by_cid.setdefault(w["conversation_id"], []).append(f"{w['line']}: {w['message']}")
     text = "\n".join(rows_by_cid["c-1"])

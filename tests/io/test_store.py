@@ -7,7 +7,7 @@ import pytest
 from lychee_ray.llm.usage import UsageLedger
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.core.records import EvidenceNode, MemoryRecord, SegmentRow
-from lychee_ray.io.store import ConversationArtifacts, MemoryStoreReader, MemoryStoreWriter, conversation_key
+from lychee_ray.io.store import ConversationArtifacts, StoreReader, StoreWriter, conversation_key
 
 
 def artifacts(cid="c-1", n_rec=3, dim=8, fp="fp1"):
@@ -28,12 +28,12 @@ def artifacts(cid="c-1", n_rec=3, dim=8, fp="fp1"):
 
 
 def test_commit_and_read_back(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     art = artifacts()
     marker = w.commit(art)
     assert marker.counts.as_dict() == {"turns": 4, "segments": 1, "failed_segments": 0, "records": 3, "nodes": 1}
     assert w.is_committed("c-1", "fp1") and not w.is_committed("c-1", "other")
-    r = MemoryStoreReader(tmp_path)
+    r = StoreReader(tmp_path)
     assert r.conversation_ids() == ["c-1"]
     d = r.load("c-1")
     assert d.records.column("record_id").to_pylist() == d.ids["records"]
@@ -47,11 +47,11 @@ def test_commit_and_read_back(tmp_path):
 
 
 def test_recommit_replaces_without_duplicates_and_manifest(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     w.commit(artifacts("a"))
     w.commit(artifacts("a", n_rec=2))
     w.commit(artifacts("b/with spaces"))
-    r = MemoryStoreReader(tmp_path)
+    r = StoreReader(tmp_path)
     assert r.load("a").records.num_rows == 2
     assert r.read_table("records").num_rows == 2 + 3
     m = w.write_manifest({"backend": "rules"})
@@ -61,11 +61,11 @@ def test_recommit_replaces_without_duplicates_and_manifest(tmp_path):
 
 
 def test_uncommitted_conversation_is_invisible(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     w.commit(artifacts("a"))
     # simulate a crash after the old marker was removed and before the new one was written
     (tmp_path / "commits" / f"{conversation_key('a')}.json").unlink()
-    assert MemoryStoreReader(tmp_path).conversation_ids() == []
+    assert StoreReader(tmp_path).conversation_ids() == []
     assert not w.is_committed("a")
 
 
@@ -73,29 +73,29 @@ def test_vector_count_mismatch_is_an_error(tmp_path):
     art = artifacts()
     art.record_vectors = art.record_vectors[:1]
     with pytest.raises(ValueError, match="records"):
-        MemoryStoreWriter(tmp_path).commit(art)
-    assert MemoryStoreReader(tmp_path).conversation_ids() == []
+        StoreWriter(tmp_path).commit(art)
+    assert StoreReader(tmp_path).conversation_ids() == []
 
 
 def test_errors_table(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     w.write_errors([{"conversation_id": "x", "stage": "input", "message": "bad", "file": "f", "line": 3}])
-    t = MemoryStoreReader(tmp_path).errors()
+    t = StoreReader(tmp_path).errors()
     assert t.num_rows == 1 and t.column("stage").to_pylist() == ["input"]
 
 
 def test_compaction_keeps_rows_and_recommit_after_compaction(tmp_path):
     from lychee_ray.io.store import compact
 
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     for cid in ("a", "b", "c"):
         w.commit(artifacts(cid))
-    before = MemoryStoreReader(tmp_path).read_table("records").sort_by("record_id")
+    before = StoreReader(tmp_path).read_table("records").sort_by("record_id")
     merged = compact(tmp_path, conversations_per_file=2)
     assert merged["records"] == 3
     files = sorted(p.name for p in (tmp_path / "records").glob("*.parquet"))
     assert len(files) == 2 and all(f.startswith("compact-") for f in files)
-    r = MemoryStoreReader(tmp_path)
+    r = StoreReader(tmp_path)
     assert r.read_table("records").sort_by("record_id").equals(before)
     assert r.load("b").records.column("conversation_id").unique().to_pylist() == ["b"]
     # a conversation rebuilt after compaction is read from its new part, without duplicates
@@ -114,10 +114,10 @@ def test_a_reader_whose_marker_predates_a_compaction_reads_the_moved_rows(tmp_pa
     rows from the compacted file (it used to raise: the re-read marker was "the same commit")."""
     from lychee_ray.io.store import compact
 
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     for cid in ("a", "b"):
         w.commit(artifacts(cid))
-    r = MemoryStoreReader(tmp_path)  # markers read now: per-conversation parts
+    r = StoreReader(tmp_path)  # markers read now: per-conversation parts
     expected = r.load("a").records
     compact(tmp_path, conversations_per_file=2)
     assert not list((tmp_path / "records").glob("a*.parquet"))  # the part the stale marker names is gone
@@ -126,7 +126,7 @@ def test_a_reader_whose_marker_predates_a_compaction_reads_the_moved_rows(tmp_pa
 
 
 def test_claims_detect_duplicates_but_allow_retries(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     assert w.claim("c", "run1", "a.jsonl:1") is None
     assert w.claim("c", "run1", "a.jsonl:1") is None  # the same input retried
     assert w.claim("c", "run1", "b.jsonl:7") == "a.jsonl:1"  # a duplicate id elsewhere
@@ -138,7 +138,7 @@ def test_claims_detect_duplicates_but_allow_retries(tmp_path):
 def test_verify_flags_broken_references(tmp_path):
     from lychee_ray.io.verify import verify_store
 
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     art = artifacts("a")
     art.records[0] = art.records[0].model_copy(update={"source_turn_ids": ["missing"]})
     w.commit(art)

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lychee_ray.io.store import (
-    MemoryStoreReader,
-    MemoryStoreWriter,
+    StoreReader,
+    StoreWriter,
     StoreLayout,
     TableSpec,
     VectorIndex,
@@ -100,13 +100,13 @@ def test_marker_of_a_version_1_store_parses_and_newer_or_broken_markers_are_refu
 
 
 def test_writer_reader_and_layout_speak_commit_markers(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     written = w.commit(artifacts("a"))
     assert isinstance(written, CommitMarker) and written.version == MARKER_VERSION and written.generation
     on_disk = (StoreLayout(tmp_path).marker_path(written.key)).read_text(encoding="utf-8")
     assert CommitMarker.from_json(on_disk) == written == w.commit_marker("a")
     assert list(iter_markers(tmp_path)) == [written]
-    assert MemoryStoreReader(tmp_path).markers["a"] == written
+    assert StoreReader(tmp_path).markers["a"] == written
     assert written.turns_digest is None and written.counts.records == 3  # test artifacts carry no build info
 
 
@@ -170,7 +170,7 @@ def test_the_scan_finds_string_key_marker_reads(tmp_path):
 
 
 def test_marker_typed_counts_feed_the_manifest(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     w.commit(artifacts("a"))
     w.commit(artifacts("b", n_rec=2))
     manifest = w.write_manifest({})
@@ -206,13 +206,13 @@ def toy_artifacts(cid: str, n: int):
 
 
 def test_a_registered_table_is_written_read_compacted_verified_and_erased(tmp_path, toy_table):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     a, b = w.commit(toy_artifacts("a", 3)), w.commit(toy_artifacts("b", 2))
     layout = w.layout
     # written: the generation's own part, its index and its ids.json entry
     assert layout.part_path("toy", a.key, a.generation).exists()
     assert layout.index_file(layout.marker_index_dir(a), "toy").exists()
-    reader = MemoryStoreReader(tmp_path)
+    reader = StoreReader(tmp_path)
     d = reader.load("a")
     assert d.tables["toy"].column("toy_id").to_pylist() == ["a-toy0", "a-toy1", "a-toy2"]
     assert d.indexes["toy"].ntotal == 3 and d.ids["toy"] == ["a-toy0", "a-toy1", "a-toy2"]
@@ -224,7 +224,7 @@ def test_a_registered_table_is_written_read_compacted_verified_and_erased(tmp_pa
     a2 = layout.read_marker(a.key)
     assert set(a2.location) == set(table_names()) and "toy" in a2.location
     assert not layout.part_path("toy", a.key, a.generation).exists()
-    assert MemoryStoreReader(tmp_path).load("a").tables["toy"].equals(d.tables["toy"])
+    assert StoreReader(tmp_path).load("a").tables["toy"].equals(d.tables["toy"])
     assert verify_store(tmp_path)["ok"]
     assert garbage_paths(tmp_path, min_age_s=0) == []
     # verified: a toy id map that disagrees with its table is reported
@@ -238,7 +238,7 @@ def test_a_registered_table_is_written_read_compacted_verified_and_erased(tmp_pa
     # erased: the conversation's toy rows leave the shared compacted file, the other's stay
     report = erase_conversation(tmp_path, "a")
     assert report.rows_removed["toy"] == 3
-    left = MemoryStoreReader(tmp_path)
+    left = StoreReader(tmp_path)
     assert left.conversation_ids() == ["b"] and left.read_table("toy").column("conversation_id").to_pylist() == ["b", "b"]
     assert not any("a-toy" in str(v) for f in layout.table_dir("toy").iterdir() for v in
                    read_parquet(f).column("toy_id").to_pylist())
@@ -333,7 +333,7 @@ def write_v1_store(ctx, root: Path, convs, *, pre_generation: bool, own_parts: b
 
 
 def _snapshot(root: Path) -> dict:
-    r = MemoryStoreReader(root)
+    r = StoreReader(root)
     return {cid: {t: r.load(cid).tables[t].to_pylist() for t in ("records", "nodes", "turns", "segments")}
             for cid in r.conversation_ids()}
 
@@ -362,8 +362,8 @@ def test_a_pre_generation_v1_store_migrates_into_generations(tmp_path, ctx, own_
     store = tmp_path / "v1"
     write_v1_store(ctx, store, convs, pre_generation=True, own_parts=own_parts)
     if own_parts:
-        assert any(MemoryStoreReader(store).layout.v1_part_path("turns", m.key).exists() for m in iter_markers(store))
-    reader = MemoryStoreReader(store)  # the store opens; a conversation says it needs migrating
+        assert any(StoreReader(store).layout.v1_part_path("turns", m.key).exists() for m in iter_markers(store))
+    reader = StoreReader(store)  # the store opens; a conversation says it needs migrating
     with pytest.raises(MarkerError) as e:
         reader.load(convs[0].conversation_id)
     assert e.value.kind == "needs_migration"
@@ -407,7 +407,7 @@ def test_an_erasure_in_an_unmigrated_v1_store_removes_everything_and_leaves_the_
     assert not any(key in str(p) for p in tmp_path.rglob("*"))  # fixed-path parts and index files too
     assert store_version(tmp_path) == 1  # the manifest rewritten by the erasure still says so: migrate next
     assert migrate_store(tmp_path).conversations_moved == 2
-    assert verify_store(tmp_path)["ok"] and MemoryStoreReader(tmp_path).conversation_ids() == sorted(
+    assert verify_store(tmp_path)["ok"] and StoreReader(tmp_path).conversation_ids() == sorted(
         c.conversation_id for c in convs[1:])
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lychee_ray.core.records import RECORD_SCHEMA
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, StoreLayout, compact, read_part
+from lychee_ray.io.store import StoreReader, StoreWriter, StoreLayout, compact, read_part
 from lychee_ray.io.store.fs import read_parquet, write_parquet
 from lychee_ray.io.store.reader import conform_part, read_delta
 from lychee_ray.io.verify import verify_store
@@ -50,7 +50,7 @@ def test_conform_part_fills_missing_nullable_columns_in_schema_order():
 
 def test_a_part_without_a_column_reads_appends_and_compacts(tmp_path, conv):
     cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     store = open_store(tmp_path, *NO_FOLD)
     store.append(cid, turns[:30], user_id=conv.user_id)
     store.close()
@@ -59,7 +59,7 @@ def test_a_part_without_a_column_reads_appends_and_compacts(tmp_path, conv):
     assert was.num_rows and was.column(NEW).null_count < was.num_rows  # the test drops real values
 
     # read: the missing column is nulls, in its place; the rest as written
-    reader = MemoryStoreReader(tmp_path)
+    reader = StoreReader(tmp_path)
     data = reader.load(cid)
     assert data.records.schema.equals(RECORD_SCHEMA) and data.records.equals(nulled(was))
     assert read_part(tmp_path, "records", marker(tmp_path, cid), columns=["record_id", NEW]).column(NEW).null_count == was.num_rows

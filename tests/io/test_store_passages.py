@@ -18,7 +18,7 @@ import pytest
 
 from lychee_ray.config import load_config
 from lychee_ray.core.passages import Passage, passages_table
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter, compact
+from lychee_ray.io.store import StoreReader, StoreWriter, compact
 from lychee_ray.io.store.artifacts import ConversationDelta, TableDelta, TableVectors
 from lychee_ray.io.store.marker import BuildInfo
 from lychee_ray.io.store.reader import predates_table, read_base_part
@@ -51,7 +51,7 @@ def with_passages(cid: str = "c-1"):
 
 def make_old(root, marker) -> None:
     """Turn the marker's generation into one written before the passages table existed."""
-    w = MemoryStoreWriter(root)
+    w = StoreWriter(root)
     layout = w.layout
     layout.marker_part_path("passages", marker).unlink()
     idx = layout.marker_index_dir(marker)
@@ -62,23 +62,23 @@ def make_old(root, marker) -> None:
 
 
 def test_a_generation_written_before_passages_reads_as_having_none(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     m = w.commit(toy("old"))
     make_old(tmp_path, m)
     assert predates_table(w.layout, "passages", m) and not predates_table(w.layout, "turns", m)
-    d = MemoryStoreReader(tmp_path).load("old")
+    d = StoreReader(tmp_path).load("old")
     assert d.tables["passages"].num_rows == 0 and d.indexes["passages"].ntotal == 0 and d.ids["passages"] == []
     assert verify_store(tmp_path)["ok"]
     # compaction merges its (empty) passages like any table; the reader then reads the row group
     w.commit(with_passages("new"))
     compact(tmp_path, conversations_per_file=10)
-    r = MemoryStoreReader(tmp_path)
+    r = StoreReader(tmp_path)
     assert r.load("old").tables["passages"].num_rows == 0 and r.load("new").tables["passages"].num_rows == 2
     assert verify_store(tmp_path)["ok"]
 
 
 def test_deltas_and_a_fold_on_an_old_generation_add_passages(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     m = w.commit(toy("old"))
     make_old(tmp_path, m)
     rows = passages_table([Passage("old", "old", "t2", k, 2, k, k + 1, 1, "x") for k in range(2)])
@@ -87,18 +87,18 @@ def test_deltas_and_a_fold_on_an_old_generation_add_passages(tmp_path):
                               tables={"passages": TableDelta(rows, TableVectors.of(vecs, None, DIM))},
                               counts=m.counts, open_turns=m.open_turns, info=BuildInfo(), dim=DIM)
     w.commit_delta(delta)
-    d = MemoryStoreReader(tmp_path).load("old")
+    d = StoreReader(tmp_path).load("old")
     assert d.tables["passages"].column("passage_id").to_pylist() == ["t2#p1", "t2#p2"]
     assert d.indexes["passages"].ntotal == 2
     folded = w.fold("old")
     assert folded is not None and not folded.deltas
-    d2 = MemoryStoreReader(tmp_path).load("old")
+    d2 = StoreReader(tmp_path).load("old")
     assert d2.tables["passages"].equals(d.tables["passages"]) and d2.indexes["passages"].ntotal == 2
     assert verify_store(tmp_path)["ok"]
 
 
 def test_a_replaced_generation_is_a_missing_file_not_an_older_store(tmp_path):
-    w = MemoryStoreWriter(tmp_path)
+    w = StoreWriter(tmp_path)
     first = w.commit(with_passages("c"))
     w.commit(with_passages("c"))  # removes the first generation's files
     assert not predates_table(w.layout, "passages", first)
@@ -110,10 +110,10 @@ def test_a_replaced_generation_is_a_missing_file_not_an_older_store(tmp_path):
                                                   ("fp32", "IndexFlatIP", 0.0)])
 def test_vectors_are_stored_at_the_configured_precision_and_never_drift(tmp_path, precision, kind, close):
     settings = store_settings(precision)
-    w = MemoryStoreWriter(tmp_path, settings)
+    w = StoreWriter(tmp_path, settings)
     art = with_passages("c")
     w.commit(art)
-    d = MemoryStoreReader(tmp_path, settings).load("c")
+    d = StoreReader(tmp_path, settings).load("c")
     for name, written in (("records", art.record_vectors), ("passages", art.passage_vectors)):
         assert type(faiss.downcast_index(d.indexes[name].index)).__name__ == kind, name
         got = d.table_vectors(name).vectors
@@ -130,7 +130,7 @@ def test_vectors_are_stored_at_the_configured_precision_and_never_drift(tmp_path
                                      tables={"passages": TableDelta(extra, TableVectors.of(np.eye(DIM, dtype=np.float32)[:2], None, DIM))},
                                      counts=m.counts, open_turns=m.open_turns, info=BuildInfo(), dim=DIM))
     w.fold("c")
-    after = MemoryStoreReader(tmp_path, settings).load("c")
+    after = StoreReader(tmp_path, settings).load("c")
     for n, v in before.items():
         assert np.array_equal(after.table_vectors(n).vectors[: len(v)], v), n
     assert verify_store(tmp_path)["ok"]
@@ -141,7 +141,7 @@ def test_int8_needs_a_quarter_of_the_bytes(tmp_path):
     for precision in ("fp32", "int8"):
         settings = store_settings(precision)
         art = toy("c", n_rec=400, dim=384)
-        w = MemoryStoreWriter(tmp_path / precision, settings)
+        w = StoreWriter(tmp_path / precision, settings)
         m = w.commit(art)
         sizes[precision] = w.layout.index_file(w.layout.marker_index_dir(m), "records").stat().st_size
     assert sizes["int8"] < 0.3 * sizes["fp32"]

@@ -12,6 +12,7 @@ PKG = Path(__file__).resolve().parents[2] / "lychee_ray"
 # Lower rank = lower layer. A module may import its own package and packages of a LOWER rank only
 # (docs/architecture.md lists what each package owns).
 LAYERS: dict[str, int] = {
+    "names": -1,
     "config": 0, "logs": 0, "progress": 0,
     "core": 1,
     "text": 2,
@@ -173,3 +174,15 @@ def test_public_api():
         assert name in L.__all__
     with pytest.raises(AttributeError):
         L.not_a_public_name  # noqa: B018
+
+
+def test_comments_carry_no_issue_numbers():
+    """Comments explain the code as it is; its history (issue numbers) lives in git and the docs."""
+    import re
+
+    pattern = re.compile(r"issue [0-9]", re.IGNORECASE)
+    roots = [PKG, PKG.parent / "configs"]
+    bad = [f"{p.relative_to(PKG.parent)}:{i}" for root in roots for p in sorted(root.rglob("*"))
+           if p.is_file() and p.suffix in (".py", ".yaml", ".js", ".html", ".css") and "__pycache__" not in p.parts
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not bad, "issue numbers in comments:\n" + "\n".join(bad)

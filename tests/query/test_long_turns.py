@@ -19,7 +19,7 @@ from lychee_ray.core.conversation import Conversation
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.runner import run_local_build_items
 from lychee_ray.io.adapters import AdapterItem
-from lychee_ray.io.store import MemoryStoreReader, MemoryStoreWriter
+from lychee_ray.io.store import StoreReader, StoreWriter
 from lychee_ray.io.verify import verify_store
 from lychee_ray.memory import MemoryStore
 from lychee_ray.query.view import ConversationView
@@ -101,7 +101,7 @@ def test_a_marker_after_50000_characters_of_a_user_turn_is_found(store):
 
 
 def test_passages_are_stored_verified_and_a_cap_is_reported(built):
-    reader = MemoryStoreReader(built)
+    reader = StoreReader(built)
     data = reader.load("c-long")
     pas = data.tables["passages"]
     by_turn = pas.group_by("turn_id").aggregate([("passage_id", "count")]).to_pydict()
@@ -121,7 +121,7 @@ def test_passages_are_stored_verified_and_a_cap_is_reported(built):
 
 @pytest.mark.parametrize("queue", [False, True])
 def test_an_append_of_a_long_turn_makes_its_passages_searchable(tmp_path, queue):
-    MemoryStoreWriter(tmp_path)  # an empty store
+    StoreWriter(tmp_path)  # an empty store
     store = MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules")
     try:
         first = [{"turn_id": f"a{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"Short message {i} about the trip."}

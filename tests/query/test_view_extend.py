@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.query.evidence import prime_line_tokens
 from lychee_ray.query.view import ConversationView
 from lychee_ray.query.view_extend import appended_turns, derived_unchanged, extend_with_turns
@@ -69,7 +69,7 @@ def two_stores(tmp_path, conv, *reader_sets: str):
     """A writer and a reader (a replica) on one store holding the conversation's first 20 turns,
     the reader's view of it loaded; (conversation id, turns, writer, reader)."""
     cid, turns = conv.conversation_id, turn_dicts(conv)
-    MemoryStoreWriter(tmp_path)
+    StoreWriter(tmp_path)
     writer, reader = open_store(tmp_path), open_store(tmp_path, *reader_sets)
     writer.append(cid, turns[:20], user_id=conv.user_id)
     reader.reader.refresh()

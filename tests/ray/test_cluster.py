@@ -21,7 +21,7 @@ import pytest
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.config import load_config
-from lychee_ray.io.store import MemoryStoreReader, StoreLayout, conversation_key
+from lychee_ray.io.store import StoreReader, StoreLayout, conversation_key
 from lychee_ray.io.verify import verify_store
 from lychee_ray.testing.cluster import LocalCluster
 from lychee_ray.testing.fake_llm import encoder_reply
@@ -88,7 +88,7 @@ def build_command(src: Path, out: str, llm: str, sets: list[str]) -> str:
 
 def ids_per_conversation(root: str) -> dict[str, tuple[list[str], list[str]]]:
     """Per conversation: its sorted record ids and evidence-node ids."""
-    r = MemoryStoreReader(root)
+    r = StoreReader(root)
     out = {}
     for cid in r.conversation_ids():
         d = r.load(cid)
@@ -123,7 +123,7 @@ def test_two_node_job_equals_local_build(cluster, s3_env, tmp_path, embedder):
     run_job(cluster, build_command(src, out, "rules", CLUSTER_SETS), {}, timeout_s=120)
     print(f"local build + cluster job: {t0 - t_local:.1f}s + {time.monotonic() - t0:.1f}s")
 
-    manifest = MemoryStoreReader(out).manifest
+    manifest = StoreReader(out).manifest
     assert manifest["runner"] == "ray" and manifest["last_run"]["built"] == 6
     placement = manifest["ray_placement"]
     workers = set(cluster.worker_node_ids())
@@ -190,7 +190,7 @@ def test_killed_worker_node_then_rerun_builds_each_conversation_once(cluster, s3
     markers = _markers(out)
     assert sorted(m.conversation_id for m in markers) == [f"conv-{i:06d}" for i in range(n)]  # one marker each
     layout = StoreLayout(out)
-    r = MemoryStoreReader(out)
+    r = StoreReader(out)
     for cid in r.conversation_ids():
         d = r.load(cid)
         ids = d.records.column("record_id").to_pylist()

@@ -11,7 +11,7 @@ import pytest
 
 from lychee_ray.config import load_config
 from lychee_ray.ingest.runner import run_local_build
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.testing.synthetic import synthetic_conversation
 
 pytestmark = pytest.mark.ray
@@ -28,7 +28,7 @@ def small_input(path: Path, n: int = 5) -> Path:
 
 
 def store_snapshot(root: Path) -> dict[str, list[str]]:
-    r = MemoryStoreReader(root)
+    r = StoreReader(root)
     return {cid: sorted(r.load(cid).records.column("record_id").to_pylist()) for cid in r.conversation_ids()}
 
 
@@ -44,7 +44,7 @@ def test_ray_build_equals_local_accounts_and_resumes(ray_session, tmp_path):
         assert (s.inputs, s.built, s.failed, s.duplicate) == (8, 5, 2, 1)
         assert s.built + s.skipped + s.failed + s.duplicate == s.inputs
     assert store_snapshot(tmp_path / "local") == store_snapshot(tmp_path / "ray")
-    errors = MemoryStoreReader(tmp_path / "ray").errors().to_pylist()
+    errors = StoreReader(tmp_path / "ray").errors().to_pylist()
     assert len(errors) == 3 and {e["stage"] for e in errors} == {"input", "warning"}
     assert any(e["line"] == 3 and "malformed JSON" in e["message"] for e in errors)
     assert any("duplicate" in e["message"] and e["stage"] == "warning" and e["line"] == 8 for e in errors)
@@ -122,7 +122,7 @@ def test_ray_build_dataset_format_without_line_numbers(ray_session, tmp_path):
     (d / "2.json").write_text("{not json")
     s = run_ray_build(load_config(env={}), "locomo", d, tmp_path / "st", backend="rules", progress=False)
     assert (s.inputs, s.built, s.failed) == (2, 1, 1)
-    err = MemoryStoreReader(tmp_path / "st").errors().to_pylist()[0]
+    err = StoreReader(tmp_path / "st").errors().to_pylist()[0]
     assert err["line"] is None and err["file"].endswith("2.json") and "not valid JSON" in err["message"]
 
 
@@ -156,7 +156,7 @@ def test_build_memory_from_python_objects_local_and_ray_agree(ray_session, tmp_p
     for s in (local, on_ray):
         assert (s.inputs, s.built, s.failed, s.duplicate) == (5, 3, 1, 1)
     assert store_snapshot(tmp_path / "local") == store_snapshot(tmp_path / "ray")
-    errors = MemoryStoreReader(tmp_path / "ray").errors().to_pylist()
+    errors = StoreReader(tmp_path / "ray").errors().to_pylist()
     assert {(e["file"], e["line"]) for e in errors} == {("<python>", 4), ("<python>", 5)}
 
 
@@ -189,6 +189,6 @@ def test_ray_build_continues_grown_conversations_and_skips_older_logs_like_local
         (w,) = s.warnings
         assert w["conversation_id"] == older.conversation_id and "after this input's last" in w["message"]
     assert store_snapshot(tmp_path / "local") == store_snapshot(tmp_path / "ray")
-    turns = {cid: MemoryStoreReader(tmp_path / "ray").load(cid).turns.num_rows for cid in (c.conversation_id for c in convs)}
+    turns = {cid: StoreReader(tmp_path / "ray").load(cid).turns.num_rows for cid in (c.conversation_id for c in convs)}
     assert turns == {convs[0].conversation_id: convs[0].num_turns, first[1].conversation_id: first[1].num_turns,
                      first[2].conversation_id: first[2].num_turns}

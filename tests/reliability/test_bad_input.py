@@ -37,7 +37,7 @@ from lychee_ray.io.adapters.clean import clean_text
 from lychee_ray.config import DEFAULT_CONFIG_PATH, LycheeConfig, SegmenterConfig, load_config
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.runner import BuildSummary, run_local_build
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.io.verify import verify_store
 
 pytestmark = pytest.mark.reliability
@@ -88,7 +88,7 @@ class Built:
     path: Path
     root: Path
     summary: BuildSummary
-    reader: MemoryStoreReader
+    reader: StoreReader
     items: list[AdapterItem]
     wall_s: float
 
@@ -104,7 +104,7 @@ def build(path: Path, out: Path, embedder, *sets: str) -> Built:
     t0 = time.perf_counter()
     s = run_local_build(cfg, "jsonl", path, out, backend="rules", ctx=make_context(cfg, "rules", embedder))
     wall = time.perf_counter() - t0
-    return Built(path, out, s, MemoryStoreReader(out), list(read_input("jsonl", path)), wall)
+    return Built(path, out, s, StoreReader(out), list(read_input("jsonl", path)), wall)
 
 
 def check_file(b: Built, built: set[str], failed: dict[int, str], warned: dict[str, list[str]],

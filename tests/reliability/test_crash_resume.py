@@ -31,7 +31,7 @@ from typing import Any, Iterator
 import pytest
 
 from lychee_ray.config import load_config
-from lychee_ray.io.store import MemoryStoreReader, iter_markers
+from lychee_ray.io.store import StoreReader, iter_markers
 from lychee_ray.testing.fake_llm import encoder_reply
 from lychee_ray.testing.openai_server import OpenAIServer
 from lychee_ray.testing.recording import CHAT_PATH
@@ -66,7 +66,7 @@ def visible_state(root: Path) -> dict[str, tuple[str, tuple[str, ...], tuple[str
     Returns cid -> (commit time, sorted record ids, turn ids)."""
     if not (root / "commits").is_dir():
         return {}
-    r = MemoryStoreReader(root)
+    r = StoreReader(root)
     out = {}
     for cid in r.conversation_ids():
         assert verify_conversation(r, cid) == [], cid

@@ -28,7 +28,7 @@ from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.channels import CHANNELS
 from lychee_ray.serve import OPEN_PATHS, MemoryService, create_app
 from lychee_ray.serve.docs import ASSETS
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from tests.stores import RECORDS, SESSIONS, conversation_spec, make_store
 
 pytestmark = [pytest.mark.reliability, pytest.mark.heavy]
@@ -85,7 +85,7 @@ def iso_store(tmp_path_factory, embedder) -> Path:
 @pytest.fixture(scope="module")
 def truth(iso_store) -> dict[str, dict[str, Any]]:
     """Per conversation, read straight from the store: record id -> text, turn id -> text, owner."""
-    r = MemoryStoreReader(iso_store)
+    r = StoreReader(iso_store)
     out = {}
     for cid in r.conversation_ids():
         d = r.load(cid)

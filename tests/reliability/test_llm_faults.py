@@ -46,7 +46,7 @@ from lychee_ray.memory import MemoryStore
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.serve import MemoryService, create_app
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.testing.fake_llm import encoder_reply, is_answer_request, is_encode_request, is_judge_request, is_plan_request, plan_reply
 from lychee_ray.testing import (
     Action,
@@ -179,7 +179,7 @@ def store_tables(root: Path) -> dict[str, dict[str, Any]]:
     records, nodes, segments, turns (all columns), the three FAISS indexes (ids and vectors), the id
     maps, and the commit marker's counts and fingerprint. Usage and timings are left out (a faulty run
     legitimately spent more tokens and time)."""
-    r = MemoryStoreReader(root)
+    r = StoreReader(root)
     out: dict[str, dict[str, Any]] = {}
     for cid in r.conversation_ids():
         d = r.load(cid)
@@ -278,7 +278,7 @@ def test_build_persistent_fault_fails_segments_keeps_turns_then_retry_failed_equ
     n_segments = sum(len(t["segments"]) for t in clean.values())
     # no conversation lost: both committed, every segment recorded as failed with its error kind
     assert (s.inputs, s.built, s.failed, s.failed_segments, s.records) == (2, 2, 0, n_segments, 0), s.to_dict()
-    r = MemoryStoreReader(out)
+    r = StoreReader(out)
     assert r.conversation_ids() == sorted(clean)
     store = MemoryStore.open(out, load_config(env={}), embedder=EMB, llm="rules")
     try:

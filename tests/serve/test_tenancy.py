@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from lychee_ray.cli.main import main
 from lychee_ray.config import ConfigError, load_config
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.serve import MemoryService, create_app
 from tests.stores import SESSIONS, conversation_spec, make_store
 
@@ -96,6 +96,10 @@ ENDPOINTS: dict[str, Call] = {
     "flush": lambda c, h, cid, owner: c.post(f"/v1/conversations/{cid}/flush", json={}, headers=h),
     "delete": lambda c, h, cid, owner: c.delete(f"/v1/conversations/{cid}", headers=h),
     "delete_user": lambda c, h, cid, owner: c.delete(f"/v1/users/{owner}", headers=h),
+    "history": lambda c, h, cid, owner: c.get("/v1/history", params={"conversation_id": cid, "subject": "Caroline"},
+                                              headers=h),
+    "history_user": lambda c, h, cid, owner: c.get("/v1/history", params={"user_id": owner, "slot": "caroline · city"},
+                                                   headers=h),
     "stats": lambda c, h, cid, owner: c.get("/v1/admin/stats", headers=h),
     "reload": lambda c, h, cid, owner: c.post("/v1/admin/reload", headers=h),
 }
@@ -114,9 +118,9 @@ def expected(endpoint: str, caller: str) -> int:
 
 def not_found_body(endpoint: str, cid: str, owner: str) -> dict[str, str] | None:
     """What a request for a conversation (or user) that does not exist gets: the other tenant's must look the same."""
-    if endpoint in ("list", "search_user", "delete_user"):
+    if endpoint in ("list", "search_user", "delete_user", "history_user"):
         return {"detail": f"unknown user {owner!r}", "error": "not_found"}
-    if endpoint in ("get", "search", "query", "append", "flush", "delete"):
+    if endpoint in ("get", "search", "query", "append", "flush", "delete", "history"):
         return {"detail": f"unknown conversation {cid!r}", "error": "not_found"}
     return None
 
@@ -130,7 +134,7 @@ def test_tenancy_matrix(built, embedder, tmp_path, endpoint, caller, caplog):
     svc = service(root, embedder, tmp_path)
     cid, owner = OTHER if caller == "other" else OWN
     headers = auth(CALLERS[caller]) if caller != "wrong_scheme" else {"Authorization": f"Basic {ACME_KEY}"}
-    before = {c: MemoryStoreReader(root).markers[c] for c in CONVERSATIONS}
+    before = {c: StoreReader(root).markers[c] for c in CONVERSATIONS}
     with caplog.at_level(logging.DEBUG), TestClient(create_app(svc)) as c:
         r = ENDPOINTS[endpoint](c, headers, cid, owner)
         want = expected(endpoint, caller)
@@ -149,9 +153,11 @@ def test_tenancy_matrix(built, embedder, tmp_path, endpoint, caller, caplog):
         if want == 200 and endpoint.startswith("search"):
             res = r.json()
             assert {e["conversation_id"] for e in res["evidence"]} <= {"acme-1", "acme-2"}
+        if want == 200 and endpoint.startswith("history"):
+            assert {e["conversation_id"] for e in r.json()["entries"]} <= {"acme-1", "acme-2"}
         if want == 200 and endpoint == "stats":
             assert r.json()["auth"] == {"enabled": True, "keys": ["acme", "admin", "beta", "token"]}
-    after = MemoryStoreReader(root).markers
+    after = StoreReader(root).markers
     if want != 200 or endpoint not in ("append", "flush", "delete", "delete_user"):
         # a refused request changed nothing: every conversation as it was
         assert {k: after.get(k) for k in before} == before, (endpoint, caller)
@@ -180,7 +186,7 @@ def test_tenant_lists_only_its_users_and_creates_only_for_them(built, embedder, 
         assert r.status_code == 200 and r.json()["created"]
         r = c.post("/v1/conversations/beta-1/turns", json={"user_id": "acme:carol", "turns": [turn("t2")]}, headers=a)
         assert r.status_code == 404  # exists, another tenant's: nothing appended
-        assert MemoryStoreReader(root).markers["beta-1"].counts.turns == 8
+        assert StoreReader(root).markers["beta-1"].counts.turns == 8
         # a user-scoped search never reaches outside the user, even for the admin
         r = c.post("/v1/search", json={"user_id": "acme:alice", "question": Q}, headers=auth(ADMIN_KEY))
         assert {e["conversation_id"] for e in r.json()["evidence"]} == {"acme-1"}
@@ -197,10 +203,10 @@ def test_delete_honours_user_id_for_every_key(built, embedder, tmp_path):
         for key in (ADMIN_KEY, LEGACY_TOKEN, BETA_KEY):
             r = c.delete("/v1/conversations/beta-1", params={"user_id": "alice"}, headers=auth(key))
             assert r.status_code == 404 and r.json()["detail"] == "conversation 'beta-1' not found for user 'alice'"
-            assert "beta-1" in MemoryStoreReader(root).markers
+            assert "beta-1" in StoreReader(root).markers
         r = c.delete("/v1/conversations/beta-1", params={"user_id": "bob"}, headers=auth(BETA_KEY))
         assert r.status_code == 200 and r.json()["conversation_ids"] == ["beta-1"]
-        assert "beta-1" not in MemoryStoreReader(root).markers
+        assert "beta-1" not in StoreReader(root).markers
         # a tenant erases its own users, never another's; the admin any
         assert c.delete("/v1/users/bob", headers=auth(ACME_KEY)).status_code == 404
         assert c.delete("/v1/users/acme:bob", headers=auth(ACME_KEY)).json()["conversation_ids"] == ["acme-2"]

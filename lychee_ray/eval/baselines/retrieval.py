@@ -1,4 +1,4 @@
-"""Retrieval baselines at lychee's token budget, all in one plain serialisation (issue 17).
+"""Retrieval baselines at lychee's token budget, all in one plain serialisation.
 
 Every baseline shows what it selects as **plain lines** — ``Speaker: text``, in conversation
 order, without turn ids or session headers — so no baseline pays tokens for ids or dates it does

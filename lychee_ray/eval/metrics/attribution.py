@@ -1,4 +1,4 @@
-"""Attribution by role (issue 35): does a record say that the party who said or did something is
+"""Attribution by role: does a record say that the party who said or did something is
 the one whose turns it cites? Measured from the outside on a built store.
 
 A record's *subject* is read from how it opens: "The agent …", "Assistant said …", "On <date>, the

@@ -1,4 +1,4 @@
-"""Measuring a built store's records from the outside (issue 16): the figures a reviewer checks
+"""Measuring a built store's records from the outside: the figures a reviewer checks
 without trusting the build's own counters.
 
 Per conversation and in total:
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lychee_ray.io.store import MemoryStoreReader
+from lychee_ray.io.store import StoreReader
 from lychee_ray.text.lexical import lexical_terms, normalised_text
 
 
@@ -85,7 +85,7 @@ def measure_conversation(records: list[dict[str, Any]], segments: list[dict[str,
 
 def measure_store(root: str | Path, near_duplicate_jaccard: float) -> dict[str, Any]:
     """``{"total": {...}, "conversations": {id: {...}}}`` for every committed conversation."""
-    reader = MemoryStoreReader(root)
+    reader = StoreReader(root)
     total = RecordQualityFigures()
     per: dict[str, Any] = {}
     for cid in reader.conversation_ids():

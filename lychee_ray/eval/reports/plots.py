@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from lychee_ray.eval.metrics.context import thresholds_key
+from lychee_ray.names import RUBRIC_JUDGE
 
 
 def headline_metric(results: dict[str, Any]) -> tuple[str, str]:
     """(key, label) of the metric the plots show: the rubric score or judge accuracy, else evidence recall."""
     judge = results.get("judge", {})
-    if judge.get("enabled") and judge.get("protocol") == "rubric":
+    if judge.get("enabled") and judge.get("protocol") == RUBRIC_JUDGE:
         return "rubric_score", "rubric score"
     if judge.get("enabled"):
         return "judge_accuracy", "judge accuracy"

@@ -19,6 +19,7 @@ from typing import Any
 from lychee_ray.eval.metrics.context import thresholds_key
 from lychee_ray.eval.reports.plots import headline_metric, plot
 from lychee_ray.eval.setup.variants import PAPER_LYCHEE_ACC, PAPER_OTHERS, VARIANTS
+from lychee_ray.names import LOCOMO, LONGMEMEVAL, RUBRIC_JUDGE
 
 
 def _pct(x: float | None) -> str:
@@ -47,7 +48,7 @@ def _bytes(n: int | None) -> str:
 
 
 def paper_cell(name: str, results: dict[str, Any]) -> str:
-    if results.get("dataset") != "locomo":
+    if results.get("dataset") != LOCOMO:
         return "—"
     v = VARIANTS.get(name)
     if v is None or "accuracy" not in v.paper:
@@ -65,7 +66,7 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     lines.append(f"- backend: **{backend}**; conversations: {len(results.get('conversations', []))}; questions: "
                  f"{results.get('questions')}" + (f" (first {results['limit_per_conversation']} per conversation)"
                                                   if results.get("limit_per_conversation") else ""))
-    rubric = judge.get("enabled") and judge.get("protocol") == "rubric"
+    rubric = judge.get("enabled") and judge.get("protocol") == RUBRIC_JUDGE
     if rubric:
         lines.append(f"- judge: the benchmark's rubric judge, LLM `{judge.get('model')}`: each rubric statement scored "
                      "1 / 0.5 / 0, a question's rubric score is their mean; judge accuracy = share of questions at "
@@ -75,7 +76,7 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     else:
         lines.append("- judge: **none** — the rules backend has no LLM, so no accuracy is reported (judge_accuracy = null). "
                      "Evidence recall, token F1 and BLEU-1 need no LLM.")
-    if ds == "longmemeval":
+    if ds == LONGMEMEVAL:
         lines.append("- evidence recall = **answer-session recall**: share of the gold answer sessions that the selected "
                      "evidence comes from (abstention questions excluded; they are scored by abstention accuracy).")
     else:
@@ -148,7 +149,7 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
     order = sorted(cats, key=lambda c: (len(c), c))
     metrics = ([("judge_accuracy", "judge accuracy")] if judge.get("enabled") else []) + (
         [("rubric_score", "rubric score")] if rubric else []) + [
-        ("evidence_recall", "evidence recall" if ds != "longmemeval" else "answer-session recall")] + [
+        ("evidence_recall", "evidence recall" if ds != LONGMEMEVAL else "answer-session recall")] + [
         (thresholds_key(t), f"content coverage ≥{int(round(100 * t))}%") for t in thresholds] + [
         ("answer_in_context", "answer in context"), ("f1", "F1"), ("bleu1", "BLEU-1")]
     lines.append("")

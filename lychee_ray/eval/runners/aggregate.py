@@ -32,6 +32,7 @@ from lychee_ray.eval.setup.datasets import Dataset, category_name, conversation_
 from lychee_ray.eval.setup.layout import RunLayout
 from lychee_ray.eval.setup.rows import SCORED_SCHEMA, AnswerRow, RowScores
 from lychee_ray.eval.setup.variants import Variant
+from lychee_ray.names import LOCOMO, LONGMEMEVAL
 
 # Decimal places of the reported metric fractions (recall, F1, BLEU-1, accuracies).
 METRIC_DIGITS = 4
@@ -50,7 +51,7 @@ def score_row(row: AnswerRow | dict[str, Any], q: QAItem, dataset: str, turn_ses
     """Per-question metrics (added to answers.parquet; ``content`` holds every threshold's content recall)."""
     covered = row.get("evidence_turn_ids") or []
     abst = bool(row.get("abstention"))
-    if dataset == "longmemeval":
+    if dataset == LONGMEMEVAL:
         rec = None if abst else session_recall(q.answer_session_ids, covered, turn_session)
         turn_rec = None if abst else evidence_recall(q.evidence, covered)
     else:
@@ -63,7 +64,7 @@ def score_row(row: AnswerRow | dict[str, Any], q: QAItem, dataset: str, turn_ses
                else {thresholds_key(t): None for t in thresholds})
     f1 = b1 = None
     if not abst and (q.answer or not q.meta.get("rubric")):  # a BEAM preference question: a rubric, no gold answer
-        f1 = (locomo_f1(row.get("answer"), q.answer, q.category) if dataset == "locomo"
+        f1 = (locomo_f1(row.get("answer"), q.answer, q.category) if dataset == LOCOMO
               else locomo_f1_single(row.get("answer"), q.answer))
         b1 = bleu1(row.get("answer"), q.answer)
     v = row.get("judge_verdict")
@@ -103,7 +104,7 @@ def summarise_rows(rows: list[dict[str, Any]], judged: bool) -> dict[str, Any]:
     })
     if judged and any(r.get("judge_score") is not None for r in rows):  # the rubric judge (BEAM)
         out["rubric_score"] = _r(mean(r.get("judge_score") for r in rows))
-    # the budget spent on content (issue 27), and the per-question median query prompt
+    # the budget spent on content, and the per-question median query prompt
     out["plain_share"] = (_r(out["plain_context_tokens"] / out["context_tokens"]) if out["context_tokens"] else None)
     prompts = [int(r.get("plan_prompt_tokens") or 0) + int(r.get("answer_prompt_tokens") or 0) for r in rows]
     out["query_prompt_tokens_median"] = float(statistics.median(prompts)) if prompts else None
@@ -131,7 +132,7 @@ def aggregate(dataset: Dataset, variant: Variant, rows: list[dict[str, Any]], ju
     cfg = cfg if cfg is not None else LycheeConfig.model_validate({})  # every key from default.yaml
     res = summarise_rows(rows, judged)
     res["per_category"] = _per_category(dataset, rows, judged)
-    if dataset.name == "locomo":
+    if dataset.name == LOCOMO:
         res["per_split"] = {}
         for sp in ("dev", "test"):
             part = [r for r in rows if conversation_split(cfg, r["conversation_id"]) == sp]

@@ -36,11 +36,13 @@ from lychee_ray.eval.runners.judge import LLMJudge
 from lychee_ray.eval.runners.retrieval import last_session_date
 from lychee_ray.eval.setup.rows import AnswerRow, QuestionPayload
 from lychee_ray.llm.backend import make_llm_client
+from lychee_ray.query.request import QueryRequest
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.query.answer import make_answerer
 from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side is all an evaluation uses
 from lychee_ray.text.dates import as_datetime
 from lychee_ray.text.tokens import count_tokens
+from lychee_ray.names import LLMBackend, OPENAI_BACKEND, RUBRIC_JUDGE
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +62,13 @@ class QuestionAnswerer:
                  llm_client: Any = None, judge_client: Any = None) -> None:
         self.spec = spec
         self.cfg = LycheeConfig.model_validate_json(spec["cfg_json"])
-        self.backend: str = spec["backend"]
+        self.backend: LLMBackend = spec["backend"]
         self.kind: str = spec["kind"]
         self.variant: str = spec["variant"]
         self.key: str = spec["variant_key"]
         self.encoding = self.cfg.tokenizer.encoding
         client = llm_client
-        if self.backend == "openai" and client is None:
+        if self.backend == OPENAI_BACKEND and client is None:
             client = make_llm_client(self.cfg, limiter=limiter)
         self.client = client
         self.store = MemoryStore(spec["store"], self.cfg, embedder=embedder, llm=self.backend, llm_client=client)
@@ -116,7 +118,7 @@ class QuestionAnswerer:
             "context_tokens": 0, "plain_context_tokens": 0, "gold_word_coverage": [], "answer_in_context": None,
             "context_truncated": False, "plan_prompt_tokens": 0, "plan_completion_tokens": 0,
             "answer_prompt_tokens": 0, "answer_completion_tokens": 0, "query_tokens": 0, "llm_calls": 0,
-            "tokens_estimated": self.backend != "openai", "plan_fallback": False, "judge_verdict": None, "judge_reason": None,
+            "tokens_estimated": self.backend != OPENAI_BACKEND, "plan_fallback": False, "judge_verdict": None, "judge_reason": None,
             "judge_prompt_tokens": 0, "judge_completion_tokens": 0, "judge_calls": 0, "judge_error": None,
             "judge_score": None,
         }
@@ -131,7 +133,7 @@ class QuestionAnswerer:
         row["query_tokens"] = (row["plan_prompt_tokens"] + row["plan_completion_tokens"] + row["answer_prompt_tokens"]
                                + row["answer_completion_tokens"])
         if self.judge is not None and row["answer_error"] is None:
-            if self.judge_protocol == "rubric" and q.get("rubric"):
+            if self.judge_protocol == RUBRIC_JUDGE and q.get("rubric"):
                 j = self.judge.judge_rubric(q["question"], list(q["rubric"]), row["answer"],
                                             self.judge_cfg.eval.beam.rubric_pass_score, question_id=q["question_id"])
             else:
@@ -146,7 +148,8 @@ class QuestionAnswerer:
 
     def _memory(self, q: QuestionPayload, row: dict[str, Any]) -> None:
         cid = q["conversation_id"]
-        res = self.store.query(cid, q["question"], self._question_date(q, cid), question_id=q["question_id"])
+        res = self.store.query(QueryRequest(conversation_id=cid, question=q["question"],
+                                            question_date=self._question_date(q, cid), question_id=q["question_id"]))
         u = res.usage
         row.update(
             answer=res.answer, answer_error=res.answer_error, evidence_ids=[e.id for e in res.evidence],
@@ -190,7 +193,7 @@ class QuestionAnswerer:
         qvec = (np.asarray(self.store.embedder.encode([q["question"]]), dtype=np.float32)[0]
                 if self.kind != "full_context" else None)
         sel = system.select(q["question"], qvec, self.cfg.query.select.budget_tokens)
-        client = self.client if self.backend == "openai" else None
+        client = self.client if self.backend == OPENAI_BACKEND else None
         answerer = make_answerer(self.backend, self.cfg.query.answer, client, self.encoding)
         out = answerer.answer(q["question"], qd, sel.units, sel.context, question_id=q["question_id"])
         row.update(

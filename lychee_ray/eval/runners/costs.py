@@ -33,6 +33,7 @@ from lychee_ray.io.store.fs import AnyPath
 from lychee_ray.io.store.reader import conversation_bytes as store_conversation_bytes
 from lychee_ray.llm.schema import schema_for
 from lychee_ray.text.tokens import count_tokens
+from lychee_ray.names import RULES_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -180,12 +181,12 @@ def construction_costs(info: StoreInfo, ds: Dataset, run_dir: Path) -> dict[str,
     assert info.path is not None
     markers = markers_for(info.path, ds.conversation_ids)
     cache_path = RunLayout(run_dir).costs_path(info.key)
-    cache = _cached_estimates(cache_path) if info.backend == "rules" else {}
+    cache = _cached_estimates(cache_path) if info.backend == RULES_BACKEND else {}
     convs = {c.conversation_id: c for c in ds.conversations}
     out: dict[str, dict[str, Any]] = {}
     dirty = False
     for cid, m in markers.items():
-        if info.backend == "rules":
+        if info.backend == RULES_BACKEND:
             c = cache.get(cid)
             if c is None or c.get("committed_at") != m.committed_at or c.get("estimate_version") != ESTIMATE_VERSION:
                 tok = estimate_encode_tokens(convs[cid], read_part(info.path, "records", m), read_part(info.path, "segments", m),

@@ -23,15 +23,19 @@ import numpy as np
 
 from lychee_ray.config.eval import AgentLogEvalConfig
 from lychee_ray.config import SegmenterConfig
-from lychee_ray.core.conversation import QAItem
+from lychee_ray.core.conversation import Conversation, QAItem
+from lychee_ray.eval.metrics.collateral import CollateralCounts, conversation_collateral
 from lychee_ray.eval.runners.answerer import QuestionAnswerer
-from lychee_ray.eval.runners.retrieval import QuestionResult, Scope, evaluate_retrieval, load_questions
+from lychee_ray.eval.runners.retrieval import QuestionResult, evaluate_retrieval, load_questions
+from lychee_ray.names import Scope
 from lychee_ray.eval.runners.segmentation import (
     SegDialogue,
     evaluate_dialogues,
     load_seg_corpus,
 )
 from lychee_ray.eval.setup.rows import AnswerRow, QuestionPayload
+from lychee_ray.io.adapters import read_input
+from lychee_ray.io.adapters.registry import adapter
 from lychee_ray.llm.ratelimit import RateLimiter
 from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side is all an evaluation uses
 from lychee_ray.text.tokens import DEFAULT_ENCODING
@@ -78,11 +82,14 @@ class RetrievalEvaluator:
     """
 
     def __init__(self, questions: list[QAItem], budget_tokens: int | None = None,
-                 baselines: Sequence[str] | None = None, scope: Scope = "conversation") -> None:
+                 baselines: Sequence[str] | None = None, scope: Scope = "conversation",
+                 logs: Sequence[Conversation] = ()) -> None:
         self.questions = questions
         self.budget_tokens = budget_tokens
         self.baselines = baselines
         self.scope = scope
+        # agent logs: their stored supersession links are judged from structure (collateral)
+        self.logs = list(logs)
 
     @classmethod
     def from_data(cls, fmt: str, data: str | Path, categories: Iterable[str] | None = None, limit: int | None = None,
@@ -91,12 +98,27 @@ class RetrievalEvaluator:
         """The questions with gold evidence of a dataset (in ``categories``; the first ``limit``);
         agent logs: the questions derived from their tool traffic (``agentlog`` limits)."""
         questions = load_questions(fmt, data, categories, agentlog)
-        return cls(questions[:limit] if limit else questions, budget_tokens, baselines, scope)
+        logs = [i.conversation for i in read_input(fmt, data) if i.conversation is not None] if adapter(fmt).agent_log else []
+        return cls(questions[:limit] if limit else questions, budget_tokens, baselines, scope, logs)
 
     def __call__(self, store: MemoryStore, progress: ProgressFn | None = None) -> tuple[dict[str, Any], list[QuestionResult]]:
-        """(report, per-question results) on ``store``; the budget defaults to ``query.select.budget_tokens``."""
-        return evaluate_retrieval(store, self.questions, self.budget_tokens, baselines=self.baselines, progress=progress,
-                                  scope=self.scope)
+        """(report, per-question results) on ``store``; the budget defaults to ``query.select.budget_tokens``.
+        Agent logs add ``collateral``: the store's supersession links judged from the logs' structure."""
+        report, results = evaluate_retrieval(store, self.questions, self.budget_tokens, baselines=self.baselines,
+                                             progress=progress, scope=self.scope)
+        if self.logs:
+            report["collateral"] = store_collateral(store, self.logs).report()
+        return report, results
+
+
+def store_collateral(store: MemoryStore, logs: Iterable[Conversation]) -> CollateralCounts:
+    """:func:`~lychee_ray.eval.metrics.collateral.conversation_collateral` over every log the store holds."""
+    total = CollateralCounts()
+    for conv in logs:
+        if conv.conversation_id in store.reader.markers:
+            rows = store.reader.load(conv.conversation_id).records.to_pylist()
+            total.add(conversation_collateral(conv, rows))
+    return total
 
 
 class SegmentationEvaluator:
@@ -127,4 +149,4 @@ class SegmentationEvaluator:
                                   encoding=encoding, baselines=self.baselines)
 
 
-__all__ = ["AnswerEvaluator", "ProgressFn", "RetrievalEvaluator", "SegmentationEvaluator"]
+__all__ = ["AnswerEvaluator", "ProgressFn", "RetrievalEvaluator", "SegmentationEvaluator", "store_collateral"]

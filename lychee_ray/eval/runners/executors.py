@@ -21,6 +21,7 @@ from lychee_ray.eval.runners.evaluators import AnswerEvaluator, ProgressFn
 from lychee_ray.eval.runners.resume import write_rows_in_parts
 from lychee_ray.eval.setup.rows import QuestionPayload
 from lychee_ray.llm.ratelimit import make_rate_limiter
+from lychee_ray.names import LLMBackend, OPENAI_BACKEND
 
 
 class Executor(Protocol):
@@ -28,7 +29,7 @@ class Executor(Protocol):
 
     name: str
 
-    def build_store(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: str, progress: bool) -> BuildSummary:
+    def build_store(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: LLMBackend, progress: bool) -> BuildSummary:
         """Build (or resume) the store ``out`` from the JSONL ``input_path``."""
         ...
 
@@ -47,12 +48,12 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, cfg: LycheeConfig, backend: str) -> None:
+    def __init__(self, cfg: LycheeConfig, backend: LLMBackend) -> None:
         self.cfg = cfg
         # one limiter for every plan / answer / judge call of the run, as the Ray limiter actor is
-        self.limiter = make_rate_limiter(cfg.llm.rate_limit) if backend == "openai" else None
+        self.limiter = make_rate_limiter(cfg.llm.rate_limit) if backend == OPENAI_BACKEND else None
 
-    def build_store(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: str, progress: bool) -> BuildSummary:
+    def build_store(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: LLMBackend, progress: bool) -> BuildSummary:
         """In-process build (``run_local_build``), with the build's progress display."""
         return run_local_build(cfg, "jsonl", input_path, out, backend=backend, progress=progress)
 

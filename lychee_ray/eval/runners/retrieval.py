@@ -1,4 +1,4 @@
-"""Retrieval quality of the selected context (DESIGN §5, issue 17), no LLM needed.
+"""Retrieval quality of the selected context (DESIGN §5), no LLM needed.
 
 For every question with gold evidence (LoCoMo: categories 1–4) and every system — lychee (rules
 planner) and the baselines of :mod:`lychee_ray.eval.baselines.retrieval` at the same token budget — one
@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -62,12 +62,14 @@ from lychee_ray.eval.metrics.context import (
     gold_word_coverage,
     normalized_context,
 )
+from lychee_ray.eval.metrics.current import current_scores
 from lychee_ray.eval.metrics.evidence import coverage
 from lychee_ray.eval.metrics.locomo import locomo_normalize
 from lychee_ray.eval.metrics.rubric import answers_in_context, short_answers
 from lychee_ray.eval.setup.datasets import conversation_split
 from lychee_ray.config.eval import AgentLogEvalConfig
 from lychee_ray.eval.setup.agentlog_questions import QuestionLimits, derive_questions
+from lychee_ray.eval.setup.current_questions import derive_current_questions
 from lychee_ray.io.adapters import read_input
 from lychee_ray.io.adapters.registry import adapter
 from lychee_ray.llm.prompts import prompt_tokens_estimate
@@ -76,10 +78,11 @@ from lychee_ray.query.engine import QueryEngine as MemoryStore  # the query side
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
 from lychee_ray.text.tokens import count_tokens
+from lychee_ray.names import CONVERSATION_SCOPE, RULES_BACKEND, Scope
+from lychee_ray.query.request import QueryRequest
 
 log = logging.getLogger(__name__)
 
-Scope = Literal["conversation", "user"]
 LOCOMO_CATEGORIES = ("1", "2", "3", "4")  # the paper's 1,540 questions (5 = adversarial, no evidence)
 # Decimal places of reported fractions and of mean token counts.
 FRACTION_DIGITS = 4
@@ -106,6 +109,8 @@ class Coverage:
     content_coverage: float | None = None  # mean word coverage over the gold turns
     recall_by_role: dict[str, float] = field(default_factory=dict)  # id coverage of each role's gold turns
     fits_budget: bool | None = None  # full_context: the whole conversation fits the budget
+    # questions about what holds now / held before (eval/metrics/current.py); empty for others
+    current: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,6 +147,8 @@ def load_questions(fmt: str, data: str | Path, categories: Iterable[str] | None,
         qa = item.qa
         if limits is not None and item.conversation is not None:
             qa = derive_questions(item.conversation, limits, locomo_normalize)
+            if agentlog is None or agentlog.current_questions:
+                qa += derive_current_questions(item.conversation)
         for q in qa:
             if q.evidence and (cats is None or q.category in cats):
                 out.append(q)
@@ -164,8 +171,11 @@ class _Measure:
         self.gold_roles = [view.turn_role[pos[t]] if t in pos else "" for t in self.gold_ids]
 
     def __call__(self, units: Sequence[tuple[Sequence[str], str]], plain: str, context_tokens: int, plan_prompt: int,
-                 answer_prompt: int, norm: str | None = None) -> Coverage:
-        """``units``: every selected unit as (turn ids it cites, its plain text); ``plain``: the whole context."""
+                 answer_prompt: int, norm: str | None = None, statuses: Sequence[str] | None = None,
+                 shown: str | None = None) -> Coverage:
+        """``units``: every selected unit as (turn ids it cites, its plain text); ``plain``: the whole context;
+        ``statuses``: each unit's status (default: all current), ``shown``: the context as the answer
+        prompt shows it, marks included (default: ``plain``)."""
         covered = [t for ids, _ in units for t in ids]
         frac, any_, all_ = coverage(self.gold_ids, covered)
         cov = set(covered)
@@ -186,6 +196,10 @@ class _Measure:
             hits=[t for t, hit in zip(self.gold_ids, ids, strict=True) if hit],
             content_coverage=sum(per_turn) / len(per_turn) if per_turn else None,
             recall_by_role={r: sum(h) / len(h) for r, h in by_role.items() if r},
+            current=current_scores(self.q.meta, [(ids, text, st) for (ids, text), st in
+                                                 zip(units, statuses or ["current"] * len(units), strict=False)],
+                                   shown if shown is not None else plain, self.q.category == "history")
+            if self.q.meta.get("source") == "current_state" else {},
         )
 
 
@@ -207,9 +221,11 @@ def _summary(rows: list[Coverage]) -> dict[str, Any]:
     out["gold_role_recall"] = {role: {"questions": sum(role in r.recall_by_role for r in rows),
                                       "recall": _mean([r.recall_by_role.get(role) for r in rows])} for role in roles}
     out["answer_in_context"] = _mean([None if r.answer_in_context is None else float(r.answer_in_context) for r in rows])
+    for k in dict.fromkeys(k for r in rows for k in r.current):
+        out[k] = _mean([r.current.get(k) for r in rows])
     for k in ("context_tokens", "plain_tokens", "plan_prompt_tokens", "answer_prompt_tokens", "query_prompt_tokens"):
         out[k] = round(sum(getattr(r, k) for r in rows) / n, TOKEN_DIGITS)
-    # the budget spent on content (issue 27): plain text / context as the answer prompt shows it
+    # the budget spent on content: plain text / context as the answer prompt shows it
     out["plain_share"] = round(out["plain_tokens"] / out["context_tokens"], FRACTION_DIGITS) if out["context_tokens"] else None
     out["query_prompt_tokens_median"] = float(statistics.median(r.query_prompt_tokens for r in rows))
     return out
@@ -248,9 +264,9 @@ def _groups(store: MemoryStore, questions: list[QAItem], scope: Scope) -> list[t
     by: dict[str, list[QAItem]] = {}
     for q in questions:
         m = store.reader.markers.get(q.conversation_id)
-        key = q.conversation_id if scope == "conversation" or m is None else m.owner
+        key = q.conversation_id if scope == CONVERSATION_SCOPE or m is None else m.owner
         by.setdefault(key, []).append(q)
-    if scope == "conversation":
+    if scope == CONVERSATION_SCOPE:
         return [(cid, [cid], qs) for cid, qs in by.items()]
     return [(user, sorted(store.reader.by_user.get(user, [])), qs) for user, qs in by.items()]
 
@@ -299,7 +315,7 @@ def evaluate_retrieval(
     done = 0
     for name, cids, qs in _groups(store, [q for q in questions if q.conversation_id not in missing], scope):
         views = {cid: store.view(cid) for cid in cids}
-        scoped = views[cids[0]] if scope == "conversation" else merged_turns(list(views.values()), f"user:{name}")
+        scoped = views[cids[0]] if scope == CONVERSATION_SCOPE else merged_turns(list(views.values()), f"user:{name}")
         turns = TurnUnits(scoped, enc)
         systems = {n: make_baseline(n, turns, cfg, doc_embedder) for n in names}
         fixed: dict[str, str] = {}  # full context: one text per scope, normalised once
@@ -307,17 +323,20 @@ def evaluate_retrieval(
         for q, qv in zip(qs, qvecs, strict=False):
             cid = q.conversation_id
             qd = as_datetime(q.question_date) if q.question_date else last_session_date(views[cid])
-            gold = q if scope == "conversation" else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
+            gold = q if scope == CONVERSATION_SCOPE else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
             measure = _Measure(gold, scoped, thresholds, answers(q))
-            if scope == "conversation":
-                res = store.search(cid, q.question, qd, budget, llm="rules", question_id=q.question_id)
+            if scope == CONVERSATION_SCOPE:
+                res = store.search(QueryRequest(conversation_id=cid, question=q.question, question_date=qd,
+                                                budget_tokens=budget, llm=RULES_BACKEND, question_id=q.question_id))
                 cited = [(e.source_turn_ids, e.text) for e in res.evidence]
             else:
-                res = store.search(None, q.question, qd, budget, user_id=name, llm="rules", question_id=q.question_id)
+                res = store.search(QueryRequest(user_id=name, question=q.question, question_date=qd, budget_tokens=budget,
+                                                llm=RULES_BACKEND, question_id=q.question_id))
                 cited = [([qualified(e.conversation_id, t) for t in e.source_turn_ids], e.text) for e in res.evidence]
             plain = lychee_plain_context(res.evidence)
             u = res.usage
-            lychee = measure(cited, plain, u.context_tokens, u.plan_prompt_tokens, u.answer_prompt_tokens)
+            lychee = measure(cited, plain, u.context_tokens, u.plan_prompt_tokens, u.answer_prompt_tokens,
+                             statuses=[e.status for e in res.evidence], shown=res.context)
             lychee.plain_tokens = count_tokens(plain, enc)
             out = {"lychee": lychee}
             for bname, system in systems.items():
@@ -379,6 +398,5 @@ __all__ = [
     "last_session_date",
     "load_questions",
     "question_rows",
-    "Scope",
     "summarise",
 ]

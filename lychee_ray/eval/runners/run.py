@@ -43,7 +43,6 @@ from lychee_ray.eval.runners.judge import judge_config
 from lychee_ray.eval.runners.resume import RunState, done_ok, load_answers
 from lychee_ray.eval.runners.stores import StoreInfo, VariantStores, markers_for
 from lychee_ray.eval.setup.datasets import (
-    BEAM,
     Dataset,
     load_dataset,
     question_payload,
@@ -55,6 +54,7 @@ from lychee_ray.eval.setup.variants import Variant, query_config, variant_key, w
 from lychee_ray.io.store.fs import is_remote, root_string, store_root
 from lychee_ray.llm.backend import resolve_backend
 from lychee_ray.progress import EtaPolicy, ProgressDisplay
+from lychee_ray.names import ANSWER_JUDGE, BEAM, DatasetName, JudgeProtocol, LLMBackend, LOCOMO, LONGMEMEVAL, OPENAI_BACKEND, RUBRIC_JUDGE
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 class EvalOptions:
     """What ``lychee-ray eval`` was asked to do (the CLI's arguments, as a library call takes them)."""
 
-    dataset: str
+    dataset: DatasetName
     data: str | Path
     out: str | Path
     variants: list[Variant]
@@ -78,10 +78,10 @@ class EvalOptions:
     local: bool = False  # build and answer in this process, without Ray
 
 
-ExecutorFactory = Callable[[LycheeConfig, str], Executor]
+ExecutorFactory = Callable[[LycheeConfig, LLMBackend], Executor]
 
 
-def local_executor(cfg: LycheeConfig, backend: str) -> Executor:
+def local_executor(cfg: LycheeConfig, backend: LLMBackend) -> Executor:
     """The in-process executor (no Ray)."""
     return LocalExecutor(cfg, backend)
 
@@ -112,22 +112,22 @@ def _progress_printer(name: str, enabled: bool, cfg: LycheeConfig) -> Callable[[
     return show
 
 
-def judge_protocol(cfg: LycheeConfig, dataset: str) -> str:
+def judge_protocol(cfg: LycheeConfig, dataset: DatasetName) -> JudgeProtocol:
     """How answers are judged: ``rubric`` on BEAM when ``eval.beam.judge`` says so, else ``answer``."""
-    return cfg.eval.beam.judge if dataset == BEAM else "answer"
+    return cfg.eval.beam.judge if dataset == BEAM else ANSWER_JUDGE
 
 
 def _key_extra(v: Variant, cfg: LycheeConfig, protocol: str) -> dict[str, Any]:
     """What else an answer depends on: the rubric judge and its pass score, the passage size."""
     extra: dict[str, Any] = {}
-    if protocol == "rubric":
+    if protocol == RUBRIC_JUDGE:
         extra["judge_protocol"] = [protocol, cfg.eval.beam.rubric_pass_score]
     if v.kind == "passage_rag":
         extra["passage_rag_max_tokens"] = cfg.eval.passage_rag_max_tokens
     return extra
 
 
-def _evaluate_variant(v: Variant, info: StoreInfo, cfg: LycheeConfig, ds: Dataset, opts: EvalOptions, backend: str,
+def _evaluate_variant(v: Variant, info: StoreInfo, cfg: LycheeConfig, ds: Dataset, opts: EvalOptions, backend: LLMBackend,
                       jcfg: LycheeConfig | None, state: RunState, executor: Executor,
                       run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Answer what is missing for one variant, then score and aggregate all its answers."""
@@ -181,10 +181,10 @@ def run_eval(cfg: LycheeConfig, opts: EvalOptions, executor: Executor | None = N
     run_dir.mkdir(parents=True, exist_ok=True)
     layout = RunLayout(run_dir)
     backend = resolve_backend(cfg.llm, opts.llm)
-    if backend == "openai" and not (cfg.llm.base_url or cfg.llm.api_key):
+    if backend == OPENAI_BACKEND and not (cfg.llm.base_url or cfg.llm.api_key):
         raise EvalError("no_endpoint", "--llm openai needs an endpoint: set OPENAI_BASE_URL / LYCHEE_LLM_BASE_URL or "
                                        "OPENAI_API_KEY (or llm.base_url)")
-    judged = backend == "openai" and opts.judge
+    judged = backend == OPENAI_BACKEND and opts.judge
     ds = load_dataset(opts.dataset, opts.data, cfg, opts.conversations, opts.limit)
     cids = ds.conversation_ids
     variants = with_rule_twins(opts.variants, cfg.eval.ablation_rule_twins)  # query rules reported both ways
@@ -224,11 +224,11 @@ def run_eval(cfg: LycheeConfig, opts: EvalOptions, executor: Executor | None = N
                   "note": None if judged else "no LLM judge with the rules backend: judge_accuracy is null; "
                                               "evidence recall, F1 and BLEU-1 are LLM-free",
                   **({"protocol": judge_protocol(cfg, ds.name)} if ds.name == BEAM else {})},
-        "evidence_unit": "answer session" if ds.name == "longmemeval" else "turn",
+        "evidence_unit": "answer session" if ds.name == LONGMEMEVAL else "turn",
         "answer_metrics": ANSWER_METRICS_NOTE,
         "content_thresholds": list(cfg.eval.content_coverage_thresholds),
         "splits": {"dev": list(cfg.eval.locomo_split.dev), "test": list(cfg.eval.locomo_split.test)}
-        if ds.name == "locomo" else None,
+        if ds.name == LOCOMO else None,
         "conversations": cids,
         "questions": len(ds.questions),
         "limit_per_conversation": opts.limit,

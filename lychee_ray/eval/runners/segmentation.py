@@ -31,19 +31,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import numpy as np
 
 from lychee_ray.ingest.segment import (
     ANSWER_ROLES,
-    ExchangeMode,
     Segment,
     TurnInput,
     TurnRef,
-    UnitWithoutRoles,
     make_segmenter,
 )
+from lychee_ray.names import AUTO, EXCHANGE_MODES, EXCHANGE_MODE_CHOICES, ExchangeMode, ROLE_MODE, UnitWithoutRoles
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.eval.baselines.texttiling import texttiling_hearst, texttiling_oracle
 from lychee_ray.eval.metrics.segmentation import (
@@ -120,13 +119,13 @@ def eval_exchange_mode(
     """
     roles = {r for d in dialogues for r in (d.roles or ())}
     has_roles = "user" in roles and bool(roles & ANSWER_ROLES)
-    if requested == "auto":
-        return "role" if has_roles else without_roles
-    if requested == "role" and not has_roles:
+    if requested == AUTO:
+        return ROLE_MODE if has_roles else without_roles
+    if requested == ROLE_MODE and not has_roles:
         raise ValueError("exchange mode 'role' needs a corpus with user and agent/assistant roles")
-    modes: dict[str, ExchangeMode] = {m: m for m in get_args(ExchangeMode)}
+    modes: dict[str, ExchangeMode] = {m: m for m in EXCHANGE_MODES}
     if requested not in modes:
-        raise ValueError(f"unknown exchange mode {requested!r} (auto, role, pair or turn)")
+        raise ValueError(f"unknown exchange mode {requested!r} (one of {', '.join(EXCHANGE_MODE_CHOICES)})")
     return modes[requested]
 
 

@@ -24,6 +24,7 @@ from lychee_ray.eval.setup.layout import RunLayout
 from lychee_ray.eval.setup.variants import Variant, build_config, build_key, expected_fingerprint, fixed_window_for
 from lychee_ray.io.store import CommitMarker, StoreLayout, conversation_key, iter_markers
 from lychee_ray.io.store.fs import AnyPath
+from lychee_ray.names import LLMBackend, RULES_BACKEND
 
 if TYPE_CHECKING:  # the build runner is heavy; only its summary type is named here
     from lychee_ray.ingest.runner import BuildSummary
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 class StoreBuilder(Protocol):
     """Builds (or resumes) a store from a canonical JSONL input; an executor provides one."""
 
-    def __call__(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: str, progress: bool) -> BuildSummary: ...
+    def __call__(self, cfg: LycheeConfig, input_path: Path, out: Path, backend: LLMBackend, progress: bool) -> BuildSummary: ...
 
 
 @dataclass
@@ -43,7 +44,7 @@ class StoreInfo:
 
     key: str
     label: str
-    backend: str
+    backend: LLMBackend
     cfg: LycheeConfig
     fingerprint: str
     path: AnyPath | None = None  # a reused store may be remote (s3://)
@@ -131,7 +132,7 @@ def mean_turns_per_segment(path: AnyPath, conversation_ids: Iterable[str]) -> fl
 class VariantStores:
     """The store of every variant; variants with the same build share one (DESIGN §5)."""
 
-    def __init__(self, cfg: LycheeConfig, ds: Dataset, backend: str, run_dir: Path, input_path: Path, state: RunState,
+    def __init__(self, cfg: LycheeConfig, ds: Dataset, backend: LLMBackend, run_dir: Path, input_path: Path, state: RunState,
                  reuse: Sequence[AnyPath], builder: StoreBuilder, progress: bool = True) -> None:
         self.cfg, self.ds, self.backend = cfg, ds, backend
         self.run_dir, self.input_path, self.state = run_dir, input_path, state
@@ -140,7 +141,7 @@ class VariantStores:
         self.default_key = build_key("default", cfg, backend)
         self.default_fp = expected_fingerprint(cfg, backend)
 
-    def store_for(self, label: str, bcfg: LycheeConfig, backend: str) -> StoreInfo:
+    def store_for(self, label: str, bcfg: LycheeConfig, backend: LLMBackend) -> StoreInfo:
         """The (reused or built) store of one build, once per build key."""
         key = build_key(label, bcfg, backend)
         if key not in self.stores:
@@ -176,10 +177,10 @@ class VariantStores:
         for v in variants:
             if not v.turns_only:
                 continue
-            if self.backend == "rules" or need_default or self.complete_default() is not None:
+            if self.backend == RULES_BACKEND or need_default or self.complete_default() is not None:
                 by_variant[v.name] = self.store_for("default", cfg, self.backend)
             else:  # only raw turns + turn vectors are read: a rules store costs no LLM call
-                by_variant[v.name] = self.store_for("default", cfg, "rules")
+                by_variant[v.name] = self.store_for("default", cfg, RULES_BACKEND)
         for info in self.stores.values():
             info.build_wall_s_total = float(self.state.store(info.key).get("build_wall_s", 0.0))
         return by_variant

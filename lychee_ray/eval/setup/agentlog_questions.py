@@ -1,4 +1,4 @@
-"""Questions a later agent would ask about an agent log, derived from its tool traffic (issue 35).
+"""Questions a later agent would ask about an agent log, derived from its tool traffic.
 
 Agent logs come without QA. What a later agent needs from them is what the tools said and did:
 the state a lookup returned, what an action changed, what failed. This module derives one set of

@@ -21,11 +21,10 @@ from lychee_ray.eval.setup.errors import EvalError
 from lychee_ray.eval.setup.layout import RunLayout
 from lychee_ray.eval.setup.rows import QuestionPayload
 from lychee_ray.io.adapters import read_input
-from lychee_ray.io.adapters.beam import NAME as BEAM
+from lychee_ray.names import DATASETS, DatasetName, LOCOMO
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("locomo", "longmemeval", BEAM)
 LOCOMO_CATEGORY_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop", "5": "adversarial"}
 LONGMEMEVAL_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session",
                      "temporal-reasoning", "knowledge-update")
@@ -39,7 +38,7 @@ KNOWN_IDS_SHOWN = 12
 class Dataset:
     """The selected conversations and their selected questions."""
 
-    name: str
+    name: DatasetName
     conversations: list[Conversation]
     questions: list[QAItem]
 
@@ -68,11 +67,11 @@ def select_conversations(all_ids: list[str], spec: str | int | None) -> list[str
     return wanted
 
 
-def load_dataset(dataset: str, data: str | Path, cfg: LycheeConfig, conversations: str | int | None = None,
+def load_dataset(dataset: DatasetName, data: str | Path, cfg: LycheeConfig, conversations: str | int | None = None,
                  limit: int | None = None) -> Dataset:
     """The selected conversations and their questions (LoCoMo: ``eval.locomo_categories`` only)."""
     if dataset not in DATASETS:
-        raise EvalError("unknown_dataset", f"unknown dataset {dataset!r}; expected one of {DATASETS}")
+        raise EvalError("unknown_dataset", f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
     if not Path(data).exists():
         raise EvalError("data_not_found", f"data not found: {data}")
     convs: dict[str, Conversation] = {}
@@ -86,7 +85,7 @@ def load_dataset(dataset: str, data: str | Path, cfg: LycheeConfig, conversation
         convs[cid] = item.conversation
         qas.setdefault(cid, []).extend(item.qa)
     ids = select_conversations(list(convs), conversations)
-    cats = set(cfg.eval.locomo_categories) if dataset == "locomo" else None
+    cats = set(cfg.eval.locomo_categories) if dataset == LOCOMO else None
     questions: list[QAItem] = []
     for cid in ids:
         qs = [q for q in qas.get(cid, []) if cats is None or q.category in cats]
@@ -108,7 +107,7 @@ def conversation_split(cfg: LycheeConfig, conversation_id: str) -> str | None:
 
 def category_name(dataset: str, category: str) -> str:
     """Readable category name (LoCoMo numbers → names; LongMemEval types as they are)."""
-    return LOCOMO_CATEGORY_NAMES.get(category, category) if dataset == "locomo" else category
+    return LOCOMO_CATEGORY_NAMES.get(category, category) if dataset == LOCOMO else category
 
 
 def question_payload(q: QAItem) -> QuestionPayload:
@@ -133,7 +132,6 @@ def write_subset(ds: Dataset, run_dir: Path) -> Path:
 
 
 __all__ = [
-    "BEAM",
     "DATASETS",
     "LOCOMO_CATEGORY_NAMES",
     "LONGMEMEVAL_TYPES",

@@ -1,4 +1,4 @@
-"""Segmentation corpora derived from data already in the project's data folder (issue 38).
+"""Segmentation corpora derived from data already in the project's data folder.
 
 Two public gold corpora (TIAGE, SuperDialseg validation) are too few to choose the segmenter's defaults
 by leave-one-corpus-out, and neither looks like the streams the system segments in deployment (long

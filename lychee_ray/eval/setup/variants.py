@@ -54,6 +54,7 @@ from lychee_ray.ingest.encode.rules import RulesEncoder
 from lychee_ray.ingest.pipeline import build_fingerprint
 from lychee_ray.config import LycheeConfig, deep_merge, parse_set
 from lychee_ray.query.channels import RECALL_CHANNELS
+from lychee_ray.names import LOCAL_EMBEDDING, OPENAI_BACKEND
 
 QueryKind = Literal["memory", "turn_rag", "sentence_rag", "hybrid_rag", "passage_rag", "full_context"]
 
@@ -202,14 +203,14 @@ def query_config(variant: Variant, cfg: LycheeConfig) -> LycheeConfig:
 def embedder_name(cfg: LycheeConfig) -> str:
     """The embedder name a build records (without loading the model; mirrors :mod:`lychee_ray.embed.local` and :mod:`lychee_ray.embed.openai`)."""
     e = cfg.embedding
-    if e.backend == "local":
+    if e.backend == LOCAL_EMBEDDING:
         return e.model or "sentence-transformers/all-MiniLM-L6-v2"
     return e.openai_model
 
 
 def encoder_model(cfg: LycheeConfig, backend: str) -> str:
     """The encoder model a build records (``rules-v2`` for the rules backend)."""
-    if backend == "openai":
+    if backend == OPENAI_BACKEND:
         return cfg.llm.model
     return RulesEncoder.model
 
@@ -231,7 +232,7 @@ def variant_key(variant: Variant, qcfg: LycheeConfig, store_fingerprint: str, ba
     blob = {
         "variant": variant.name, "kind": variant.kind, "query": qcfg.query.model_dump(mode="json"),
         "eval": {"full_context_max_tokens": qcfg.eval.full_context_max_tokens},
-        "store": store_fingerprint, "backend": backend, "judge": judge_model, "llm": qcfg.llm.model if backend == "openai" else None,
+        "store": store_fingerprint, "backend": backend, "judge": judge_model, "llm": qcfg.llm.model if backend == OPENAI_BACKEND else None,
         **(extra or {}),
     }
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]

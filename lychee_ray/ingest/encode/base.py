@@ -16,11 +16,13 @@ from typing import Literal, Protocol
 from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from lychee_ray.core.records import ARTIFACT_KINDS, RECORD_TYPES, ArtifactKind, MemoryRecord, TimeSpan, normalise_type
 from lychee_ray.core.tools import ToolCall
 from lychee_ray.llm.errors import AttemptError
 from lychee_ray.text.time.normalise import TimeResolver
+from lychee_ray.names import LLMBackend, RepairMode
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,21 @@ class SegmentTurn(BaseModel):
     is_error: bool = Field(default=False, description="the source marked this tool result as an error")
 
 
+class SlotCandidate(BaseModel):
+    """An earlier record a segment's records may replace or contradict: a current record of a slot
+    the segment's turns mention, shown in the reference context under its ``label``
+    (ingest/supersede.py picks them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    record_id: str
+    slot: str
+    value: str | None = None
+    text: str
+    valid_from: str | None = None
+
+
 # What a segment is: dialogue (turns to write memories of) or a system prompt (the conversation's
 # instructions: rules to keep as constraints, encoded once per distinct text).
 SegmentKind = Literal["dialogue", "system_prompt"]
@@ -64,8 +81,10 @@ class EncodeRequest(BaseModel):
     prev_resolution_state: str = ""
     prev_records: list[str] = Field(default_factory=list, description="Texts of the last m records (ρ_k).")
     # Repair mode (encoder.guard.repair_mode) when the first reply was degenerate; None = a normal call.
-    repair: Literal["no_records", "do_not_repeat"] | None = None
+    repair: RepairMode | None = None
     avoid_texts: list[str] = Field(default_factory=list, description="Rejected copies shown as 'do not repeat'.")
+    # current records of the slots the segment's turns mention, which its records may replace or contradict
+    candidates: list[SlotCandidate] = Field(default_factory=list)
 
     @property
     def session_dates(self) -> list[str]:
@@ -97,6 +116,16 @@ class RecordDraft(BaseModel):
         default=None,
         description="code, table or document when the record describes ONE code block, table or drafted "
                     "document (letter, e-mail, will) of the turns; else null")
+    # memory that stays current (ingest/supersede.py normalises and links these after the call)
+    slot: str | None = Field(default=None, description="'subject · attribute' whose value the record states, or null")
+    slot_value: str | None = Field(default=None, description="that value in a few words, or null")
+    valid_from: str | None = Field(default=None, description="YYYY-MM-DD the value became true, or null")
+    replaces: list[str] = Field(default_factory=list, description="labels of candidate records it replaces")
+    contradicts: list[str] = Field(default_factory=list, description="labels of candidate records it contradicts")
+    # rules backend only (not in the model's schema): the record ends its subject (a cancellation),
+    # so every earlier record of the subject stops being current
+    ends: SkipJsonSchema[bool] = False
+
 
 
 def merge_into(kept: RecordDraft, other: RecordDraft) -> RecordDraft:
@@ -145,7 +174,7 @@ class EncodeResult(BaseModel):
 class SegmentEncoder(Protocol):
     """An encode backend (``openai`` or ``rules``)."""
 
-    backend: str
+    backend: LLMBackend
     model: str
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:

@@ -1,4 +1,4 @@
-"""One segment's encode call with the memory checks around it (issue 16).
+"""One segment's encode call with the memory checks around it.
 
 call → :class:`~lychee_ray.ingest.encode.guard.RecordGuard` → if the reply is degenerate, one call
 in repair mode (``encoder.guard.repair_mode``) → still degenerate: the segment fails with
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, SegmentEncoder, finalise_records
+from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentEncoder, finalise_records
 from lychee_ray.ingest.encode.dedup import fold_near_duplicates
 from lychee_ray.ingest.encode.guard import ConversationMemory, GuardedReply, RecordGuard
 from lychee_ray.config import EncoderConfig
@@ -38,6 +38,8 @@ class CheckedSegment:
     error: str | None = None
     error_kind: str | None = None
     notes: list[str] = field(default_factory=list)
+    # the drafts of the reply the records were made from (their slot links: ingest/supersede.py)
+    drafts: list[RecordDraft] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -118,7 +120,7 @@ async def encode_checked(
         quality.records = len(recs)
         memory.accept(recs)
         return CheckedSegment(recs, output.resolution_state or request.prev_resolution_state, attempts, quality,
-                              notes=problems)
+                              notes=problems, drafts=list(output.records))
     return CheckedSegment([], request.prev_resolution_state, attempts, quality, error, kind)
 
 

@@ -10,9 +10,10 @@ from lychee_ray.ingest.encode.system_prompt import SystemPromptOnce
 from lychee_ray.config import LycheeConfig
 from lychee_ray.llm.backend import make_llm_client
 from lychee_ray.llm.ratelimit import RateLimiter
+from lychee_ray.names import LLMBackend, OPENAI_BACKEND
 
 
-def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = None,
+def make_encoder(cfg: LycheeConfig, backend: LLMBackend, limiter: RateLimiter | None = None,
                  llm_client: Any = None) -> SegmentEncoder:
     """The segment encoder for ``backend``, encoding each distinct system prompt once per process
     (:class:`SystemPromptOnce`). ``openai`` uses ``llm_client`` when given (an append shares the
@@ -20,8 +21,8 @@ def make_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None = 
     return SystemPromptOnce(_backend_encoder(cfg, backend, limiter, llm_client), cfg.build.system_prompt_cache)
 
 
-def _backend_encoder(cfg: LycheeConfig, backend: str, limiter: RateLimiter | None, llm_client: Any) -> SegmentEncoder:
-    if backend == "openai":
+def _backend_encoder(cfg: LycheeConfig, backend: LLMBackend, limiter: RateLimiter | None, llm_client: Any) -> SegmentEncoder:
+    if backend == OPENAI_BACKEND:
         # delays the openai SDK's import (about a second) to builds that use it; the default is rules
         from lychee_ray.ingest.encode.openai import OpenAIEncoder
 

@@ -1,4 +1,4 @@
-"""Memory checks on every encode reply (issue 16, docs/llm-quality.md).
+"""Memory checks on every encode reply (docs/llm-quality.md).
 
 A weak model (and, less often, a strong one) copies the reference context ρ_k into later segments,
 cites the wrong turns, leaves ``entities`` empty or writes absurd dates — and the reply is still

@@ -17,9 +17,11 @@ from lychee_ray.ingest.encode.base import (
     merge_to_summary,
 )
 from lychee_ray.config import EncoderConfig, TokenizerConfig
+from lychee_ray.ingest.supersede import candidates_block
 from lychee_ray.core.records import RECORD_TYPES
 from lychee_ray.core.tools import CALL_ARROW
 from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
+from lychee_ray.names import OPENAI_BACKEND
 
 # How the prompt explains each RecordDraft field, where it says more than the field's description in
 # the JSON schema; a field not listed here is explained by its Field(description=...) (draft_fields).
@@ -36,6 +38,12 @@ FIELD_NOTES = {
     "source_turns": "the [index] numbers of the turns the record comes from",
     "artifact": """code, table or document when the record describes ONE code block, table or drafted document
   (letter, e-mail, message, will) of the turns; else null""",
+    "slot": """what the record states a value of, as 'subject · attribute' ('user · shipping address',
+  'reservation ABC123 · flights'), or null when it states nothing that can change""",
+    "slot_value": "that value in a few words, or null",
+    "valid_from": "YYYY-MM-DD the value became true (the day of the change, from the session date), or null",
+    "replaces": "labels of candidate records (given with the reference context) of the same slot whose value this one replaces",
+    "contradicts": "labels of candidate records of the same slot this one contradicts without saying it changed",
 }
 
 
@@ -43,7 +51,10 @@ def draft_fields() -> str:
     """The prompt's "Fields:" list: one line per :class:`RecordDraft` field, in its order, with its
     :data:`FIELD_NOTES` entry or else its ``Field(description=...)``."""
     lines = []
+    shown = RecordDraft.model_json_schema()["properties"]  # (a field the model is not sent is not explained)
     for name, info in RecordDraft.model_fields.items():
+        if name not in shown:
+            continue
         note = FIELD_NOTES.get(name, info.description)
         lines.append(f"- {name}: {note}" if note else f"- {name}")
     return ";\n".join(lines) + "."
@@ -78,8 +89,8 @@ SUMMARY_INSTRUCTIONS = INSTRUCTIONS.replace(
 
 
 # encoder.context_style: guarded — weak models copy a bare "Recent records" list into every later
-# segment (issue 16: 81% duplicates with a 1.5B model); saying what the context is for, and that its
-# records are already stored, keeps it useful for resolving names and dates without inviting copies.
+# segment (docs/llm-quality.md); saying what the context is for, and that its records are already
+# stored, keeps it useful for resolving names and dates without inviting copies.
 GUARDED_CONTEXT_RULE = (
     "- write records ONLY for what the Segment turns say, citing their [index] numbers; the reference context\n"
     "  is already stored memory, given only so you know who is who and which dates are meant: never copy,\n"
@@ -87,7 +98,7 @@ GUARDED_CONTEXT_RULE = (
 )
 
 
-# Agent logs (issue 35): segments with tool calls ("-> tool(args)") and tool results. Shown only for
+# Agent logs: segments with tool calls ("-> tool(args)") and tool results. Shown only for
 # such segments (a second static prefix: provider prompt caching still applies per variant).
 AGENT_RULES = (
     "Agent logs: turns may be an assistant's tool calls ('-> tool(key=value)') and tool results ('tool result: ...').\n"
@@ -208,11 +219,13 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
     rho = reference_context(request, cfg, tokenizer)
     speakers = ", ".join(request.speakers)
     turns = "\n".join(_format_turn(t, cfg.max_turn_chars) for t in request.turns)
+    candidates = candidates_block(request.candidates, cfg.currency, tokenizer.encoding)
     user = (
         f"Session date: {dates}\n"
         f"Speakers: {speakers}\n"
         f"Reference context from earlier segments:\n{rho or '(none)'}\n\n"
-        f"Segment turns:\n{turns}"
+        + (f"{candidates}\n\n" if candidates else "")
+        + f"Segment turns:\n{turns}"
     )
     return [{"role": "system", "content": instructions_for(cfg, agent, chat)}, {"role": "user", "content": user}]
 
@@ -220,7 +233,7 @@ def build_messages(request: EncodeRequest, cfg: EncoderConfig, tokenizer: Tokeni
 class OpenAIEncoder:
     """``SegmentEncoder`` backed by :class:`~lychee_ray.llm.client.LLMClient`."""
 
-    backend = "openai"
+    backend = OPENAI_BACKEND
     # a degenerate reply is worth one more call with the repair prompt (encoder.guard.repair_mode)
     supports_repair = True
 

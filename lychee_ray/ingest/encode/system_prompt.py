@@ -1,4 +1,4 @@
-"""System prompts are encoded once per distinct text (issue 35): an encoder wrapper.
+"""System prompts are encoded once per distinct text: an encoder wrapper.
 
 An agent log opens with the agent's system prompt, and a corpus of logs repeats the same prompt in
 every conversation (112 conversations, one 6,000-character policy). The segmenter makes it a

@@ -45,6 +45,7 @@ from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
 from lychee_ray.io.store.artifacts import ConversationArtifacts, ConversationDelta
 from lychee_ray.io.store.marker import LastIncrement
 from lychee_ray.llm.usage import UsageLedger
+from lychee_ray.names import AUTO, ROLE_MODE
 
 
 @dataclass
@@ -92,8 +93,8 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
         return "no_segmenter_state", True
     if st.segmenter_config != ctx.cfg.segmenter:
         return "segmenter_config", True
-    if ctx.cfg.segmenter.exchange_mode == "auto" and st.segmenter_mode != "role" and \
-            resolve_exchange_mode("auto", (t.role for *_, t in conv.iter_turns_from(st.num_turns)),
+    if ctx.cfg.segmenter.exchange_mode == AUTO and st.segmenter_mode != ROLE_MODE and \
+            resolve_exchange_mode(AUTO, (t.role for *_, t in conv.iter_turns_from(st.num_turns)),
                                   ctx.cfg.segmenter.auto_without_roles) \
             != st.segmenter_mode:
         # e.g. the first assistant turn: one build would use role mode throughout. ("role" is

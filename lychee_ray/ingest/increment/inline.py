@@ -18,7 +18,7 @@ from lychee_ray.ingest.increment.construct import Increment, construct_increment
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
 from lychee_ray.ingest.increment.turns import check_append, merge_turns
 from lychee_ray.ingest.pipeline import BuildContext
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.fs import AnyPath
 
 
@@ -46,7 +46,7 @@ async def append_inline(
     ac = ctx.cfg.appends
     create = ac.create if create is None else create
     cid = request.conversation_id
-    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    writer = StoreWriter(root, ctx.cfg.store)
     wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
     async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()

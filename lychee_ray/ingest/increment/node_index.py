@@ -1,4 +1,4 @@
-"""The evidence nodes of a conversation kept up to date record by record (issue 28).
+"""The evidence nodes of a conversation kept up to date record by record.
 
 :func:`~lychee_ray.ingest.nodes.build_nodes` derives every node from every record; an increment
 changes only the records of its tail segments, so :class:`NodeIndex` keeps what ``build_nodes``

@@ -1,4 +1,4 @@
-"""Queued appends and their background catch-up (issue 28; docs/incremental.md "Delta
+"""Queued appends and their background catch-up (docs/incremental.md "Delta
 generations and queued appends").
 
 * :func:`append_queued`: store an append's turns now (one delta generation: their rows and
@@ -29,7 +29,7 @@ from lychee_ray.ingest.segment import turn_embedding_text
 from lychee_ray.core.conversation import TURN_SCHEMA
 from lychee_ray.core.passages import passages_table
 from lychee_ray.core.turn_identity import turns_digest
-from lychee_ray.io.store import MemoryStoreWriter
+from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.fs import AnyPath
 from lychee_ray.io.store.artifacts import ConversationDelta, TableDelta, TableVectors
 from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, ConversationReplaced, LastIncrement
@@ -59,7 +59,7 @@ async def append_queued(
     ac, cid = ctx.cfg.appends, request.conversation_id
     if request.flush:
         return None
-    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    writer = StoreWriter(root, ctx.cfg.store)
     wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
     async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
@@ -129,7 +129,7 @@ async def catch_up(
     t0 = time.perf_counter()
     ac, cid = ctx.cfg.appends, request.conversation_id
     wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
-    writer = MemoryStoreWriter(root, ctx.cfg.store)
+    writer = StoreWriter(root, ctx.cfg.store)
     layout = writer.layout
     encoded: list[str] = []
     failed: list[str] = []

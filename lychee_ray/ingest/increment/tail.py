@@ -1,4 +1,4 @@
-"""The tail delta: an increment written as a delta straight from what it changed (issue 28).
+"""The tail delta: an increment written as a delta straight from what it changed.
 
 :func:`~lychee_ray.ingest.increment.construct.construct_increment` normally assembles the conversation's
 whole artifacts (every record, node and vector) and the writer diffs them against the stored

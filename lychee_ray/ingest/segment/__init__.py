@@ -70,12 +70,11 @@ from lychee_ray.ingest.segment.types import (
     Decision,
     DecisionReason,
     Exchange,
-    ExchangeMode,
     Segment,
     TurnInput,
     TurnRef,
-    UnitWithoutRoles,
 )
+from lychee_ray.names import ExchangeMode, UnitWithoutRoles
 
 __all__ = [
     "ANSWER_ROLES",

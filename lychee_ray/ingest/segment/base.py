@@ -6,7 +6,7 @@ import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -24,10 +24,10 @@ from lychee_ray.ingest.segment.types import (
     Decision,
     DecisionReason,
     Exchange,
-    ExchangeMode,
     Segment,
     TurnInput,
 )
+from lychee_ray.names import AUTO, ExchangeMode, SegmentationMethod
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 
@@ -45,7 +45,7 @@ class BaseSegmenter:
     Subclasses decide only whether to cut before an exchange that fits under the cap.
     """
 
-    method: Literal["semantic", "fixed"] = "semantic"
+    method: SegmentationMethod = "semantic"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -56,7 +56,7 @@ class BaseSegmenter:
     ) -> None:
         self.cfg = cfg or SegmenterConfig.model_validate({})  # every key from default.yaml
         self.encoding = encoding
-        if mode is None and self.cfg.exchange_mode != "auto":
+        if mode is None and self.cfg.exchange_mode != AUTO:
             mode = self.cfg.exchange_mode
         self._fixed_mode = mode  # None = resolve `auto` from the first turns of each stream
         self._builder: _ExchangeBuilder | None = _ExchangeBuilder(mode) if mode else None
@@ -95,7 +95,7 @@ class BaseSegmenter:
         if not turns:
             return []
         if self._builder is None:
-            self._builder = _ExchangeBuilder(resolve_exchange_mode("auto", (t.role for t in turns), self.cfg.auto_without_roles))
+            self._builder = _ExchangeBuilder(resolve_exchange_mode(AUTO, (t.role for t in turns), self.cfg.auto_without_roles))
         closed: list[Segment] = []
         for t in turns:
             if t.ref.session_index < self._last_session:

@@ -1,4 +1,4 @@
-"""The cut threshold calibrated from the stream itself, without gold labels (issue 38; docs/segmenter.md §3).
+"""The cut threshold calibrated from the stream itself, without gold labels (docs/segmenter.md §3).
 
 The fixed rule cuts when the decision logit ``z_t`` exceeds ``logit(threshold)``: its cut rate is
 whatever the logit's distribution on a stream makes it, and that distribution shifts between corpora

@@ -13,11 +13,11 @@ from lychee_ray.ingest.segment.base import BaseSegmenter
 from lychee_ray.ingest.segment.online import make_segmenter
 from lychee_ray.ingest.segment.types import (
     Decision,
-    ExchangeMode,
     Segment,
     TurnInput,
     TurnRef,
 )
+from lychee_ray.names import ExchangeMode
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.core.conversation import Conversation, Turn
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens

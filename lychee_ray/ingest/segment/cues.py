@@ -10,8 +10,8 @@ already seen (online, no look-ahead):
 * lexical novelty: the share of the unit's content words absent from the open segment's recent units
   (names and nouns that embeddings of short turns blur).
 
-The question cue helps short-utterance chat and hurts long-utterance chat and agent logs (issue 38,
-docs/segmenter.md §3.5), so it can be gated on the stream's recent words per turn
+The question cue helps short-utterance chat and hurts long-utterance chat and agent logs
+(docs/segmenter.md §3.5), so it can be gated on the stream's recent words per turn
 (:class:`WordRate`), a statistic the segmenter observes in the stream itself.
 """
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
-
 import numpy as np
 
 from lychee_ray.ingest.segment.cues import content_words, count_words, is_question
-from lychee_ray.ingest.segment.types import Exchange, ExchangeMode, TurnInput, TurnRef, UnitWithoutRoles
+from lychee_ray.ingest.segment.types import Exchange, TurnInput, TurnRef
+from lychee_ray.names import AUTO, ExchangeMode, ExchangeModeChoice, PAIR_MODE, ROLE_MODE, TURN_MODE, UnitWithoutRoles
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens, get_encoding
 
 # Roles that answer a user: chat logs say "assistant", support corpora (SuperDialseg) say "agent".
@@ -16,13 +15,13 @@ ANSWER_ROLES = frozenset({"assistant", "agent"})
 
 
 def resolve_exchange_mode(
-    mode: ExchangeMode | Literal["auto"], roles: Iterable[str], without_roles: UnitWithoutRoles
+    mode: ExchangeModeChoice, roles: Iterable[str], without_roles: UnitWithoutRoles
 ) -> ExchangeMode:
     """Concrete mode for ``auto``: ``role`` when any turn answers a user (assistant/agent), else
     ``without_roles`` (``segmenter.auto_without_roles``)."""
-    if mode != "auto":
+    if mode != AUTO:
         return mode
-    return "role" if any(r in ANSWER_ROLES for r in roles) else without_roles
+    return ROLE_MODE if any(r in ANSWER_ROLES for r in roles) else without_roles
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -146,9 +145,9 @@ class _ExchangeBuilder:
         if self.pending and t.ref.session_index != self.pending[0].ref.session_index:
             out.append(self.pending)  # exchanges never cross a session boundary
             self.pending = []
-        if self.mode == "turn":
+        if self.mode == TURN_MODE:
             out.append([t])
-        elif self.mode == "pair":
+        elif self.mode == PAIR_MODE:
             self.pending.append(t)
             if len(self.pending) == 2:
                 out.append(self.pending)
@@ -168,7 +167,7 @@ class _ExchangeBuilder:
 
 def build_exchanges(
     turns: Sequence[TurnInput],
-    mode: ExchangeMode | Literal["auto"] = "auto",
+    mode: ExchangeModeChoice = "auto",
     max_tokens: int = 2048,
     weighting: str = "mean",
     encoding: str = DEFAULT_ENCODING,

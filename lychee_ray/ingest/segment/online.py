@@ -11,7 +11,8 @@ from lychee_ray.ingest.segment.calibration import StreamThreshold, logit
 from lychee_ray.ingest.segment.cues import lexical_novelty
 from lychee_ray.ingest.segment.exchanges import _unit
 from lychee_ray.ingest.segment.signals import calibrated_surprise, ramp, sigmoid
-from lychee_ray.ingest.segment.types import Exchange, ExchangeMode
+from lychee_ray.ingest.segment.types import Exchange
+from lychee_ray.names import ExchangeMode, ROLE_MODE
 from lychee_ray.config import SegmenterConfig
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 
@@ -110,7 +111,7 @@ class OnlineSegmenter(BaseSegmenter):
         """
         if s <= _REPEAT_SURPRISE:
             return 0.0
-        return self.cfg.role_bias if self.mode == "role" and ex.opener_role == "user" else 0.0
+        return self.cfg.role_bias if self.mode == ROLE_MODE and ex.opener_role == "user" else 0.0
 
     def _wants_cut(self, sig: dict[str, float | None]) -> bool:
         p = sig.get("p")

@@ -1,4 +1,4 @@
-"""Turn-level placement of a semantic cut (docs/segmenter.md §3, the off-by-one fix of issue 38).
+"""Turn-level placement of a semantic cut: the off-by-one of pair units (docs/segmenter.md §3.4).
 
 The decision is taken per unit, but a topic does not have to start at a unit's first turn: with
 ``pair`` units a topic that starts at a pair's second turn can only be cut one turn early (before the

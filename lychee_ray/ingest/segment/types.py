@@ -8,9 +8,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-ExchangeMode = Literal["role", "pair", "turn"]
-# The units `auto` may pick where no turn answers a user (segmenter.auto_without_roles).
-UnitWithoutRoles = Literal["pair", "turn"]
+from lychee_ray.names import SegmentationMethod
+
 # system_prompt: a session's leading system turn is a context unit of its own (agent logs), never
 # part of a dialogue segment: closed as soon as it is seen.
 CloseReason = Literal["semantic", "window", "length_cap", "session_boundary", "end_of_stream", "system_prompt"]
@@ -59,7 +58,7 @@ class Segment(BaseModel):
     first_exchange: int = Field(ge=0, description="Stream-wide index of the first exchange.")
     tokens: int = Field(ge=0, description="Tokens of the turn texts (the cap applies to this).")
     reason: CloseReason = Field(description="Why the segment was closed.")
-    method: Literal["semantic", "fixed"] = "semantic"
+    method: SegmentationMethod = "semantic"
 
     @property
     def turn_ids(self) -> list[str]:

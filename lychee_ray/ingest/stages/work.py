@@ -13,7 +13,7 @@ from __future__ import annotations
 import pickle
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -21,10 +21,8 @@ from lychee_ray.ingest.outcomes import IncrementMade, Outcome
 from lychee_ray.ingest.pipeline import PendingArtifacts
 from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store.marker import CommitMarker
+from lychee_ray.names import BUILD_ROUTE, WriteRoute
 
-# "build": the conversation constructed whole (new, stored with another configuration, --retry-failed,
-# or a rewritten history rebuilt); "increment": a stored conversation continued with its new turns
-Route = Literal["build", "increment"]
 
 # Ray Data columns of a work row (the stages read only WORK_COLUMN; the others are for logs)
 WORK_COLUMN = "work"
@@ -40,7 +38,9 @@ class StageWork:
     # wall-clock start (time.time(): comparable across processes) for the outcome's wall_s
     t0: float = field(default_factory=time.time)
     outcome: Outcome | None = None
-    route: Route = "build"
+    # build: the conversation constructed whole (new, stored with another configuration, --retry-failed,
+    # or a rewritten history rebuilt); increment: a stored conversation continued with its new turns
+    route: WriteRoute = BUILD_ROUTE
     # the commit marker the decision read (None: not stored); the commit goes ahead only while the
     # conversation's marker is still this one (ingest/commit.py ``commit_decided``)
     marker: CommitMarker | None = None
@@ -116,5 +116,5 @@ def works_to_columns(works: list[StageWork]) -> dict[str, list[Any]]:
     return rows_to_columns([w.to_row() for w in works], (WORK_COLUMN, ID_COLUMN, TURNS_COLUMN))
 
 
-__all__ = ["ID_COLUMN", "Route", "StageWork", "TURNS_COLUMN", "WORK_COLUMN", "from_row",
+__all__ = ["ID_COLUMN", "StageWork", "TURNS_COLUMN", "WORK_COLUMN", "from_row",
            "rows_to_columns", "works_to_columns"]

@@ -1,5 +1,5 @@
 """Message lists with tool traffic → canonical conversation objects (shared by the ``openai``,
-``anthropic`` and ``chatgpt`` adapters; issue 35).
+``anthropic`` and ``chatgpt`` adapters).
 
 What every message-list format has in common: messages become turns (id: the message's own id,
 else its position, so a grown log re-imports with the same ids and builds as an append), content

@@ -39,8 +39,9 @@ from lychee_ray.core.conversation import QAItem
 from lychee_ray.io.adapters.adapter import Adapter
 from lychee_ray.io.adapters.base import AdapterItem, InputIssue, canonical_item, decode_text, open_input
 from lychee_ray.io.adapters.units import count_one, entries, join, path_kind
+from lychee_ray.names import BEAM
 
-NAME = "beam"
+NAME = BEAM
 SUFFIXES = (".json",)
 CHAT_FILES = ("chat_trunecated.json", "chat.json")  # preferred first, as the authors' loaders read them
 QUESTIONS_FILE = ("probing_questions", "probing_questions.json")

@@ -27,6 +27,7 @@ from lychee_ray.io.adapters.base import AdapterItem, InputIssue, with_warnings, 
 from lychee_ray.io.adapters.clean import Notes, clean_strings, policy_id, time_order_notes
 from lychee_ray.io.adapters.dates import parse_datetime
 from lychee_ray.io.adapters.documents import read_samples
+from lychee_ray.names import LOCOMO
 
 SUFFIXES = (".json",)
 
@@ -178,4 +179,4 @@ def sniff(obj: dict[str, Any] | None, head: str) -> bool:
     return '"session_1"' in head or '"sample_id"' in head or '"conversation"' in head
 
 
-ADAPTER = Adapter("locomo", "LoCoMo", SUFFIXES, read_locomo, sniff)
+ADAPTER = Adapter(LOCOMO, "LoCoMo", SUFFIXES, read_locomo, sniff)

@@ -19,6 +19,7 @@ from lychee_ray.io.adapters.base import AdapterItem, InputIssue, with_warnings, 
 from lychee_ray.io.adapters.clean import Notes, clean_strings
 from lychee_ray.io.adapters.dates import parse_datetime
 from lychee_ray.io.adapters.documents import read_samples
+from lychee_ray.names import LONGMEMEVAL
 
 SUFFIXES = (".json",)
 
@@ -53,7 +54,7 @@ def convert_instance(inst: dict[str, Any], file: str, index: int) -> AdapterItem
         sessions.append((started, Session(session_id=str(sid), started_at=started, turns=turns)))
     sessions.sort(key=lambda p: p[0])
     try:
-        conv = Conversation(conversation_id=cid, sessions=[s for _, s in sessions], meta={"source": "longmemeval"})
+        conv = Conversation(conversation_id=cid, sessions=[s for _, s in sessions], meta={"source": LONGMEMEVAL})
     except ValidationError as e:
         return AdapterItem(file, issues=issues_from_validation(e, file, None, cid))
     issues: list[InputIssue] = []
@@ -94,4 +95,4 @@ def sniff(obj: dict[str, Any] | None, head: str) -> bool:
     return '"haystack_sessions"' in head or '"haystack_session_ids"' in head
 
 
-ADAPTER = Adapter("longmemeval", "LongMemEval JSON", SUFFIXES, read_longmemeval, sniff)
+ADAPTER = Adapter(LONGMEMEVAL, "LongMemEval JSON", SUFFIXES, read_longmemeval, sniff)

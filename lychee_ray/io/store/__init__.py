@@ -29,12 +29,12 @@ from lychee_ray.io.store.locks import (
     is_deleting,
     write_lock,
 )
-from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, read_part, read_parts
-from lychee_ray.io.store.writer import MemoryStoreWriter
+from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, StoreReader, read_part, read_parts
+from lychee_ray.io.store.writer import MemoryStoreWriter, StoreWriter
 
 __all__ = [
-    "STORE_VERSION", "CommitMarker", "ConversationArtifacts", "ConversationData", "MarkerError", "MemoryStoreReader",
-    "MemoryStoreWriter", "NotAStoreError", "StoreLayout", "TableSpec", "VectorIndex", "atomic_write_text",
+    "STORE_VERSION", "CommitMarker", "ConversationArtifacts", "ConversationData", "MarkerError", "MemoryStoreReader", "MemoryStoreWriter",
+    "StoreReader", "StoreWriter", "NotAStoreError", "StoreLayout", "TableSpec", "VectorIndex", "atomic_write_text",
     "build_flat_index", "compact", "conversation_key", "iter_markers", "read_part", "read_parts", "register_table", "table_names",
     "table_specs", "unregister_table",
     "ConversationDeleting", "ConversationReplaced", "EraseReport", "NothingToErase", "conversation_write_lock", "erase_conversation",

@@ -98,7 +98,7 @@ class TableDelta:
 
 @dataclass
 class ConversationDelta:
-    """What one increment of a conversation writes (:meth:`MemoryStoreWriter.commit_delta`).
+    """What one increment of a conversation writes (:meth:`StoreWriter.commit_delta`).
 
     ``counts`` / ``open_turns`` / ``info`` describe the conversation *after* the delta (they go into
     the marker as a full commit's would); ``segstate`` None keeps the previous resume point."""

@@ -1,4 +1,4 @@
-"""Delta generations: a commit that writes only what changed (issue 28; docs/architecture.md).
+"""Delta generations: a commit that writes only what changed (docs/architecture.md).
 
 A conversation's commit marker names a *base* generation (every table, written whole) and, after
 it, zero or more *delta* generations, oldest first. A delta holds, per table, the rows that are new
@@ -15,7 +15,7 @@ Readers merge base + deltas in order (:func:`apply_delta`): a replaced row keeps
 rows follow, deleted rows go, and a table with :attr:`TableSpec.sort` is re-sorted, so the merged
 tables are the ones a full rewrite would hold. When the deltas pass a bound
 (``appends.delta_max_count``, or ``appends.delta_fold_ratio`` × the base's rows) the writer *folds*
-them: the merged state becomes a new base generation (:meth:`MemoryStoreWriter.fold`).
+them: the merged state becomes a new base generation (:meth:`StoreWriter.fold`).
 """
 
 from __future__ import annotations

@@ -70,9 +70,10 @@ from lychee_ray.io.store.locks import (
 )
 from lychee_ray.io.store.marker import CommitMarker, TableLocation
 from lychee_ray.io.store.tables import table_names
-from lychee_ray.io.store.writer import MemoryStoreWriter
+from lychee_ray.io.store.writer import StoreWriter
+from lychee_ray.names import Scope
 
-EraseScope = Literal["conversation", "user"]
+EraseScope = Scope  # what an erasure removes: one conversation, or a user's
 # manifest fields write_manifest computes from the markers; everything else in the manifest is kept
 _COMPUTED = frozenset({"version", "written_at", "backend", "models", "embedding_dim", "fingerprint", "counts", "tokens"})
 _ID_HASH_CHARS = 16
@@ -340,7 +341,7 @@ def _update_manifest(layout: StoreLayout, scope: EraseScope, ident: str, convers
                 "id_sha256": hashlib.sha256(ident.encode("utf-8")).hexdigest()[:_ID_HASH_CHARS]})
     info = {k: v for k, v in old.items() if k not in _COMPUTED}
     info["erasures"] = log
-    MemoryStoreWriter(layout).write_manifest(info)
+    StoreWriter(layout).write_manifest(info)
 
 
 __all__ = ["EraseReport", "EraseScope", "NothingToErase", "erase_conversation", "erase_user"]

@@ -1,9 +1,9 @@
-"""The commit fence (issue 39): a write commits only onto the conversation history it read.
+"""The commit fence: a write commits only onto the conversation history it read.
 
 Some writers read a conversation and commit much later without holding its write lock in between
 (a replica's background encoding). If the conversation was erased meanwhile — and maybe re-created
 under the same id — what they built holds the erased conversation's data. Every write passes the
-commit it read (``based_on``) to :meth:`~lychee_ray.io.store.writer.MemoryStoreWriter.commit` /
+commit it read (``based_on``) to :meth:`~lychee_ray.io.store.writer.StoreWriter.commit` /
 ``commit_delta``, which call :func:`check_fence` under the write lock right before the marker is
 written; the lineage (:attr:`~lychee_ray.io.store.marker.CommitMarker.lineage`) tells the two apart.
 """

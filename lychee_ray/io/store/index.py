@@ -20,15 +20,15 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from lychee_ray.config.store import StoreConfig
+from lychee_ray.names import VectorPrecision
 from lychee_ray.io.store.fs import AnyPath, StorePath
 
 
-VectorPrecision = Literal["fp32", "fp16", "int8"]
 # the int8 codes' range: every component of a unit vector lies in it
 _INT8_RANGE = (-1.0, 1.0)
 

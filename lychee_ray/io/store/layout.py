@@ -22,7 +22,7 @@ indexes first, so the conversation's own ``index/<key>/`` lists every generation
 no commit lists the shared table directories, whose size grows with the store). Old generations are
 removed after the new marker is written (by the writer holding the conversation's write lock); a
 reader that still held the old marker finds a file missing, re-reads the marker and loads again
-(:meth:`MemoryStoreReader.load`). This module is the only place that spells these paths.
+(:meth:`StoreReader.load`). This module is the only place that spells these paths.
 
 Store version 2 (:data:`STORE_VERSION`) has one path scheme: every marker names a generation.
 Version-1 stores may hold markers of the pre-generation scheme (fixed paths ``<table>/<key>.parquet``
@@ -56,7 +56,7 @@ from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.fs import (
     AnyPath, StorePath, default_settings, display_uri, listing_state, sorted_entries, store_root)
 
-# 2: one path scheme (every marker names a generation), typed markers with a version (issue 30)
+# 2: one path scheme (every marker names a generation), typed markers with a version
 STORE_VERSION = 2
 # stores written before the version was raised (manifest "version" 1, or none)
 LEGACY_STORE_VERSION = 1

@@ -7,12 +7,12 @@ moved into a shared ``compact-*.parquet`` row group). Every module reads and wri
 (the contract is written out in ``docs/architecture.md``, "The store contract").
 
 Versions: ``version`` 2 markers (this code) always name a generation. Markers without a
-``version`` field are version 1 (written before issue 30); they parse the same way, and a version-1
+``version`` field are version 1 (written by older code); they parse the same way, and a version-1
 marker without ``generation`` names the fixed pre-generation paths, which only the migration
 (:mod:`.migrate`) still reads. A marker of a newer version than this code knows is refused with
 :class:`MarkerError` (``kind="unsupported_version"``) rather than misread.
 
-Lineage (issue 39): a conversation's first commit stamps a random :attr:`CommitMarker.lineage`;
+Lineage: a conversation's first commit stamps a random :attr:`CommitMarker.lineage`;
 every later commit, fold, compaction or erasure re-point carries it. An erased and re-created id
 gets a new one, so a write that read the erased conversation (a background encoding, a cached
 state) can tell, and the writer refuses it (:class:`ConversationReplaced`). Markers written before
@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-# The marker format this code writes (and the newest it reads). 3: delta generations (issue 28);
-# 4: lineage (issue 39).
+# The marker format this code writes (and the newest it reads). 3: delta generations;
+# 4: lineage.
 MARKER_VERSION = 4
 # Markers written before the version field existed.
 LEGACY_MARKER_VERSION = 1

@@ -75,7 +75,7 @@ def migrate_conversation(layout: StoreLayout, marker: CommitMarker) -> CommitMar
     paths; the new marker is written. The caller holds the conversation's write lock."""
     if marker.version >= MARKER_VERSION and marker.generation is not None:
         return marker
-    lineage = marker.lineage or new_lineage()  # markers older than lineages get one now (issue 39)
+    lineage = marker.lineage or new_lineage()  # markers older than lineages get one now
     if marker.generation is not None:  # a generation-era marker: only the format changes
         new = marker.model_copy(update={"version": MARKER_VERSION, "lineage": lineage})
         layout.write_marker(new)

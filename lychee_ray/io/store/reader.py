@@ -248,7 +248,7 @@ def load_generation(root: str | Path | StorePath | StoreLayout, marker: CommitMa
     """Read the generations ``marker`` names: the base's ``tables`` (default: every registered
     table), every vector index and ``ids.json``, then each delta generation applied in order
     (io/store/deltas.py). The one place that opens a generation's files; the serving reader
-    (:meth:`MemoryStoreReader.load`) and incremental builds (ingest/increment/stored.py) both use it.
+    (:meth:`StoreReader.load`) and incremental builds (ingest/increment/stored.py) both use it.
 
     ``previous``: data this process already loaded for an earlier commit of the conversation; when
     ``marker`` only adds deltas to it, just those are read and applied (an append costs a reader
@@ -332,7 +332,7 @@ def read_delta(layout: StoreLayout, key: str, generation: str, names: Iterable[s
     return out
 
 
-class MemoryStoreReader:
+class StoreReader:
     """Read side of a store: the manifest, the visible conversations, one conversation at a time."""
 
     def __init__(self, root: str | Path | StorePath | StoreLayout, settings: StoreConfig | None = None) -> None:
@@ -436,3 +436,7 @@ class MemoryStoreReader:
     def errors(self) -> pa.Table:
         files = sorted_entries(self.layout.errors_dir, "*.parquet")
         return pa.concat_tables([read_parquet(f) for f in files]) if files else ERROR_SCHEMA.empty_table()
+
+
+# The reader's name before the glossary (docs/architecture.md): "store" is the directory, MemoryStore the library's facade.
+MemoryStoreReader = StoreReader

@@ -60,7 +60,7 @@ class TableSpec:
     # the rows one conversation's build artifacts put in it
     fill: Callable[[ConversationArtifacts], pa.Table]
     index: VectorIndex | None = None
-    # loaded by MemoryStoreReader.load for serving (usage accounting is not: it only grows the cache)
+    # loaded by StoreReader.load for serving (usage accounting is not: it only grows the cache)
     serving: bool = True
     # the column a delta generation upserts and deletes rows by (io/store/deltas.py); None: rows
     # are only ever added (a delta's rows follow the earlier ones)

@@ -92,7 +92,7 @@ def _equal_prefix(a: pa.Table, b: pa.Table) -> int:
     return lo
 
 
-class MemoryStoreWriter:
+class StoreWriter:
     """Writes conversations into a store directory, one atomic commit each."""
 
     def __init__(self, root: str | Path | StorePath | StoreLayout, settings: StoreConfig | None = None) -> None:
@@ -406,3 +406,7 @@ class MemoryStoreWriter:
             manifest["embedding_dim"] = int(manifest["embedding_dim"])
         atomic_write_text(self.layout.manifest_path, json.dumps(manifest, indent=1, sort_keys=True))
         return manifest
+
+
+# The writer's name before the glossary (docs/architecture.md): "store" is the directory, MemoryStore the library's facade.
+MemoryStoreWriter = StoreWriter

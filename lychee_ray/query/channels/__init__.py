@@ -5,10 +5,10 @@ for one route and returns a ranked list of hits (:class:`~.base.RecallChannel`):
 
 (a) ``records`` — record vectors (:mod:`.vectors`);
 (b) ``nodes`` — evidence-node expansion (:mod:`.nodes`);
-(c) ``time`` — records and turns whose time overlaps the route's constraint (:mod:`.time_filter`);
-(d) ``turns`` — raw turn vectors (:mod:`.vectors`);
-(e) ``bm25`` — lexical BM25 over record and turn texts (:mod:`.lexical`);
-(f) ``turn_bm25`` — BM25 over the raw turns alone (:mod:`.lexical`).
+(c) ``turns`` — raw turn vectors (:mod:`.vectors`);
+(d) ``bm25`` — lexical BM25 over record and turn texts (:mod:`.lexical`);
+(e) ``turn_bm25`` — BM25 over the raw turns alone (:mod:`.lexical`);
+(f) ``time`` — records and turns whose time overlaps the route's constraint (:mod:`.time_filter`).
 
 :data:`RECALL_CHANNELS` is what the engine runs, per (conversation, route), in this order (fusion
 breaks score ties by first appearance), what ``query.fusion.weights`` must weigh (one key per

@@ -38,11 +38,12 @@ from lychee_ray.query.plan.openai import OpenAIPlanner
 from lychee_ray.query.plan.prompt import PLAN_SYSTEM, PlanReply, RouteDraft, TimeDraft, plan_messages
 from lychee_ray.query.plan.rules import RulesPlanner, guess_question_type, match_keys
 from lychee_ray.text.tokens import DEFAULT_ENCODING
+from lychee_ray.names import LLMBackend, OPENAI_BACKEND
 
 
-def make_planner(backend: str, cfg: PlannerConfig, client: Any = None, encoding: str = DEFAULT_ENCODING) -> Planner:
+def make_planner(backend: LLMBackend, cfg: PlannerConfig, client: Any = None, encoding: str = DEFAULT_ENCODING) -> Planner:
     """The planner for ``backend`` (``openai`` needs an LLM client)."""
-    if backend == "openai":
+    if backend == OPENAI_BACKEND:
         if client is None:
             raise ValueError("the openai planner needs an LLM client")
         return OpenAIPlanner(client, cfg, encoding)

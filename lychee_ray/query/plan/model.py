@@ -13,6 +13,7 @@ from lychee_ray.core.records import TimeSpan
 from lychee_ray.llm.usage import CallUsage
 from lychee_ray.text.time.query import parse_query_time
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_tokens, truncate_to_tokens
+from lychee_ray.names import LLMBackend
 
 RouteOrigin = Literal["question", "entity", "llm", "fallback"]
 QUESTION_TYPES = ("single_hop", "multi_hop", "temporal", "open_domain", "preference", "procedural", "other")
@@ -41,11 +42,14 @@ class QueryPlan(BaseModel):
     question_date: str | None = None
     question_type: str = "other"
     routes: list[Route] = Field(min_length=1)
-    backend: str
+    backend: LLMBackend
     fallback: bool = False
     fallback_reason: str | None = None
     # why the planner fell back, as data: an LLM error kind (``LLMCallFailed.kind``) or "invalid_plan"
     fallback_kind: str | None = None
+    # the question asks what a value was before or when it changed (query/plan/history.py): the
+    # context shows each found slot's values in time order instead of the current value first
+    history: bool = False
 
 
 class RecentTurn(BaseModel):
@@ -120,7 +124,7 @@ class PlanOutcome:
 class Planner(Protocol):
     """Question → :class:`PlanOutcome`; ``backend`` names the implementation (openai | rules)."""
 
-    backend: str
+    backend: LLMBackend
 
     def plan(
         self, question: str, question_date: datetime | None, ctx: PlanContext, question_id: str | None = None

@@ -20,11 +20,13 @@ from lychee_ray.core.records import TimeSpan, normalise_type
 from lychee_ray.llm.errors import LLMCallFailed
 from lychee_ray.llm.prompts import prompt_tokens_estimate
 from lychee_ray.llm.usage import CallUsage
+from lychee_ray.query.plan.history import asks_history
 from lychee_ray.query.plan.model import PlanContext, PlanOutcome, QueryPlan, Route, question_route
 from lychee_ray.query.plan.rules import guess_question_type
 from lychee_ray.query.plan.prompt import PlanReply, TimeDraft, parse_time_text, plan_messages
 from lychee_ray.text.time.normalise import normalise_time
 from lychee_ray.text.tokens import DEFAULT_ENCODING
+from lychee_ray.names import OPENAI_BACKEND
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ _MAX_REASON_CHARS = 500  # a fallback reason is cut here (it travels in every re
 class OpenAIPlanner:
     """One LLM call; falls back to the question route when the call fails or the reply is unusable."""
 
-    backend = "openai"
+    backend = OPENAI_BACKEND
 
     def __init__(self, client: Any, cfg: PlannerConfig, encoding: str = DEFAULT_ENCODING) -> None:
         self.client = client
@@ -82,6 +84,7 @@ class OpenAIPlanner:
             question=question, question_date=question_date.isoformat() if question_date else None,
             question_type="other", routes=[question_route(question, question_date, origin="fallback")],
             backend=self.backend, fallback=True, fallback_reason=reason[:_MAX_REASON_CHARS], fallback_kind=kind,
+            history=asks_history(question),
         )
         if spent is not None:  # tokens a failed call still cost (invalid replies are billed)
             return PlanOutcome(plan=plan, prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens,
@@ -112,7 +115,7 @@ class OpenAIPlanner:
                                     len({e.lower() for r in routes for e in r.entities}))
         return QueryPlan(
             question=question, question_date=question_date.isoformat() if question_date else None,
-            question_type=qtype, routes=routes, backend=self.backend,
+            question_type=qtype, routes=routes, backend=self.backend, history=reply.history or asks_history(question),
         )
 
     @staticmethod

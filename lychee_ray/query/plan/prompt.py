@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from lychee_ray.core.records import RECORD_TYPES
 from lychee_ray.llm.schema import lean_json_schema
 
-# The schema and the instructions are billed on every query (issue 27: planner + answer prompt
-# <= 2,000 tokens at a 1,500-token context): titles and docstrings are kept out of the schema
-# (``lean_json_schema``), field descriptions are a few words, and the instructions say the rest once.
+# The schema and the instructions are billed on every query: titles and docstrings are kept out of
+# the schema (``lean_json_schema``), field descriptions are a few words, and the instructions say the
+# rest once.
 _LEAN = ConfigDict(extra="forbid", json_schema_extra=lean_json_schema)
 
 
@@ -65,6 +65,7 @@ class PlanReply(BaseModel):
     model_config = _LEAN
 
     routes: list[RouteDraft] = Field(min_length=1)
+    history: bool = Field(False, description="asks what a value was before, or when it changed")
 
 
 PLAN_SYSTEM = (

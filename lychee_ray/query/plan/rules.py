@@ -17,10 +17,12 @@ from lychee_ray.config import PlannerConfig
 from lychee_ray.core.keys import normalise_key
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.llm.prompts import prompt_tokens_estimate
+from lychee_ray.query.plan.history import asks_history
 from lychee_ray.query.plan.model import PlanContext, PlanOutcome, QueryPlan, Route, question_route
 from lychee_ray.query.plan.prompt import PlanReply, plan_messages
 from lychee_ray.text.stopwords import MATCH_STOPWORDS
 from lychee_ray.text.tokens import DEFAULT_ENCODING
+from lychee_ray.names import RULES_BACKEND
 
 _MAX_NGRAM = 4  # longest entity/topic name (in words) matched in a question
 _ROLE_KEYS = frozenset({"user", "assistant", "agent", "tool", "system"})
@@ -70,7 +72,7 @@ def guess_question_type(question: str, time: TimeSpan | None, n_entities: int) -
 class RulesPlanner:
     """Deterministic planner: question route + per-entity routes + time constraint from the text."""
 
-    backend = "rules"
+    backend = RULES_BACKEND
 
     def __init__(self, cfg: PlannerConfig, encoding: str = DEFAULT_ENCODING) -> None:
         self.cfg = cfg
@@ -116,6 +118,7 @@ class RulesPlanner:
         plan = QueryPlan(
             question=question, question_date=question_date.isoformat() if question_date else None,
             question_type=guess_question_type(question, base.time, len(ent_keys)), routes=routes, backend=self.backend,
+            history=asks_history(question),
         )
         msgs = plan_messages(question, question_date, ctx.top_entities(self.cfg.context_entities), self.cfg.max_routes,
                              ctx.recent)

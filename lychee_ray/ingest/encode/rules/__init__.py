@@ -45,7 +45,8 @@ note), :mod:`~.metadata` (entities, topics, type), :mod:`~.answers` (question â†
 (:class:`RulesEncoder`, which runs the steps above).
 """
 
-from lychee_ray.ingest.encode.rules.encoder import RulesEncoder, WeMode
+from lychee_ray.ingest.encode.rules.encoder import RulesEncoder
+from lychee_ray.names import WeMode
 from lychee_ray.ingest.encode.rules.metadata import classify, extract_entities, extract_topics
 from lychee_ray.ingest.encode.rules.persons import rewrite_persons
 from lychee_ray.ingest.encode.rules.speakers import display_name

@@ -1,4 +1,4 @@
-"""Records from agent work for the ``rules`` backend (issue 35; docs/agent-logs.md).
+"""Records from agent work for the ``rules`` backend (docs/agent-logs.md).
 
 Agent logs carry their facts in structure, not in prose: a tool call names a tool and its
 arguments, its result is JSON, and the identifiers a later agent asks for (reservation codes, order
@@ -29,6 +29,7 @@ from typing import Any
 from collections.abc import Iterator
 
 from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SegmentTurn, TimeDraft
+from lychee_ray.ingest.encode.rules.object_state import StateGroup, state_groups
 from lychee_ray.config import ToolRecordsConfig
 from lychee_ray.core.tools import CALL_ARROW, ToolCall
 from lychee_ray.text.sentences import split_sentences
@@ -124,6 +125,26 @@ def result_chunks(text: str, limit: int, max_chunks: int) -> list[str]:
         value = None
     # a field longer than half a record is split (so that a record holds a few whole fields)
     parts = list(_items(value, limit // 2)) if isinstance(value, (dict, list)) else [s for s in split_sentences(_one_line(text)) if s]
+    return _pack(parts, limit, max_chunks)
+
+
+def state_chunks(groups: list[StateGroup], limit: int, max_chunks: int) -> list[tuple[str, StateGroup]]:
+    """An object's state (:func:`~.object_state.state_groups`) as at most ``max_chunks`` texts of
+    at most ``limit`` characters, each holding fields of one group only (its slot), with its group."""
+    out: list[tuple[str, StateGroup]] = []
+    for i, g in enumerate(groups):
+        left = max_chunks - len(out)
+        if left <= 0:
+            more = sum(len(x.fields) for x in groups[i:])
+            out[-1] = (_cut(out[-1][0], max(20, limit - 24)) + f" (and {more} more)", out[-1][1])
+            break
+        out.extend((c, g) for c in _pack(list(_items(g.fields, limit // 2)), limit, left))
+    return out
+
+
+def _pack(parts: list[str], limit: int, max_chunks: int) -> list[str]:
+    """``parts`` packed in order into texts of at most ``limit`` characters (``; ``-joined), at most
+    ``max_chunks`` of them; the last one says how many parts did not fit."""
     chunks: list[str] = []
     cur = ""
     for i, p in enumerate(parts):
@@ -186,6 +207,7 @@ class AgentRecords:
         self._read = tuple(p.lower() for p in cfg.read_prefixes)
         self._transfer = tuple(w.lower() for w in cfg.transfer_words)
         self._notes = {n.lower() for n in cfg.note_tools}
+        self._ends = tuple(p.lower() for p in cfg.end_prefixes)
 
     # -- tool kinds ------------------------------------------------------------------------------
     def is_note(self, name: str) -> bool:
@@ -194,6 +216,10 @@ class AgentRecords:
     def is_transfer(self, name: str) -> bool:
         low = name.lower()
         return any(w in low for w in self._transfer)
+
+    def is_end(self, name: str) -> bool:
+        """A call that ends the object it acts on (``cancel_reservation``): its name's first word is an end prefix."""
+        return _first_word(name) in self._ends
 
     def is_read(self, name: str) -> bool:
         """A lookup: the tool name's first word (``get_user``, ``lookupOrder``) is a read prefix."""
@@ -268,24 +294,41 @@ class AgentRecords:
                                    entities=ents, topics=[*topics, "error"][: self.max_topics], time=time,
                                    source_turns=sources))
             return out
-        chunks = result_chunks(body, cap, self.cfg.max_records_per_result) if body.strip() else []
+        parts = self._result_parts(c.call, body) if body.strip() else []
+        chunks = [p for p, _ in parts]
         if self.is_transfer(name):
             out.append(RecordDraft(type="failure_pattern", text=f"{when}{AGENT} handed the conversation{user} over to a "
                                                                 f"human agent ({sig}): {_cut(_one_line(body), cap)}",
                                    entities=ents, topics=[*topics, "transfer"][: self.max_topics], time=time,
                                    source_turns=sources))
         elif self.is_read(name):
-            for chunk in chunks:
+            for chunk, g in parts:
                 out.append(RecordDraft(type="fact", text=f"{sig} returned: {chunk}", entities=ents, topics=topics,
-                                       source_turns=sources))
+                                       source_turns=sources, **_slot(g)))
         else:
             first = f"; result: {chunks[0]}" if chunks else ""
+            g0 = parts[0][1] if parts else None
             out.append(RecordDraft(type="event", text=f"{when}{AGENT} performed {sig}{user}{first}", entities=ents,
-                                   topics=topics, time=time, source_turns=sources))
-            for chunk in chunks[1:]:
+                                   topics=topics, time=time, source_turns=sources, **_slot(g0),
+                                   ends=g0 is not None and self.is_end(name)))
+            for chunk, g in parts[1:]:
                 out.append(RecordDraft(type="fact", text=f"After {sig}: {chunk}", entities=ents, topics=topics,
-                                       source_turns=sources))
+                                       source_turns=sources, **_slot(g)))
         return out
+
+    def _result_parts(self, call: ToolCall, body: str) -> list[tuple[str, StateGroup | None]]:
+        """A successful result's record texts, each with the state group (slot) it shows: an
+        object's state is split by field group (:mod:`.object_state`), any other result as
+        :func:`result_chunks` splits it."""
+        cap, most = self.cfg.max_record_chars, self.cfg.max_records_per_result
+        try:
+            value = json.loads(body)
+        except (json.JSONDecodeError, TypeError):
+            value = None
+        groups = state_groups(call, value) if not self.is_transfer(call.name) else []
+        if groups:
+            return [(chunk, g) for chunk, g in state_chunks(groups, cap, most)]
+        return [(chunk, None) for chunk in result_chunks(body, cap, most)]
 
     def _dialogue_failures(self, request: EncodeRequest) -> list[RecordDraft]:
         """The agent refusing a request; the user correcting the agent right after its turn. Only where
@@ -380,6 +423,11 @@ def policy_records(request: EncodeRequest, cfg: ToolRecordsConfig, max_topics: i
     return out
 
 
+def _slot(group: StateGroup | None) -> dict[str, Any]:
+    """A record's slot fields for the state group it shows (none for other records)."""
+    return {"slot": group.slot, "slot_value": group.value} if group is not None else {}
+
+
 def _first_word(name: str) -> str:
     words = [w for w in re.split(r"[_\W]+|(?<=[a-z0-9])(?=[A-Z])", name) if w]
     return words[0].lower() if words else ""
@@ -431,4 +479,5 @@ def short_signature(call: ToolCall, max_arg_chars: int) -> str:
     return f"{call.name}({', '.join([*shown, more] if shown and more else shown or [more])})"
 
 
-__all__ = ["AGENT", "AgentRecords", "is_error_result", "policy_records", "result_chunks", "short_signature", "strip_calls"]
+__all__ = ["AGENT", "AgentRecords", "is_error_result", "policy_records", "result_chunks", "short_signature", "state_chunks",
+           "strip_calls"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from lychee_ray.ingest.encode.base import (
     EncodeOutput,
@@ -39,8 +39,8 @@ from lychee_ray.ingest.encode.rules.units import RecordUnit, record_units
 from lychee_ray.config import AssistantRecordsConfig, ToolRecordsConfig
 from lychee_ray.text.dates import parse_iso_datetime
 from lychee_ray.text.time.rewrite import rewrite_relative
+from lychee_ray.names import RULES_BACKEND, WeMode
 
-WeMode = Literal["auto", "pair", "keep"]
 # Topics of the segment's last record the resolution note keeps.
 _STATE_TOPICS = 2
 # The roles of an assistant chat whose turns get its treatment.
@@ -74,7 +74,7 @@ class RulesEncoder:
       (:mod:`lychee_ray.ingest.encode.rules.assistant`).
     """
 
-    backend = "rules"
+    backend = RULES_BACKEND
     model = "rules-v2"
 
     def __init__(

@@ -1,0 +1,124 @@
+"""Explicit change and contradiction cues in what a user says (``rules`` backend; docs/current-memory.md).
+
+Conservative by design: a cue counts only where the words say so, so that a link the rules backend
+writes between two chat statements is one a reader would write too (its precision is measured by
+hand, docs/current-memory.md "The 100-link sample").
+
+* **A changed value** (:func:`changed_values`): a value — a date, a time, an amount, a number with
+  its unit (``250ms``, ``78%``, ``1,350 words``) — that a change word governs: "now at / now
+  reached 165", "improved to 78%", "rescheduled to March 22 at 4:30 PM", "the new deadline of
+  April 5, 2024". A bare number ("12, and") is no value: nothing says what it counts.
+* **Value mentions** (:func:`value_mentions`): every such value of a statement, with the content
+  words around it (``window`` words each side): an earlier statement of the same kind of value,
+  with another value and at least ``min_shared`` of those words in common, is what the change
+  replaces.
+* **A denial** (:func:`denial`): "I've never X" / "I have never X" — the words of X; an earlier or
+  later statement that says X happened (enough of X's words, no denial) contradicts it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lychee_ray.text.lexical import lexical_terms
+
+_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june|july|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_VALUE = (rf"(?:{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s*\d{{4}})?(?:\s+at\s+\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\.?)?"
+          rf"|\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\.?"
+          rf"|\$?\d[\d,]*(?:\.\d+)?\s*(?:%|ms\b|[a-z]+(?:\s+per\s+[a-z]+)?)?)")
+VALUE = re.compile(_VALUE, re.I)
+_CHANGE_WORDS = (r"increased|improved|grown|grew|risen|rose|reached|dropped|decreased|reduced|adjusted|changed|moved|"
+                 r"moving|rescheduled|updated|extended|pushed(?:\s+back)?|bumped|raised|upgraded|gone\s+(?:up|down)|"
+                 r"jumped|climbed|fallen|fell|shifted|expanded|lowered|cut")
+CHANGE = re.compile(
+    rf"\b(?:now|currently|recently)\s+(?:at|is|are|has|have|stands\s+at|totals?|reached|up\s+to|down\s+to|hit|of)?\s*(?P<a>{_VALUE})"
+    rf"|\b(?:{_CHANGE_WORDS})\s+(?:[\w-]+\s+){{0,4}}?to\s+(?P<b>{_VALUE})"
+    rf"|\bnew\s+(?:[\w-]+\s+){{0,4}}?(?:of|is|to|at|:)\s*(?P<c>{_VALUE})", re.I)
+DENIAL = re.compile(r"\bI(?:'ve|’ve| have| had|'d| would)?\s+never\s+(?:actually\s+|ever\s+|really\s+)?(?P<x>[^,.;!?]{8,})", re.I)
+_MERIDIEM = re.compile(r"\b([ap])\.m\.?")
+_BARE_UNITS = frozenset({"", "and", "or", "of", "in", "on", "at", "to", "for", "with", "from", "by", "st", "nd", "rd", "th",
+                         "is", "are", "was", "were", "a", "an", "the", "but", "so", "after", "before", "as"})
+# words that say nothing of what a value is about (the statement frames of chat: "I'm trying to ...")
+_FRAME = frozenset(lexical_terms(
+    "i im ive trying want need help make sure can could would like know how what project also get got have has had my "
+    "me total per about around only just now new recently currently increased improved to from reached by the this "
+    "that it already still really kinda user users assistant which"))
+
+
+@dataclass(frozen=True)
+class ValueMention:
+    """A value in a statement: its kind (date, time, money, num), unit, text and the words around it."""
+
+    kind: str
+    unit: str
+    text: str
+    context: frozenset[str]
+
+
+def _kind_unit(v: str) -> tuple[str, str] | None:
+    v = v.lower().strip()
+    if re.match(_MONTH, v):
+        return "date", ""
+    if re.search(r"\d\s*[ap]\.?m", v) or re.search(r"\d:\d\d", v):
+        return "time", ""
+    if v.startswith("$"):
+        return "money", ""
+    m = re.match(r"\d[\d,]*(?:\.\d+)?\s*(.*)$", v)
+    unit = (m.group(1) if m else "").strip()
+    if unit in _BARE_UNITS:
+        return None
+    return "num", " ".join(lexical_terms(unit)) or unit
+
+
+def _context(text: str, start: int, end: int, window: int) -> frozenset[str]:
+    words = text[:start].split()[-window:] + text[end:].split()[:window]
+    return frozenset(lexical_terms(" ".join(words))) - _FRAME
+
+
+def _mention(text: str, start: int, end: int, window: int) -> ValueMention | None:
+    raw = text[start:end].strip()
+    ku = _kind_unit(raw)
+    if ku is None:
+        return None
+    norm = _MERIDIEM.sub(r"\1m", " ".join(raw.lower().split())).rstrip(".,;:")  # "4:30 p.m." = "4:30 pm"
+    return ValueMention(ku[0], ku[1], norm, _context(text, start, end, window))
+
+
+def value_mentions(text: str, window: int) -> list[ValueMention]:
+    """Every value of ``text`` that says what it counts (see the module doc)."""
+    out = []
+    for m in VALUE.finditer(text):
+        v = _mention(text, m.start(), m.end(), window)
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def changed_values(text: str, window: int) -> list[ValueMention]:
+    """The values of ``text`` a change word governs ("improved to 78%")."""
+    out = []
+    for m in CHANGE.finditer(text):
+        g = next(k for k in "abc" if m.group(k))
+        v = _mention(text, m.start(g), m.end(g), window)
+        if v is not None:  # what it is about: the words around the whole change, not inside it
+            out.append(ValueMention(v.kind, v.unit, v.text, _context(text, m.start(), m.end(), window)))
+    return out
+
+
+def replaced_by(new: ValueMention, old: ValueMention, min_shared: int) -> frozenset[str]:
+    """The words two mentions share when ``old`` states another value of what ``new`` changes (same
+    kind and unit, another value, at least ``min_shared`` words in common besides the unit); else empty."""
+    if new.kind != old.kind or new.unit != old.unit or new.text == old.text:
+        return frozenset()
+    shared = (new.context & old.context) - frozenset(new.unit.split())
+    return shared if len(shared) >= min_shared else frozenset()
+
+
+def denial(text: str) -> frozenset[str]:
+    """The content words of what "I've never ..." denies in ``text`` (empty: no denial)."""
+    m = DENIAL.search(text)
+    return frozenset(lexical_terms(m.group("x"))) - _FRAME if m else frozenset()
+
+
+__all__ = ["CHANGE", "DENIAL", "VALUE", "ValueMention", "changed_values", "denial", "replaced_by", "value_mentions"]

@@ -1,0 +1,238 @@
+"""Which earlier records a segment's records replace or contradict, decided at write time.
+
+A conversation's slotted records (core/currency.py) are kept as a :class:`SlotState`: the current
+records of each slot, replayed from the stored records and their links, so an append or an
+incremental build continues exactly where a one-shot build would be. Per encoded segment:
+
+* before the call, :meth:`SlotState.candidates` picks the current records of the slots the
+  segment's turns mention (``encoder.currency``); the ``openai`` encoder shows them in the
+  reference context under labels (:func:`candidates_block`) and its records name the labels they
+  replace (``replaces``) or contradict (``contradicts``);
+* after the call, :meth:`SlotState.link` normalises each record's slot, value and ``valid_from``
+  and writes its links on the record itself (``supersedes``, ``conflicts_with``), never on the
+  older one:
+
+  - ``rules`` records link by structure: a record of a slot whose value differs from the slot's
+    current records replaces them (a newer state of an object); one that ends its subject (a
+    cancellation, ``RecordDraft.ends``) replaces every current record of the subject;
+  - ``openai`` records link as the reply says, validated: a label that was not a candidate, or a
+    candidate of another slot than the record's, is dropped and counted (``QualityCounts.links``).
+
+Records of a segment are linked in the order of the turns they come from, so a lookup and the
+change after it in one segment link as they would across two.
+"""
+
+from __future__ import annotations
+
+from lychee_ray.names import RULES_BACKEND
+
+from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+
+from lychee_ray.config import CurrencyConfig
+from lychee_ray.core.currency import parse_slot, slot_subject, value_key
+from lychee_ray.core.quality import QualityCounts
+from lychee_ray.core.records import MemoryRecord, normalise_type
+from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SlotCandidate, SegmentTurn
+from lychee_ray.ingest.text_links import StatementIndex
+from lychee_ray.text.dates import iso_day
+from lychee_ray.text.lexical import lexical_terms
+from lychee_ray.text.tokens import count_tokens
+
+LABEL_PREFIX = "c"  # candidate labels: c1, c2, ...
+
+
+@dataclass
+class _Entry:
+    """A current record of a slot."""
+
+    record_id: str
+    slot: str
+    value: str | None
+    text: str
+    valid_from: str | None
+
+
+class SlotState:
+    """The current records of one conversation's slots (see the module doc)."""
+
+    def __init__(self, statements: StatementIndex | None = None, speakers: dict[str, str] | None = None) -> None:
+        self.current: dict[str, list[_Entry]] = {}  # slot -> its current records, oldest first
+        # rules: what people said, for links from text cues (None: off)
+        self.statements = statements
+        self.speakers = speakers or {}  # turn id -> speaker, for the turns of role user
+
+    @classmethod
+    def of(cls, records: Iterable[MemoryRecord], statements: StatementIndex | None = None,
+           speakers: dict[str, str] | None = None) -> SlotState:
+        """The state after ``records`` (stored, with their links): a slotted record is current
+        unless a record names it in ``supersedes``; replayed in two passes, so the order of the
+        records within a segment does not matter. ``statements``: an empty index to fill with what
+        people said (``speakers``: the speaker of each turn of role user), for the text cues of the
+        records to come."""
+        state = cls(statements, speakers)
+        state.absorb(records)
+        return state
+
+    def absorb(self, records: Iterable[MemoryRecord]) -> None:
+        """Take stored records (a reused segment's) into the state with the links they carry."""
+        recs = list(records)
+        gone = {old for r in recs for old in r.supersedes}
+        if gone:
+            self._drop(gone)
+        for r in recs:
+            if r.slot and r.record_id not in gone:
+                self.current.setdefault(r.slot, []).append(_Entry(r.record_id, r.slot, r.slot_value, r.text, r.valid_from))
+            speaker = self._said_by(r)
+            if self.statements is not None and speaker is not None:
+                self.statements.add(r, speaker)
+
+    def _said_by(self, r: MemoryRecord) -> str | None:
+        """The one speaker whose user-role turns ``r`` comes from, else None."""
+        who = {self.speakers.get(t) for t in r.source_turn_ids}
+        return next(iter(who)) if len(who) == 1 and None not in who else None
+
+    def entries(self) -> list[_Entry]:
+        return [e for es in self.current.values() for e in es]
+
+    # -- before the call -------------------------------------------------------------------------
+    def candidates(self, turns: Sequence[SegmentTurn], cfg: CurrencyConfig) -> list[SlotCandidate]:
+        """Current records of the slots the turns mention: a slot whose subject or attribute shares
+        a content term with the turns, best share first (newest first on ties), at most
+        ``max_candidates``, labelled ``c1``, ``c2``, ..."""
+        if cfg.max_candidates <= 0 or not self.current:
+            return []
+        said = set(lexical_terms(" ".join(t.content for t in turns)))
+        scored: list[tuple[float, int, _Entry]] = []
+        for i, e in enumerate(self.entries()):
+            terms = set(lexical_terms(e.slot))
+            hit = len(terms & said)
+            if hit:
+                scored.append((hit / len(terms), i, e))
+        scored.sort(key=lambda x: (-x[0], -x[1]))
+        return [SlotCandidate(label=f"{LABEL_PREFIX}{n + 1}", record_id=e.record_id, slot=e.slot, value=e.value,
+                              text=e.text, valid_from=e.valid_from)
+                for n, (_, _, e) in enumerate(scored[: cfg.max_candidates])]
+
+    # -- after the call --------------------------------------------------------------------------
+    def link(self, records: list[MemoryRecord], drafts: Sequence[RecordDraft], request: EncodeRequest, backend: str,
+             quality: QualityCounts) -> None:
+        """Normalise the slot fields of a segment's ``records`` and write their links (in place),
+        then take them into the state. ``drafts``: the reply's drafts the records were made from
+        (matched by type and text)."""
+        by_key: dict[tuple[str, str], RecordDraft] = {}
+        for d in drafts:
+            rtype = normalise_type(d.type)
+            if rtype is not None:
+                by_key.setdefault((rtype, " ".join(d.text.split())), d)
+        turn_at = {t.turn_id: t.index for t in request.turns}
+        dates = {t.turn_id: t.session_date for t in request.turns}
+        labels = {c.label: c for c in request.candidates}
+        ordered = sorted(records, key=lambda r: (max((turn_at.get(t, -1) for t in r.source_turn_ids), default=-1), r.ordinal))
+        for r in ordered:
+            draft = by_key.get((r.type, r.text))
+            _normalise(r, dates)
+            if draft is not None and backend == RULES_BACKEND:
+                self._link_by_structure(r, draft, quality)
+                speaker = self._said_by(r)
+                if self.statements is not None and speaker is not None:
+                    self.statements.link(r, speaker, quality)
+                    _normalise(r, dates)
+            elif draft is not None and self._link_declared(r, draft, labels, quality):
+                _normalise(r, dates)  # the record took the slot of a candidate it named
+            self._take(r)
+
+    def _link_by_structure(self, r: MemoryRecord, d: RecordDraft, quality: QualityCounts) -> None:
+        if not r.slot:
+            return
+        if d.ends:
+            subject = slot_subject(r.slot)
+            old = [e for e in self.entries() if slot_subject(e.slot) == subject]
+        else:
+            old = [e for e in self.current.get(r.slot, []) if e.value != r.slot_value and e.value is not None
+                   and r.slot_value is not None]
+        if old:
+            r.supersedes = list(dict.fromkeys([*r.supersedes, *(e.record_id for e in old)]))
+            quality.link("supersedes", len(old))
+
+    def _link_declared(self, r: MemoryRecord, d: RecordDraft, labels: dict[str, SlotCandidate],
+                       quality: QualityCounts) -> bool:
+        """Links as the reply names them; True when the record took a candidate's slot."""
+        named: list[tuple[str, SlotCandidate]] = []
+        for kind, refs in (("supersedes", d.replaces), ("conflicts", d.contradicts)):
+            for ref in dict.fromkeys(x.strip() for x in refs if x and x.strip()):
+                c = labels.get(ref) or labels.get(f"{LABEL_PREFIX}{ref}")  # "3" for "c3"
+                if c is None:
+                    quality.link("dropped_unknown")
+                else:
+                    named.append((kind, c))
+        if not named:
+            return False
+        adopted = r.slot is None
+        if adopted:  # the reply named what it replaces but no slot: the candidate's is the record's
+            r.slot = named[0][1].slot
+        for kind, c in named:
+            if c.slot != r.slot:
+                quality.link("dropped_other_slot")
+                continue
+            target = r.supersedes if kind == "supersedes" else r.conflicts_with
+            if c.record_id not in target:
+                target.append(c.record_id)
+                quality.link(kind)
+        return adopted
+
+    def _drop(self, gone: set[str]) -> None:
+        for slot in list(self.current):
+            kept = [e for e in self.current[slot] if e.record_id not in gone]
+            if kept:
+                self.current[slot] = kept
+            else:
+                del self.current[slot]
+
+    def _take(self, r: MemoryRecord) -> None:
+        """Apply ``r``'s links to the state and add it as a current record of its slot."""
+        if r.supersedes:
+            self._drop(set(r.supersedes))
+        if r.slot:
+            self.current.setdefault(r.slot, []).append(_Entry(r.record_id, r.slot, r.slot_value, r.text, r.valid_from))
+
+
+def _normalise(r: MemoryRecord, dates: dict[str, str | None]) -> None:
+    """The record's slot and value as :mod:`~lychee_ray.core.currency` normalises them; its
+    ``valid_from`` an ISO day the draft gave, else the time of its latest source turn (the day the
+    statement was made). A record without a slot keeps none of the three."""
+    r.slot = parse_slot(r.slot)
+    if r.slot is None:
+        r.slot_value = r.valid_from = None
+        return
+    r.slot_value = value_key(r.slot_value)
+    given = iso_day(r.valid_from) if r.valid_from else None
+    if given is not None:
+        r.valid_from = given.isoformat()
+    else:
+        said = [dates.get(t) for t in r.source_turn_ids]
+        r.valid_from = max((s for s in said if s), default=None) or r.created_at
+
+
+def candidates_block(candidates: Sequence[SlotCandidate], cfg: CurrencyConfig, encoding: str) -> str:
+    """The candidates as the reference context shows them, within ``candidate_tokens``: one line
+    each, ``[c1] slot = value (since day): record text``; empty when there are none."""
+    if not candidates or cfg.candidate_tokens <= 0:
+        return ""
+    head = "Current records these turns may change (put a label in replaces or contradicts when a record of yours does):"
+    lines = [head]
+    used = count_tokens(head, encoding)
+    for c in candidates:
+        text = c.text if len(c.text) <= cfg.candidate_chars else c.text[: cfg.candidate_chars].rsplit(" ", 1)[0] + " …"
+        since = f" (since {c.valid_from[:10]})" if c.valid_from else ""
+        value = f" = {c.value}" if c.value else ""
+        line = f"[{c.label}] {c.slot}{value}{since}: {text}"
+        n = count_tokens(line, encoding) + 1
+        if used + n > cfg.candidate_tokens:
+            break
+        lines.append(line)
+        used += n
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
+__all__ = ["LABEL_PREFIX", "SlotState", "candidates_block"]

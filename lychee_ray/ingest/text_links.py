@@ -1,0 +1,162 @@
+"""Links between what a user said, from explicit cues in the words (``rules`` backend; docs/current-memory.md).
+
+Chat statements carry no structure, so the ``rules`` backend links two of them only where the text
+says so (:mod:`lychee_ray.ingest.encode.rules.change_cues`):
+
+* a statement that **changes a value** ("my test coverage has recently improved to 78%") replaces
+  the latest earlier statement of the same kind of value with another value and enough words in
+  common around it ("I've reached 65% test coverage"): the new record names the slot the two share
+  (``user · <shared words> <unit>``) and supersedes the old one;
+* a **denial** ("I've never submitted my cover letter to Greg") and a statement that says the denied
+  thing happened ("I've submitted my cover letter to Greg for review") conflict, whichever came
+  first: the newer one names the other in ``conflicts_with``. A statement of a plan or a wish ("I
+  want to submit ...") affirms nothing.
+
+Only what people say is read (records all of whose source turns are one speaker's turns of role
+``user``: the user of an assistant chat, each person of a two-person chat), one speaker at a time,
+and the slot is that speaker's (``user · …``, ``caroline · …``); a change links to the statements of
+the value it replaces, a denial to one statement (the best match, the latest on ties), so a misread
+cue costs one link, never a slot's history.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lychee_ray.config import CurrencyConfig
+from lychee_ray.core.currency import slot_key
+from lychee_ray.core.quality import QualityCounts
+from lychee_ray.core.records import MemoryRecord
+from lychee_ray.ingest.encode.rules.change_cues import ValueMention, changed_values, denial, replaced_by, value_mentions
+from lychee_ray.text.lexical import lexical_terms
+
+SUBJECT = "user"  # whose statements these are, when the speaker has no name
+_PLAN = re.compile(r"\b(?:want|wants|wanted|plan|planning|goal|going to|will|would|hope|hoping|considering|thinking of|"
+                   r"invited|should|could|might|if)\b", re.I)
+_SLOT_WORDS = 3  # shared words a text slot is named by
+
+
+@dataclass
+class _Statement:
+    record_id: str
+    mentions: list[ValueMention]
+    denied: frozenset[str]
+    terms: frozenset[str]
+    affirms: bool
+
+
+class _SpeakerStatements:
+    """One speaker's earlier statements of one conversation, in order (see the module doc)."""
+
+    def __init__(self, cfg: CurrencyConfig, subject: str) -> None:
+        self.cfg = cfg
+        self.subject = subject
+        self.statements: list[_Statement] = []
+        self._denials: list[_Statement] = []
+        self._df: dict[str, int] = {}  # statements so far holding each word
+
+    def add(self, r: MemoryRecord) -> None:
+        """Remember a stored statement of the user's."""
+        denied = denial(r.text)
+        terms = frozenset(lexical_terms(r.text))
+        st = _Statement(r.record_id, value_mentions(r.text, self.cfg.cue_window), denied, terms,
+                        not denied and not _PLAN.search(r.text))
+        self.statements.append(st)
+        for t in terms:
+            self._df[t] = self._df.get(t, 0) + 1
+        if denied:
+            self._denials.append(st)
+
+    def _specific(self, words: frozenset[str]) -> frozenset[str]:
+        """``words`` without the conversation's everyday ones (in more than ``cue_max_df`` of the
+        user's statements so far: the project's name, its usual verbs): they tell no two things apart."""
+        n = len(self.statements)
+        if n < self.cfg.cue_min_statements:
+            return words
+        return frozenset(w for w in words if self._df.get(w, 0) <= self.cfg.cue_max_df * n)
+
+    def link(self, r: MemoryRecord, quality: QualityCounts) -> None:
+        """Write ``r``'s links from its cues (it must be a statement of the user's), then remember it."""
+        if r.slot is None:
+            self._change(r, quality)
+        if r.slot is None:
+            self._contradiction(r, quality)
+        self.add(r)
+
+    def _change(self, r: MemoryRecord, quality: QualityCounts) -> None:
+        for new in changed_values(r.text, self.cfg.cue_window):
+            new = ValueMention(new.kind, new.unit, new.text, self._specific(new.context))
+            need = self.cfg.change_min_shared + (0 if new.kind == "num" and new.unit.isalpha() else 1)
+            best: tuple[int, int, ValueMention, frozenset[str]] | None = None
+            for i, st in enumerate(self.statements):
+                for old in st.mentions:
+                    shared = replaced_by(new, old, need)
+                    if shared and (best is None or (len(shared), i) > best[:2]):
+                        best = (len(shared), i, old, shared)
+            if best is None:
+                continue
+            # the old value, and every earlier statement of it (a restatement is replaced too)
+            old_value = best[2]
+            ids = [st.record_id for st in self.statements
+                   if any(m.text == old_value.text and replaced_by(new, m, need) for m in st.mentions)]
+            words = sorted(best[3])[:_SLOT_WORDS] + [new.unit or new.kind]
+            r.slot, r.slot_value = slot_key(self.subject, " ".join(words)), new.text
+            r.supersedes = list(dict.fromkeys(ids))
+            quality.link("supersedes", len(r.supersedes))
+            return
+
+    def _contradiction(self, r: MemoryRecord, quality: QualityCounts) -> None:
+        denied = denial(r.text)
+        if denied:  # the best-matching earlier statement that says it happened
+            best: tuple[tuple[int, int], _Statement] | None = None
+            for i, st in enumerate(self.statements):
+                if st.affirms and self._covers(st.terms, denied):
+                    key = (len(st.terms & denied), i)
+                    if best is None or key > best[0]:
+                        best = (key, st)
+            if best is not None:
+                self._conflict(r, best[1], denied & best[1].terms, "no", quality)
+            return
+        if _PLAN.search(r.text):
+            return
+        terms = frozenset(lexical_terms(r.text))
+        hits = [st for st in self._denials if self._covers(terms, st.denied)]
+        if hits:  # it says happened what the latest such denial denied
+            self._conflict(r, hits[-1], terms & hits[-1].denied, "yes", quality)
+
+    def _covers(self, terms: frozenset[str], denied: frozenset[str]) -> bool:
+        shared = terms & denied
+        return bool(denied) and len(shared) >= self.cfg.denial_min_shared and \
+            len(shared) >= self.cfg.denial_min_share * len(denied)
+
+    def _conflict(self, r: MemoryRecord, other: _Statement, shared: frozenset[str], value: str,
+                  quality: QualityCounts) -> None:
+        r.slot = slot_key(self.subject, " ".join(sorted(shared)[:_SLOT_WORDS]))
+        r.slot_value = value
+        r.conflicts_with = [other.record_id]
+        quality.link("conflicts")
+
+
+class StatementIndex:
+    """Each speaker's statements of one conversation (two people's "never" are no contradiction):
+    :meth:`add` a stored statement, :meth:`link` a new one (see the module doc)."""
+
+    def __init__(self, cfg: CurrencyConfig) -> None:
+        self.cfg = cfg
+        self._by: dict[str, _SpeakerStatements] = {}
+
+    def _of(self, speaker: str) -> _SpeakerStatements:
+        sp = self._by.get(speaker)
+        if sp is None:
+            sp = self._by[speaker] = _SpeakerStatements(self.cfg, speaker.strip() or SUBJECT)
+        return sp
+
+    def add(self, r: MemoryRecord, speaker: str) -> None:
+        self._of(speaker).add(r)
+
+    def link(self, r: MemoryRecord, speaker: str, quality: QualityCounts) -> None:
+        self._of(speaker).link(r, quality)
+
+
+__all__ = ["StatementIndex"]

@@ -1,0 +1,227 @@
+"""What holds now, for the query path: record statuses of a scope, marks, and the pool adjustments.
+
+Statuses come from the links stored on newer records (:mod:`lychee_ray.core.currency`): per
+conversation once per loaded view (kept in its memo), and in a user's scope also across its
+conversations (:func:`~lychee_ray.core.currency.links_across`). The query path uses them three ways:
+
+* **current first** (:func:`adjust_pool`): a pooled superseded record brings the record that holds
+  now into the pool with at least its relevance, and its own relevance is scaled by
+  ``query.current.superseded_weight``; a history question (:attr:`QueryPlan.history`) instead brings
+  each pooled record's whole slot chain, unweighted;
+* **marks** (:mod:`lychee_ray.query.marks`): a shown item that holds a value no longer current says
+  so on its line ("[superseded on 2024-05-15 by: …]"), raw-turn lines that show a replaced value too;
+* **evidence fields**: ``status``, ``valid_until``, ``superseded_by`` of each evidence item.
+
+Raw turns have no links; a turn line *shows* a replaced value when it holds an identifier of a
+superseded record's text (a flight number, an order code) that the records replacing it lack, and
+it was said before the change (:attr:`ViewCurrency.replaced`).
+"""
+
+from __future__ import annotations
+
+from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
+
+from dataclasses import dataclass, field
+from collections.abc import Sequence
+
+from lychee_ray.core.currency import CURRENT, LinkRow, RecordStatus, SlotRow, derive_status, links_across
+from lychee_ray.query.fuse import FusedItem, ItemKey
+from lychee_ray.query.view import ConversationView
+from lychee_ray.text.lexical import identifier_terms
+
+_MEMO_KEY = "currency"
+HISTORY_CHANNEL = "history"  # the channel name of pool items a history question's chains added
+
+
+@dataclass
+class Replaced:
+    """An identifier a superseded record showed and its replacement lacks: a turn said before
+    ``before`` (turn position of the change) that holds ``token`` shows a replaced value."""
+
+    token: str
+    before: int
+    record: int  # the superseded record's position
+
+
+@dataclass
+class ViewCurrency:
+    """One conversation's statuses (by record position) and slot chains, derived once per view."""
+
+    status: dict[int, RecordStatus] = field(default_factory=dict)
+    slots: dict[str, list[int]] = field(default_factory=dict)  # slot -> record positions, stored order
+    slot_of: list[str | None] = field(default_factory=list)
+    value_of: list[str | None] = field(default_factory=list)
+    valid_from: list[str | None] = field(default_factory=list)
+    replaced: list[Replaced] = field(default_factory=list)
+
+    @property
+    def linked(self) -> bool:
+        return bool(self.status) or bool(self.slots)
+
+
+def _column(view: ConversationView, name: str) -> list:
+    try:
+        return view.record_column(name)
+    except KeyError:  # a records table without the column (an in-memory view of an older schema)
+        return [None] * view.num_records
+
+
+def view_currency(view: ConversationView) -> ViewCurrency:
+    """The view's :class:`ViewCurrency` (computed on first use, kept in its memo)."""
+    vc = view.memo.get(_MEMO_KEY)
+    if vc is not None:
+        return vc
+    n = view.num_records
+    slots = [s or None for s in _column(view, "slot")] if n else []
+    sup = [list(x or []) for x in _column(view, "supersedes")] if n else []
+    con = [list(x or []) for x in _column(view, "conflicts_with")] if n else []
+    since = list(_column(view, "valid_from")) if n else []
+    values = list(_column(view, "slot_value")) if n else []
+    vc = ViewCurrency(slot_of=slots, value_of=values, valid_from=since)
+    for p, s in enumerate(slots):
+        if s:
+            vc.slots.setdefault(s, []).append(p)
+    if any(sup) or any(con):
+        rows = [LinkRow(view.record_ids[p], sup[p], con[p], since[p]) for p in range(n)]
+        by_id = view.record_pos
+        vc.status = {by_id[rid]: st for rid, st in derive_status(rows).items() if rid in by_id}
+        vc.replaced = _replaced_tokens(view, vc)
+    view.memo[_MEMO_KEY] = vc
+    return vc
+
+
+def _replaced_tokens(view: ConversationView, vc: ViewCurrency) -> list[Replaced]:
+    out: list[Replaced] = []
+    for p, st in vc.status.items():
+        if st.status != SUPERSEDED_STATUS:
+            continue
+        succ = [view.record_pos[r] for r in (st.latest or st.superseded_by) if r in view.record_pos]
+        if not succ:
+            continue
+        kept = set().union(*(identifier_terms(view.record_text[q]) for q in succ))
+        starts = [min(view.record_turns[q]) for q in succ if view.record_turns[q]]
+        before = min(starts) if starts else view.num_turns
+        for tok in dict.fromkeys(identifier_terms(view.record_text[p])):
+            # codes (letters and digits: a flight number, an order code), not the names of tools or keys
+            if tok not in kept and any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok):
+                out.append(Replaced(tok, before, p))
+    return out
+
+
+@dataclass
+class ScopeCurrency:
+    """The statuses of a query's scope: per conversation, plus links across a user's conversations."""
+
+    views: dict[str, ConversationView]
+    per_view: dict[str, ViewCurrency]
+    across: dict[tuple[str, int], RecordStatus] = field(default_factory=dict)
+
+    def status(self, cid: str, pos: int) -> RecordStatus:
+        st = self.across.get((cid, pos))
+        return st if st is not None else self.per_view[cid].status.get(pos, CURRENT)
+
+    def locate(self, record_id: str, near: str) -> tuple[str, int] | None:
+        """(conversation, position) of a record id, looked up in ``near`` first."""
+        for cid in (near, *self.views):
+            p = self.views[cid].record_pos.get(record_id)
+            if p is not None:
+                return cid, p
+        return None
+
+    @property
+    def any_links(self) -> bool:
+        return bool(self.across) or any(vc.status for vc in self.per_view.values())
+
+    def chain(self, cid: str, pos: int) -> list[tuple[str, int]]:
+        """Every record of ``pos``'s slot in the scope (its conversation's first), stored order."""
+        slot = self.per_view[cid].slot_of[pos] if pos < len(self.per_view[cid].slot_of) else None
+        if not slot:
+            return []
+        out = [(cid, p) for p in self.per_view[cid].slots.get(slot, [])]
+        for other, vc in self.per_view.items():
+            if other != cid:
+                out.extend((other, p) for p in vc.slots.get(slot, []))
+        return out
+
+
+def scope_currency(views: dict[str, ConversationView]) -> ScopeCurrency:
+    """Statuses of ``views`` (one conversation, or a user's conversations read together)."""
+    per = {cid: view_currency(v) for cid, v in views.items()}
+    sc = ScopeCurrency(views, per)
+    if len(views) < 2 or sum(bool(vc.slots) for vc in per.values()) < 2:
+        return sc
+    rows: list[SlotRow] = []
+    gone: set[str] = set()
+    for cid, vc in per.items():
+        v = views[cid]
+        for slot, ps in vc.slots.items():
+            for p in ps:
+                rid = f"{cid}\x1f{v.record_ids[p]}"
+                rows.append(SlotRow(rid, cid, slot, vc.value_of[p], vc.valid_from[p]))
+                if vc.status.get(p, CURRENT).status == SUPERSEDED_STATUS:
+                    gone.add(rid)
+    across = links_across(rows, gone)
+    if not across.supersedes and not across.conflicts:
+        return sc
+
+    def split(rid: str) -> tuple[str, int]:
+        cid, _, rec = rid.partition("\x1f")
+        return cid, views[cid].record_pos[rec]
+
+    derived = derive_status([LinkRow(r.id, (), (), r.valid_from) for r in rows], across.supersedes, across.conflicts)
+    for rid, st in derived.items():
+        if st.status == CURRENT_STATUS:
+            continue
+        key = split(rid)
+        st.superseded_by = [views[c].record_ids[p] for c, p in map(split, st.superseded_by)]
+        st.latest = [views[c].record_ids[p] for c, p in map(split, st.latest)]
+        st.conflicts = [views[c].record_ids[p] for c, p in map(split, st.conflicts)]
+        sc.across[key] = st
+    return sc
+
+
+def adjust_pool(pool: list[FusedItem], relevance: Sequence[float], sc: ScopeCurrency, superseded_weight: float,
+                history: bool) -> tuple[list[FusedItem], list[float]]:
+    """The fused pool with what holds now brought forward (see the module doc); returns the pool
+    and its relevance, best first."""
+    if not sc.any_links and not history:
+        return pool, list(relevance)
+    score = {it.key: float(r) for it, r in zip(pool, relevance, strict=False)}
+    items = {it.key: it for it in pool}
+    added: list[FusedItem] = []
+
+    def bring(cid: str, pos: int, at_least: float, src: FusedItem) -> None:
+        key = ItemKey(cid, "record", sc.views[cid].record_ids[pos])
+        if key not in items:
+            it = FusedItem(key=key, score=0.0, channels={HISTORY_CHANNEL}, routes=set(src.routes),
+                           first_seen=len(items))
+            items[key] = it
+            added.append(it)
+            score[key] = 0.0
+        score[key] = max(score[key], at_least)
+
+    for it in list(pool):
+        if it.key.kind != "record":
+            continue
+        cid = it.key.conversation_id
+        pos = sc.views[cid].record_pos.get(it.key.id)
+        if pos is None:
+            continue
+        here = score[it.key]
+        if history:
+            for c, p in sc.chain(cid, pos):
+                bring(c, p, here, it)
+            continue
+        st = sc.status(cid, pos)
+        if st.status != SUPERSEDED_STATUS:
+            continue
+        for rid in st.latest or st.superseded_by:
+            loc = sc.locate(rid, cid)
+            if loc is not None:
+                bring(*loc, here, it)
+        score[it.key] = here * superseded_weight
+    out = sorted([*pool, *added], key=lambda x: (-score[x.key], x.first_seen))
+    return out, [score[x.key] for x in out]
+
+
+__all__ = ["HISTORY_CHANNEL", "Replaced", "ScopeCurrency", "ViewCurrency", "adjust_pool", "scope_currency", "view_currency"]

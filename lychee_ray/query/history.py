@@ -1,0 +1,100 @@
+"""A slot's history: every value a conversation (or a user's conversations) recorded for it, in time
+order, with when each held and what replaced it (docs/current-memory.md).
+
+``MemoryStore.history`` / ``GET /v1/history`` / ``lychee-ray history``: by ``slot``
+(``"reservation M05KNL · flights"``), by ``subject`` (every slot of ``"reservation M05KNL"``) or by
+``record_id`` (the slot of that record). Statuses are the query path's (:mod:`.currency`): links
+written on the newer records, and across a user's conversations the strict time order.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from lychee_ray.core.currency import Status, parse_slot, slot_key, slot_subject
+from lychee_ray.query.currency import ScopeCurrency
+
+
+class HistoryEntry(BaseModel):
+    """One recorded value of a slot."""
+
+    record_id: str
+    conversation_id: str
+    slot: str
+    value: str | None = None
+    text: str
+    type: str
+    valid_from: str | None = Field(None, description="when the value became true (ISO)")
+    valid_until: str | None = Field(None, description="when a newer record replaced it (ISO), if one did")
+    status: Status = "current"
+    superseded_by: list[str] = Field(default_factory=list)
+    conflicts_with: list[str] = Field(default_factory=list)
+    source_turn_ids: list[str] = Field(default_factory=list)
+
+
+class HistoryResult(BaseModel):
+    """A slot's (or a subject's slots') values in time order."""
+
+    conversation_ids: list[str]
+    slots: list[str] = Field(description="the slots shown, in order of their first value")
+    entries: list[HistoryEntry] = Field(description="every value, oldest first (ties: conversation and record order)")
+
+
+class HistoryQueryError(ValueError):
+    """A history request that names no slot, subject or record (``kind`` says which problem)."""
+
+    def __init__(self, message: str, kind: str = "invalid_history_query") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _subject_key(subject: str) -> str:
+    key = slot_key(subject, "x")
+    if key is None:
+        raise HistoryQueryError(f"not a subject: {subject!r}")
+    return slot_subject(key)
+
+
+def slot_history(sc: ScopeCurrency, *, slot: str | None = None, subject: str | None = None,
+                 record_id: str | None = None) -> HistoryResult:
+    """The history of the slots ``slot``, ``subject`` or ``record_id`` name (exactly one of them)."""
+    if sum(x is not None for x in (slot, subject, record_id)) != 1:
+        raise HistoryQueryError("name exactly one of slot, subject or record_id")
+    wanted: set[str] = set()
+    if slot is not None:
+        key = parse_slot(slot)
+        if key is None:
+            raise HistoryQueryError(f"not a slot (write it as 'subject · attribute'): {slot!r}")
+        wanted = {key}
+    elif record_id is not None:
+        for cid in sc.views:
+            pos = sc.views[cid].record_pos.get(record_id)
+            if pos is not None:
+                s = sc.per_view[cid].slot_of[pos] if pos < len(sc.per_view[cid].slot_of) else None
+                wanted = {s} if s else set()
+                break
+        else:
+            raise HistoryQueryError(f"unknown record {record_id!r}", kind="unknown_record")
+    else:
+        subj = _subject_key(subject or "")
+        wanted = {s for vc in sc.per_view.values() for s in vc.slots if slot_subject(s) == subj}
+    rows: list[tuple[str, str, int, HistoryEntry]] = []
+    for cid, vc in sc.per_view.items():
+        view = sc.views[cid]
+        for s in wanted:
+            for p in vc.slots.get(s, []):
+                st = sc.status(cid, p)
+                e = HistoryEntry(
+                    record_id=view.record_ids[p], conversation_id=cid, slot=s, value=vc.value_of[p],
+                    text=view.record_text[p], type=view.record_type[p], valid_from=vc.valid_from[p],
+                    valid_until=st.valid_until, status=st.status, superseded_by=list(st.superseded_by),
+                    conflicts_with=list(st.conflicts), source_turn_ids=list(view.record_sources[p]),
+                )
+                rows.append((e.valid_from or "", cid, p, e))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    entries = [r[3] for r in rows]
+    return HistoryResult(conversation_ids=list(sc.views), slots=list(dict.fromkeys(e.slot for e in entries)),
+                         entries=entries)
+
+
+__all__ = ["HistoryEntry", "HistoryQueryError", "HistoryResult", "slot_history"]

@@ -1,0 +1,194 @@
+"""Marks on the selected context: an item that shows a value no longer current says so on its line.
+
+After the selection (:mod:`lychee_ray.query.select`), each unit is checked against its scope's
+statuses (:mod:`lychee_ray.query.currency`):
+
+* a superseded record's line ends with ``[superseded on 2024-05-15 by: <what holds now>]`` (status
+  ``superseded``; ``history`` when the question asks for history);
+* a record that contradicts another current one ends with ``[conflicts with: <the other> (day)]``
+  (status ``conflicting``);
+* a raw-turn line said before a change that holds an identifier the change replaced ends with
+  ``[shows HAT227, superseded on 2024-05-15 by: …]``;
+* for a history question, a current record of a slot that changed ends with ``[current since day]``.
+
+Marks go at the end of lines (no line starts with whitespace or holds a line break, as
+:func:`~lychee_ray.query.evidence.rendered_tokens` needs), and count against the budget: the
+selection runs with ``query.current.mark_reserve_tokens`` less when the scope has links, and if the
+marked context still passes the budget, superseded units go first, then the least relevant.
+"""
+
+from __future__ import annotations
+
+from lychee_ray.core.status import CONFLICTING_STATUS, SUPERSEDED_STATUS
+
+import re
+from collections.abc import Sequence
+
+from lychee_ray.config import CurrentConfig
+from lychee_ray.core.currency import SLOT_SEP, day
+from lychee_ray.query.currency import ScopeCurrency
+from lychee_ray.query.evidence import Evidence, Selection, line_tokens, render, rendered_tokens
+from lychee_ray.query.view import ConversationView
+from lychee_ray.text.lexical import identifier_terms
+
+_ON_DAY = re.compile(r"^On \d{4}-\d{2}-\d{2}, ")
+_CLOCK = re.compile(r"\d+t\d+")  # the "13t05" of an ISO time "2024-05-13T05:37", not a code
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_@.+]*[A-Za-z0-9]")  # identifier_terms' tokens, case kept
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` on one line, without a leading "On <date>, " (the mark says the date), cut to ``limit``."""
+    t = _ON_DAY.sub("", " ".join(text.split()), count=1)
+    if len(t) <= limit:
+        return t
+    head = t[:limit].rsplit(" ", 1)[0]
+    return (head if len(head) >= limit // 2 else t[:limit]) + " …"  # (a long call is cut inside, not dropped)
+
+
+def _codes(text: str) -> list[str]:
+    """Identifier terms with letters and digits (``hat110``, ``gift_card_8887175``): codes, not words."""
+    return [t for t in dict.fromkeys(identifier_terms(text))
+            if any(c.isdigit() for c in t) and any(c.isalpha() for c in t) and not _CLOCK.fullmatch(t)]
+
+
+def _now(sc: ScopeCurrency, st_ids: Sequence[str], near: str, old: tuple[str, str | None, str | None],
+         cfg: CurrentConfig, codes_only: bool = False) -> str:
+    """What holds now, briefly, from the first record of ``st_ids`` found: the codes its value (else
+    its text) has that the old record's (``old``: text, value, slot) lacks — ``flights: HAT110,
+    HAT172`` —, else (unless ``codes_only``: then "") its slot's value, else its text (also when it
+    is of another slot: an ending)."""
+    for rid in st_ids:
+        loc = sc.locate(rid, near)
+        if loc is None:
+            continue
+        cid, pos = loc
+        vc = sc.per_view[cid]
+        text = sc.views[cid].record_text[pos]
+        slot = vc.slot_of[pos] if pos < len(vc.slot_of) else None
+        attr = slot.partition(SLOT_SEP)[2] if slot else ""
+        value = vc.value_of[pos] if pos < len(vc.value_of) else None
+        old_text, old_value, old_slot = old
+        if old_slot and slot != old_slot:  # the record that ended the subject (a cancellation)
+            return _cut(text, cfg.mark_chars)
+        gone = set(_codes(old_value if value and old_value else old_text))
+        new = [t for t in _codes(value if value and old_value else text) if t not in gone]
+        if new and attr:
+            shown = [m.group(0) for m in _WORD.finditer(text) if m.group(0).lower() in new]
+            return _cut(f"{attr}: {', '.join(dict.fromkeys(shown or new))}", cfg.mark_chars)
+        if codes_only:
+            return ""
+        if attr and value and not value.startswith("("):
+            return _cut(f"{attr} = {value}", cfg.mark_chars)
+        return _cut(text, cfg.mark_chars)
+    return ""
+
+
+def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> str:
+    pos = view.record_pos[e.id]
+    st = sc.status(e.conversation_id, pos)
+    if st.status == SUPERSEDED_STATUS:
+        vc = sc.per_view[e.conversation_id]
+        old = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
+               vc.slot_of[pos] if pos < len(vc.slot_of) else None)
+        now = _now(sc, st.latest or st.superseded_by, e.conversation_id, old, cfg)
+        when = f" on {day(st.valid_until)}" if day(st.valid_until) else ""
+        e.status, e.valid_until, e.superseded_by = ("history" if history else "superseded"), st.valid_until, list(st.superseded_by)
+        return f"[superseded{when} by: {now}]"
+    if st.status == CONFLICTING_STATUS:
+        e.status = "conflicting"
+        vc = sc.per_view[e.conversation_id]
+        mine = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
+                vc.slot_of[pos] if pos < len(vc.slot_of) else None)
+        mine_since = vc.valid_from[pos] if pos < len(vc.valid_from) else None
+        for other in st.conflicts:
+            loc = sc.locate(other, e.conversation_id)
+            if loc is not None and sc.status(*loc).status != SUPERSEDED_STATUS:
+                since = day(sc.per_view[loc[0]].valid_from[loc[1]])
+                when = f" ({since})" if since and since != day(mine_since) else ""
+                brief = _now(sc, [other], e.conversation_id, mine, cfg, codes_only=True)
+                return f"[conflicts with: {brief}{when}]" if brief else f"[conflicts with another record{when}]"
+        return ""
+    if history and any(sc.status(c, p).status == SUPERSEDED_STATUS for c, p in sc.chain(e.conversation_id, pos)):
+        since = day(sc.per_view[e.conversation_id].valid_from[pos])
+        return f"[current since {since}]" if since else "[current]"
+    src = view.record_turns[pos]
+    if src and not (sc.per_view[e.conversation_id].slot_of[pos] if pos < len(sc.per_view[e.conversation_id].slot_of) else None):
+        # a record of no slot (a sentence the agent said) can still show a value a change replaced
+        mark, until, by = _shown_value_mark(e.conversation_id, min(src), view.record_text[pos], sc, cfg)
+        if mark:
+            e.status, e.valid_until, e.superseded_by = ("history" if history else "superseded"), until, by
+        return mark
+    return ""
+
+
+def _shown_value_mark(cid: str, tp: int, text: str, sc: ScopeCurrency, cfg: CurrentConfig) -> tuple[str, str | None, list[str]]:
+    """The mark of a line said at turn position ``tp`` that shows identifiers a later change
+    replaced (:attr:`~lychee_ray.query.currency.ViewCurrency.replaced`): (mark or "", valid_until,
+    superseded_by)."""
+    hits = [r for r in sc.per_view[cid].replaced if tp < r.before]
+    if not hits:
+        return "", None, []
+    terms = set(identifier_terms(text))
+    found = [r for r in hits if r.token in terms]
+    if not found:
+        return "", None, []
+    st = sc.status(cid, found[0].record)
+    now = _now(sc, st.latest or st.superseded_by, cid, (text, None, None), cfg)
+    toks = ", ".join(dict.fromkeys(r.token.upper() for r in found))
+    when = f" on {day(st.valid_until)}" if day(st.valid_until) else ""
+    return f"[shows {toks}, superseded{when} by: {now}]", st.valid_until, list(st.superseded_by)
+
+
+def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, cfg: CurrentConfig) -> list[str]:
+    """One mark (or "") per turn of a window."""
+    marks = []
+    for tid in e.turn_ids:
+        tp = view.turn_pos[tid]
+        mark, until, by = _shown_value_mark(e.conversation_id, tp, view.turn_text[tp], sc, cfg)
+        marks.append(mark)
+        if mark and e.valid_until is None:
+            e.valid_until, e.superseded_by = until, by
+    return marks
+
+
+def _marked(e: Evidence, marks: Sequence[str], encoding: str) -> None:
+    lines = e.block.split("\n")
+    if len(marks) != len(lines):
+        return
+    lines = [f"{line} {m}" if m else line for line, m in zip(lines, marks, strict=True)]
+    e.block = "\n".join(lines)
+    e.tokens = sum(line_tokens(line, encoding) for line in lines)
+
+
+def apply_marks(sel: Selection, sc: ScopeCurrency, history: bool, cfg: CurrentConfig, budget: int, show_conv: bool,
+                encoding: str) -> Selection:
+    """``sel`` with its units marked (see the module doc), within ``budget``."""
+    if not sc.any_links and not history:
+        return sel
+    changed = False
+    for e in sel.evidence:
+        view = sc.views[e.conversation_id]
+        if e.kind == "record":
+            mark = _record_mark(e, view, sc, history, cfg)
+            if mark:
+                _marked(e, [mark], encoding)
+                changed = True
+        else:
+            marks = _turn_marks(e, view, sc, cfg)
+            if any(marks):
+                e.status = "history" if history else "superseded"
+                _marked(e, marks, encoding)
+                changed = True
+    if not changed:
+        return sel
+    units = list(sel.evidence)
+    tokens = rendered_tokens(units, show_conv, encoding)
+    while tokens > budget and units:
+        stale = [j for j, u in enumerate(units) if u.status in ("superseded", "history")]
+        pick = stale or list(range(len(units)))
+        units.pop(min(pick, key=lambda j: units[j].score))
+        tokens = rendered_tokens(units, show_conv, encoding)
+    return Selection(units, render(units, show_conv), tokens, sel.budget, sel.pool, sel.skipped)
+
+
+__all__ = ["apply_marks"]
