@@ -1,9 +1,23 @@
-"""Shared fixtures. Expensive resources (the embedding model, local Ray) are session-scoped; the
-synthetic query view is module-scoped. Store builders live in :mod:`tests.stores`."""
+"""Shared fixtures and the two test tiers. Expensive resources (the embedding model, local Ray) are
+session-scoped; the synthetic query view is module-scoped. Store builders live in :mod:`tests.stores`.
+
+Two speeds (README "Tests"): a test that starts or joins Ray (Serve included), runs a child process
+(the CLI, a Python probe) or drives a browser carries the marker ``ray``, ``subprocess`` or ``browser``
+(a test taking a Ray fixture gets ``ray`` here); one that stays in process but takes seconds (the S3
+test server, a large input, a fault loop, a service with its background workers) carries ``heavy`` (a
+test taking the S3 server gets it here). Every other test is marked ``fast`` here, and
+``python -m pytest -q -m fast`` is the edit-test loop. A ``fast`` test that starts Ray or a child
+process fails and names the marker it needs; one whose setup and call take over
+``FAST_TEST_BUDGET_S`` is listed at the end of the run (a note, not a failure: timings on a shared
+machine vary), so the tier stays fast as tests are added.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +42,9 @@ def embedder():
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One small local Ray for the whole test session (Ray start costs ~8 s)."""
+    """One small local Ray for the whole test session (Ray start costs ~8 s). It offers one logical
+    GPU (there is no device): the embedding stages' GPU placement is tested in this Ray too
+    (tests/ingest/test_build_stages.py), not in a Ray of its own; nothing else asks for a GPU."""
     import ray
 
     if not ray.is_initialized():
@@ -43,7 +59,8 @@ def ray_session():
         # before it ever ran; under that load it needs longer
         os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
         os.environ.setdefault("RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S", "60")
-        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 * 1024 * 1024, log_to_driver=False)
+        ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, object_store_memory=256 * 1024 * 1024,
+                 log_to_driver=False)
     yield ray
 
 
@@ -78,12 +95,99 @@ def view(tmp_path_factory, embedder):
     store.close()
 
 
+# Markers of the slower tier, and the fixtures that make a test a Ray test or a heavy one.
+SLOW_TIER_MARKERS = ("ray", "subprocess", "browser", "heavy")
+RAY_FIXTURES = frozenset({"ray_session", "serve_url"})
+HEAVY_FIXTURES = frozenset({"s3_server"})
+# A fast test's setup + call above this many seconds is named at the end of the run: mark it `heavy`
+# or make it cheaper (the fast tier's ~1,100 tests must stay within three minutes together).
+FAST_TEST_BUDGET_S = 2.0
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: `-m fast` / `-m ray` see the markers added here
 def pytest_collection_modifyitems(config, items):
-    """``slow`` tests (long reliability loops) are skipped unless ``LYCHEE_SLOW=1`` or ``-m`` names
-    them: CI runs the bounded sample of each loop (``LYCHEE_RELIABILITY_ROUNDS`` sizes it)."""
+    """Tier markers (module docstring); ``slow`` tests (long reliability loops) are skipped unless
+    ``LYCHEE_SLOW=1`` or ``-m`` names them: CI runs the bounded sample of each loop
+    (``LYCHEE_RELIABILITY_ROUNDS`` sizes it)."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if RAY_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.ray)
+        if HEAVY_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.heavy)
+        if not any(item.get_closest_marker(m) for m in SLOW_TIER_MARKERS):
+            item.add_marker(pytest.mark.fast)
     if os.environ.get("LYCHEE_SLOW") == "1" or "slow" in (config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="slow loop: set LYCHEE_SLOW=1 (or -m slow) to run it; CI runs a bounded sample")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+class TierError(Exception):
+    """A ``fast`` test did what only the slower tier may (start Ray or a child process)."""
+
+
+_running_fast: list[str] = []  # the node id of the fast test running now (setup, call and teardown)
+_HAD_RAY = pytest.StashKey[bool]()  # whether Ray was up when a fast test's setup began
+
+
+def _is_child_runtime(args) -> bool:
+    """Whether a command starts Python, Ray or the CLI (what makes a test slow: interpreter and imports)."""
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
+    words = os.fsdecode(argv[0]).split() if argv else []
+    first = words[0] if words else ""
+    return first == sys.executable or Path(first).name.startswith(("python", "ray", "lychee-ray"))
+
+
+class _TierGuardedPopen(subprocess.Popen):
+    def __new__(cls, args, *a, **kw):  # refused before an instance exists (no half-made Popen to finalize)
+        if _running_fast and _is_child_runtime(args):
+            raise TierError(f"{_running_fast[0]} runs a child process: mark it `subprocess` (the fast tier starts none)")
+        return super().__new__(cls)
+
+
+subprocess.Popen = _TierGuardedPopen  # type: ignore[misc]  # subprocess.run and friends look the name up at call time
+
+
+def _ray_started() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """From a ``fast`` test's setup (its module and session fixtures included) to its teardown, a child
+    process fails it (``_TierGuardedPopen``), and so does starting Ray (checked at teardown)."""
+    if item.get_closest_marker("fast") is not None:
+        _running_fast[:] = [item.nodeid]
+        item.stash[_HAD_RAY] = _ray_started()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:
+        _running_fast.clear()
+        if _HAD_RAY in item.stash and not item.stash[_HAD_RAY] and _ray_started():
+            raise TierError(f"{item.nodeid} started Ray: take the ray_session fixture or mark it `ray` "
+                            "(the fast tier starts no Ray)")
+
+
+_fast_seconds: dict[str, float] = {}  # a fast test's setup + call time
+
+
+def pytest_runtest_logreport(report):
+    if report.when in ("setup", "call") and "fast" in report.keywords:
+        _fast_seconds[report.nodeid] = _fast_seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    over = sorted(((t, n) for n, t in _fast_seconds.items() if t > FAST_TEST_BUDGET_S), reverse=True)
+    if over:
+        terminalreporter.section(f"fast tests over {FAST_TEST_BUDGET_S:g} s (setup + call): mark them `heavy` or make them cheaper")
+        for t, n in over:
+            terminalreporter.write_line(f"{t:6.2f}s {n}")

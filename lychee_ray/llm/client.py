@@ -25,10 +25,9 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from collections.abc import Callable, Mapping, Sequence
 
-import openai
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
@@ -42,6 +41,9 @@ from lychee_ray.llm.sync import BackgroundLoop
 from lychee_ray.llm.usage import KEY_FIELDS, STAGES, CallTally, CallUsage, Stage, UsageLedger
 from lychee_ray.text.tokens import DEFAULT_ENCODING, count_message_tokens, count_tokens
 
+if TYPE_CHECKING:
+    import openai
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
@@ -51,6 +53,15 @@ _FALLBACK: dict[str, FormatMode] = {"json_schema": "json_object", "json_object":
 # Placeholder key for keyless local servers (vLLM, llama.cpp, Ollama): the openai client demands one.
 NO_KEY = "EMPTY"
 _CLOSE_TIMEOUT_S = 5.0  # closing the sync loop's HTTP pool never hangs
+
+
+def _sdk() -> Any:
+    """The ``openai`` SDK, imported on first use: importing it costs about as much CPU as the rest of
+    a build stage's imports together, and most processes (the rules backend, every build stage but
+    the one that encodes, the query CLI) never send a chat call."""
+    import openai
+
+    return openai
 
 
 @dataclass(frozen=True)
@@ -119,7 +130,7 @@ class LLMClient:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            client = openai.AsyncOpenAI(
+            client = _sdk().AsyncOpenAI(
                 api_key=self.config.api_key or NO_KEY,
                 base_url=self.config.base_url,  # None = the library default (api.openai.com)
                 timeout=self.config.timeout_s,
@@ -236,6 +247,7 @@ class LLMClient:
 
     async def _attempt(self, msgs: list[dict[str, str]], schema: type[T], name: str, max_tokens: int,
                        tally: CallTally) -> tuple[T, str]:
+        openai = _sdk()
         while True:  # loops only for a format / parameter fallback
             kwargs, mode, prompt_est = self._request(msgs, schema, name, max_tokens)
             param = self._max_tokens_param

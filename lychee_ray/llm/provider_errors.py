@@ -10,11 +10,13 @@ import email.utils
 import json
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 from collections.abc import Mapping
 
-import openai
-
 from lychee_ray.llm.errors import MAX_ERROR_TEXT
+
+if TYPE_CHECKING:  # annotations only: the SDK is imported where a call is made (llm/client.py)
+    import openai
 
 _MS_PER_S = 1000.0
 

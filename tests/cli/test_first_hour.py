@@ -33,6 +33,7 @@ def built(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return tmp, lychee("build", "--input", "in.jsonl", "--out", "store", cwd=tmp)
 
 
+@pytest.mark.subprocess
 def test_a_csv_given_as_jsonl_is_refused_before_anything_starts(tmp_path):
     (tmp_path / "in.csv").write_text("id,text,user\n1,hello there,u1\n2,how are you,u2\n3,fine,u3\n")
     p = clean(lychee("build", "--input", "in.csv", "--format", "jsonl", "--out", "store", cwd=tmp_path, timeout=120))
@@ -57,6 +58,7 @@ def test_foreign_content_is_named_and_json_with_a_bad_first_line_is_not_refused(
     assert survey_input(tmp_path / "b.jsonl", "jsonl").conversations == 3
 
 
+@pytest.mark.subprocess
 def test_a_small_build_runs_in_process_with_one_notice_line(built):
     tmp, p = built
     assert p.returncode == 0, p.stderr
@@ -68,6 +70,7 @@ def test_a_small_build_runs_in_process_with_one_notice_line(built):
     assert json.loads((tmp / "store" / "manifest.json").read_text())["runner"] == "local"
 
 
+@pytest.mark.subprocess
 def test_a_re_run_with_nothing_to_build_starts_no_ray(built):
     tmp, _ = built
     p = clean(lychee("build", "--input", "in.jsonl", "--out", "store", cwd=tmp))
@@ -76,6 +79,7 @@ def test_a_re_run_with_nothing_to_build_starts_no_ray(built):
     assert re.search(r"^skipped \(already built\)\s+2$", p.stdout, re.M), p.stdout
 
 
+@pytest.mark.subprocess
 def test_query_prints_results_and_one_short_notice(built):
     tmp, _ = built
     p = clean(lychee("query", "--memory", "store", "--conversation", "demo-2", "What is the name of the cat?", cwd=tmp))
@@ -87,6 +91,7 @@ def test_query_prints_results_and_one_short_notice(built):
     assert re.search(r"^  1\.000 \w+ +\w+ +2024-01-02 \[1", p.stdout, re.M), p.stdout
 
 
+@pytest.mark.subprocess
 def test_an_unknown_or_malformed_conversation_is_one_line(built):
     tmp, _ = built
     p = clean(lychee("query", "--memory", "store", "--conversation", "26", "q?", cwd=tmp))  # no --llm: auto
@@ -151,6 +156,7 @@ def test_readme_query_row_names_user_and_search():
     assert "--user" in row and "--search" in row
 
 
+@pytest.mark.subprocess
 def test_verify_convert_and_dry_run_print_a_table_and_json_with_json(built, capsys):
     from lychee_ray.cli.main import main
 

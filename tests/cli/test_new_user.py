@@ -64,6 +64,7 @@ def built(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return tmp, p
 
 
+@pytest.mark.subprocess
 def test_build_a_directory_without_format(built):
     tmp, p = built
     assert p.returncode == 0, p.stderr
@@ -75,6 +76,7 @@ def test_build_a_directory_without_format(built):
     assert "Loading weights" not in p.stderr  # no model-loading bar
 
 
+@pytest.mark.subprocess
 def test_list_then_query_an_id_from_list(built):
     tmp, _ = built
     table = clean(lychee("list", "--memory", "store", cwd=tmp))
@@ -91,6 +93,7 @@ def test_list_then_query_an_id_from_list(built):
     assert "Pixel" in q.stdout
 
 
+@pytest.mark.subprocess
 def test_query_an_unknown_id(built):
     tmp, _ = built
     p = clean(lychee("query", "--memory", "store", "--conversation", "26", "--llm", "rules", "q?", cwd=tmp))
@@ -101,6 +104,7 @@ def test_query_an_unknown_id(built):
                            "`lychee-ray list --memory store` shows the ids")
 
 
+@pytest.mark.subprocess
 def test_verify_and_list_a_wrong_path(tmp_path):
     for cmd in ("verify", "list", "errors"):
         p = clean(lychee(cmd, "--memory", "nowhere", cwd=tmp_path))
@@ -108,6 +112,7 @@ def test_verify_and_list_a_wrong_path(tmp_path):
         assert one_line(p) == f"lychee-ray {cmd}: not a memory store (no commits/): nowhere"
 
 
+@pytest.mark.subprocess
 def test_build_an_empty_file_starts_nothing(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     p = clean(lychee("build", "--input", "empty.jsonl", "--out", "store", cwd=tmp_path, timeout=120))
@@ -116,6 +121,7 @@ def test_build_an_empty_file_starts_nothing(tmp_path):
     assert not (tmp_path / "store").exists()  # refused before Ray or the store directory
 
 
+@pytest.mark.subprocess
 def test_build_a_locomo_directory_as_jsonl(tmp_path):
     d = tmp_path / "locomo"
     d.mkdir()
@@ -128,6 +134,7 @@ def test_build_a_locomo_directory_as_jsonl(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.subprocess
 def test_build_a_jsonl_file_as_locomo_and_missing_input(tmp_path):
     (tmp_path / "in.jsonl").write_text(EXAMPLE.read_text(encoding="utf-8"))
     p = clean(lychee("build", "--input", "in.jsonl", "--format", "locomo", "--out", "store", cwd=tmp_path, timeout=120))
@@ -139,6 +146,7 @@ def test_build_a_jsonl_file_as_locomo_and_missing_input(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.subprocess
 def test_bad_lines_are_named_by_file_and_line_and_errors_reads_them(tmp_path):
     lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
     (tmp_path / "in.jsonl").write_text(lines[0] + "\n{not json\n")

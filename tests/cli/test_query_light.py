@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.stores import conversation_spec, make_store
 
 Q = "When did Caroline go to the LGBTQ support group?"
@@ -23,6 +25,7 @@ with open(sys.argv[1], "w") as f:
 """ % (HEAVY,)
 
 
+@pytest.mark.subprocess
 def test_cli_query_with_a_cached_onnx_model_imports_no_torch(tmp_path, embedder):
     from lychee_ray.config import EmbeddingConfig
     from lychee_ray.embed import get_embedder

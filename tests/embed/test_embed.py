@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from lychee_ray.embed.base import dedup_texts as _dedup
 
@@ -58,6 +59,7 @@ def test_async_batch_embedder_coalesces_and_never_strands_requests():
     assert leaked == [], leaked
 
 
+@pytest.mark.heavy
 def test_onnx_runtime_matches_torch_and_falls_back(embedder, tmp_path, monkeypatch):
     """The default ONNX runtime gives the torch model's vectors (stores are interchangeable); a model it
     cannot export, or a failed export, keeps torch instead of failing the job."""
@@ -86,6 +88,7 @@ def test_onnx_runtime_matches_torch_and_falls_back(embedder, tmp_path, monkeypat
     assert float(np.abs(e.encode(texts[:1]) - b[:1]).max()) < 1e-6
 
 
+@pytest.mark.heavy
 def test_int8_query_embedder_ranks_like_fp32_and_falls_back(embedder, tmp_path, monkeypatch):
     """Query embeddings run the per-channel int8 copy (the build's stay fp32): vectors within cosine
     0.98 of fp32 and the same nearest memory; a failed quantization keeps fp32 ONNX, not torch."""
@@ -141,6 +144,7 @@ def test_int8_query_embedder_ranks_like_fp32_and_falls_back(embedder, tmp_path, 
     assert float(np.abs(strict.encode(questions[:2]) - b[:2]).max()) < 1e-5
 
 
+@pytest.mark.heavy
 def test_cached_onnx_query_model_needs_no_torch_and_gives_the_same_vectors(embedder, tmp_path, monkeypatch):
     """With the export cached, query embeddings load from the ONNX file and the model's fast tokenizer
     (no torch / sentence-transformers): the same token ids as sentence-transformers, bit-identical

@@ -18,6 +18,7 @@ from lychee_ray.llm.backend import resolve_backend
 pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
 
 
+@pytest.mark.heavy
 def test_preparing_the_query_model_logs_one_line_and_no_third_party_lines(tmp_path, caplog):
     from lychee_ray.embed.local import LocalEmbedder
 
@@ -34,6 +35,7 @@ def test_preparing_the_query_model_logs_one_line_and_no_third_party_lines(tmp_pa
     assert all(not [f for f in h.filters if type(f).__name__ == "_DropThirdParty"] for h in root.handlers)
 
 
+@pytest.mark.subprocess
 def test_rules_notice_once_per_command_also_in_processes_it_starts(monkeypatch, caplog):
     monkeypatch.setattr(backend_mod, "_logged_rules", False)
     monkeypatch.delenv(backend_mod.NOTICE_ENV, raising=False)

@@ -70,6 +70,7 @@ def test_eval_beam_rules_without_a_judge(tmp_path: Path):
     assert "lychee-ray eval — beam" in (tmp_path / "run" / "report.md").read_text()
 
 
+@pytest.mark.heavy
 def test_eval_beam_with_the_rubric_judge(tmp_path: Path):
     data = write_split(tmp_path / "100K", 1)
     with OpenAIServer(handler=eval_reply) as srv:

@@ -75,6 +75,7 @@ def test_rubric_short_answers():
     assert answers_in_context([], normalized_context("x")) is None
 
 
+@pytest.mark.heavy
 def test_a_citation_without_content_earns_the_id_not_the_content(beam):
     _, _, store = beam
     view = store.view("beam-1")
@@ -87,6 +88,7 @@ def test_a_citation_without_content_earns_the_id_not_the_content(beam):
     assert whole.recall_by_role == {"user": 1.0, "assistant": 0.0} and m.gold_roles == ["user", "assistant"]
 
 
+@pytest.mark.heavy
 def test_passage_rag_finds_text_past_a_long_turns_start(beam):
     _, _, store = beam
     view = store.view("beam-2")
@@ -96,6 +98,7 @@ def test_passage_rag_finds_text_past_a_long_turns_start(beam):
     assert sel.tokens <= 120 and any(u.id.startswith("11#p") and "logs table is done" in u.text for u in sel.units)
 
 
+@pytest.mark.heavy
 def test_beam_report(beam):
     data, _, store = beam
     qs = load_questions("beam", data, None)
@@ -118,6 +121,7 @@ def test_beam_report(beam):
     assert big["full_context"]["fits_budget"] == 10 and big["full_context"]["at_budget"]["recall"] == 1.0
 
 
+@pytest.mark.heavy
 def test_eval_retrieval_cli_on_beam_and_paired_comparison(beam, tmp_path, capsys):
     import sys
 

@@ -368,6 +368,7 @@ def test_cost_estimate_counts_the_pieces_the_encoder_reads(tmp_path):
     assert est["prompt_tokens"] == sum(encode_prompt_tokens(r, cfg) + schema for r in sent.values())
 
 
+@pytest.mark.subprocess
 def test_local_eval_runs_without_ray(tmp_path):
     """``lychee-ray eval --local``: the whole run in one process, Ray never imported."""
     import subprocess

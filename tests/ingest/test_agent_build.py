@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.increment import AppendRequest, AppendTurn, append_turns
 from lychee_ray.ingest.runner import run_local_build
@@ -28,6 +30,7 @@ def _logs(extra: list[dict] | None = None) -> list[dict]:
     return [a, b]
 
 
+@pytest.mark.heavy
 def test_agent_logs_build_grow_append_and_search(tmp_path: Path, embedder):
     cfg = load_config(env={})
     src = write_jsonl(tmp_path / "logs.jsonl", _logs())
@@ -77,6 +80,7 @@ def test_agent_logs_build_grow_append_and_search(tmp_path: Path, embedder):
         assert "cancelled" in recent.context
 
 
+@pytest.mark.heavy
 def test_agent_traffic_over_http_append_and_recent_turns(tmp_path: Path, embedder):
     """The service takes tool calls in appends (queued encoding, the default) and recent turns in searches."""
     from fastapi.testclient import TestClient
@@ -134,6 +138,7 @@ def test_every_log_format_builds_with_its_format_detected(tmp_path: Path, embedd
         assert verify_store(out)["ok"], fmt
 
 
+@pytest.mark.heavy
 def test_retrieval_eval_on_agent_logs_in_both_scopes(tmp_path: Path, embedder):
     """eval-retrieval derives questions from tool traffic and scores lychee and the baselines in a
     conversation's scope and in its user's (gold turns matched by conversation and turn id)."""

@@ -55,6 +55,7 @@ def test_rules_build_store_integrity(tmp_path, embedder):
     assert "offline" in m["backend_description"]
 
 
+@pytest.mark.heavy
 def test_openai_encoder_failed_segments_then_retry_failed_equals_clean(tmp_path, embedder):
     src = write_input(tmp_path / "in.jsonl", n=2)
     with OpenAIServer(handler=encoder_reply) as srv:
@@ -109,6 +110,7 @@ def test_build_stage_exception_is_quarantined(tmp_path, embedder):
     assert len(errs) == s.failed and all(e["stage"] == "embed" and "exploded" in e["message"] for e in errs)
 
 
+@pytest.mark.heavy
 def test_interrupted_build_rerun_gives_same_store(tmp_path, embedder):
     src = write_input(tmp_path / "in.jsonl", n=3)
     cfg = load_config(env={})

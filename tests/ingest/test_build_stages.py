@@ -8,14 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from lychee_ray.ingest import commit as commit_step
 from lychee_ray.ingest.commit import Committer
@@ -35,7 +30,6 @@ from lychee_ray.testing.synthetic import synthetic_conversation
 from tests.reliability.test_bad_input import HashEmbedder
 
 CFG = load_config(env={})
-REPO = Path(__file__).resolve().parents[2]
 
 
 class CountingEmbedder(HashEmbedder):
@@ -261,28 +255,19 @@ def test_record_embedder_is_int8_and_independent_of_its_batch(embedder):
     assert np.allclose(none.encode(texts), fp32, atol=1e-5)
 
 
-@pytest.mark.ray
-def test_embedding_stages_on_a_gpu_resource(tmp_path):
+def test_embedding_stages_on_a_gpu_resource(ray_session, tmp_path):
     """Embedding stages given ``num_gpus`` are placed on GPU resources; without a CUDA device
-    (a logical GPU here) they embed on the CPU, say so, and the build equals the CPU build."""
+    (the session's Ray offers one logical GPU: tests/conftest.py) they embed on the CPU, say so, and
+    the build equals the CPU build."""
+    from lychee_ray.ray.build_job import run_ray_build
+
+    assert ray_session.cluster_resources().get("GPU") == 1
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(i.conversation.model_dump_json() for i in items(3)) + "\n")
-    script = textwrap.dedent(f"""
-        import json, ray
-        from lychee_ray.config import load_config
-        from lychee_ray.ray.build_job import run_ray_build
-        ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, object_store_memory=200 * 2**20)
-        cfg = load_config(env={{}}, sets=["ray.stages.embed_turns.num_gpus=0.5", "ray.stages.embed_memory.num_gpus=0.5",
-                                          "build.compact_conversations_per_file=0"])
-        s = run_ray_build(cfg, "jsonl", {str(src)!r}, {str(tmp_path / "gpu")!r}, backend="rules", progress=False)
-        print("SUMMARY", json.dumps(s.to_dict()))
-    """)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("SUMMARY"))[8:])
-    assert (summary["built"], summary["failed"]) == (3, 0)
+    cfg = load_config(env={}, sets=["ray.stages.embed_turns.num_gpus=0.5", "ray.stages.embed_memory.num_gpus=0.5",
+                                    "build.compact_conversations_per_file=0"])
+    s = run_ray_build(cfg, "jsonl", src, tmp_path / "gpu", backend="rules", progress=False)
+    assert (s.built, s.failed) == (3, 0)
     devices = json.loads((tmp_path / "gpu" / "manifest.json").read_text())["embedding_devices"]
     for stage in ("embed_turns", "embed_memory"):
         (info,) = devices[stage]

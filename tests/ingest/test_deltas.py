@@ -51,6 +51,7 @@ def open_store(root: Path, *sets: str) -> MemoryStore:
     return MemoryStore.open(root, cfg, embedder=HashEmbedder(), llm="rules")
 
 
+@pytest.mark.heavy
 def test_queued_appends_then_catch_up_equal_one_build(tmp_path, conv, reference):
     ref, _ = reference
     cid, turns = conv.conversation_id, turn_dicts(conv)
@@ -178,6 +179,7 @@ def _die_mid_write(root: str, cid: str, turn: dict, what: str) -> None:
     os._exit(0)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("what", ["append", "fold"])
 def test_writer_killed_mid_append_or_fold_loses_nothing(tmp_path, conv, what):
     cid, turns = conv.conversation_id, turn_dicts(conv)
@@ -254,6 +256,7 @@ class _SlowEncoder:
         return await self.inner.encode(request)
 
 
+@pytest.mark.heavy
 def test_background_encoding_holds_no_write_lock_and_appends_go_on(tmp_path, conv, reference):
     """A catch-up encodes without the write lock: queued appends commit while it encodes (they do
     not wait for it), it then commits on top of them, and the store ends equal to one build."""

@@ -259,6 +259,7 @@ def _append_worker(root: str, prefix_: str, n: int, ready=None, go=None) -> None
                      user_id="u1")
 
 
+@pytest.mark.heavy
 def test_concurrent_appenders_lose_nothing_and_readers_see_whole_generations(tmp_path):
     StoreWriter(tmp_path)
     _append_worker(str(tmp_path), "seed", 1)

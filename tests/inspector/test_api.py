@@ -18,6 +18,8 @@ from lychee_ray.core.records import RECORD_SCHEMA
 from tests.inspector_fixtures import TENANT_KEYS, sha
 from tests.io.test_store_contract import toy_table  # noqa: F401 — a registered sixth table (fixture)
 
+pytestmark = pytest.mark.heavy  # one service over the session's inspector store, its queries embedded
+
 Q = "When did Caroline go to the LGBTQ support group?"
 
 
@@ -328,6 +330,7 @@ def test_erasing_needs_the_id_repeated(tmp_path, embedder):
     svc.close()
 
 
+@pytest.mark.subprocess
 def test_inspect_prints_its_url_and_serves_without_ray(inspector_data):
     """`lychee-ray inspect` in its own process: one line with the URL on 127.0.0.1, the pages there,
     and Ray never imported."""

@@ -157,6 +157,7 @@ def test_convert_writes_conversations_and_questions(tmp_path: Path):
     assert qa[1]["evidence"] == ["4", "6"] and qa[1]["category"] == "knowledge_update"
 
 
+@pytest.mark.heavy
 def test_local_build_of_beam_with_bad_turns(tmp_path: Path, embedder):
     chat = batches_json()
     blank = "Diagram:\n" + ("   |" + " " * 440 + "\\\n") * 790

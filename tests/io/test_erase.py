@@ -97,6 +97,7 @@ def snapshot(root: Path, cids: list[str]) -> dict:
     return out
 
 
+@pytest.mark.heavy
 def test_erase_conversation_leaves_no_trace_and_others_intact(store, embedder):
     before = traces(store, SECRET)
     assert any(h.startswith("records/") for h in before) and any(h.startswith("turns/") for h in before)

@@ -102,6 +102,7 @@ def local_and_s3(tmp_path_factory, s3_server, ctx, convs):
     return local, uri
 
 
+@pytest.mark.heavy
 def test_s3_store_equals_local_build_and_verifies(local_and_s3, convs, s3_server):
     local, uri = local_and_s3
     assert isinstance(store_root(uri), StorePath)
@@ -132,6 +133,7 @@ def test_search_on_s3_matches_local(local_and_s3, convs):
     assert ra.context == rb.context
 
 
+@pytest.mark.heavy
 def test_incremental_append_and_old_generations_removed_on_s3(s3_server, ctx, convs, tmp_path):
     uri = s3_server.bucket("lychee-incr") + "/store"
     c = convs[0]
@@ -150,6 +152,7 @@ def test_incremental_append_and_old_generations_removed_on_s3(s3_server, ctx, co
     assert verify_store(uri)["ok"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(where, s3_server, ctx, convs, monkeypatch,
                                                                             tmp_path):
@@ -212,6 +215,7 @@ def test_crashed_writer_leaves_old_generation_visible_and_garbage_collected(wher
     assert list(layout.generation_paths(key)) == [new.generation]
 
 
+@pytest.mark.heavy
 def test_per_conversation_work_lists_no_shared_directory(s3_server, ctx, convs):
     """On an object store a LIST of a directory every conversation writes into (``records/``,
     ``commits/``, ``segstate/`` ...) returns every conversation's objects, so listing one per
@@ -262,6 +266,7 @@ def _artifacts_from(stored, conv):
         turn_vectors=np.zeros((stored.turns.num_rows, dim), np.float32), fingerprint="crash-test")
 
 
+@pytest.mark.heavy
 def test_compaction_and_erasure_on_s3(s3_server, ctx, convs):
     uri = s3_server.bucket("lychee-erase") + "/store"
     assert build(ctx, uri, convs).built == 3  # the build compacts at its end
@@ -282,6 +287,7 @@ def test_compaction_and_erasure_on_s3(s3_server, ctx, convs):
     assert set(merged.values()) == {0}
 
 
+@pytest.mark.heavy
 def test_commit_state_changes_when_a_conversation_commits(s3_server, ctx, convs):
     uri = s3_server.bucket("lychee-state") + "/store"
     build(ctx, uri, convs[:1])
@@ -316,6 +322,7 @@ def _contend(layout, workers: int, join_s: float) -> tuple[list[int], int, list[
     return order, overlaps[0], errors, time.monotonic() - t0
 
 
+@pytest.mark.heavy
 def test_lease_lock_excludes_expires_and_refuses_when_nonblocking(s3_server):
     settings = StoreConfig(cache_dir=None, cache_max_bytes=1 << 20, lock_lease_s=3.0, lock_poll_s=0.02, lock_settle_s=0.05)
     uri = s3_server.bucket("lychee-lease") + "/store"
@@ -349,6 +356,7 @@ def _cpu_burners() -> list:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
 
 
+@pytest.mark.subprocess
 def test_lease_lock_excludes_while_every_core_is_busy(s3_server):
     """Issue 39 item 5: under CPU starvation (a busy loop on every core beside the moto server and
     the writers) the lock still excludes, every writer gets it in bounded time, and no lease expires
@@ -368,6 +376,7 @@ def test_lease_lock_excludes_while_every_core_is_busy(s3_server):
     assert elapsed < 120
 
 
+@pytest.mark.heavy
 def test_lease_lock_with_round_trips_slowed_down_as_under_starvation(s3_server, monkeypatch):
     """What made the lock test fail on a loaded machine, made deterministic: every lease read and
     write takes 0.3 s (the moto server and the writers starved of CPU). The read+write-based settle
@@ -395,6 +404,7 @@ def test_lease_lock_with_round_trips_slowed_down_as_under_starvation(s3_server, 
     assert not errors and sorted(order) == [0, 1, 2] and overlaps == 1, (errors, order, overlaps)
 
 
+@pytest.mark.heavy
 def test_a_writer_whose_lease_may_have_lapsed_does_not_commit(s3_server, ctx, convs):
     """A holder whose renewals fell behind (its process starved: the renewer thread late) or whose
     lease another writer took over refuses to commit — LeaseLost, the marker unchanged, the new
@@ -451,6 +461,7 @@ def _starve_leases(monkeypatch, times: int | None) -> list[str]:
     return starved
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", ["new", "grown"])
 def test_a_build_whose_lease_lapsed_before_its_commit_commits_again_under_a_fresh_lock(path, s3_server, ctx, convs,
                                                                                        monkeypatch, tmp_path):
@@ -479,6 +490,7 @@ def test_a_build_whose_lease_lapsed_before_its_commit_commits_again_under_a_fres
     assert verify_store(uri)["ok"]
 
 
+@pytest.mark.heavy
 def test_a_build_whose_lease_keeps_lapsing_fails_at_commit_publishes_nothing_and_a_rerun_builds_it(
         s3_server, ctx, convs, monkeypatch):
     """Refused again on every fresh lock (``store.commit_lease_retries`` more tries): the conversation
@@ -515,7 +527,7 @@ def test_recommit_after_a_lost_lease_only_onto_the_commit_the_work_was_built_on(
     key = conversation_key(c.conversation_id)
     first = writer.layout.read_marker(key)
     art = _artifacts_from(load_stored(root, first), c)
-    lost = LeaseLost(StorePath.from_uri("s3://b/lock"), "a test")
+    lost = LeaseLost(StorePath.from_uri(str(root / "lock")), "a test")  # a label: no store is reached
     real, refused = commit_step.Held.commit, []
 
     def lose_once(held, a, based_on):
@@ -589,6 +601,7 @@ def test_memory_store_open_uses_the_given_config_store_settings(local_and_s3, tm
         b.close()
 
 
+@pytest.mark.heavy
 def test_no_secret_from_the_uri_is_written_or_shown(s3_server, ctx, convs, caplog):
     s3_server.bucket("lychee-secret")
     host = s3_server.endpoint.removeprefix("http://")

@@ -147,6 +147,7 @@ def test_one_module_takes_a_conversations_write_lock_and_commits():
     assert "async_write_lock(" in text and "based_on=based_on" in text  # the checker looks at the right module
 
 
+@pytest.mark.subprocess
 def test_importing_the_package_imports_no_ray_and_no_model():
     import subprocess
     import sys

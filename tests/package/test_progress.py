@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from lychee_ray.progress import EtaClock, EtaPolicy, ProgressDisplay, format_seconds, is_terminal
 
 
@@ -121,6 +123,7 @@ class _Timed(io.StringIO):
         return super().write(s)
 
 
+@pytest.mark.heavy
 def test_local_build_progress_eta_against_the_real_finish(tmp_path):
     """A real in-process build paced by a fake LLM (fixed latency per segment): progress starts at
     once, counts committed conversations and turns, and each ETA it shows lands near the real finish."""

@@ -76,6 +76,7 @@ def store(built):
     s.close()
 
 
+@pytest.mark.heavy
 def test_the_first_line_of_a_3_mb_tool_turn_is_found(store):
     res = store.search("c-long", "Which passenger is on reservation ZQ81KX?", budget_tokens=1500)
     assert "Okonkwo" in res.context and res.usage.context_tokens <= 1500
@@ -86,6 +87,7 @@ def test_the_first_line_of_a_3_mb_tool_turn_is_found(store):
     assert hit.tokens <= 1500 and len(hit.text) < 5000, "the passage, not the 3 MB turn"
 
 
+@pytest.mark.heavy
 def test_a_marker_after_50000_characters_of_a_user_turn_is_found(store):
     res = store.search("c-long", "What is the secret code word?", budget_tokens=1500)
     assert "xylophonequartz" in res.context

@@ -105,6 +105,7 @@ def test_lru_cache_is_bounded(store_dir, embedder):
         assert "c-1" in store.cache and "c-3" in store.cache
 
 
+@pytest.mark.heavy
 def test_rerank_failure_falls_back_to_fused_order(store_dir, embedder):
     from lychee_ray.query.rerank import CrossEncoderReranker
 

@@ -7,6 +7,7 @@ import dataclasses
 import threading
 
 import numpy as np
+import pytest
 
 from lychee_ray.io.store import StoreWriter
 from lychee_ray.query.evidence import prime_line_tokens
@@ -76,6 +77,7 @@ def two_stores(tmp_path, conv, *reader_sets: str):
     return cid, turns, writer, reader
 
 
+@pytest.mark.heavy
 def test_queued_appends_extend_the_cached_view(tmp_path, conv):
     cid, turns, writer, reader = two_stores(tmp_path, conv)
     extended = reader.cache.extended

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,8 +12,6 @@ import pytest
 from lychee_ray.config import load_config
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.io.store import StoreReader
-from lychee_ray.testing.fake_llm import encoder_reply
-from lychee_ray.testing.openai_server import OpenAIServer
 from lychee_ray.testing.synthetic import synthetic_conversation
 
 pytestmark = pytest.mark.ray
@@ -108,53 +102,6 @@ def test_cluster_limiter_never_over_limit_across_actors(ray_session):
 
     assert min(ray.get([one.remote(limiter) for _ in range(2)])) - t1 >= 0.9
     ray.kill(limiter)
-
-
-def _gcs_address() -> str:
-    import ray
-
-    return ray.get_runtime_context().gcs_address
-
-
-def test_killed_job_rerun_builds_each_conversation_once(ray_session, tmp_path):
-    """Kill the driver mid-run (openai backend, slow fake LLM), re-run, check exactly-once."""
-    from lychee_ray.ray.build_job import run_ray_build
-
-    n = 6
-    src = tmp_path / "in.jsonl"
-    src.write_text("\n".join(synthetic_conversation(i, seed=2, sessions=1, topics_per_session=2).model_dump_json() for i in range(n)) + "\n")
-    out = tmp_path / "store"
-    with OpenAIServer(handler=encoder_reply, latency_s=0.25) as srv:
-        env = {**os.environ, "RAY_ADDRESS": _gcs_address(), "LYCHEE_LLM_BASE_URL": srv.base_url, "OPENAI_API_KEY": "test"}
-        # one conversation per batch from the build stage on: commits stream one by one (a kill lands mid-run)
-        sets = ["--set", "build.conversations_in_flight=2", "--set", "ray.stages.build.max_concurrency=0",
-                *(f"--set=ray.stages.{st}.batch_size=1" for st in ("build", "embed_memory", "commit"))]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "lychee_ray.cli.main", "build", "--input", str(src), "--format", "jsonl", "--out", str(out), "--llm", "openai", *sets],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        deadline = time.time() + 240
-        while time.time() < deadline and len(list((out / "commits").glob("*.json"))) < 1 if (out / "commits").exists() else time.time() < deadline:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        committed_before = len(list((out / "commits").glob("*.json")))
-        assert 1 <= committed_before < n, "the job must be killed mid-run"
-        # every visible conversation is whole
-        r = StoreReader(out)
-        for cid in r.conversation_ids():
-            d = r.load(cid)
-            assert d.records.num_rows == d.record_index.ntotal and d.turns.num_rows == d.turn_index.ntotal
-        cfg = load_config(sets=["llm.base_url=" + srv.base_url, "llm.api_key=test"], env={})
-        summary = run_ray_build(cfg, "jsonl", src, out, backend="openai", progress=False)
-    assert summary.inputs == n and summary.failed == 0
-    assert summary.built + summary.skipped == n and summary.skipped >= committed_before
-    snap = store_snapshot(out)
-    assert len(snap) == n
-    all_ids = [i for ids in snap.values() for i in ids]
-    assert len(all_ids) == len(set(all_ids))
 
 
 def test_ray_build_dataset_format_without_line_numbers(ray_session, tmp_path):

@@ -198,6 +198,7 @@ def test_empty_sessions(tmp_path, embedder):
     assert b.reader.markers["empty-only-blank-turns"].counts.records == 0
 
 
+@pytest.mark.heavy
 def test_missing_speakers(tmp_path, embedder):
     b = build(BAD / "missing_speakers.jsonl", tmp_path / "st", embedder)
     ids = {"spk-good-1", "spk-absent", "spk-null-blank", "spk-no-role-no-speaker", "spk-odd-roles", "spk-good-2"}
@@ -208,6 +209,7 @@ def test_missing_speakers(tmp_path, embedder):
     assert by_turn(b, "spk-odd-roles", "role") == ["assistant", "user", "user", "user"]
 
 
+@pytest.mark.heavy
 def test_duplicate_ids(tmp_path, embedder):
     b = build(BAD / "duplicate_ids.jsonl", tmp_path / "st", embedder)
     path_id = "../../escape/../dup-path id"
@@ -236,6 +238,7 @@ def test_duplicate_ids(tmp_path, embedder):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["st"] and not (tmp_path.parent / "escape").exists()
 
 
+@pytest.mark.heavy
 def test_bad_dates(tmp_path, embedder):
     b = build(BAD / "bad_dates.jsonl", tmp_path / "st", embedder)
     ids = {"date-good-1", "date-future", "date-extremes", "date-unparseable", "date-formats", "date-timezones", "date-good-2"}
@@ -269,6 +272,7 @@ def test_bad_dates(tmp_path, embedder):
         ms.close()
 
 
+@pytest.mark.heavy
 def test_control_characters(tmp_path, embedder):
     b = build(BAD / "control_chars.jsonl", tmp_path / "st", embedder)
     cleaned = ["control characters removed / lone surrogates replaced"]
@@ -301,6 +305,7 @@ def test_control_characters(tmp_path, embedder):
             assert not UNCLEAN.search(message["content"])
 
 
+@pytest.mark.heavy
 def test_prompt_injection_is_stored_as_data(tmp_path, embedder):
     b = build(BAD / "injection.jsonl", tmp_path / "st", embedder)
     check_file(b, {"inj-good-1", "inj-turns", "inj-system-role", "inj-mixed", "inj-good-2"}, {}, {})
@@ -447,6 +452,7 @@ class LongestText(HashEmbedder):
         return super().encode(texts)
 
 
+@pytest.mark.heavy
 def test_10mb_turn_is_stored_in_full_and_encoded_bounded(tmp_path):
     src = tmp_path / "huge.jsonl"
     text = write_huge_turn(src, 10_000_000)
@@ -499,6 +505,7 @@ def check_tiny_turns(tmp_path: Path, n: int) -> Built:
     return b
 
 
+@pytest.mark.heavy
 def test_20k_tiny_turns_build_in_bounded_time(tmp_path):
     b = check_tiny_turns(tmp_path, 20_000)
     assert b.wall_s < 120  # measured ~6-9 s on a loaded 2-core box; the segmenter is O(n)

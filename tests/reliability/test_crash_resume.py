@@ -6,8 +6,9 @@ every conversation committed exactly once (a conversation visible after a crash 
 its commit marker is unchanged at the end) and nothing lost (the final store holds every input).
 
 * every file operation of the build's commits, compaction and manifest (in process, no Ray);
-* the Ray job's driver, SIGKILLed at seeded random points in a loop of runs on one store, while
-  a reader polls the store;
+* the Ray job's driver (``lychee-ray build`` joined to the session's Ray), SIGKILLed right after its
+  first commit and then at seeded random points in a loop of runs on one store, while a reader
+  polls the store;
 * one build-stage actor (``BuildStage``) and the rate limiter actor killed with ``ray.kill`` mid-run.
 
 ``LYCHEE_RELIABILITY_ROUNDS`` (default 2) sets the loop sizes CI runs; the ``slow`` variants (run
@@ -226,6 +227,7 @@ def _crash_every_step(tmp_path: Path, embedder, sample: int | None) -> None:
         assert len(list((out / "commits").glob("*.json"))) == n
 
 
+@pytest.mark.heavy
 def test_crash_at_sampled_file_operations_then_resume(tmp_path, embedder):
     _crash_every_step(tmp_path, embedder, sample=4 * ROUNDS)
 
@@ -268,6 +270,8 @@ def _commits(root: Path) -> int:
 
 
 def _driver_kill_loop(ray_session, tmp_path: Path, rounds: int) -> None:
+    """A first run killed right after its first commit (with something committed and something not),
+    then ``rounds`` runs killed at seeded random points, then the resume."""
     from lychee_ray.ray.build_job import run_ray_build
 
     n = 6
@@ -286,13 +290,15 @@ def _driver_kill_loop(ray_session, tmp_path: Path, rounds: int) -> None:
         poller = PollingReader(out)
         poller.start()
         try:
-            for _ in range(rounds):
+            for r in range(1 + rounds):
                 before = _commits(out)
                 if before >= n:
                     break
-                # seeded kill point: after 0-2 more commits, then a random delay (start-up, encode, commit, ...)
-                target = min(n - 1, before + rng.randint(0, 2))
-                extra = rng.uniform(0.0, 1.0)
+                if r == 0:  # the first run dies right after its first commit
+                    target, extra = 1, 0.0
+                else:  # seeded kill point: after 0-2 more commits, then a random delay (start-up, encode, commit, ...)
+                    target = min(n - 1, before + rng.randint(0, 2))
+                    extra = rng.uniform(0.0, 1.0)
                 proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
                 deadline = time.time() + 180
                 while proc.poll() is None and _commits(out) < target and time.time() < deadline:
@@ -302,6 +308,8 @@ def _driver_kill_loop(ray_session, tmp_path: Path, rounds: int) -> None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 kills += not finished
+                if r == 0:
+                    assert not finished and 1 <= _commits(out) < n, "the first run must be killed mid-run"
                 _wait_no_actors(BUILDER_CLASS)
                 _wait_no_actors("RateLimiterActor")
                 snapshots.append(visible_state(out))
@@ -314,7 +322,10 @@ def _driver_kill_loop(ray_session, tmp_path: Path, rounds: int) -> None:
     last = snapshots[-1]
     assert (summary.inputs, summary.failed) == (n, 0)
     assert summary.skipped == len(last) and summary.built == n - len(last)
-    assert_exactly_once(snapshots, visible_state(out), ids)
+    final = visible_state(out)
+    assert_exactly_once(snapshots, final, ids)
+    all_ids = [i for _, records, _ in final.values() for i in records]
+    assert len(all_ids) == len(set(all_ids))
     assert not poller.errors, poller.errors[:3]
     assert poller.polls > 0
 

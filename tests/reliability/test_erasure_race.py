@@ -214,10 +214,12 @@ def root(tmp_path, embedder) -> Path:
     return make_store(tmp_path / "store", embedder, [conversation_spec("bystander", "u-b")])
 
 
+@pytest.mark.heavy
 def test_erase_during_a_queued_encoding_then_recreate_never_resurrects(root, embedder):
     run_queued_rounds(root, embedder, CI_ROUNDS)
 
 
+@pytest.mark.heavy
 def test_erase_during_an_inline_append_then_recreate_starts_clean(root, embedder):
     run_inline_rounds(root, embedder, CI_ROUNDS)
 

@@ -31,7 +31,7 @@ from lychee_ray.serve.docs import ASSETS
 from lychee_ray.io.store import StoreReader
 from tests.stores import RECORDS, SESSIONS, conversation_spec, make_store
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.heavy]
 
 TOKEN = "isolation-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

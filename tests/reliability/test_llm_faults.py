@@ -68,7 +68,7 @@ from lychee_ray.testing.synthetic import synthetic_conversation
 from lychee_ray.io.verify import verify_conversation
 from tests.stores import conversation_spec, make_store
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.heavy]
 
 MAX_ATTEMPTS = 2
 RETRY_AFTER_S = 0.2  # the scripted 429's Retry-After

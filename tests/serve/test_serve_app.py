@@ -215,6 +215,7 @@ def test_local_model_embeds_in_the_search_thread_without_batching(store_dir, emb
     svc.close()
 
 
+@pytest.mark.heavy
 def test_reload_picks_up_new_conversations(tmp_path, store_dir, embedder):
     root = tmp_path / "store"
     shutil.copytree(store_dir, root)

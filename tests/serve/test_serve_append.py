@@ -97,6 +97,7 @@ def with_turn(res: dict[str, Any], turn_id: str, records: bool = False) -> list[
             and (not records or e["type"] != "turns" or {"records", "nodes"} & set(e["channels"]))]
 
 
+@pytest.mark.heavy
 def test_appended_session_is_searchable_at_once_on_both_replicas(store, embedder, locomo):
     # inline encoding: the segment a POST closes is encoded before it returns (background: below)
     inline = "appends.encode=inline"
@@ -128,6 +129,7 @@ def test_appended_session_is_searchable_at_once_on_both_replicas(store, embedder
     assert verify_store(store)["ok"]
 
 
+@pytest.mark.heavy
 def test_background_encoding_returns_at_once_and_equals_inline(store, embedder, locomo, tmp_path):
     """appends.encode=background (the default): each POST of one turn stores it (searchable on
     both replicas at once) and returns; the replica's queue segments and encodes after. The store
@@ -170,6 +172,7 @@ def test_background_encoding_returns_at_once_and_equals_inline(store, embedder, 
     assert verify_store(store)["ok"]
 
 
+@pytest.mark.heavy
 def test_a_replica_encodes_turns_a_dead_one_left_queued(store, embedder, locomo):
     """Turns stored by queued appends whose encoding never ran (the process died) are durable: the
     marker counts them, verify accepts them, and a replica that starts encodes them."""
@@ -286,6 +289,7 @@ def test_append_during_delete_is_refused_and_busy_is_503(store, embedder):
     svc.close()
 
 
+@pytest.mark.heavy
 def test_two_replicas_appending_to_one_conversation_lose_nothing(store, embedder):
     svc1, svc2 = service(store, embedder), service(store, embedder)
     per_replica = 5

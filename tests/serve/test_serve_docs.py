@@ -22,6 +22,7 @@ def _asset_urls(html: str) -> list[str]:
     return re.findall(r'<script[^>]*\bsrc="([^"]+)"', html) + re.findall(r'<link[^>]*\bhref="([^"]+)"', html)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("root_path", ["", "/lychee"])
 def test_docs_pages_work_offline_and_under_a_route_prefix(store_dir, embedder, root_path):
     """``/docs`` (Swagger UI) and ``/redoc`` name only assets the app serves itself, so they render with

@@ -24,7 +24,7 @@ from lychee_ray.io.store import StoreReader
 from lychee_ray.serve import MemoryService, create_app
 from tests.stores import SESSIONS, conversation_spec, make_store
 
-pytestmark = pytest.mark.reliability  # listed in docs/reliability.md (issue 39)
+pytestmark = [pytest.mark.reliability, pytest.mark.heavy]  # listed in docs/reliability.md (issue 39)
 
 Q = "When did Caroline go to the LGBTQ support group?"
 ACME_KEY, BETA_KEY, ADMIN_KEY, LEGACY_TOKEN = "acme-0f5e-key", "beta-77a1-key", "root-c3d9-key", "legacy-9b2e-token"
