@@ -122,9 +122,7 @@ class MemoryStore(QueryEngine):
                                   retention_days=self.config.store.retention_days if expired else None)
         report = forget_records(self.reader.layout, user_id, selector, conversation_id=conversation_id,
                                 redact_turns=redact_turns, now=now)
-        for cid in report.conversation_ids:  # this process reads the new commit at once
-            self.reader.refresh_conversation(cid)
-            self.cache.discard(cid)
+        self.reread(report.conversation_ids)  # this process reads the new commit at once
         return report
 
     def _append_context(self) -> BuildContext:

@@ -150,6 +150,14 @@ class QueryEngine:
             cid for cid in self.cache.cached_ids() if cid not in self.reader.markers]
         return sum(self.cache.discard(cid) for cid in gone)
 
+    def reread(self, conversation_ids: list[str]) -> int:
+        """After this process changed conversations' commits in place (a forget: ingest/forget.py):
+        re-read their markers and drop their loaded views, so no search answers from the old commit;
+        returns how many views were dropped."""
+        for cid in conversation_ids:
+            self.reader.refresh_conversation(cid)
+        return sum(self.cache.discard(cid) for cid in conversation_ids)
+
     def conversation_ids(self, user_id: str | None = None) -> list[str]:
         if user_id is None:
             return self.reader.conversation_ids()

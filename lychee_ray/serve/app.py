@@ -20,6 +20,8 @@ any other answers 404, as a missing one — and never ``/v1/admin/*`` (403)::
     DELETE /v1/conversations/{id}  erase the conversation everywhere (store files, indexes, caches);
                                    ?user_id= erases it only if it is that user's
     DELETE /v1/users/{user_id}     erase all of the user's conversations (docs/erasure.md)
+    POST /v1/users/{user_id}/forget  forget one record, a slot's, an entity's or the expired records
+                                   of the user (?conversation_id in the body: only there; docs/erasure.md)
     GET  /v1/history               a slot's values in time order (?conversation_id= or ?user_id=, and
                                    ?slot= | ?subject= | ?record_id=; docs/current-memory.md)
     POST /v1/admin/reload          pick up conversations a build added or rebuilt
@@ -39,7 +41,8 @@ unreachable/overloaded (``Retry-After``; ``/v1/search`` keeps working with the r
 ``overloaded`` (``Retry-After``) when the replica's own bounded admission is full
 (:mod:`.admission`: ``serve.max_ongoing_requests`` working, ``serve.max_queued_requests`` waiting). Appends add 409 (``history_conflict`` with the
 ``turn_id``, ``conversation_deleting``, ``config_mismatch``) and 503 ``conversation_busy``
-(``Retry-After``); docs/serving.md has the table. Every error body is ``{"detail", "error"}``.
+(``Retry-After``); a forget adds 404 for a selector matching nothing, 422 ``invalid_request`` and 409
+(``conversation_building``, ``conversation_deleting``); docs/serving.md has the table. Every error body is ``{"detail", "error"}``.
 
 Query embeddings of concurrent requests are coalesced into one model call (``@serve.batch`` in the
 deployment, :class:`lychee_ray.serve.embedding.Coalescer` without Ray).
@@ -63,6 +66,7 @@ from lychee_ray.query.history import HistoryResult
 from lychee_ray.serve.currency import history as slot_history
 from lychee_ray.serve.admission import AdmissionMiddleware
 from lychee_ray.serve.docs import OPENAPI_URL, install_docs
+from lychee_ray.serve.forgetting import forget as forget_records
 from lychee_ray.serve.middleware import install_guard, principal_of
 from lychee_ray.serve.schemas import (
     AppendBody,
@@ -72,6 +76,8 @@ from lychee_ray.serve.schemas import (
     EraseReport,
     ErrorBody,
     FlushBody,
+    ForgetBody,
+    ForgetReport,
     Health,
     QueryRequest,
     QueryResponse,
@@ -95,6 +101,14 @@ _APPEND_ERRORS: dict[int | str, dict[str, Any]] = {
                                              "conversation_deleting (being erased: refused), config_mismatch"},
     422: {"description": "malformed turns, or user_id missing to create the conversation (loc names the field)"},
     503: {"model": ErrorBody, "description": "conversation_busy: another writer holds it (Retry-After; safe to retry)"},
+}
+_FORGET_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "unknown user, outside the key's scope, a conversation not the user's, "
+                                             "an unknown record, or a slot/entity/retention matching no record"},
+    409: {"model": ErrorBody, "description": "conversation_building (no commit yet to forget from), "
+                                             "conversation_deleting (being erased)"},
+    422: {"model": ErrorBody, "description": "invalid_request: not exactly one of record_id, slot, entity, expired; "
+                                             "a slot that does not parse; expired with no retention configured"},
 }
 _LLM_ERRORS: dict[int | str, dict[str, Any]] = {
     502: {"model": ErrorBody, "description": "the LLM answered unusably"},
@@ -229,6 +243,13 @@ def create_app(service: MemoryService, mounts: Sequence[Mount] = ()) -> FastAPI:
     async def delete_user(user_id: str, request: Request) -> EraseReport:
         return await service.delete_user(valid_id(user_id, "path", "user_id"),
                                          principal=principal_of(request.scope))
+
+    @app.post("/v1/users/{user_id:id}/forget", response_model=ForgetReport, tags=["memory"], dependencies=bearer,
+              responses={**_ERRORS, **_FORGET_ERRORS},
+              summary="forget a user's records (one, a slot's, an entity's, expired) everywhere in the store")
+    async def forget(user_id: str, body: ForgetBody, request: Request) -> ForgetReport:
+        return await forget_records(service, valid_id(user_id, "path", "user_id"), body,
+                                    principal=principal_of(request.scope))
 
     @app.get("/v1/history", response_model=HistoryResult, tags=["memory"], dependencies=bearer, responses=_ERRORS,
              summary="a slot's values in time order: when each held and what replaced it")

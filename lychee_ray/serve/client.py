@@ -10,6 +10,7 @@
     client.flush("c-1")                                                   # an AppendResult
     client.delete_conversation("c-1")                                     # an EraseReport
     client.history(conversation_id="c-1", slot="user · address")          # a HistoryResult
+    client.forget("u-1", slot="user · address")                           # a ForgetReport
 
 A failed call raises :class:`RemoteError`, whose ``status`` (None = no HTTP answer at all), ``code``
 (the error body's stable ``error`` field) and ``detail`` say what went wrong; ``data`` holds the
@@ -24,6 +25,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from lychee_ray.ingest.forget import ForgetReport
 from lychee_ray.ingest.increment.models import AppendResult, AppendTurn
 from lychee_ray.io.store.erase import EraseReport
 from lychee_ray.query.history import HistoryResult
@@ -105,6 +107,17 @@ class MemoryClient:
     def delete_user(self, user_id: str) -> EraseReport:
         """Erase every conversation of ``user_id`` (``DELETE /v1/users/{user_id}``)."""
         return EraseReport.model_validate(self._send("DELETE", f"/v1/users/{quote(user_id, safe='')}"))
+
+    def forget(self, user_id: str, *, record_id: str | None = None, slot: str | None = None,
+               entity: str | None = None, expired: bool = False, conversation_id: str | None = None,
+               redact_turns: bool = False) -> ForgetReport:
+        """Forget one record, every record of a slot or of an entity, or (``expired``) the records
+        past the service's ``store.retention_days``, of ``user_id`` (``POST /v1/users/{id}/forget``);
+        nothing matching is a 404, not exactly one selector a 422 (:class:`RemoteError`)."""
+        body: dict[str, Any] = {k: v for k, v in (("record_id", record_id), ("slot", slot), ("entity", entity),
+                                                  ("conversation_id", conversation_id)) if v is not None}
+        body.update(expired=expired, redact_turns=redact_turns)
+        return ForgetReport.model_validate(self._post(f"/v1/users/{quote(user_id, safe='')}/forget", body))
 
     def history(self, *, conversation_id: str | None = None, user_id: str | None = None, slot: str | None = None,
                 subject: str | None = None, record_id: str | None = None) -> HistoryResult:

@@ -23,6 +23,7 @@ ErrorCode = Literal[
     "llm_bad_reply",  # 502: the LLM answered unusably
     "history_conflict",  # 409: an appended turn id is stored with other content (``turn_id`` in the body)
     "conversation_deleting",  # 409: an append while the conversation is being erased (refused, not lost)
+    "conversation_building",  # 409: a forget in a conversation whose first commit is still being written
     "conversation_replaced",  # 409: the conversation was erased and re-created while the write worked (refused)
     "config_mismatch",  # 409: the conversation was built with other settings/models than this service's
     "conversation_busy",  # 503: another writer held the conversation longer than appends.lock_timeout_s

@@ -16,6 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 from lychee_ray.ingest.increment.models import AppendResult, AppendTurn  # the append endpoints' bodies (re-exported)
 from lychee_ray.core.ids import MAX_ID_CHARS, PolicyId
 from lychee_ray.io.store.erase import EraseReport  # the DELETE endpoints' body (re-exported here)
+from lychee_ray.ingest.forget import ForgetReport  # POST /v1/users/{id}/forget's body (re-exported here)
 from lychee_ray.query.explain import SearchExplain
 from lychee_ray.query import request as query_request
 from lychee_ray.query.results import EvidenceItem, QueryUsage
@@ -74,6 +75,23 @@ class AppendBody(BaseModel):
     user_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
                                      description="must equal the conversation's owner; required to create it")
     flush: bool = Field(default=False, description="also encode the open tail segment after these turns")
+
+
+class ForgetBody(BaseModel):
+    """``POST /v1/users/{user_id}/forget``: which of the user's records to forget — exactly one of
+    ``record_id``, ``slot``, ``entity``, ``expired`` (docs/erasure.md, "Forgetting")."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"slot": "user · shipping address"}, {"record_id": "r-3f2a", "redact_turns": True}]})
+
+    record_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS, description="one record")
+    slot: str | None = Field(default=None, min_length=1, description="every record of this slot ('subject · attribute')")
+    entity: str | None = Field(default=None, min_length=1, description="every record naming this entity (its "
+                                                                       "entities, its slot's subject, or its text)")
+    expired: bool = Field(default=False, description="the records past store.retention_days for their type")
+    conversation_id: PolicyId | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS,
+                                             description="only in this conversation (it must be the user's)")
+    redact_turns: bool = Field(default=False, description="also replace the forgotten records' source turns' text")
 
 
 class FlushBody(BaseModel):
@@ -190,6 +208,6 @@ class ErrorBody(BaseModel):
 
 
 __all__ = [
-    "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ConversationInfo", "ConversationPage", "ConversationSummary", "EraseReport", "ErrorBody", "Health", "QueryRequest",
+    "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ConversationInfo", "ConversationPage", "ConversationSummary", "EraseReport", "ErrorBody", "ForgetBody", "ForgetReport", "Health", "QueryRequest",
     "QueryResponse", "ReloadResult", "SearchResponse",
 ]

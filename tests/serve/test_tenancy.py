@@ -100,6 +100,10 @@ ENDPOINTS: dict[str, Call] = {
                                               headers=h),
     "history_user": lambda c, h, cid, owner: c.get("/v1/history", params={"user_id": owner, "slot": "caroline · city"},
                                                    headers=h),
+    "forget": lambda c, h, cid, owner: c.post(f"/v1/users/{owner}/forget",
+                                              json={"entity": "Caroline", "conversation_id": cid}, headers=h),
+    "forget_user": lambda c, h, cid, owner: c.post(f"/v1/users/{owner}/forget", json={"entity": "Caroline"},
+                                                   headers=h),
     "stats": lambda c, h, cid, owner: c.get("/v1/admin/stats", headers=h),
     "reload": lambda c, h, cid, owner: c.post("/v1/admin/reload", headers=h),
 }
@@ -118,7 +122,7 @@ def expected(endpoint: str, caller: str) -> int:
 
 def not_found_body(endpoint: str, cid: str, owner: str) -> dict[str, str] | None:
     """What a request for a conversation (or user) that does not exist gets: the other tenant's must look the same."""
-    if endpoint in ("list", "search_user", "delete_user", "history_user"):
+    if endpoint in ("list", "search_user", "delete_user", "history_user", "forget", "forget_user"):
         return {"detail": f"unknown user {owner!r}", "error": "not_found"}
     if endpoint in ("get", "search", "query", "append", "flush", "delete", "history"):
         return {"detail": f"unknown conversation {cid!r}", "error": "not_found"}
@@ -155,10 +159,16 @@ def test_tenancy_matrix(built, embedder, tmp_path, endpoint, caller, caplog):
             assert {e["conversation_id"] for e in res["evidence"]} <= {"acme-1", "acme-2"}
         if want == 200 and endpoint.startswith("history"):
             assert {e["conversation_id"] for e in r.json()["entries"]} <= {"acme-1", "acme-2"}
+        if want == 200 and endpoint.startswith("forget"):
+            res = r.json()
+            assert res["records_removed"] > 0 and res["user_id"] == owner
+            assert set(res["conversation_ids"]) <= ({cid} if endpoint == "forget" else {"acme-1"})
         if want == 200 and endpoint == "stats":
             assert r.json()["auth"] == {"enabled": True, "keys": ["acme", "admin", "beta", "token"]}
     after = StoreReader(root).markers
-    if want != 200 or endpoint not in ("append", "flush", "delete", "delete_user"):
+    if want == 200 and endpoint.startswith("forget"):  # only the user's own conversation changed
+        assert {k: after.get(k) for k in before if k != cid} == {k: v for k, v in before.items() if k != cid}
+    if want != 200 or endpoint not in ("append", "flush", "delete", "delete_user", "forget", "forget_user"):
         # a refused request changed nothing: every conversation as it was
         assert {k: after.get(k) for k in before} == before, (endpoint, caller)
     svc.close()
