@@ -169,9 +169,11 @@ class SelectConfig(Section):
     # units=turns: share of a record's fused relevance added to each of its source turns.
     record_lift: float = Field(default=1.0, ge=0,
         description="units=turns: share of a record's fused relevance added to each of its source turns")
-    # units=turns: a turn whose line is longer than this is shown through its records instead.
-    max_turn_tokens: int = Field(default=400, ge=1,
-        description="units=turns: a turn line longer than this is shown through its records instead")
+    # units=turns: a turn whose line is longer than this is shown through its records (and a long
+    # turn through its best passage) instead. Long assistant answers shown whole crowd a budget with
+    # one exchange; conversational turns stay far below it (docs/evaluation.md "BEAM").
+    max_turn_tokens: int = Field(default=150, ge=1,
+        description="units=turns: a turn line longer than this is shown through its records (or its best passage) instead")
     # units=turns: tool traffic (agent logs: a tool's result, an assistant turn that only calls
     # tools) that has records is shown through them, as a long turn is — its records keep every
     # field verbatim in a fraction of the JSON's tokens — and a window around another turn stops
