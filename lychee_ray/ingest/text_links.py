@@ -58,7 +58,7 @@ class _SpeakerStatements:
 
     def add(self, r: MemoryRecord) -> None:
         """Remember a stored statement of the user's."""
-        denied = denial(r.text)
+        denied = denial(r.text, self.subject)
         terms = frozenset(lexical_terms(r.text))
         st = _Statement(r.record_id, value_mentions(r.text, self.cfg.cue_window), denied, terms,
                         not denied and not _PLAN.search(r.text))
@@ -107,7 +107,7 @@ class _SpeakerStatements:
             return
 
     def _contradiction(self, r: MemoryRecord, quality: QualityCounts) -> None:
-        denied = denial(r.text)
+        denied = denial(r.text, self.subject)
         if denied:  # the best-matching earlier statement that says it happened
             best: tuple[tuple[int, int], _Statement] | None = None
             for i, st in enumerate(self.statements):
