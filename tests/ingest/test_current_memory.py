@@ -314,6 +314,10 @@ def test_text_cues_link_a_change_to_every_statement_of_the_old_value_and_a_denia
     other = _said(15, "I've never submitted my cover letter to Greg for review.", "t15")  # someone else's denial
     idx.link(other, "Melanie", q)
     assert not other.conflicts_with
+    code = _said(16, "The user shared Python code (the user submitted the cover letter to Greg for review): defines send",
+                 "t16").model_copy(update={"artifact": "code"})  # describes shared code: quotes, states nothing
+    idx.link(code, "user", q)
+    assert not code.conflicts_with and q.links == {"supersedes": 2, "conflicts": 2}
 
 
 def test_a_denial_links_as_the_rules_backend_writes_it_in_the_third_person(ctx):
