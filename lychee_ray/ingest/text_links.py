@@ -13,7 +13,8 @@ says so (:mod:`lychee_ray.ingest.encode.rules.change_cues`):
   want to submit ...") affirms nothing.
 
 Only what people say is read (records all of whose source turns are one speaker's turns of role
-``user``: the user of an assistant chat, each person of a two-person chat), one speaker at a time,
+``user``: the user of an assistant chat, each person of a two-person chat; not a record describing a
+code block, table or document they shared), one speaker at a time,
 and the slot is that speaker's (``user · …``, ``caroline · …``); a change links to the statements of
 the value it replaces, a denial to one statement (the best match, the latest on ties), so a misread
 cue costs one link, never a slot's history.
@@ -58,7 +59,7 @@ class _SpeakerStatements:
 
     def add(self, r: MemoryRecord) -> None:
         """Remember a stored statement of the user's."""
-        denied = denial(r.text)
+        denied = denial(r.text, self.subject)
         terms = frozenset(lexical_terms(r.text))
         st = _Statement(r.record_id, value_mentions(r.text, self.cfg.cue_window), denied, terms,
                         not denied and not _PLAN.search(r.text))
@@ -107,7 +108,7 @@ class _SpeakerStatements:
             return
 
     def _contradiction(self, r: MemoryRecord, quality: QualityCounts) -> None:
-        denied = denial(r.text)
+        denied = denial(r.text, self.subject)
         if denied:  # the best-matching earlier statement that says it happened
             best: tuple[tuple[int, int], _Statement] | None = None
             for i, st in enumerate(self.statements):
@@ -153,10 +154,12 @@ class StatementIndex:
         return sp
 
     def add(self, r: MemoryRecord, speaker: str) -> None:
-        self._of(speaker).add(r)
+        if r.artifact is None:
+            self._of(speaker).add(r)
 
     def link(self, r: MemoryRecord, speaker: str, quality: QualityCounts) -> None:
-        self._of(speaker).link(r, quality)
+        if r.artifact is None:  # a record describing shared code or a table quotes words, it states nothing
+            self._of(speaker).link(r, quality)
 
 
 __all__ = ["StatementIndex"]

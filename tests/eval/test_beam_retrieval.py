@@ -112,6 +112,7 @@ def test_beam_report(beam):
         assert "knowledge_update" in s["per_category"] and 0 <= s["content_coverage"] <= 1
         assert set(s["gold_role_recall"]) == {"user"} and s["gold_role_recall"]["user"]["questions"] == 10
         assert s["answer_in_context"] is not None
+        assert {"updated_in_context", "original_only", "stale_unmarked"} <= set(s["per_category"]["knowledge_update"])
     fc = rep["full_context"]
     assert fc["fits_budget"] == 0 and fc["at_budget"] is None and fc["recall"] == 1.0  # the ceiling; n/a at 150
     ie = next(r for r in res if r.category == "information_extraction" and r.conversation_id == "beam-1")
@@ -146,3 +147,26 @@ def test_eval_retrieval_cli_on_beam_and_paired_comparison(beam, tmp_path, capsys
                    "--resamples", "50", "--out", str(tmp_path / "paired.json")]) == 0
     cmp = json.loads((tmp_path / "paired.json").read_text())["splits"]
     assert list(cmp) == ["all"] and cmp["all"]["recall"]["questions"] == 10
+
+
+def test_knowledge_update_and_contradiction_scores_from_a_beam_folder(beam, tmp_path):
+    """BEAM's gold groups reach the scores: the updated message (id 6, "4 PM") cited and the original
+    (id 4, "3 PM") only in a marked unit; a contradiction's two statements both marked."""
+    _, _, store = beam
+    qs = {"knowledge_update": [{"question": "When do the reminders go out?", "answer": "4 PM",
+                                "source_chat_ids": {"original_info": [4], "updated_info": [6]}}],
+          "contradiction_resolution": [{"question": "Do I use Flask?", "answer": "Conflicting statements.",
+                                        "source_chat_ids": {"first_statement": [0], "second_statement": [8]}}]}
+    data = write_beam(tmp_path / "100K" / "1", questions=qs).parent
+    ku, cr = load_questions("beam", data, None)
+    assert ku.meta["gold_groups"] == {"original_info": ["4"], "updated_info": ["6"]}
+    view = store.view("beam-1")
+    m = _Measure(ku, view, [0.5])
+    units = [(["4"], "reminders at 3 PM"), (["6"], "reminders at 4 PM")]
+    assert m(units, "", 10, 0, 0).current == {"updated_in_context": 1.0, "original_only": 0.0, "stale_unmarked": 1.0}
+    marked = m(units, "", 10, 0, 0, statuses=["superseded", "current"]).current
+    assert marked["stale_unmarked"] == 0.0 and marked["updated_in_context"] == 1.0
+    c = _Measure(cr, view, [0.5])
+    both = [(["0"], "Flask"), (["8"], "minimal dependencies")]
+    assert c(both, "", 10, 0, 0).current == {"contradiction_in_context": 1.0, "contradiction_marked": 0.0}
+    assert c(both, "", 10, 0, 0, statuses=["conflicting", "conflicting"]).current["contradiction_marked"] == 1.0

@@ -314,3 +314,33 @@ def test_text_cues_link_a_change_to_every_statement_of_the_old_value_and_a_denia
     other = _said(15, "I've never submitted my cover letter to Greg for review.", "t15")  # someone else's denial
     idx.link(other, "Melanie", q)
     assert not other.conflicts_with
+    code = _said(16, "The user shared Python code (the user submitted the cover letter to Greg for review): defines send",
+                 "t16").model_copy(update={"artifact": "code"})  # describes shared code: quotes, states nothing
+    idx.link(code, "user", q)
+    assert not code.conflicts_with and q.links == {"supersedes": 2, "conflicts": 2}
+
+
+def test_a_denial_links_as_the_rules_backend_writes_it_in_the_third_person(ctx):
+    """The rules backend rewrites "I've never ..." to "User has never ..."; the denial cue reads that
+    form too (a unit test of the cue, then a built chat whose two statements conflict)."""
+    from lychee_ray.ingest.encode.rules.change_cues import denial
+
+    assert denial("User has never submitted User's cover letter to Greg.", "user") >= {"submit", "cover", "letter", "greg"}
+    assert denial("Caroline had never tried sushi before today.", "Caroline") >= {"sushi"}
+    assert denial("User has never submitted it to Greg at all.") == frozenset()  # the first person only, without a subject
+    assert denial("User's sister has never been to Paris at all.", "user") == frozenset()  # someone else's
+    assert denial("Superuser has never logged into the admin panel.", "user") == frozenset()
+    turns = [
+        {"turn_id": "u1", "role": "user", "content": "I have never written a Flask route for my plant watering app."},
+        {"turn_id": "a1", "role": "assistant", "content": "Flask routes are functions decorated with app.route."},
+        {"turn_id": "u2", "role": "user", "content": "Yesterday I wrote a Flask route for the plant watering app homepage."},
+        {"turn_id": "a2", "role": "assistant", "content": "Nice, keep the view function small."},
+    ]
+    conv = Conversation.model_validate({"conversation_id": "chat-deny", "user_id": "u", "sessions": [
+        {"session_id": "s1", "started_at": "2024-05-15T15:00:00", "turns": turns[:2]},
+        {"session_id": "s2", "started_at": "2024-06-15T15:00:00", "turns": turns[2:]}]})
+    recs = _records(ctx, conv)
+    said_never = [r for r in recs if "u1" in r.source_turn_ids and "never" in r.text]
+    linked = [r for r in recs if r.conflicts_with]
+    assert said_never and said_never[0].text.startswith("User has never")
+    assert [r.source_turn_ids for r in linked] == [["u2"]] and linked[0].conflicts_with == [said_never[0].record_id]

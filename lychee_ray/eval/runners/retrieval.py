@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from functools import partial
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from lychee_ray.core.conversation import QAItem
+from lychee_ray.core.status import CURRENT_STATUS
 from lychee_ray.embed import get_embedder
 from lychee_ray.eval.baselines.factory import EMBEDDING_BASELINES, make_baseline
 from lychee_ray.eval.baselines.retrieval import (
@@ -62,6 +64,7 @@ from lychee_ray.eval.metrics.context import (
     gold_word_coverage,
     normalized_context,
 )
+from lychee_ray.eval.metrics.beam_current import beam_current_scores, qualified_groups
 from lychee_ray.eval.metrics.current import current_scores
 from lychee_ray.eval.metrics.evidence import coverage
 from lychee_ray.eval.metrics.locomo import locomo_normalize
@@ -169,6 +172,7 @@ class _Measure:
         self.gold_ids = list(dict.fromkeys(q.evidence))
         self.gold_texts = [view.turn_text[pos[t]] if t in pos else "" for t in self.gold_ids]
         self.gold_roles = [view.turn_role[pos[t]] if t in pos else "" for t in self.gold_ids]
+        self.order = lambda t: pos.get(t, -1)
 
     def __call__(self, units: Sequence[tuple[Sequence[str], str]], plain: str, context_tokens: int, plan_prompt: int,
                  answer_prompt: int, norm: str | None = None, statuses: Sequence[str] | None = None,
@@ -189,6 +193,13 @@ class _Measure:
             aic = answers_in_context(self.answers, norm if norm is not None else normalized_context(plain))
         else:
             aic = answer_in_context(self.q.answer, self.q.category, plain, normalized=norm)
+        sts = list(statuses) if statuses is not None else [CURRENT_STATUS] * len(units)
+        if self.q.meta.get("source") == "current_state":
+            current = current_scores(self.q.meta, [(u, text, st) for (u, text), st in zip(units, sts, strict=False)],
+                                     shown if shown is not None else plain, self.q.category == "history")
+        else:
+            current = beam_current_scores(self.q.category, self.q.meta.get("gold_groups"),
+                                          [(u, st) for (u, _), st in zip(units, sts, strict=False)], self.order)
         return Coverage(
             recall=frac, any=any_, all=all_, context_tokens=context_tokens, query_prompt_tokens=plan_prompt + answer_prompt,
             covered=sorted(cov), plain_tokens=0, plan_prompt_tokens=plan_prompt, answer_prompt_tokens=answer_prompt,
@@ -196,10 +207,7 @@ class _Measure:
             hits=[t for t, hit in zip(self.gold_ids, ids, strict=True) if hit],
             content_coverage=sum(per_turn) / len(per_turn) if per_turn else None,
             recall_by_role={r: sum(h) / len(h) for r, h in by_role.items() if r},
-            current=current_scores(self.q.meta, [(ids, text, st) for (ids, text), st in
-                                                 zip(units, statuses or ["current"] * len(units), strict=False)],
-                                   shown if shown is not None else plain, self.q.category == "history")
-            if self.q.meta.get("source") == "current_state" else {},
+            current=current,
         )
 
 
@@ -323,7 +331,9 @@ def evaluate_retrieval(
         for q, qv in zip(qs, qvecs, strict=False):
             cid = q.conversation_id
             qd = as_datetime(q.question_date) if q.question_date else last_session_date(views[cid])
-            gold = q if scope == CONVERSATION_SCOPE else q.model_copy(update={"evidence": [qualified(cid, t) for t in q.evidence]})
+            gold = q if scope == CONVERSATION_SCOPE else q.model_copy(update={
+                "evidence": [qualified(cid, t) for t in q.evidence],
+                "meta": qualified_groups(q.meta, partial(qualified, cid))})
             measure = _Measure(gold, scoped, thresholds, answers(q))
             if scope == CONVERSATION_SCOPE:
                 res = store.search(QueryRequest(conversation_id=cid, question=q.question, question_date=qd,

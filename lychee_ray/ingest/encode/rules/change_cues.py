@@ -12,7 +12,8 @@ hand, docs/current-memory.md "The 100-link sample").
   words around it (``window`` words each side): an earlier statement of the same kind of value,
   with another value and at least ``min_shared`` of those words in common, is what the change
   replaces.
-* **A denial** (:func:`denial`): "I've never X" / "I have never X" — the words of X; an earlier or
+* **A denial** (:func:`denial`): "I've never X" / "I have never X", or in the third person the
+  rules backend writes a speaker's statements in ("User has never X") — the words of X; an earlier or
   later statement that says X happened (enough of X's words, no denial) contradicts it.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lychee_ray.text.lexical import lexical_terms
 
@@ -35,7 +37,8 @@ CHANGE = re.compile(
     rf"\b(?:now|currently|recently)\s+(?:at|is|are|has|have|stands\s+at|totals?|reached|up\s+to|down\s+to|hit|of)?\s*(?P<a>{_VALUE})"
     rf"|\b(?:{_CHANGE_WORDS})\s+(?:[\w-]+\s+){{0,4}}?to\s+(?P<b>{_VALUE})"
     rf"|\bnew\s+(?:[\w-]+\s+){{0,4}}?(?:of|is|to|at|:)\s*(?P<c>{_VALUE})", re.I)
-DENIAL = re.compile(r"\bI(?:'ve|’ve| have| had|'d| would)?\s+never\s+(?:actually\s+|ever\s+|really\s+)?(?P<x>[^,.;!?]{8,})", re.I)
+_DENIED = r"(?:'ve|’ve|'s|’s| have| has| had|'d| would)?\s+never\s+(?:actually\s+|ever\s+|really\s+)?(?P<x>[^,.;!?]{8,})"
+DENIAL = re.compile(rf"\bI{_DENIED}", re.I)
 _MERIDIEM = re.compile(r"\b([ap])\.m\.?")
 _BARE_UNITS = frozenset({"", "and", "or", "of", "in", "on", "at", "to", "for", "with", "from", "by", "st", "nd", "rd", "th",
                          "is", "are", "was", "were", "a", "an", "the", "but", "so", "after", "before", "as"})
@@ -115,9 +118,16 @@ def replaced_by(new: ValueMention, old: ValueMention, min_shared: int) -> frozen
     return shared if len(shared) >= min_shared else frozenset()
 
 
-def denial(text: str) -> frozenset[str]:
-    """The content words of what "I've never ..." denies in ``text`` (empty: no denial)."""
-    m = DENIAL.search(text)
+@lru_cache(maxsize=256)
+def _denial_of(subject: str) -> re.Pattern[str]:
+    return re.compile(rf"(?:\bI|(?<![\w'’]){re.escape(subject)}){_DENIED}", re.I)
+
+
+def denial(text: str, subject: str | None = None) -> frozenset[str]:
+    """The content words of what "I've never ..." denies in ``text`` (empty: no denial). ``subject``:
+    the speaker's name, so that the statement as the rules backend writes it, in the third person
+    ("User has never ..."), reads as the denial it is."""
+    m = (_denial_of(subject) if subject else DENIAL).search(text)
     return frozenset(lexical_terms(m.group("x"))) - _FRAME if m else frozenset()
 
 
