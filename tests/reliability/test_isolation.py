@@ -299,8 +299,8 @@ def _routes(app) -> list[tuple[str, set[str]]]:
 
 
 def _mutates(method: str, path: str) -> bool:
-    """Routes that write or erase memory (appends, flush, erasure)."""
-    return method == "DELETE" or path.endswith(("/turns", "/flush"))
+    """Routes that write or erase memory (appends, flush, erasure, forgetting)."""
+    return method == "DELETE" or path.endswith(("/turns", "/flush", "/forget"))
 
 
 def test_bearer_token_on_every_route_but_healthz(iso_store, embedder):
