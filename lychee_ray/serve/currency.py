@@ -15,7 +15,7 @@ from lychee_ray.serve.errors import ServiceError, invalid_field
 from lychee_ray.serve.scope import check_scope
 from lychee_ray.serve.tenancy import ADMIN, Principal
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type only: serve/service.py imports this module
     from lychee_ray.serve.service import MemoryService
 
 

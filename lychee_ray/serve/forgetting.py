@@ -24,7 +24,7 @@ from lychee_ray.serve.schemas import ForgetBody
 from lychee_ray.serve.scope import not_found_message, owner_on_disk
 from lychee_ray.serve.tenancy import ADMIN, Principal
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # type only: serve/service.py imports this module
     from lychee_ray.serve.service import MemoryService
 
 log = logging.getLogger(__name__)
