@@ -117,12 +117,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.heavy)
         if not any(item.get_closest_marker(m) for m in SLOW_TIER_MARKERS):
             item.add_marker(pytest.mark.fast)
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the longest units first: the two workers start them at once
+        items.sort(key=lambda item: _GROUP_ORDER.get(_worker_group(item), len(_GROUP_ORDER)))
     if os.environ.get("LYCHEE_SLOW") == "1" or "slow" in (config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="slow loop: set LYCHEE_SLOW=1 (or -m slow) to run it; CI runs a bounded sample")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+CLUSTER_FIXTURES = frozenset({"cluster"})  # a multi-node Ray cluster of its own (tests/ray/test_cluster.py)
+
+
+_GROUP_ORDER = {"ray": 0, "cluster": 1}
+
+
+def _worker_group(item) -> str:
+    """Which tests one ``-n 2`` worker runs together (``--dist loadgroup``, pyproject.toml): the
+    tests of the session's Ray and Serve on one worker, so they start once; the multi-node cluster's
+    tests (a Ray of their own, minutes long) as one unit the other worker takes beside them; any other
+    test with the rest of its module, so a module's fixtures are built once."""
+    if CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return "cluster"
+    return "ray" if item.get_closest_marker("ray") else item.nodeid.split("::", 1)[0]
 
 
 class TierError(Exception):
