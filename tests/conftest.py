@@ -128,20 +128,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-CLUSTER_FIXTURES = frozenset({"cluster"})  # a multi-node Ray cluster of its own (tests/ray/test_cluster.py)
-
-
-_GROUP_ORDER = {"ray": 0, "cluster": 1}
+_GROUP_ORDER = {"ray": 0, "own-ray": 1}
 
 
 def _worker_group(item) -> str:
-    """Which tests one ``-n 2`` worker runs together (``--dist loadgroup``, pyproject.toml): the
-    tests of the session's Ray and Serve on one worker, so they start once; the multi-node cluster's
-    tests (a Ray of their own, minutes long) as one unit the other worker takes beside them; any other
-    test with the rest of its module, so a module's fixtures are built once."""
-    if CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-        return "cluster"
-    return "ray" if item.get_closest_marker("ray") else item.nodeid.split("::", 1)[0]
+    """Which tests one ``-n 2`` worker runs together (``--dist loadgroup``, pyproject.toml): the tests
+    of the session's Ray and Serve on one worker, so they start once; the tests that start a Ray of
+    their own (the multi-node cluster, the CLI's ``--ray`` build: minutes long) as one unit the other
+    worker takes beside them; any other test with the rest of its module, so a module's fixtures are
+    built once."""
+    if RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return "ray"
+    return "own-ray" if item.get_closest_marker("ray") else item.nodeid.split("::", 1)[0]
 
 
 class TierError(Exception):
