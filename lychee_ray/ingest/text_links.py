@@ -4,9 +4,12 @@ Chat statements carry no structure, so the ``rules`` backend links two of them o
 says so (:mod:`lychee_ray.ingest.encode.rules.change_cues`):
 
 * a statement that **changes a value** ("my test coverage has recently improved to 78%") replaces
-  the latest earlier statement of the same kind of value with another value and enough words in
-  common around it ("I've reached 65% test coverage"): the new record names the slot the two share
-  (``user · <shared words> <unit>``) and supersedes the old one;
+  the earlier statements of the best-matching earlier value of the same kind with another value and
+  enough words in common around it ("I've reached 65% test coverage"): the new record names the
+  slot the two share (``user · <shared words> <unit>``) and supersedes the old ones;
+* a statement that **says a count again with another number** ("I secured 5 interviews for
+  producer roles" after "I only secured 3 interviews for producer roles") does the same without a
+  change word, with more words in common (``count_min_shared``) and never over a plan or a goal;
 * a **denial** ("I've never submitted my cover letter to Greg") and a statement that says the denied
   thing happened ("I've submitted my cover letter to Greg for review") conflict, whichever came
   first: the newer one names the other in ``conflicts_with``. A statement of a plan or a wish ("I
@@ -29,13 +32,25 @@ from lychee_ray.config import CurrencyConfig
 from lychee_ray.core.currency import slot_key
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord
-from lychee_ray.ingest.encode.rules.change_cues import ValueMention, changed_values, denial, replaced_by, value_mentions
+from lychee_ray.ingest.encode.rules.change_cues import (ValueMention, changed_values, counted_values, denial, replaced_by,
+                                                         value_mentions)
 from lychee_ray.text.lexical import lexical_terms
 
 SUBJECT = "user"  # whose statements these are, when the speaker has no name
 _PLAN = re.compile(r"\b(?:want|wants|wanted|plan|planning|goal|going to|will|would|hope|hoping|considering|thinking of|"
                    r"invited|should|could|might|if)\b", re.I)
 _SLOT_WORDS = 3  # shared words a text slot is named by
+
+
+def _surface(text: str, stems: list[str]) -> list[str]:
+    """The words of ``text`` the lexical ``stems`` come from ("merg" -> "merged"), lower case, for a
+    slot a reader can read; a stem not found stays as it is."""
+    found: dict[str, str] = {}
+    for w in re.findall(r"[A-Za-z0-9][\w'-]*", text):
+        t = lexical_terms(w)
+        if len(t) == 1 and t[0] in stems:
+            found.setdefault(t[0], w.lower())
+    return [found.get(x, x) for x in stems]
 
 
 @dataclass
@@ -86,11 +101,18 @@ class _SpeakerStatements:
         self.add(r)
 
     def _change(self, r: MemoryRecord, quality: QualityCounts) -> None:
-        for new in changed_values(r.text, self.cfg.cue_window):
+        cfg = self.cfg
+        changed = [(v, cfg.change_min_shared + (0 if v.kind == "num" and v.unit[:1].isalpha() else 1), False)
+                   for v in changed_values(r.text, cfg.cue_window, cfg.change_gap)]
+        said = {v.text for v, _, _ in changed}
+        if cfg.count_min_shared and not _PLAN.search(r.text):  # a count said again with another number: a newer count, if more words agree
+            changed += [(v, cfg.count_min_shared, True) for v in counted_values(r.text, cfg.cue_window) if v.text not in said]
+        for new, need, counted in changed:
             new = ValueMention(new.kind, new.unit, new.text, self._specific(new.context))
-            need = self.cfg.change_min_shared + (0 if new.kind == "num" and new.unit.isalpha() else 1)
             best: tuple[int, int, ValueMention, frozenset[str]] | None = None
             for i, st in enumerate(self.statements):
+                if counted and not st.affirms:  # a count replaces what was said to be, not a goal or a plan
+                    continue
                 for old in st.mentions:
                     shared = replaced_by(new, old, need)
                     if shared and (best is None or (len(shared), i) > best[:2]):
@@ -99,9 +121,9 @@ class _SpeakerStatements:
                 continue
             # the old value, and every earlier statement of it (a restatement is replaced too)
             old_value = best[2]
-            ids = [st.record_id for st in self.statements
-                   if any(m.text == old_value.text and replaced_by(new, m, need) for m in st.mentions)]
-            words = sorted(best[3])[:_SLOT_WORDS] + [new.unit or new.kind]
+            ids = [st.record_id for st in self.statements if not (counted and not st.affirms)
+                   and any(m.text == old_value.text and replaced_by(new, m, need) for m in st.mentions)]
+            words = [*_surface(r.text, sorted(best[3])[:_SLOT_WORDS]), new.unit or new.kind]
             r.slot, r.slot_value = slot_key(self.subject, " ".join(words)), new.text
             r.supersedes = list(dict.fromkeys(ids))
             quality.link("supersedes", len(r.supersedes))
@@ -133,7 +155,7 @@ class _SpeakerStatements:
 
     def _conflict(self, r: MemoryRecord, other: _Statement, shared: frozenset[str], value: str,
                   quality: QualityCounts) -> None:
-        r.slot = slot_key(self.subject, " ".join(sorted(shared)[:_SLOT_WORDS]))
+        r.slot = slot_key(self.subject, " ".join(_surface(r.text, sorted(shared)[:_SLOT_WORDS])))
         r.slot_value = value
         r.conflicts_with = [other.record_id]
         quality.link("conflicts")

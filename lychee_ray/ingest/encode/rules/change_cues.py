@@ -6,8 +6,13 @@ hand, docs/current-memory.md "The 100-link sample").
 
 * **A changed value** (:func:`changed_values`): a value — a date, a time, an amount, a number with
   its unit (``250ms``, ``78%``, ``1,350 words``) — that a change word governs: "now at / now
-  reached 165", "improved to 78%", "rescheduled to March 22 at 4:30 PM", "the new deadline of
-  April 5, 2024". A bare number ("12, and") is no value: nothing says what it counts.
+  reached 165", "now I have a total of 10 cards", "improved to 78%", "moving the call with the
+  director to April 22 at 11 AM" (up to ``gap`` words between the verb and "to"), "rescheduled to
+  March 22 at 4:30 PM", "the new deadline of April 5, 2024", "the new April 25 deadline", "my draft
+  reached 4,700 words". A bare number ("12, and") is no value: nothing says what it counts.
+* **A counted value** (:func:`counted_values`): a number with a word for its unit ("5 interviews",
+  "52 sources"): said again later with another number, and enough words in common, it is the newer
+  count of the same thing even without a change word (text_links.py asks for more shared words).
 * **Value mentions** (:func:`value_mentions`): every such value of a statement, with the content
   words around it (``window`` words each side): an earlier statement of the same kind of value,
   with another value and at least ``min_shared`` of those words in common, is what the change
@@ -33,10 +38,23 @@ VALUE = re.compile(_VALUE, re.I)
 _CHANGE_WORDS = (r"increased|improved|grown|grew|risen|rose|reached|dropped|decreased|reduced|adjusted|changed|moved|"
                  r"moving|rescheduled|updated|extended|pushed(?:\s+back)?|bumped|raised|upgraded|gone\s+(?:up|down)|"
                  r"jumped|climbed|fallen|fell|shifted|expanded|lowered|cut")
-CHANGE = re.compile(
-    rf"\b(?:now|currently|recently)\s+(?:at|is|are|has|have|stands\s+at|totals?|reached|up\s+to|down\s+to|hit|of)?\s*(?P<a>{_VALUE})"
-    rf"|\b(?:{_CHANGE_WORDS})\s+(?:[\w-]+\s+){{0,4}}?to\s+(?P<b>{_VALUE})"
-    rf"|\bnew\s+(?:[\w-]+\s+){{0,4}}?(?:of|is|to|at|:)\s*(?P<c>{_VALUE})", re.I)
+_TOTAL = r"(?:a\s+total\s+of\s+)?"
+_GROUPS = "abcde"
+
+
+@lru_cache(maxsize=8)
+def change_pattern(gap: int) -> re.Pattern[str]:
+    """The change cues, with at most ``gap`` words between a change verb and its "to"."""
+    return re.compile(
+        rf"\b(?:now|currently|recently)\s+(?:(?:I|we)\s+)?(?:at|is|are|has|have|stands\s+at|totals?|reached|up\s+to|"
+        rf"down\s+to|hit|of)?\s*{_TOTAL}(?P<a>{_VALUE})"
+        rf"|\b(?:{_CHANGE_WORDS})\s+(?:[\w-]+\s+){{0,{gap}}}?to\s+(?P<b>{_VALUE})"
+        rf"|\bnew\s+(?:[\w-]+\s+){{0,4}}?(?:of|is|to|at|:)\s*(?P<c>{_VALUE})"
+        rf"|\bnew\s+(?P<d>{_VALUE})"
+        rf"|\b(?:reached|hit|totals?|total\s+of)\s+(?P<e>{_VALUE})", re.I)
+
+
+CHANGE = change_pattern(4)
 _DENIED = r"(?:'ve|’ve|'s|’s| have| has| had|'d| would)?\s+never\s+(?:actually\s+|ever\s+|really\s+)?(?P<x>[^,.;!?]{8,})"
 DENIAL = re.compile(rf"\bI{_DENIED}", re.I)
 _MERIDIEM = re.compile(r"\b([ap])\.m\.?")
@@ -47,6 +65,10 @@ _FRAME = frozenset(lexical_terms(
     "i im ive trying want need help make sure can could would like know how what project also get got have has had my "
     "me total per about around only just now new recently currently increased improved to from reached by the this "
     "that it already still really kinda user users assistant which"))
+
+
+_CUE_TERMS = frozenset(lexical_terms(_CHANGE_WORDS.replace("|", " ").replace("\\s+", " ").replace("(?:", " ")
+                                     .replace(")?", " ") + " now currently recently new total totals hit stands"))
 
 
 @dataclass(frozen=True)
@@ -98,23 +120,37 @@ def value_mentions(text: str, window: int) -> list[ValueMention]:
     return out
 
 
-def changed_values(text: str, window: int) -> list[ValueMention]:
-    """The values of ``text`` a change word governs ("improved to 78%")."""
+def changed_values(text: str, window: int, gap: int = 4) -> list[ValueMention]:
+    """The values of ``text`` a change word governs ("improved to 78%"); ``gap``: words a change
+    verb may stand from its "to"."""
     out = []
-    for m in CHANGE.finditer(text):
-        g = next(k for k in "abc" if m.group(k))
+    for m in change_pattern(gap).finditer(text):
+        g = next(k for k in _GROUPS if m.group(k))
         v = _mention(text, m.start(g), m.end(g), window)
-        if v is not None:  # what it is about: the words around the whole change, not inside it
-            out.append(ValueMention(v.kind, v.unit, v.text, _context(text, m.start(), m.end(), window)))
+        if v is not None:  # what it is about: the words around the whole change and its object, not its cue
+            inside = frozenset(lexical_terms(text[m.start():m.start(g)])) - _CUE_TERMS - _FRAME
+            out.append(ValueMention(v.kind, v.unit, v.text, _context(text, m.start(), m.end(), window) | inside))
     return out
+
+
+def counted_values(text: str, window: int) -> list[ValueMention]:
+    """The numbers of ``text`` with a word for their unit ("5 interviews", "52 sources"), not
+    percentages, durations in ms, amounts or dates: those say too little of what they measure."""
+    return [v for v in value_mentions(text, window) if v.kind == "num" and v.unit[:1].isalpha() and v.unit != "ms"]
+
+
+def same_unit(a: str, b: str) -> bool:
+    """Units that name the same thing: equal, or one of them without the other's rate ("words" and
+    "words per week")."""
+    return a == b or a.split(" per ")[0] == b or b.split(" per ")[0] == a
 
 
 def replaced_by(new: ValueMention, old: ValueMention, min_shared: int) -> frozenset[str]:
     """The words two mentions share when ``old`` states another value of what ``new`` changes (same
     kind and unit, another value, at least ``min_shared`` words in common besides the unit); else empty."""
-    if new.kind != old.kind or new.unit != old.unit or new.text == old.text:
+    if new.kind != old.kind or not same_unit(new.unit, old.unit) or new.text == old.text:
         return frozenset()
-    shared = (new.context & old.context) - frozenset(new.unit.split())
+    shared = (new.context & old.context) - frozenset(new.unit.split()) - frozenset(old.unit.split())
     return shared if len(shared) >= min_shared else frozenset()
 
 
@@ -131,4 +167,5 @@ def denial(text: str, subject: str | None = None) -> frozenset[str]:
     return frozenset(lexical_terms(m.group("x"))) - _FRAME if m else frozenset()
 
 
-__all__ = ["CHANGE", "DENIAL", "VALUE", "ValueMention", "changed_values", "denial", "replaced_by", "value_mentions"]
+__all__ = ["CHANGE", "DENIAL", "VALUE", "ValueMention", "change_pattern", "changed_values", "counted_values", "denial",
+           "replaced_by", "same_unit", "value_mentions"]
