@@ -134,7 +134,7 @@ class _SpeakerStatements:
             ids = [st.record_id for st in self.statements if self._may_replace(r, st, new)
                    and any(m.text == old_value.text and m.hedge != "bound" and not (counted and m.hedge)
                           and replaced_by(new, m, need) for m in st.mentions)]
-            words = [*_surface(r.text, sorted(best[3])[:_SLOT_WORDS]), new.unit or new.kind]
+            words = _surface(r.text, [*sorted(best[3])[:_SLOT_WORDS], *(new.unit.split() or [new.kind])])
             r.slot, r.slot_value = slot_key(self.subject, " ".join(words)), new.text
             r.supersedes = list(dict.fromkeys(ids))
             quality.link("supersedes", len(r.supersedes))

@@ -98,7 +98,7 @@ _BARE_UNITS = frozenset({"", "and", "or", "of", "in", "on", "at", "to", "for", "
 _FRAME = frozenset(lexical_terms(
     "i im ive trying want need help make sure can could would like know how what project also get got have has had my "
     "me total per about around only just now new recently currently increased improved to from reached by the this "
-    "that it already still really kinda user users assistant which due"))
+    "that it already still really kinda user users assistant which due said says"))
 
 
 _CUE_TERMS = frozenset(lexical_terms(_CHANGE_WORDS.replace("|", " ").replace("\\s+", " ").replace("(?:", " ")
@@ -202,8 +202,9 @@ def says_done(text: str, verb: str) -> bool:
     """``text`` says ``verb`` happened: its first word of that verb (as :func:`verb_terms` writes it)
     is not in a clause of a question, a plan, a wish or an attempt ("Can you help me submit ...",
     "I'm gonna submit ...", "before submitting ..."). False when the verb is not there."""
+    want = verb_terms(verb) or frozenset([verb])
     for m in _WORD.finditer(text):
-        if verb in verb_terms(m.group(0)):
+        if want & verb_terms(m.group(0)):
             clause = _CLAUSE.split(text[:m.start()])[-1]
             return not (PLAN.search(clause) or _NOT_DONE.search(clause))
     return False
