@@ -189,3 +189,4 @@ def test_turn_lines_of_contradicting_statements_are_marked_conflicting(root):
     assert "[conflicts with: User submitted" in second[0][1]
     units = [e for e in res.evidence if e.kind != "record" and {"u0", "u4"} & set(e.source_turn_ids)]
     assert units and all(e.status in ("conflicting", "superseded") for e in units)
+
