@@ -190,3 +190,38 @@ def test_turn_lines_of_contradicting_statements_are_marked_conflicting(root):
     units = [e for e in res.evidence if e.kind != "record" and {"u0", "u4"} & set(e.source_turn_ids)]
     assert units and all(e.status in ("conflicting", "superseded") for e in units)
 
+
+
+def test_only_the_passage_that_holds_the_replaced_statement_is_marked(tmp_path):
+    """A long turn is shown by its passages: the one stating the replaced value takes the mark, the
+    other passages of the same turn (what still holds) do not."""
+    from lychee_ray.ingest.runner import run_local_build_items
+    from lychee_ray.io.adapters import AdapterItem
+
+    cfg = load_config(sets=["passages.max_tokens=40"], env={})
+    rooms = " ".join(f"The {w} room of my flat has a {c} wall and a wooden shelf." for w, c in
+                     [("north", "green"), ("south", "blue"), ("east", "white"), ("west", "grey"), ("small", "red"),
+                      ("guest", "yellow"), ("back", "pink"), ("front", "brown"), ("upper", "black"), ("lower", "beige")])
+    long_turn = f"My Zotero library now has 45 sources tagged by theme and date.\n\n{rooms}"
+    turns = [{"turn_id": "u1", "role": "user", "content": long_turn},
+             {"turn_id": "a1", "role": "assistant", "content": "Both will help on long writing days."},
+             {"turn_id": "u2", "role": "user", "content": "My Zotero library now has 52 sources tagged by theme and date."},
+             {"turn_id": "a2", "role": "assistant", "content": "A solid base for the essay."}]
+    conv = Conversation.model_validate({"conversation_id": "chat-long", "user_id": "u", "sessions": [
+        {"session_id": "s1", "started_at": "2024-04-10T10:00:00", "turns": turns[:2]},
+        {"session_id": "s2", "started_at": "2024-05-02T10:00:00", "turns": turns[2:]}]})
+    s = run_local_build_items(cfg, [AdapterItem(file="mem", line=0, conversation=conv)], tmp_path, backend="rules",
+                              ctx=make_context(cfg, "rules", HashEmbedder()))
+    assert s.built == 1, s.errors
+    with MemoryStore.open(tmp_path, cfg, embedder=HashEmbedder(), llm="rules") as store:
+        res = [store.search("chat-long", q, budget_tokens=1500) for q in
+               ("How many sources does my Zotero library have?", "What colour is the wall of the guest room?")]
+    parts = [(e, r.context) for r in res for e in r.evidence if e.kind == "passage"]
+    assert {"45 sources" in e.text for e, _ in parts} == {True, False}, [e.text for e, _ in parts]
+    for e, context in parts:
+        head = e.text.partition(": ")[2][:30]
+        line = next(x for x in context.splitlines() if head in x)
+        if "45 sources" in e.text:
+            assert e.status == "superseded" and "[superseded on 2024-05-02 by:" in line
+        else:
+            assert e.status == "current" and "[superseded" not in line
