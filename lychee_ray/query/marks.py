@@ -10,7 +10,8 @@ statuses (:mod:`lychee_ray.query.currency`):
 * a raw-turn line said before a change that holds an identifier the change replaced ends with
   ``[shows HAT227, superseded on 2024-05-15 by: …]``;
 * a raw-turn line (or a passage of it holding the statement) that a superseded or conflicting
-  record was made from takes that record's mark and status;
+  record was made from takes that record's mark and status; a record answering such a user turn
+  (made from it and the assistant's reply) says ``[answers a statement superseded on … by: …]``;
 * for a history question, a current record of a slot that changed ends with ``[current since day]``.
 
 Marks go at the end of lines (no line starts with whitespace or holds a line break, as
@@ -133,6 +134,10 @@ def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history
         since = day(sc.per_view[e.conversation_id].valid_from[pos])
         return f"[current since {since}]" if since else "[current]"
     src = view.record_turns[pos]
+    answered = _answer_mark(e, src, view, sc, history, cfg)
+    if answered is not None:
+        e.status, e.valid_until, e.superseded_by = answered.status, answered.valid_until, answered.superseded_by
+        return answered.text
     if src and not (sc.per_view[e.conversation_id].slot_of[pos] if pos < len(sc.per_view[e.conversation_id].slot_of) else None):
         # a record of no slot (a sentence the agent said) can still show a value a change replaced
         mark, until, by = _shown_value_mark(e.conversation_id, min(src), view.record_text[pos], sc, cfg)
@@ -140,6 +145,22 @@ def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history
             e.status, e.valid_until, e.superseded_by = ("history" if history else "superseded"), until, by
         return mark
     return ""
+
+
+def _answer_mark(e: Evidence, src: Sequence[int], view: ConversationView, sc: ScopeCurrency, history: bool,
+                 cfg: CurrentConfig) -> _Mark | None:
+    """The mark of a record that answers a user's turn whose statement is superseded or conflicting
+    (made from that turn and the assistant's reply, ``query.current.mark_answers``): the advice was
+    given for the old value, so it says so — ``[answers a statement superseded on … by: …]``."""
+    if not cfg.mark_answers or len(src) < 2 or not any(view.turn_role[tp] == "assistant" for tp in src):
+        return None
+    for tp in src:
+        if view.turn_role[tp] == "user":
+            got = _stated_mark(e, tp, sc, history, cfg)
+            if got is not None:
+                lead = "[answers a statement that " if got.status == CONFLICTING_STATUS else "[answers a statement "
+                return _Mark(lead + got.text[1:], got.status, got.valid_until, got.superseded_by)
+    return None
 
 
 def _stated_mark(e: Evidence, tp: int, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> _Mark | None:

@@ -131,7 +131,8 @@ def _chat() -> Conversation:
         ("u0", "user", "I submitted my cover letter to Greg for review on April 10."),
         ("a0", "assistant", "Good luck, feedback usually takes a few days."),
         ("u1", "user", "My Zotero library now has 45 sources tagged by theme."),
-        ("a1", "assistant", "Tags by theme make retrieval quicker."),
+        ("a1", "assistant", "Tags by theme make retrieval quicker. Export them like this:\n"
+                            "```python\nlibrary.export(tags=['theme'], fmt='bibtex')\n```"),
         ("u2", "user", "I bought a standing desk for my home office."),
         ("a2", "assistant", "A standing desk helps on long writing days."),
         ("u3", "user", "My Zotero library now has 52 sources tagged by theme after this week."),
@@ -174,6 +175,11 @@ def test_a_turn_line_that_states_a_replaced_value_is_marked_and_what_holds_is_no
         assert status == "superseded" and "[superseded on 2024-05-02 by:" in line and "52 sources" in line.split("[")[-1]
     new = _turn_lines(res, "u3", "user: My Zotero library now has 52")
     assert new and all("[" not in line for _, line in new)
+    answers = [e for e in res.evidence if e.kind == "record" and e.source_turn_ids == ["u1", "a1"]]
+    assert answers, res.context  # the advice given for the old value says so
+    for e in answers:
+        line = next(x for x in res.context.splitlines() if x.startswith("- " + e.text[:30]))
+        assert e.status == "superseded" and "[answers a statement superseded on 2024-05-02 by:" in line
     desk = _turn_lines(res, "u2", "user: I bought a standing desk")
     assert desk and all("[" not in line for _, line in desk)  # still holds, though its window is marked
     off = _search(root, question, **{"query.current.mark_stated_turns": "false"})
