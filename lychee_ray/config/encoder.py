@@ -111,6 +111,15 @@ class CurrencyConfig(Section):
     # Words each side of a value that say what it is about.
     cue_window: int = Field(default=8, ge=1,
         description="words each side of a value (of a change: of its cue and value) that say what it is about")
+    # Words a change verb may stand from its "to" ("moving the call with the director to April 22").
+    change_gap: int = Field(default=8, ge=0,
+        description="words a change verb may stand from its \"to\" (\"moving the call with the director to April 22\")")
+    # A count said again with another number and no change word ("I secured 5 interviews") replaces
+    # the earlier count of the same unit sharing this many words (0: off).
+    count_min_shared: int = Field(default=4, ge=0,
+        description=(
+            "a count said again with another number and no change word replaces an earlier count of its unit "
+            "sharing this many words (0: off)"))
     # A changed value replaces an earlier value of the same kind and unit sharing this many of those
     # words (one more for a value without a word for a unit: 78%, 250ms, a date, an amount) ...
     change_min_shared: int = Field(default=2, ge=1,
@@ -127,8 +136,11 @@ class CurrencyConfig(Section):
     # A denial ("I've never ...") conflicts with a statement holding at least this many of its words ...
     denial_min_shared: int = Field(default=3, ge=1,
         description="a denial conflicts with a statement holding at least this many of its words ...")
-    # ... and at least this share of them.
-    denial_min_share: float = Field(default=0.5, ge=0, le=1, description="... and at least this share of them")
+    # ... and at least this share of them ...
+    denial_min_share: float = Field(default=0.5, ge=0, le=1, description="... and at least this share of them ...")
+    # ... and its verb ("never written" against "wrote", not "reviewed").
+    denial_same_verb: bool = Field(default=True,
+        description="... and its verb (\"never written\" against \"wrote\", not \"reviewed\")")
 
 
 class AssistantRecordsConfig(Section):

@@ -216,6 +216,16 @@ class CurrentConfig(Section):
     # Characters of the replacing record's text a mark quotes.
     mark_chars: int = Field(default=60, ge=20,
         description="characters of the replacing record (its slot value, else its text) a mark quotes")
+    # A raw-turn line a superseded or conflicting record was made from takes the record's mark ...
+    mark_stated_turns: bool = Field(default=True,
+        description="a raw-turn line (or passage) a superseded or conflicting record was made from takes its mark")
+    # ... a passage of the turn only when it holds this share of the record's words.
+    stated_min_share: float = Field(default=0.5, ge=0, le=1,
+        description="... a passage of the turn only when it holds this share of the record's words")
+    # A record answering a user's turn whose statement is superseded or conflicting (made from the
+    # turn and the assistant's reply) says so: the advice was given for the old value.
+    mark_answers: bool = Field(default=True,
+        description="a record answering a user turn whose statement is superseded or conflicting says so")
     # Tokens the selection leaves for marks when the scope has superseded or conflicting records.
     mark_reserve_tokens: int = Field(default=60, ge=0,
         description="tokens the selection leaves for marks when the scope has superseded or conflicting records")

@@ -4,13 +4,19 @@ Chat statements carry no structure, so the ``rules`` backend links two of them o
 says so (:mod:`lychee_ray.ingest.encode.rules.change_cues`):
 
 * a statement that **changes a value** ("my test coverage has recently improved to 78%") replaces
-  the latest earlier statement of the same kind of value with another value and enough words in
-  common around it ("I've reached 65% test coverage"): the new record names the slot the two share
-  (``user · <shared words> <unit>``) and supersedes the old one;
+  the earlier statements of the best-matching earlier value of the same kind with another value and
+  enough words in common around it ("I've reached 65% test coverage"): the new record names the
+  slot the two share (``user · <shared words> <unit>``) and supersedes the old ones;
+* a statement that **says a count again with another number** ("I secured 5 interviews for
+  producer roles" after "I only secured 3 interviews for producer roles") does the same without a
+  change word, with more words in common (``count_min_shared``) and never over a plan or a goal;
 * a **denial** ("I've never submitted my cover letter to Greg") and a statement that says the denied
   thing happened ("I've submitted my cover letter to Greg for review") conflict, whichever came
-  first: the newer one names the other in ``conflicts_with``. A statement of a plan or a wish ("I
-  want to submit ...") affirms nothing.
+  first: the newer one names the other in ``conflicts_with``. It must say the denied verb too
+  ("never written Flask routes" against "reviewed Flask routing" is no contradiction). A statement
+  of a plan, a wish or an attempt ("I want to submit ...", "I'm trying to submit ...") affirms
+  nothing. A value said as a bound ("under 200ms") is never replaced; a count never replaces, or is
+  replaced as, a goal ("my goal of 10 problems").
 
 Only what people say is read (records all of whose source turns are one speaker's turns of role
 ``user``: the user of an assistant chat, each person of a two-person chat; not a record describing a
@@ -29,13 +35,24 @@ from lychee_ray.config import CurrencyConfig
 from lychee_ray.core.currency import slot_key
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord
-from lychee_ray.ingest.encode.rules.change_cues import ValueMention, changed_values, denial, replaced_by, value_mentions
+from lychee_ray.ingest.encode.rules.change_cues import (PLAN, ValueMention, changed_values, counted_values, denial,
+                                                         denied_verb, replaced_by, same_unit, says_done, value_mentions)
 from lychee_ray.text.lexical import lexical_terms
 
 SUBJECT = "user"  # whose statements these are, when the speaker has no name
-_PLAN = re.compile(r"\b(?:want|wants|wanted|plan|planning|goal|going to|will|would|hope|hoping|considering|thinking of|"
-                   r"invited|should|could|might|if)\b", re.I)
+_ATTEMPT = re.compile(r"\b(?:trying|try|tries|tried|attempting)\s+to\b", re.I)  # an attempt says nothing happened
 _SLOT_WORDS = 3  # shared words a text slot is named by
+
+
+def _surface(text: str, stems: list[str]) -> list[str]:
+    """The words of ``text`` the lexical ``stems`` come from ("merg" -> "merged"), lower case, for a
+    slot a reader can read; a stem not found stays as it is."""
+    found: dict[str, str] = {}
+    for w in re.findall(r"[A-Za-z0-9][\w'-]*", text):
+        t = lexical_terms(w)
+        if len(t) == 1 and t[0] in stems:
+            found.setdefault(t[0], w.lower())
+    return [found.get(x, x) for x in stems]
 
 
 @dataclass
@@ -44,7 +61,10 @@ class _Statement:
     mentions: list[ValueMention]
     denied: frozenset[str]
     terms: frozenset[str]
-    affirms: bool
+    affirms: bool  # no plan, wish or attempt in it (what a denial's verb is not checked against)
+    text: str
+    turns: frozenset[str]
+    verb: str | None = None  # a denial's verb
 
 
 class _SpeakerStatements:
@@ -62,7 +82,8 @@ class _SpeakerStatements:
         denied = denial(r.text, self.subject)
         terms = frozenset(lexical_terms(r.text))
         st = _Statement(r.record_id, value_mentions(r.text, self.cfg.cue_window), denied, terms,
-                        not denied and not _PLAN.search(r.text))
+                        not denied and not PLAN.search(r.text) and not _ATTEMPT.search(r.text), r.text,
+                        frozenset(r.source_turn_ids), denied_verb(r.text, self.subject) if denied else None)
         self.statements.append(st)
         for t in terms:
             self._df[t] = self._df.get(t, 0) + 1
@@ -86,12 +107,23 @@ class _SpeakerStatements:
         self.add(r)
 
     def _change(self, r: MemoryRecord, quality: QualityCounts) -> None:
-        for new in changed_values(r.text, self.cfg.cue_window):
-            new = ValueMention(new.kind, new.unit, new.text, self._specific(new.context))
-            need = self.cfg.change_min_shared + (0 if new.kind == "num" and new.unit.isalpha() else 1)
+        cfg = self.cfg
+        changed = [(v, cfg.change_min_shared + (0 if v.kind == "num" and v.unit[:1].isalpha() else 1), False)
+                   for v in changed_values(r.text, cfg.cue_window, cfg.change_gap)]
+        said = {v.text for v, _, _ in changed}
+        if cfg.count_min_shared:  # a count said again with another number: a newer count, if more words agree
+            changed += [(v, cfg.count_min_shared, True) for v in counted_values(r.text, cfg.cue_window)
+                        if v.text not in said and not v.hedge]
+        for new, need, counted in changed:
+            new = ValueMention(new.kind, new.unit, new.text, self._specific(new.context), new.hedge)
             best: tuple[int, int, ValueMention, frozenset[str]] | None = None
             for i, st in enumerate(self.statements):
+                if not self._may_replace(r, st, new):
+                    continue
                 for old in st.mentions:
+                    # a bound ("under 200ms") is no value to replace; a count replaces what was, not a goal
+                    if old.hedge == "bound" or (counted and old.hedge):
+                        continue
                     shared = replaced_by(new, old, need)
                     if shared and (best is None or (len(shared), i) > best[:2]):
                         best = (len(shared), i, old, shared)
@@ -99,32 +131,49 @@ class _SpeakerStatements:
                 continue
             # the old value, and every earlier statement of it (a restatement is replaced too)
             old_value = best[2]
-            ids = [st.record_id for st in self.statements
-                   if any(m.text == old_value.text and replaced_by(new, m, need) for m in st.mentions)]
-            words = sorted(best[3])[:_SLOT_WORDS] + [new.unit or new.kind]
+            ids = [st.record_id for st in self.statements if self._may_replace(r, st, new)
+                   and any(m.text == old_value.text and m.hedge != "bound" and not (counted and m.hedge)
+                          and replaced_by(new, m, need) for m in st.mentions)]
+            words = _surface(r.text, [*sorted(best[3])[:_SLOT_WORDS], *(new.unit.split() or [new.kind])])
             r.slot, r.slot_value = slot_key(self.subject, " ".join(words)), new.text
             r.supersedes = list(dict.fromkeys(ids))
             quality.link("supersedes", len(r.supersedes))
             return
 
+    @staticmethod
+    def _may_replace(r: MemoryRecord, st: _Statement, new: ValueMention) -> bool:
+        """``st`` is an earlier statement ``new`` may replace: of another message (one message lists
+        values, it does not update itself) and not already saying the new value (a restatement)."""
+        return not (st.turns & set(r.source_turn_ids)) and \
+            not any(m.text == new.text and same_unit(m.unit, new.unit) for m in st.mentions)
+
     def _contradiction(self, r: MemoryRecord, quality: QualityCounts) -> None:
         denied = denial(r.text, self.subject)
         if denied:  # the best-matching earlier statement that says it happened
             best: tuple[tuple[int, int], _Statement] | None = None
+            verb = denied_verb(r.text, self.subject)
             for i, st in enumerate(self.statements):
-                if st.affirms and self._covers(st.terms, denied):
+                if not st.denied and self._covers(st.terms, denied) and self._affirms(st.text, st.affirms, verb):
                     key = (len(st.terms & denied), i)
                     if best is None or key > best[0]:
                         best = (key, st)
             if best is not None:
                 self._conflict(r, best[1], denied & best[1].terms, "no", quality)
             return
-        if _PLAN.search(r.text):
-            return
+        affirms = not PLAN.search(r.text) and not _ATTEMPT.search(r.text)
         terms = frozenset(lexical_terms(r.text))
-        hits = [st for st in self._denials if self._covers(terms, st.denied)]
+        hits = [st for st in self._denials if self._covers(terms, st.denied) and self._affirms(r.text, affirms, st.verb)]
         if hits:  # it says happened what the latest such denial denied
             self._conflict(r, hits[-1], terms & hits[-1].denied, "yes", quality)
+
+    def _affirms(self, text: str, affirms: bool, verb: str | None) -> bool:
+        """A statement says what a denial of ``verb`` denies happened: with ``denial_same_verb`` it
+        says that verb outside a question, a plan or an attempt ("reviewed Flask routing" does not
+        say "never written Flask routes" is false; "can you help me submit it" says nothing);
+        otherwise it holds no plan, wish or attempt at all (``affirms``)."""
+        if not self.cfg.denial_same_verb:
+            return affirms
+        return verb is not None and says_done(text, verb)
 
     def _covers(self, terms: frozenset[str], denied: frozenset[str]) -> bool:
         shared = terms & denied
@@ -133,7 +182,7 @@ class _SpeakerStatements:
 
     def _conflict(self, r: MemoryRecord, other: _Statement, shared: frozenset[str], value: str,
                   quality: QualityCounts) -> None:
-        r.slot = slot_key(self.subject, " ".join(sorted(shared)[:_SLOT_WORDS]))
+        r.slot = slot_key(self.subject, " ".join(_surface(r.text, sorted(shared)[:_SLOT_WORDS])))
         r.slot_value = value
         r.conflicts_with = [other.record_id]
         quality.link("conflicts")

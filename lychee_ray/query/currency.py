@@ -14,7 +14,9 @@ conversations (:func:`~lychee_ray.core.currency.links_across`). The query path u
 
 Raw turns have no links; a turn line *shows* a replaced value when it holds an identifier of a
 superseded record's text (a flight number, an order code) that the records replacing it lack, and
-it was said before the change (:attr:`ViewCurrency.replaced`).
+it was said before the change (:attr:`ViewCurrency.replaced`), and it *states* what a record made
+from it states (:attr:`ViewCurrency.stated`): the turn a superseded or conflicting record comes from
+takes that record's mark.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class ViewCurrency:
     value_of: list[str | None] = field(default_factory=list)
     valid_from: list[str | None] = field(default_factory=list)
     replaced: list[Replaced] = field(default_factory=list)
+    # turn position -> the records made from it that no longer hold alone (superseded, conflicting)
+    stated: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def linked(self) -> bool:
@@ -86,6 +90,10 @@ def view_currency(view: ConversationView) -> ViewCurrency:
         by_id = view.record_pos
         vc.status = {by_id[rid]: st for rid, st in derive_status(rows).items() if rid in by_id}
         vc.replaced = _replaced_tokens(view, vc)
+        for p in sorted(vc.status):
+            if vc.status[p].status != CURRENT_STATUS:
+                for tp in dict.fromkeys(view.record_turns[p]):
+                    vc.stated.setdefault(tp, []).append(p)
     view.memo[_MEMO_KEY] = vc
     return vc
 

@@ -9,6 +9,9 @@ statuses (:mod:`lychee_ray.query.currency`):
   (status ``conflicting``);
 * a raw-turn line said before a change that holds an identifier the change replaced ends with
   ``[shows HAT227, superseded on 2024-05-15 by: …]``;
+* a raw-turn line (or a passage of it holding the statement) that a superseded or conflicting
+  record was made from takes that record's mark and status; a record answering such a user turn
+  (made from it and the assistant's reply) says ``[answers a statement superseded on … by: …]``;
 * for a history question, a current record of a slot that changed ends with ``[current since day]``.
 
 Marks go at the end of lines (no line starts with whitespace or holds a line break, as
@@ -19,17 +22,18 @@ marked context still passes the budget, superseded units go first, then the leas
 
 from __future__ import annotations
 
-from lychee_ray.core.status import CONFLICTING_STATUS, SUPERSEDED_STATUS
+from lychee_ray.core.status import CONFLICTING_STATUS, CURRENT_STATUS, SUPERSEDED_STATUS
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from lychee_ray.config import CurrentConfig
 from lychee_ray.core.currency import SLOT_SEP, day
 from lychee_ray.query.currency import ScopeCurrency
 from lychee_ray.query.evidence import Evidence, Selection, line_tokens, render, rendered_tokens
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.lexical import identifier_terms
+from lychee_ray.text.lexical import identifier_terms, lexical_terms
 
 _ON_DAY = re.compile(r"^On \d{4}-\d{2}-\d{2}, ")
 _CLOCK = re.compile(r"\d+t\d+")  # the "13t05" of an ISO time "2024-05-13T05:37", not a code
@@ -83,35 +87,57 @@ def _now(sc: ScopeCurrency, st_ids: Sequence[str], near: str, old: tuple[str, st
     return ""
 
 
-def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> str:
-    pos = view.record_pos[e.id]
-    st = sc.status(e.conversation_id, pos)
+@dataclass
+class _Mark:
+    """A mark and the evidence fields it sets."""
+
+    text: str
+    status: str
+    valid_until: str | None = None
+    superseded_by: list[str] = field(default_factory=list)
+
+
+def _status_mark(cid: str, pos: int, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> _Mark | None:
+    """The mark of record ``pos`` when it is superseded or conflicting, else None."""
+    view = sc.views[cid]
+    st = sc.status(cid, pos)
+    vc = sc.per_view[cid]
+    mine = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
+            vc.slot_of[pos] if pos < len(vc.slot_of) else None)
     if st.status == SUPERSEDED_STATUS:
-        vc = sc.per_view[e.conversation_id]
-        old = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
-               vc.slot_of[pos] if pos < len(vc.slot_of) else None)
-        now = _now(sc, st.latest or st.superseded_by, e.conversation_id, old, cfg)
+        now = _now(sc, st.latest or st.superseded_by, cid, mine, cfg)
         when = f" on {day(st.valid_until)}" if day(st.valid_until) else ""
-        e.status, e.valid_until, e.superseded_by = ("history" if history else "superseded"), st.valid_until, list(st.superseded_by)
-        return f"[superseded{when} by: {now}]"
+        return _Mark(f"[superseded{when} by: {now}]", "history" if history else "superseded", st.valid_until,
+                     list(st.superseded_by))
     if st.status == CONFLICTING_STATUS:
-        e.status = "conflicting"
-        vc = sc.per_view[e.conversation_id]
-        mine = (view.record_text[pos], vc.value_of[pos] if pos < len(vc.value_of) else None,
-                vc.slot_of[pos] if pos < len(vc.slot_of) else None)
         mine_since = vc.valid_from[pos] if pos < len(vc.valid_from) else None
         for other in st.conflicts:
-            loc = sc.locate(other, e.conversation_id)
+            loc = sc.locate(other, cid)
             if loc is not None and sc.status(*loc).status != SUPERSEDED_STATUS:
                 since = day(sc.per_view[loc[0]].valid_from[loc[1]])
                 when = f" ({since})" if since and since != day(mine_since) else ""
-                brief = _now(sc, [other], e.conversation_id, mine, cfg, codes_only=True)
-                return f"[conflicts with: {brief}{when}]" if brief else f"[conflicts with another record{when}]"
-        return ""
+                # what the other says: the codes it has that this one lacks, else its words
+                brief = _now(sc, [other], cid, mine, cfg, codes_only=True) or _cut(sc.views[loc[0]].record_text[loc[1]],
+                                                                                   cfg.mark_chars)
+                return _Mark(f"[conflicts with: {brief}{when}]", "conflicting")
+        return _Mark("", "conflicting")
+    return None
+
+
+def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> str:
+    pos = view.record_pos[e.id]
+    got = _status_mark(e.conversation_id, pos, sc, history, cfg)
+    if got is not None:
+        e.status, e.valid_until, e.superseded_by = got.status, got.valid_until, got.superseded_by
+        return got.text
     if history and any(sc.status(c, p).status == SUPERSEDED_STATUS for c, p in sc.chain(e.conversation_id, pos)):
         since = day(sc.per_view[e.conversation_id].valid_from[pos])
         return f"[current since {since}]" if since else "[current]"
     src = view.record_turns[pos]
+    answered = _answer_mark(e, src, view, sc, history, cfg)
+    if answered is not None:
+        e.status, e.valid_until, e.superseded_by = answered.status, answered.valid_until, answered.superseded_by
+        return answered.text
     if src and not (sc.per_view[e.conversation_id].slot_of[pos] if pos < len(sc.per_view[e.conversation_id].slot_of) else None):
         # a record of no slot (a sentence the agent said) can still show a value a change replaced
         mark, until, by = _shown_value_mark(e.conversation_id, min(src), view.record_text[pos], sc, cfg)
@@ -119,6 +145,40 @@ def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history
             e.status, e.valid_until, e.superseded_by = ("history" if history else "superseded"), until, by
         return mark
     return ""
+
+
+def _answer_mark(e: Evidence, src: Sequence[int], view: ConversationView, sc: ScopeCurrency, history: bool,
+                 cfg: CurrentConfig) -> _Mark | None:
+    """The mark of a record that answers a user's turn whose statement is superseded or conflicting
+    (made from that turn and the assistant's reply, ``query.current.mark_answers``): the advice was
+    given for the old value, so it says so — ``[answers a statement superseded on … by: …]``."""
+    if not cfg.mark_answers or len(src) < 2 or not any(view.turn_role[tp] == "assistant" for tp in src):
+        return None
+    for tp in src:
+        if view.turn_role[tp] == "user":
+            got = _stated_mark(e, tp, sc, history, cfg)
+            if got is not None:
+                lead = "[answers a statement that " if got.status == CONFLICTING_STATUS else "[answers a statement "
+                return _Mark(lead + got.text[1:], got.status, got.valid_until, got.superseded_by)
+    return None
+
+
+def _stated_mark(e: Evidence, tp: int, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> _Mark | None:
+    """The mark of a turn line (or a passage of it) that states what a superseded or conflicting
+    record made from the turn states: that record's mark (a superseded one first). A passage takes
+    it only when it holds ``stated_min_share`` of the record's words (the statement is in that part)."""
+    cid = e.conversation_id
+    recs = sc.per_view[cid].stated.get(tp) if cfg.mark_stated_turns else None
+    if not recs:
+        return None
+    view = sc.views[cid]
+    if e.kind == "passage":
+        words = set(lexical_terms(e.text))
+        recs = [p for p in recs if view.record_terms[p]
+                and len(view.record_terms[p] & words) >= cfg.stated_min_share * len(view.record_terms[p])]
+    marks = [m for m in (_status_mark(cid, p, sc, history, cfg) for p in recs) if m is not None and m.text]
+    marks.sort(key=lambda m: m.status == CONFLICTING_STATUS)
+    return marks[0] if marks else None
 
 
 def _shown_value_mark(cid: str, tp: int, text: str, sc: ScopeCurrency, cfg: CurrentConfig) -> tuple[str, str | None, list[str]]:
@@ -139,15 +199,20 @@ def _shown_value_mark(cid: str, tp: int, text: str, sc: ScopeCurrency, cfg: Curr
     return f"[shows {toks}, superseded{when} by: {now}]", st.valid_until, list(st.superseded_by)
 
 
-def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, cfg: CurrentConfig) -> list[str]:
-    """One mark (or "") per turn of a window."""
+def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> list[str]:
+    """One mark (or "") per turn of a window (or the one line of a passage); sets the evidence's status."""
     marks = []
     for tid in e.turn_ids:
         tp = view.turn_pos[tid]
         mark, until, by = _shown_value_mark(e.conversation_id, tp, view.turn_text[tp], sc, cfg)
+        status: str = ("history" if history else "superseded") if mark else CURRENT_STATUS
+        if not mark:
+            got = _stated_mark(e, tp, sc, history, cfg)
+            if got is not None:
+                mark, status, until, by = got.text, got.status, got.valid_until, got.superseded_by
         marks.append(mark)
-        if mark and e.valid_until is None:
-            e.valid_until, e.superseded_by = until, by
+        if mark and (e.status == CURRENT_STATUS or (e.status == CONFLICTING_STATUS and status != CONFLICTING_STATUS)):
+            e.status, e.valid_until, e.superseded_by = status, until, by
     return marks
 
 
@@ -174,9 +239,8 @@ def apply_marks(sel: Selection, sc: ScopeCurrency, history: bool, cfg: CurrentCo
                 _marked(e, [mark], encoding)
                 changed = True
         else:
-            marks = _turn_marks(e, view, sc, cfg)
+            marks = _turn_marks(e, view, sc, history, cfg)
             if any(marks):
-                e.status = "history" if history else "superseded"
                 _marked(e, marks, encoding)
                 changed = True
     if not changed:
