@@ -104,6 +104,16 @@ HEAVY_FIXTURES = frozenset({"s3_server"})
 FAST_TEST_BUDGET_S = 2.0
 
 
+@pytest.hookimpl(wrapper=True)  # around pytest-xdist's own, which turns an unset --dist into "load"
+def pytest_cmdline_main(config):
+    """``-n N`` (pytest-xdist) runs the units :func:`_worker_group` gives, in the order it sorts them,
+    unless ``--dist`` says otherwise."""
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+        config.option.loadscopereorder = False
+    return (yield)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects: `-m fast` / `-m ray` see the markers added here
 def pytest_collection_modifyitems(config, items):
     """Tier markers (module docstring); ``slow`` tests (long reliability loops) are skipped unless
@@ -118,7 +128,11 @@ def pytest_collection_modifyitems(config, items):
         if not any(item.get_closest_marker(m) for m in SLOW_TIER_MARKERS):
             item.add_marker(pytest.mark.fast)
         item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # the longest units first: the two workers start them at once
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # a worker is not told the --dist that pytest_cmdline_main chose: it names each test's unit
+        # (pytest-xdist appends it to the node id) for the controller's scheduling by units
+        config.option.loadgroup = True
+        # the longest units first: the two workers start them at once
         items.sort(key=lambda item: _GROUP_ORDER.get(_worker_group(item), len(_GROUP_ORDER)))
     if os.environ.get("LYCHEE_SLOW") == "1" or "slow" in (config.getoption("markexpr") or ""):
         return

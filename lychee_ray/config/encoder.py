@@ -239,6 +239,12 @@ class EncoderConfig(Section):
     max_completion_tokens: int = Field(default=2048, ge=64, description="completion budget of one encode call")
     # Turn text longer than this is cut in the prompt (the raw turn stays indexed in full).
     max_turn_chars: int = Field(default=4000, ge=100, description="a longer turn is cut in the prompt (the raw turn stays indexed in full)")
+    # An LLM backend's reply may leave out a code block, table or drafted document of a chat turn (a
+    # small model often does; one past max_turn_chars it never saw): the rules backend's deterministic
+    # artifact record of it is added, and counted in the build's quality stats (artifacts_added).
+    artifact_floor: bool = Field(default=True,
+        description=("LLM backends: a code block, table or drafted document of a chat turn that no record of the reply "
+                     "describes gets the rules backend's artifact record (counted as artifacts_added)"))
     # The rules backend (no LLM).
     rules: RulesEncoderConfig = Field(default_factory=RulesEncoderConfig,
         description="the rules backend (no LLM): sentence rules over each turn")

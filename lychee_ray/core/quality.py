@@ -34,6 +34,7 @@ REPAIR_KINDS = (
     "time_corrected",           # an implausible time, or one contradicting its relative expression, recomputed by code
     "time_dropped",             # an implausible time with no usable expression removed (expression kept)
     "relative_time_rewritten",  # "yesterday" in the text rewritten as the absolute date
+    "artifacts_added",          # a code block / table / document an LLM reply left out, recorded by code
 )
 # What became of the supersession links of a segment's records (ingest/supersede.py): links written,
 # and links a reply drafted that were dropped, by reason.

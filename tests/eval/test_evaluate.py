@@ -138,7 +138,7 @@ def test_encoder_mode_keeps_existing_fingerprints_and_summary_merges():
     # a store built before encoder.rules existed hashed the flat encoder.rules_* keys
     secs["encoder"] = EncoderConfig.fingerprint_form(secs["encoder"])
     # a store built before encoder.mode (and later keys) existed: they are left out at their defaults
-    for key in ("mode", "max_turn_chars", "wrong_script_share", "tools", "currency"):
+    for key in ("mode", "max_turn_chars", "wrong_script_share", "tools", "currency", "artifact_floor"):
         secs["encoder" if key != "max_turn_chars" else "segmenter"].pop(key)
     import hashlib
 

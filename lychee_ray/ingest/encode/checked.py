@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from lychee_ray.ingest.encode.artifact_floor import ArtifactFloor
 from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentEncoder, finalise_records
 from lychee_ray.ingest.encode.dedup import fold_near_duplicates
 from lychee_ray.ingest.encode.guard import ConversationMemory, GuardedReply, RecordGuard
 from lychee_ray.config import EncoderConfig
 from lychee_ray.core.quality import DEGENERATE_OUTPUT, QualityCounts
 from lychee_ray.core.records import MemoryRecord
+from lychee_ray.names import RULES_BACKEND
 from lychee_ray.text.time.normalise import TimeResolver
 
 log = logging.getLogger(__name__)
@@ -63,7 +65,8 @@ async def encode_checked(
     segment_attempts: int,
 ) -> CheckedSegment:
     """Encode ``request`` (up to ``segment_attempts`` whole-segment tries on exceptions), check the
-    reply, repair or fail a degenerate one. ``memory`` is updated with the stored records."""
+    reply, repair or fail a degenerate one, add the artifact records an LLM reply left out
+    (:mod:`~lychee_ray.ingest.encode.artifact_floor`). ``memory`` is updated with the stored records."""
     quality = QualityCounts(segments_encoded=1)
     attempts = 0
     error, kind = "no encode attempt was made (build.segment_attempts = 0)", ENCODE_ERROR
@@ -106,6 +109,10 @@ async def encode_checked(
             return CheckedSegment([], request.prev_resolution_state, attempts, quality,
                                   _degenerate_message(reply) + repair_error, DEGENERATE_OUTPUT)
         output = reply.output
+        if cfg.artifact_floor and encoder.backend != RULES_BACKEND:  # the rules backend writes them itself
+            output, added = ArtifactFloor(cfg).fill(output, used)
+            quality.drafts += added  # drafted by code: accounted like the reply's (drafts = records + rejected)
+            quality.repair("artifacts_added", added)
         if cfg.dedup.enabled:
             drafts, folded = fold_near_duplicates(output.records, cfg.dedup.min_jaccard)
             quality.reject("merged_duplicate", folded)
