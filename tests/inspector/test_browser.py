@@ -251,7 +251,12 @@ def test_a_beam_store_statuses_passages_and_search(page, inspector_url, inspecto
     page.dispatch_event("#budget", "change")
     page.locator("#search-summary", has_text="/2000 tokens").wait_for()
     assert rows.count() > narrow
-    assert rows.locator(".badge.status-current").count() == rows.count() > 0  # every item's status
+    assert rows.locator(".badge[class*='status-']").count() == rows.count() > 0  # every item's status
+    stale = rows.filter(has=page.locator(".badge.status-superseded"))
+    # marked superseded: only an item showing the replaced value (the 65% turn); every other is current
+    assert all("65%" in t for t in stale.all_inner_texts())
+    assert rows.locator(".badge.status-current").count() == rows.count() - stale.count()
+    shot(page, "inspector-beam-search")
     hit = rows.filter(has=page.locator("td:nth-child(2)", has_text="passage")).first
     assert re.search(r"\d+ of \d+ · chars \d+–\d+", hit.inner_text())
     pid = re.search(r"\S+#p\d+", hit.locator("a").inner_text()).group(0)
