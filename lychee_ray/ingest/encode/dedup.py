@@ -64,30 +64,57 @@ def specifics(d: RecordDraft) -> Specifics:
     return Specifics(numbers, tuple(dict.fromkeys(names)), idents, (t.start, t.end) if t else (None, None))
 
 
+@dataclass
+class _Draft:
+    """What the comparison reads of a draft, computed once per draft of a reply (a fold compares
+    each draft with every kept one; merging adds sources, never changes these)."""
+
+    kind: tuple[str | None, str | None]
+    text: str
+    terms: frozenset[str]
+    draft: RecordDraft
+    _specifics: Specifics | None = None
+
+    @classmethod
+    def of(cls, d: RecordDraft) -> _Draft:
+        return cls((normalise_type(d.type), normalise_artifact(d.artifact)), " ".join(d.text.split()),
+                   frozenset(content_terms(d.text)), d)
+
+    @property
+    def specifics(self) -> Specifics:
+        if self._specifics is None:
+            self._specifics = specifics(self.draft)
+        return self._specifics
+
+
+def _same(a: _Draft, b: _Draft, min_jaccard: float) -> bool:
+    if a.kind != b.kind:
+        return False
+    if a.text != b.text:
+        if not a.terms or not b.terms or len(a.terms & b.terms) / len(a.terms | b.terms) < min_jaccard:
+            return False
+    return a.specifics == b.specifics
+
+
 def near_duplicates(a: RecordDraft, b: RecordDraft, min_jaccard: float) -> bool:
     """Whether ``b`` says what ``a`` says (see the module doc); never when their specifics differ."""
-    if normalise_type(a.type) != normalise_type(b.type) or normalise_artifact(a.artifact) != normalise_artifact(b.artifact):
-        return False
-    if " ".join(a.text.split()) != " ".join(b.text.split()):
-        ta, tb = content_terms(a.text), content_terms(b.text)
-        if not ta or not tb or len(ta & tb) / len(ta | tb) < min_jaccard:
-            return False
-    return specifics(a) == specifics(b)
+    return _same(_Draft.of(a), _Draft.of(b), min_jaccard)
 
 
 def fold_near_duplicates(drafts: list[RecordDraft], min_jaccard: float) -> tuple[list[RecordDraft], int]:
     """(the drafts with every near-duplicate folded into the first of its kind, how many were folded)."""
-    kept: list[RecordDraft] = []
+    kept: list[_Draft] = []
     folded = 0
     for d in drafts:
-        for i, k in enumerate(kept):
-            if near_duplicates(k, d, min_jaccard):
-                kept[i] = merge_into(k, d)
+        new = _Draft.of(d)
+        for k in kept:
+            if _same(k, new, min_jaccard):
+                k.draft = merge_into(k.draft, d)
                 folded += 1
                 break
         else:
-            kept.append(d)
-    return kept, folded
+            kept.append(new)
+    return [k.draft for k in kept], folded
 
 
 __all__ = ["Specifics", "fold_near_duplicates", "near_duplicates", "specifics"]
