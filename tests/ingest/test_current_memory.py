@@ -260,13 +260,16 @@ def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_pat
 # -- rules: links between the user's statements from explicit cues ------------------------------------
 def test_change_cues_read_only_values_a_change_word_governs():
     from lychee_ray.ingest.encode.rules.change_cues import changed_values, denial, value_mentions
+    from lychee_ray.config import CurrencyConfig
 
-    got = [v.text for v in changed_values("My test coverage has recently improved to 78% after the refactor.", 8)]
+    GAP = CurrencyConfig().change_gap  # words a change verb may stand from its "to"
+
+    got = [v.text for v in changed_values("My test coverage has recently improved to 78% after the refactor.", 8, GAP)]
     assert got == ["78%"]
-    assert [v.text for v in changed_values("The call was rescheduled to March 22 at 4:30 PM.", 8)] == ["march 22 at 4:30 pm"]
-    assert [v.text for v in changed_values("My Zotero library has 52 sources.", 8)] == []  # a statement, no change
-    assert [v.text for v in changed_values("My Zotero library now has 52 sources.", 8)] == ["52 sources"]
-    assert changed_values("I solved problems 12, and 14 today.", 8) == []  # a bare number counts nothing
+    assert [v.text for v in changed_values("The call was rescheduled to March 22 at 4:30 PM.", 8, GAP)] == ["march 22 at 4:30 pm"]
+    assert [v.text for v in changed_values("My Zotero library has 52 sources.", 8, GAP)] == []  # a statement, no change
+    assert [v.text for v in changed_values("My Zotero library now has 52 sources.", 8, GAP)] == ["52 sources"]
+    assert changed_values("I solved problems 12, and 14 today.", 8, GAP) == []  # a bare number counts nothing
     assert [(v.kind, v.unit) for v in value_mentions("It took 250ms and cost $30 on May 3", 8)] == [
         ("num", "ms"), ("money", ""), ("date", "")]
     assert denial("I've never submitted my cover letter to Greg for review, should I?") >= {"submit", "cover", "letter", "greg"}

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from lychee_ray.config import EncoderConfig
 from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentTurn
-from lychee_ray.ingest.encode.rules.artifacts import ArtifactLimits
-from lychee_ray.ingest.encode.rules.assistant import AnswerLimits, AssistantAnswers, party
+from lychee_ray.ingest.encode.rules.assistant import AssistantAnswers, party
 from lychee_ray.ingest.encode.rules.blocks import split_blocks
 from lychee_ray.ingest.encode.rules.encoder import is_assistant_chat
 from lychee_ray.ingest.encode.rules.speakers import display_name
@@ -29,13 +28,7 @@ class ArtifactFloor:
     """Adds the artifact records a reply left out (see the module doc)."""
 
     def __init__(self, cfg: EncoderConfig) -> None:
-        r = cfg.rules
-        a = r.assistant
-        self.answers = AssistantAnswers(
-            AnswerLimits(a.condense_min_chars, a.max_points, a.key_sentences, a.max_chars, a.point_chars,
-                         a.sentence_chars, a.max_artifacts,
-                         ArtifactLimits(a.artifact_chars, a.artifact_identifiers, r.max_topics, r.max_entities)),
-            r.max_entities, r.max_topics)
+        self.answers = AssistantAnswers.from_config(cfg.rules.assistant, cfg.rules.max_entities, cfg.rules.max_topics)
 
     def fill(self, output: EncodeOutput, request: EncodeRequest) -> tuple[EncodeOutput, int]:
         """``output`` with the missing artifact records appended, and how many were added."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lychee_ray.config import AssistantRecordsConfig
 from lychee_ray.ingest.encode.base import RecordDraft, SegmentTurn
 from lychee_ray.ingest.encode.rules.artifacts import ArtifactLimits, code_record, document_record, table_record
 from lychee_ray.ingest.encode.rules.blocks import Block, split_blocks
@@ -158,6 +159,14 @@ class AssistantAnswers:
         self.lim = lim
         self.max_entities = max_entities
         self.max_topics = max_topics
+
+    @classmethod
+    def from_config(cls, a: AssistantRecordsConfig, max_entities: int, max_topics: int) -> AssistantAnswers:
+        """The bounds of ``encoder.rules.assistant`` and the rules backend's entity and topic caps."""
+        return cls(AnswerLimits(a.condense_min_chars, a.max_points, a.key_sentences, a.max_chars, a.point_chars,
+                                a.sentence_chars, a.max_artifacts,
+                                ArtifactLimits(a.artifact_chars, a.artifact_identifiers, max_topics, max_entities)),
+                   max_entities, max_topics)
 
     def artifacts(self, blocks: list[Block], author: str, for_whom: str, turn_index: int,
                   other: str | None = None) -> list[RecordDraft]:

@@ -54,8 +54,6 @@ def change_pattern(gap: int) -> re.Pattern[str]:
         rf"|\bnew\s+(?P<d>{_VALUE})"
         rf"|\b(?:reached|hit|totals?|total\s+of)\s+(?P<e>{_VALUE})", re.I)
 
-
-CHANGE = change_pattern(4)
 _DENIED = r"(?:'ve|’ve|'s|’s| have| has| had|'d| would)?\s+never\s+(?:actually\s+|ever\s+|really\s+)?(?P<x>[^,.;!?]{8,})"
 DENIAL = re.compile(rf"\bI{_DENIED}", re.I)
 _MERIDIEM = re.compile(r"\b([ap])\.m\.?")
@@ -159,7 +157,7 @@ def value_mentions(text: str, window: int) -> list[ValueMention]:
     return out
 
 
-def changed_values(text: str, window: int, gap: int = 4) -> list[ValueMention]:
+def changed_values(text: str, window: int, gap: int) -> list[ValueMention]:
     """The values of ``text`` a change word governs ("improved to 78%"); ``gap``: words a change
     verb may stand from its "to"."""
     out = []
@@ -229,5 +227,5 @@ def denial(text: str, subject: str | None = None) -> frozenset[str]:
     return frozenset(lexical_terms(m.group("x"))) - _FRAME if m else frozenset()
 
 
-__all__ = ["CHANGE", "DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_values", "counted_values",
+__all__ = ["DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_values", "counted_values",
            "denial", "denied_verb", "replaced_by", "same_unit", "says_done", "value_mentions", "verb_terms"]

@@ -17,8 +17,7 @@ from lychee_ray.ingest.encode.base import (
 )
 from lychee_ray.ingest.encode.rules.agent import AgentRecords, policy_records, strip_calls
 from lychee_ray.ingest.encode.rules.answers import OpenQuestion, fold_answer, short_answer
-from lychee_ray.ingest.encode.rules.artifacts import ArtifactLimits
-from lychee_ray.ingest.encode.rules.assistant import AnswerLimits, AssistantAnswers, party
+from lychee_ray.ingest.encode.rules.assistant import AssistantAnswers, party
 from lychee_ray.ingest.encode.rules.blocks import split_blocks
 from lychee_ray.ingest.encode.rules.captions import caption_record, split_captions
 from lychee_ray.ingest.encode.rules.cleaning import strip_markup, vocative_pattern
@@ -115,11 +114,7 @@ class RulesEncoder:
         self.agent = AgentRecords(self.tools, max_entities, max_topics)
         a = assistant if isinstance(assistant, AssistantRecordsConfig) else AssistantRecordsConfig(**(assistant or {}))
         self.assistant_cfg = a
-        self.answers = AssistantAnswers(
-            AnswerLimits(a.condense_min_chars, a.max_points, a.key_sentences, a.max_chars, a.point_chars,
-                         a.sentence_chars, a.max_artifacts,
-                         ArtifactLimits(a.artifact_chars, a.artifact_identifiers, max_topics, max_entities)),
-            max_entities, max_topics)
+        self.answers = AssistantAnswers.from_config(a, max_entities, max_topics)
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:
         """Encode one segment (pure CPU, well under 1 ms per chat turn; nothing to await)."""
