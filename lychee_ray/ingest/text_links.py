@@ -65,6 +65,7 @@ class _Statement:
     text: str
     turns: frozenset[str]
     verb: str | None = None  # a denial's verb
+    plan: bool = False  # it says a plan, a wish or an attempt
 
 
 class _SpeakerStatements:
@@ -77,18 +78,23 @@ class _SpeakerStatements:
         self._denials: list[_Statement] = []
         self._df: dict[str, int] = {}  # statements so far holding each word
 
-    def add(self, r: MemoryRecord) -> None:
-        """Remember a stored statement of the user's."""
-        denied = denial(r.text, self.subject)
-        terms = frozenset(lexical_terms(r.text))
-        st = _Statement(r.record_id, value_mentions(r.text, self.cfg.cue_window), denied, terms,
-                        not denied and not PLAN.search(r.text) and not _ATTEMPT.search(r.text), r.text,
-                        frozenset(r.source_turn_ids), denied_verb(r.text, self.subject) if denied else None)
+    def add(self, r: MemoryRecord, st: _Statement | None = None) -> None:
+        """Remember a stored statement of the user's (``st``: its analysis, when :meth:`link` made it)."""
+        st = st or self._statement(r)
         self.statements.append(st)
-        for t in terms:
+        for t in st.terms:
             self._df[t] = self._df.get(t, 0) + 1
-        if denied:
+        if st.denied:
             self._denials.append(st)
+
+    def _statement(self, r: MemoryRecord) -> _Statement:
+        """What the cues read in ``r``'s text, read once (a new statement is linked, then remembered)."""
+        denied = denial(r.text, self.subject)
+        plan = bool(PLAN.search(r.text) or _ATTEMPT.search(r.text))
+        return _Statement(r.record_id, value_mentions(r.text, self.cfg.cue_window), denied,
+                          frozenset(lexical_terms(r.text)), not denied and not plan, r.text,
+                          frozenset(r.source_turn_ids), denied_verb(r.text, self.subject) if denied else None,
+                          plan)
 
     def _specific(self, words: frozenset[str]) -> frozenset[str]:
         """``words`` without the conversation's everyday ones (in more than ``cue_max_df`` of the
@@ -100,11 +106,12 @@ class _SpeakerStatements:
 
     def link(self, r: MemoryRecord, quality: QualityCounts) -> None:
         """Write ``r``'s links from its cues (it must be a statement of the user's), then remember it."""
+        st = self._statement(r)
         if r.slot is None:
             self._change(r, quality)
         if r.slot is None:
-            self._contradiction(r, quality)
-        self.add(r)
+            self._contradiction(r, st, quality)
+        self.add(r, st)
 
     def _change(self, r: MemoryRecord, quality: QualityCounts) -> None:
         cfg = self.cfg
@@ -147,24 +154,21 @@ class _SpeakerStatements:
         return not (st.turns & set(r.source_turn_ids)) and \
             not any(m.text == new.text and same_unit(m.unit, new.unit) for m in st.mentions)
 
-    def _contradiction(self, r: MemoryRecord, quality: QualityCounts) -> None:
-        denied = denial(r.text, self.subject)
-        if denied:  # the best-matching earlier statement that says it happened
+    def _contradiction(self, r: MemoryRecord, new: _Statement, quality: QualityCounts) -> None:
+        if new.denied:  # the best-matching earlier statement that says it happened
             best: tuple[tuple[int, int], _Statement] | None = None
-            verb = denied_verb(r.text, self.subject)
             for i, st in enumerate(self.statements):
-                if not st.denied and self._covers(st.terms, denied) and self._affirms(st.text, st.affirms, verb):
-                    key = (len(st.terms & denied), i)
+                if not st.denied and self._covers(st.terms, new.denied) and self._affirms(st.text, st.affirms, new.verb):
+                    key = (len(st.terms & new.denied), i)
                     if best is None or key > best[0]:
                         best = (key, st)
             if best is not None:
-                self._conflict(r, best[1], denied & best[1].terms, "no", quality)
+                self._conflict(r, best[1], new.denied & best[1].terms, "no", quality)
             return
-        affirms = not PLAN.search(r.text) and not _ATTEMPT.search(r.text)
-        terms = frozenset(lexical_terms(r.text))
-        hits = [st for st in self._denials if self._covers(terms, st.denied) and self._affirms(r.text, affirms, st.verb)]
+        hits = [st for st in self._denials if self._covers(new.terms, st.denied)
+                and self._affirms(r.text, not new.plan, st.verb)]
         if hits:  # it says happened what the latest such denial denied
-            self._conflict(r, hits[-1], terms & hits[-1].denied, "yes", quality)
+            self._conflict(r, hits[-1], new.terms & hits[-1].denied, "yes", quality)
 
     def _affirms(self, text: str, affirms: bool, verb: str | None) -> bool:
         """A statement says what a denial of ``verb`` denies happened: with ``denial_same_verb`` it
