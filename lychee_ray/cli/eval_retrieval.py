@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default: eval.retrieval_baselines, on BEAM eval.beam.retrieval_baselines; 'none' for lychee only)")
     p.add_argument("--per-question", action="store_true", help="add per-question rows to the output file")
     p.add_argument("--markdown", default=None, help="also write the tables (overall, per category, per split) here")
+    p.add_argument("--replaced-values", default=None, metavar="JSON",
+                   help="question id -> the values its update replaced (a JSON object of lists): knowledge-update "
+                        "questions are then scored stale by value (docs/current-memory.md)")
     p.add_argument("--out", default=None, help="write the JSON report here (it is printed either way)")
     add_config_args(p)
     p.set_defaults(func=run)
@@ -72,6 +75,21 @@ def run(args: argparse.Namespace) -> int:
     if not evaluate.questions:
         print("lychee-ray eval-retrieval: no questions with gold evidence", file=sys.stderr)
         return 1
+    if args.replaced_values:
+        try:
+            values = json.loads(Path(args.replaced_values).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            print(f"lychee-ray eval-retrieval: cannot read --replaced-values: {e}", file=sys.stderr)
+            return 2
+        if not isinstance(values, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
+                                                   for v in values.values()):
+            print("lychee-ray eval-retrieval: --replaced-values must be a JSON object of question id -> list of "
+                  "strings", file=sys.stderr)
+            return 2
+        found = evaluate.annotate_replaced_values(values)
+        if found["unknown_question_ids"]:
+            print(f"eval-retrieval: {len(found['unknown_question_ids'])} annotated question id(s) not among the "
+                  f"questions: {found['unknown_question_ids'][:5]}", file=sys.stderr)
 
     def progress(done: int, total: int) -> None:
         if done % 200 == 0 or done == total:

@@ -21,17 +21,38 @@ def test_the_latest_updated_message_must_be_cited():
 
 def test_an_original_shown_unmarked_is_stale_and_marked_is_not():
     stale = beam_current_scores("knowledge_update", UPDATE, [(["3", "4"], "current"), (["12"], "current")], order)
-    assert stale == {"updated_in_context": 1.0, "original_only": 0.0, "stale_unmarked": 1.0}
+    assert stale == {"updated_in_context": 1.0, "original_only": 0.0, "stale_unmarked": None,
+                     "stale_message_unmarked": 1.0}
     marked = beam_current_scores("knowledge_update", UPDATE, [(["4"], "superseded"), (["12"], "current")], order)
-    assert marked["stale_unmarked"] == 0.0
+    assert marked["stale_message_unmarked"] == 0.0
     alone = beam_current_scores("knowledge_update", UPDATE, [(["4"], "current")], order)
-    assert alone["original_only"] == 1.0 and alone["updated_in_context"] == 0.0 and alone["stale_unmarked"] == 1.0
+    assert alone["original_only"] == 1.0 and alone["updated_in_context"] == 0.0 and alone["stale_message_unmarked"] == 1.0
+
+
+def test_stale_by_value_counts_an_unmarked_unit_showing_the_replaced_value():
+    units = [(["4"], "current"), (["5"], "current"), (["12"], "current")]
+
+    def score(texts, statuses=("current",) * 3, replaced=("3 PM",)):
+        return beam_current_scores("knowledge_update", UPDATE, [(u, st) for (u, _), st in zip(units, statuses)],
+                                   order, texts, list(replaced))["stale_unmarked"]
+
+    # the original message's other statement does not show the old time: not stale by value
+    assert score(["User is preparing slides for the call.", "ok", "The call moved to 4 PM."]) == 0.0
+    # an assistant reply repeating the old time is stale too; "13 pm" or "3 PMs" is not "3 PM"
+    assert score(["slides", "Your call is at 3   pm.", "4 PM"]) == 1.0
+    assert score(["at 13 pm", "3 PMs", "4 PM"]) == 0.0
+    # marked, or shown beside the update by a unit citing the updated message: not stale
+    assert score(["at 3 PM", "ok", "4 PM"], ("superseded", "current", "current")) == 0.0
+    assert score(["ok", "ok", "moved from 3 PM to 4 PM"]) == 0.0
+    # no annotation, or an original message that states no replaced value: not measured
+    assert score(["at 3 PM", "ok", "4 PM"], replaced=()) is None
+    assert beam_current_scores("knowledge_update", UPDATE, units, order)["stale_unmarked"] is None
 
 
 def test_an_original_that_is_also_the_update_is_never_stale():
     same = {"original_info": ["9"], "updated_info": ["9"]}
     s = beam_current_scores("knowledge_update", same, [(["9"], "current")], order)
-    assert s["updated_in_context"] == 1.0 and s["stale_unmarked"] is None
+    assert s["updated_in_context"] == 1.0 and s["stale_message_unmarked"] is None
 
 
 def test_contradiction_needs_both_statements_and_both_marked():

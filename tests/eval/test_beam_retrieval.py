@@ -163,9 +163,13 @@ def test_knowledge_update_and_contradiction_scores_from_a_beam_folder(beam, tmp_
     view = store.view("beam-1")
     m = _Measure(ku, view, [0.5])
     units = [(["4"], "reminders at 3 PM"), (["6"], "reminders at 4 PM")]
-    assert m(units, "", 10, 0, 0).current == {"updated_in_context": 1.0, "original_only": 0.0, "stale_unmarked": 1.0}
+    assert m(units, "", 10, 0, 0).current == {"updated_in_context": 1.0, "original_only": 0.0, "stale_unmarked": None,
+                                              "stale_message_unmarked": 1.0}
     marked = m(units, "", 10, 0, 0, statuses=["superseded", "current"]).current
-    assert marked["stale_unmarked"] == 0.0 and marked["updated_in_context"] == 1.0
+    assert marked["stale_message_unmarked"] == 0.0 and marked["updated_in_context"] == 1.0
+    valued = _Measure(ku.model_copy(update={"meta": {**ku.meta, "replaced_values": ["3 PM"]}}), view, [0.5])
+    assert valued(units, "", 10, 0, 0).current["stale_unmarked"] == 1.0
+    assert valued(units, "", 10, 0, 0, statuses=["superseded", "current"]).current["stale_unmarked"] == 0.0
     c = _Measure(cr, view, [0.5])
     both = [(["0"], "Flask"), (["8"], "minimal dependencies")]
     assert c(both, "", 10, 0, 0).current == {"contradiction_in_context": 1.0, "contradiction_marked": 0.0}

@@ -9,8 +9,15 @@ Knowledge update:
 
 * ``updated_in_context`` — the latest updated message (in chat order) is cited by a unit;
 * ``original_only`` — an original message is cited and no updated one is;
-* ``stale_unmarked`` — an original message (one that is not also an updated one) is cited by an
-  unmarked unit; None when the groups leave no such message.
+* ``stale_unmarked`` — a replaced value is shown by an unmarked unit that cites no updated message
+  (a unit showing the new value beside the old one tells the change itself): measured only for a
+  question given its replaced values (``meta.replaced_values``: the old value as the original
+  message words it, and other ways of writing it; BEAM does not name it, so they are annotated by
+  hand, ``eval-retrieval --replaced-values``); None without them, or when the list is empty (the
+  original message states no value the update replaces);
+* ``stale_message_unmarked`` — an original message (one that is not also an updated one) is cited by an
+  unmarked unit, whatever the unit shows (an upper bound of the above: a long message's other,
+  still-valid statements count too); None when the groups leave no such message.
 
 Contradiction resolution:
 
@@ -20,6 +27,7 @@ Contradiction resolution:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from collections.abc import Callable, Sequence
 
@@ -38,10 +46,19 @@ def _cited(units: Sequence[tuple[Sequence[str], str]], ids: Sequence[str], marke
     return any(want & set(turns) and (marked is None or (status != CURRENT_STATUS) == marked) for turns, status in units)
 
 
+def _shows(text: str, values: Sequence[str]) -> bool:
+    """``text`` says one of ``values`` as a whole (case and spacing aside: "3 PM" is not in "13 pm",
+    "April 1" is not in "April 10")."""
+    flat = " ".join(text.lower().split())
+    return any(re.search(rf"(?<![\w]){re.escape(' '.join(v.lower().split()))}(?![\w])", flat) for v in values if v.strip())
+
+
 def beam_current_scores(category: str, groups: dict[str, list[str]] | None, units: Sequence[tuple[Sequence[str], str]],
-                        order: Callable[[str], int]) -> dict[str, float | None]:
+                        order: Callable[[str], int], texts: Sequence[str] | None = None,
+                        replaced: Sequence[str] | None = None) -> dict[str, float | None]:
     """The scores above for one question (empty for other abilities or a question without groups);
-    ``units``: (cited turn ids, status) of each unit; ``order``: a message id's position in the chat."""
+    ``units``: (cited turn ids, status) of each unit; ``order``: a message id's position in the chat;
+    ``texts``: each unit's text; ``replaced``: the question's replaced values (None: not annotated)."""
     if category not in ABILITIES or not groups:
         return {}
     if category == KNOWLEDGE_UPDATE:
@@ -51,10 +68,16 @@ def beam_current_scores(category: str, groups: dict[str, list[str]] | None, unit
             return {}
         latest = max(updated, key=order)
         shown_original = _cited(units, groups.get(ORIGINAL) or [])
+        stale: float | None = None
+        if replaced and texts is not None:
+            new = set(updated)
+            stale = float(any(status == CURRENT_STATUS and not new & set(turns) and _shows(text, replaced)
+                              for (turns, status), text in zip(units, texts, strict=True)))
         return {
             "updated_in_context": float(_cited(units, [latest])),
             "original_only": float(shown_original and not _cited(units, updated)),
-            "stale_unmarked": float(_cited(units, original, marked=False)) if original else None,
+            "stale_unmarked": stale,
+            "stale_message_unmarked": float(_cited(units, original, marked=False)) if original else None,
         }
     first, second = list(groups.get(FIRST) or []), list(groups.get(SECOND) or [])
     if not first or not second:

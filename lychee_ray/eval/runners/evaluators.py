@@ -90,6 +90,7 @@ class RetrievalEvaluator:
         self.scope = scope
         # agent logs: their stored supersession links are judged from structure (collateral)
         self.logs = list(logs)
+        self.replaced_values: dict[str, Any] | None = None  # what annotate_replaced_values matched
 
     @classmethod
     def from_data(cls, fmt: str, data: str | Path, categories: Iterable[str] | None = None, limit: int | None = None,
@@ -101,11 +102,24 @@ class RetrievalEvaluator:
         logs = [i.conversation for i in read_input(fmt, data) if i.conversation is not None] if adapter(fmt).agent_log else []
         return cls(questions[:limit] if limit else questions, budget_tokens, baselines, scope, logs)
 
+    def annotate_replaced_values(self, values: dict[str, list[str]]) -> dict[str, Any]:
+        """Give questions their replaced values (question id -> the old value's spellings; see
+        :mod:`~lychee_ray.eval.metrics.beam_current`); what was matched, for the report: the
+        questions annotated and the annotation's ids no question has (a typo, another data slice)."""
+        ids = {q.question_id for q in self.questions}
+        self.questions = [q.model_copy(update={"meta": {**q.meta, "replaced_values": list(values[q.question_id])}})
+                          if q.question_id in values else q for q in self.questions]
+        self.replaced_values = {"questions": sum(q in ids for q in values),
+                                "unknown_question_ids": sorted(q for q in values if q not in ids)}
+        return self.replaced_values
+
     def __call__(self, store: MemoryStore, progress: ProgressFn | None = None) -> tuple[dict[str, Any], list[QuestionResult]]:
         """(report, per-question results) on ``store``; the budget defaults to ``query.select.budget_tokens``.
         Agent logs add ``collateral``: the store's supersession links judged from the logs' structure."""
         report, results = evaluate_retrieval(store, self.questions, self.budget_tokens, baselines=self.baselines,
                                              progress=progress, scope=self.scope)
+        if self.replaced_values is not None:
+            report["replaced_values"] = self.replaced_values
         if self.logs:
             report["collateral"] = store_collateral(store, self.logs).report()
         return report, results

@@ -199,7 +199,8 @@ class _Measure:
                                      shown if shown is not None else plain, self.q.category == "history")
         else:
             current = beam_current_scores(self.q.category, self.q.meta.get("gold_groups"),
-                                          [(u, st) for (u, _), st in zip(units, sts, strict=False)], self.order)
+                                          [(u, st) for (u, _), st in zip(units, sts, strict=False)], self.order,
+                                          [text for _, text in units], self.q.meta.get("replaced_values"))
         return Coverage(
             recall=frac, any=any_, all=all_, context_tokens=context_tokens, query_prompt_tokens=plan_prompt + answer_prompt,
             covered=sorted(cov), plain_tokens=0, plan_prompt_tokens=plan_prompt, answer_prompt_tokens=answer_prompt,
