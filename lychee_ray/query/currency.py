@@ -12,9 +12,11 @@ conversations (:func:`~lychee_ray.core.currency.links_across`). The query path u
   so on its line ("[superseded on 2024-05-15 by: …]"), raw-turn lines that show a replaced value too;
 * **evidence fields**: ``status``, ``valid_until``, ``superseded_by`` of each evidence item.
 
-Raw turns have no links; a turn line *shows* a replaced value when it holds an identifier of a
-superseded record's text (a flight number, an order code) that the records replacing it lack, and
-it was said before the change (:attr:`ViewCurrency.replaced`), and it *states* what a record made
+Raw turns have no links; a turn line *shows* a replaced value when it was said before the change
+and holds an identifier of a superseded record's text (a flight number, an order code) that the
+records replacing it lack, or the value a chat statement's change replaced ("April 1, 2024" of a
+sprint deadline moved to April 5) with a word of the slot it changed ("deadline", "sprint": an
+unrelated "April 1" is not it) (:attr:`ViewCurrency.replaced`); and it *states* what a record made
 from it states (:attr:`ViewCurrency.stated`): the turn a superseded or conflicting record comes from
 takes that record's mark.
 """
@@ -26,10 +28,11 @@ from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 
-from lychee_ray.core.currency import CURRENT, LinkRow, RecordStatus, SlotRow, derive_status, links_across
+from lychee_ray.core.currency import CURRENT, SLOT_SEP, LinkRow, RecordStatus, SlotRow, derive_status, links_across
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.lexical import identifier_terms
+from lychee_ray.text.change_cues import same_unit, says_value, value_mentions
+from lychee_ray.text.lexical import identifier_terms, lexical_terms
 
 _MEMO_KEY = "currency"
 HISTORY_CHANNEL = "history"  # the channel name of pool items a history question's chains added
@@ -37,12 +40,21 @@ HISTORY_CHANNEL = "history"  # the channel name of pool items a history question
 
 @dataclass
 class Replaced:
-    """An identifier a superseded record showed and its replacement lacks: a turn said before
-    ``before`` (turn position of the change) that holds ``token`` shows a replaced value."""
+    """A value a superseded record showed and its replacement lacks: a turn said before ``before``
+    (turn position of the change) that holds ``token`` shows a replaced value. An identifier
+    (``words`` empty) is shown by itself; a plain value ("3 pm", "65%") only with one of ``words``
+    (its slot's words) on the same line."""
 
     token: str
     before: int
     record: int  # the superseded record's position
+    words: frozenset[str] = frozenset()
+
+    def shown_in(self, text: str, identifiers: set[str], terms: set[str]) -> bool:
+        """``text`` (its ``identifier_terms`` and ``lexical_terms``) shows this value."""
+        if not self.words:
+            return self.token in identifiers
+        return bool(self.words & terms) and says_value(text, self.token)
 
 
 @dataclass
@@ -113,6 +125,28 @@ def _replaced_tokens(view: ConversationView, vc: ViewCurrency) -> list[Replaced]
             # codes (letters and digits: a flight number, an order code), not the names of tools or keys
             if tok not in kept and any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok):
                 out.append(Replaced(tok, before, p))
+        out += _replaced_values(view, vc, p, succ, before)
+    return out
+
+
+def _replaced_values(view: ConversationView, vc: ViewCurrency, p: int, succ: list[int], before: int) -> list[Replaced]:
+    """The plain values of superseded record ``p`` that a successor with a slot value replaced: values
+    of ``p``'s text of that value's kind and unit, other than it ("65%" for "78%"), each shown only
+    with a word of the successor's slot."""
+    out: list[Replaced] = []
+    for q in succ:
+        new_value, slot = vc.value_of[q], vc.slot_of[q]
+        if not new_value or not slot:
+            continue
+        new = next(iter(value_mentions(new_value, 1)), None)
+        if new is None:
+            continue
+        words = frozenset(lexical_terms(slot.partition(SLOT_SEP)[2])) - frozenset(new.unit.split())
+        if not words:
+            continue
+        for old in value_mentions(view.record_text[p], 1):
+            if old.kind == new.kind and same_unit(old.unit, new.unit) and old.text != new.text:
+                out.append(Replaced(old.text, before, p, words))
     return out
 
 

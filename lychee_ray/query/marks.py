@@ -7,8 +7,10 @@ statuses (:mod:`lychee_ray.query.currency`):
   ``superseded``; ``history`` when the question asks for history);
 * a record that contradicts another current one ends with ``[conflicts with: <the other> (day)]``
   (status ``conflicting``);
-* a raw-turn line said before a change that holds an identifier the change replaced ends with
-  ``[shows HAT227, superseded on 2024-05-15 by: …]``;
+* a raw-turn line (or a record of no slot) said before a change that holds an identifier the
+  change replaced ends with ``[shows HAT227, superseded on 2024-05-15 by: …]``, or a plain value a
+  chat statement's change replaced, beside a word of its slot (``[shows april 1, 2024, …]``: a
+  restatement of the old deadline in another message, the assistant's answer repeating it);
 * a raw-turn line (or a passage of it holding the statement) that a superseded or conflicting
   record was made from takes that record's mark and status; a record answering such a user turn
   (made from it and the assistant's reply) says ``[answers a statement superseded on … by: …]``;
@@ -181,20 +183,22 @@ def _stated_mark(e: Evidence, tp: int, sc: ScopeCurrency, history: bool, cfg: Cu
     return marks[0] if marks else None
 
 
-def _shown_value_mark(cid: str, tp: int, text: str, sc: ScopeCurrency, cfg: CurrentConfig) -> tuple[str, str | None, list[str]]:
-    """The mark of a line said at turn position ``tp`` that shows identifiers a later change
-    replaced (:attr:`~lychee_ray.query.currency.ViewCurrency.replaced`): (mark or "", valid_until,
-    superseded_by)."""
-    hits = [r for r in sc.per_view[cid].replaced if tp < r.before]
+def _shown_value_mark(cid: str, tp: int, text: str, sc: ScopeCurrency, cfg: CurrentConfig,
+                      kinds: tuple[bool, ...] = (False, True)) -> tuple[str, str | None, list[str]]:
+    """The mark of a line said at turn position ``tp`` that shows identifiers or values a later
+    change replaced (:attr:`~lychee_ray.query.currency.ViewCurrency.replaced`): (mark or "",
+    valid_until, superseded_by); ``kinds``: identifiers (False), plain values (True) or both."""
+    hits = [r for r in sc.per_view[cid].replaced if tp < r.before and bool(r.words) in kinds]
     if not hits:
         return "", None, []
-    terms = set(identifier_terms(text))
-    found = [r for r in hits if r.token in terms]
+    idents = set(identifier_terms(text))
+    words = set(lexical_terms(text)) if any(r.words for r in hits) else set()
+    found = [r for r in hits if r.shown_in(text, idents, words)]
     if not found:
         return "", None, []
     st = sc.status(cid, found[0].record)
     now = _now(sc, st.latest or st.superseded_by, cid, (text, None, None), cfg)
-    toks = ", ".join(dict.fromkeys(r.token.upper() for r in found))
+    toks = ", ".join(dict.fromkeys(r.token if r.words else r.token.upper() for r in found))
     when = f" on {day(st.valid_until)}" if day(st.valid_until) else ""
     return f"[shows {toks}, superseded{when} by: {now}]", st.valid_until, list(st.superseded_by)
 
@@ -204,12 +208,18 @@ def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, history:
     marks = []
     for tid in e.turn_ids:
         tp = view.turn_pos[tid]
-        mark, until, by = _shown_value_mark(e.conversation_id, tp, view.turn_text[tp], sc, cfg)
+        line = e.text if e.kind == "passage" else view.turn_text[tp]  # a passage shows its part of the turn
+        # an identifier shown first, then what the turn's own records state, then a plain value
+        # repeated (the turn a replaced statement came from says so with that statement's mark)
+        mark, until, by = _shown_value_mark(e.conversation_id, tp, line, sc, cfg, (False,))
         status: str = ("history" if history else "superseded") if mark else CURRENT_STATUS
         if not mark:
             got = _stated_mark(e, tp, sc, history, cfg)
             if got is not None:
                 mark, status, until, by = got.text, got.status, got.valid_until, got.superseded_by
+        if not mark:
+            mark, until, by = _shown_value_mark(e.conversation_id, tp, line, sc, cfg, (True,))
+            status = ("history" if history else "superseded") if mark else CURRENT_STATUS
         marks.append(mark)
         if mark and (e.status == CURRENT_STATUS or (e.status == CONFLICTING_STATUS and status != CONFLICTING_STATUS)):
             e.status, e.valid_until, e.superseded_by = status, until, by

@@ -1,5 +1,5 @@
 """Links between chat statements from cues in the words (rules backend: ingest/text_links.py,
-ingest/encode/rules/change_cues.py) and the marks they give raw-turn lines on the query path
+text/change_cues.py) and the marks they give raw-turn lines on the query path
 (query/marks.py): a change said as chat users say it, a count said again with another number, what
 is no change (a bound, a goal, a list said again, one message), a denial against the verb it denies,
 and a turn line a replaced or contradicted statement came from marked like the statement."""
@@ -13,7 +13,7 @@ from lychee_ray.core.conversation import Conversation
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord
 from lychee_ray.ingest.context import make_context
-from lychee_ray.ingest.encode.rules.change_cues import (changed_values, counted_values, denied_verb, same_unit, says_done,
+from lychee_ray.text.change_cues import (changed_values, counted_values, denied_verb, same_unit, says_done,
                                                          value_mentions)
 from lychee_ray.ingest.text_links import StatementIndex
 from lychee_ray.memory import MemoryStore
@@ -231,3 +231,28 @@ def test_only_the_passage_that_holds_the_replaced_statement_is_marked(tmp_path):
             assert e.status == "superseded" and "[superseded on 2024-05-02 by:" in line
         else:
             assert e.status == "current" and "[superseded" not in line
+
+
+def test_a_line_restating_a_replaced_plain_value_is_marked_beside_a_word_of_its_slot(tmp_path):
+    """Another message that repeats the replaced value ("45 sources" in the assistant's reply) shows
+    it too and is marked; "45 sources" beside none of the slot's words (another thing counted) is not."""
+    said = [("u1", "user", "My Zotero library now has 45 sources tagged by theme."),
+            ("a1", "assistant", "With 45 sources in your Zotero library you can start the outline."),
+            ("u2", "user", "A survey paper I read lists 45 sources on urban heat."),
+            ("a2", "assistant", "Survey papers are a good start."),
+            ("u3", "user", "My Zotero library now has 52 sources tagged by theme after this week."),
+            ("a3", "assistant", "That is a solid base for the essay.")]
+    turns = [{"turn_id": t, "role": r, "content": c} for t, r, c in said]
+    conv = Conversation.model_validate({"conversation_id": "chat-restated", "user_id": "u", "sessions": [
+        {"session_id": "s1", "started_at": "2024-04-10T10:00:00", "turns": turns[:4]},
+        {"session_id": "s2", "started_at": "2024-05-02T10:00:00", "turns": turns[4:]}]})
+    assert build(make_context(CFG, "rules", HashEmbedder()), tmp_path, conv).built == 1
+    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as store:
+        res = store.search("chat-restated", "How many sources are in my Zotero library?", budget_tokens=1500)
+    restated = _turn_lines(res, "a1", "assistant: With 45 sources")
+    assert restated, res.context
+    for status, line in restated:
+        assert status == "superseded" and "[shows 45 sources, superseded on 2024-05-02 by:" in line
+    other = _turn_lines(res, "u2", "user: A survey paper I read lists 45 sources")
+    assert other and all("[" not in line for _, line in other)
+    assert all("[" not in line for _, line in _turn_lines(res, "u3", "user: My Zotero library now has 52"))

@@ -259,7 +259,7 @@ def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_pat
 
 # -- rules: links between the user's statements from explicit cues ------------------------------------
 def test_change_cues_read_only_values_a_change_word_governs():
-    from lychee_ray.ingest.encode.rules.change_cues import changed_values, denial, value_mentions
+    from lychee_ray.text.change_cues import changed_values, denial, value_mentions
     from lychee_ray.config import CurrencyConfig
 
     GAP = CurrencyConfig().change_gap  # words a change verb may stand from its "to"
@@ -326,7 +326,7 @@ def test_text_cues_link_a_change_to_every_statement_of_the_old_value_and_a_denia
 def test_a_denial_links_as_the_rules_backend_writes_it_in_the_third_person(ctx):
     """The rules backend rewrites "I've never ..." to "User has never ..."; the denial cue reads that
     form too (a unit test of the cue, then a built chat whose two statements conflict)."""
-    from lychee_ray.ingest.encode.rules.change_cues import denial
+    from lychee_ray.text.change_cues import denial
 
     assert denial("User has never submitted User's cover letter to Greg.", "user") >= {"submit", "cover", "letter", "greg"}
     assert denial("Caroline had never tried sushi before today.", "Caroline") >= {"sushi"}

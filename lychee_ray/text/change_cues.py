@@ -176,6 +176,13 @@ def counted_values(text: str, window: int) -> list[ValueMention]:
     return [v for v in value_mentions(text, window) if v.kind == "num" and v.unit[:1].isalpha() and v.unit != "ms"]
 
 
+def says_value(text: str, value: str) -> bool:
+    """``text`` says ``value`` (as :func:`value_mentions` writes it: "3 pm", "april 1, 2024") as a
+    whole: "3 pm" is in "at 3 PM" and "3 p.m.", not in "13 pm"; "april 1" not in "April 10"."""
+    flat = _MERIDIEM.sub(r"\1m", " ".join(text.lower().split()))
+    return re.search(rf"(?<![\w.,]){re.escape(value)}(?![\w]|[.,]\d)", flat) is not None
+
+
 def same_unit(a: str, b: str) -> bool:
     """Units that name the same thing: equal, or one of them without the other's rate ("words" and
     "words per week")."""
@@ -228,4 +235,4 @@ def denial(text: str, subject: str | None = None) -> frozenset[str]:
 
 
 __all__ = ["DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_values", "counted_values",
-           "denial", "denied_verb", "replaced_by", "same_unit", "says_done", "value_mentions", "verb_terms"]
+           "denial", "denied_verb", "replaced_by", "same_unit", "says_value", "says_done", "value_mentions", "verb_terms"]
