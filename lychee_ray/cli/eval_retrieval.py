@@ -86,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
             print("lychee-ray eval-retrieval: --replaced-values must be a JSON object of question id -> list of "
                   "strings", file=sys.stderr)
             return 2
-        found = evaluate.annotate_replaced_values(values)
-        if found["unknown_question_ids"]:
-            print(f"eval-retrieval: {len(found['unknown_question_ids'])} annotated question id(s) not among the "
-                  f"questions: {found['unknown_question_ids'][:5]}", file=sys.stderr)
+        matched = evaluate.annotate_replaced_values(values)
+        if matched["unknown_question_ids"]:
+            print(f"eval-retrieval: {len(matched['unknown_question_ids'])} annotated question id(s) not among the "
+                  f"questions: {matched['unknown_question_ids'][:5]}", file=sys.stderr)
 
     def progress(done: int, total: int) -> None:
         if done % 200 == 0 or done == total:

@@ -174,3 +174,30 @@ def test_knowledge_update_and_contradiction_scores_from_a_beam_folder(beam, tmp_
     both = [(["0"], "Flask"), (["8"], "minimal dependencies")]
     assert c(both, "", 10, 0, 0).current == {"contradiction_in_context": 1.0, "contradiction_marked": 0.0}
     assert c(both, "", 10, 0, 0, statuses=["conflicting", "conflicting"]).current["contradiction_marked"] == 1.0
+
+
+@pytest.mark.heavy
+def test_eval_retrieval_cli_replaced_values(beam, tmp_path, capsys):
+    """``--replaced-values``: the annotated questions are scored stale by value and the report says
+    which were matched; a file that is not a JSON object of lists of strings is refused (exit 2)."""
+    from lychee_ray.cli.main import main
+
+    data, st, _ = beam
+    ku = next(q for q in load_questions("beam", data, None) if q.category == "knowledge_update")
+    vals = tmp_path / "vals.json"
+    vals.write_text(json.dumps({ku.question_id: ["3 PM"], "beam-9:knowledge_update:7": ["x"]}))
+    out = tmp_path / "er.json"
+    rc = main(["eval-retrieval", "--memory", str(st), "--data", str(data), "--budget-tokens", "150", "--baselines",
+               "none", "--replaced-values", str(vals), "--per-question", "--out", str(out)])
+    assert rc == 0
+    rep = json.loads(out.read_text())
+    assert rep["replaced_values"] == {"questions": 1, "unknown_question_ids": ["beam-9:knowledge_update:7"]}
+    row = next(r for r in rep["details"] if r["question_id"] == ku.question_id)
+    assert row["systems"]["lychee"]["current"]["stale_unmarked"] in (0.0, 1.0)
+    assert "1 annotated question id(s) not among the questions" in capsys.readouterr().err
+    for bad in ('["3 PM"]', '{"q": "3 PM"}', "{not json"):
+        vals.write_text(bad)
+        assert main(["eval-retrieval", "--memory", str(st), "--data", str(data), "--baselines", "none",
+                     "--replaced-values", str(vals)]) == 2
+    assert main(["eval-retrieval", "--memory", str(st), "--data", str(data), "--baselines", "none",
+                 "--replaced-values", str(tmp_path / "missing.json")]) == 2
