@@ -103,11 +103,12 @@ class CurrencyConfig(Section):
     candidate_tokens: int = Field(default=400, ge=0, description="... within this many prompt tokens (besides context_token_budget)")
     # Characters of a candidate's record text shown.
     candidate_chars: int = Field(default=160, ge=20, description="characters of a candidate's record text shown")
-    # rules: link the user's statements by explicit change and denial cues (ingest/text_links.py).
+    # Link what people said by explicit change and denial cues (ingest/text_links.py): every rules
+    # statement; an openai one the model gave no slot.
     text_cues: bool = Field(default=True,
         description=(
-            "rules: link the user's statements by explicit change (\"improved to 78%\") and denial (\"I've never "
-            "...\") cues"))
+            "link people's statements by explicit change (\"improved to 78%\") and denial (\"I've never ...\") "
+            "cues (rules; openai: the statements the model gave no slot)"))
     # Words each side of a value that say what it is about.
     cue_window: int = Field(default=8, ge=1,
         description="words each side of a value (of a change: of its cue and value) that say what it is about")

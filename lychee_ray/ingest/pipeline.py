@@ -152,10 +152,10 @@ async def encode_segments(
     else:
         memory = ConversationMemory()
         memory.accept(records)  # an increment continues after the stored segments (docs/incremental.md)
-    # the current record of each slot where the stored segments left it (rules: and the user's
-    # statements, for links from text cues)
+    # the current record of each slot where the stored segments left it, and what people said
+    # (for links from text cues)
     cur = cfg.encoder.currency
-    text_cues = cur.text_cues and ctx.encoder.backend == RULES_BACKEND
+    text_cues = cur.text_cues
     slots = SlotState.of(records, StatementIndex(cur) if text_cues else None,
                          {t.turn_id: t.speaker for *_, t in conv.iter_turns() if t.role == "user"} if text_cues else None)
     for seg in segments:

@@ -16,7 +16,9 @@ incremental build continues exactly where a one-shot build would be. Per encoded
     current records replaces them (a newer state of an object); one that ends its subject (a
     cancellation, ``RecordDraft.ends``) replaces every current record of the subject;
   - ``openai`` records link as the reply says, validated: a label that was not a candidate, or a
-    candidate of another slot than the record's, is dropped and counted (``QualityCounts.links``).
+    candidate of another slot than the record's, is dropped and counted (``QualityCounts.links``);
+  - a person's statement left without a slot, of either backend (a small model often names none),
+    links by the explicit change and denial cues of its text (:mod:`~lychee_ray.ingest.text_links`).
 
 Records of a segment are linked in the order of the turns they come from, so a lookup and the
 change after it in one segment link as they would across two.
@@ -132,14 +134,18 @@ class SlotState:
         for r in ordered:
             draft = by_key.get((r.type, r.text))
             _normalise(r, dates)
-            if draft is not None and backend == RULES_BACKEND:
-                self._link_by_structure(r, draft, quality)
+            if draft is not None:
+                if backend == RULES_BACKEND:
+                    self._link_by_structure(r, draft, quality)
+                elif self._link_declared(r, draft, labels, quality):
+                    _normalise(r, dates)  # the record took the slot of a candidate it named
                 speaker = self._said_by(r)
                 if self.statements is not None and speaker is not None:
+                    # what a person said, left without a slot (a model that names none): the text cues
+                    had = r.slot
                     self.statements.link(r, speaker, quality)
-                    _normalise(r, dates)
-            elif draft is not None and self._link_declared(r, draft, labels, quality):
-                _normalise(r, dates)  # the record took the slot of a candidate it named
+                    if r.slot != had:
+                        _normalise(r, dates)
             self._take(r)
 
     def _link_by_structure(self, r: MemoryRecord, d: RecordDraft, quality: QualityCounts) -> None:

@@ -207,6 +207,46 @@ def test_declared_links_are_checked_against_the_candidates():
     assert QualityCounts.from_flat(q.to_flat()).links == q.links and q.report()["links"]["supersedes"] == 1
 
 
+def test_an_openai_statement_without_a_slot_links_by_the_text_cues():
+    """A small model often names no slot (so no candidate reaches the next call): a user's statement
+    it left without one links by the change and denial cues of its text; one it gave a slot keeps
+    the model's decision."""
+    from lychee_ray.ingest.text_links import StatementIndex
+
+    def rec(rid, text, turn, slot=None, value=None):
+        return MemoryRecord(record_id=rid, conversation_id="c", user_id="u", session_id="s", segment_id="c#s00001",
+                            ordinal=0, type="event", text=text, source_turn_ids=[turn], created_at="2024-03-20T10:00:00",
+                            backend="openai", model="m", slot=slot, slot_value=value)
+
+    def turn(tid, said, day):
+        return SegmentTurn(index=int(tid[1:]), turn_id=tid, session_id="s", session_date=f"2024-03-{day}T10:00:00",
+                           speaker="User", role="user", content=said)
+
+    state = SlotState.of([], StatementIndex(CFG.encoder.currency), {"t1": "User", "t2": "User", "t3": "User"})
+    said = [("t1", "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft.", "18"),
+            ("t2", "Can you remind me that the Zoom meeting with Professor Danielle is rescheduled to March 22 at "
+                   "4:30 PM?", "20"),
+            ("t3", "My Zoom meeting with Professor Danielle moved to March 23 at 9 AM.", "21")]
+    made = []
+    for i, (tid, text, day) in enumerate(said):
+        slot = ("user · meeting with professor danielle", "march 23 at 9 am") if tid == "t3" else (None, None)
+        r = rec(f"r{i}", text, tid, *slot)
+        q = QualityCounts()
+        state.link([r], [RecordDraft(type="event", text=text, slot=slot[0], slot_value=slot[1])],
+                   EncodeRequest(conversation_id="c", user_id="u", segment_id=f"c#s0000{i}", segment_index=i,
+                                 turns=[turn(tid, text, day)]), "openai", q)
+        made.append(r)
+    assert made[1].supersedes == ["r0"] and made[1].slot and made[1].valid_from == "2024-03-20T10:00:00"
+    assert made[2].supersedes == [] and made[2].slot == "user · meeting with professor danielle"  # the model's slot
+    off = SlotState.of([], None, {"t1": "User", "t2": "User"})
+    r0, r1 = rec("x0", said[0][1], "t1"), rec("x1", said[1][1], "t2")
+    for i, r in enumerate((r0, r1)):
+        off.link([r], [RecordDraft(type="event", text=r.text)], EncodeRequest(
+            conversation_id="c", user_id="u", segment_id="c#s0", segment_index=i, turns=[turn(r.source_turn_ids[0], r.text, "20")]),
+            "openai", QualityCounts())
+    assert r1.supersedes == []  # encoder.currency.text_cues off: no index, no cue links
+
+
 def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_path, embedder):
     """The one encode call of a segment is shown the current records of the slots its turns mention,
     and the labels its reply names become links on the new record (a label it was not shown is
