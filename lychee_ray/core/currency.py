@@ -55,15 +55,21 @@ def slot_key(subject: str, attribute: str) -> str | None:
     return f"{s}{SLOT_SEP}{a}"
 
 
+_PLACEHOLDER_SLOT = f"subject{SLOT_SEP}attribute"
+
+
 def parse_slot(raw: str | None) -> str | None:
     """A slot as a model or a caller writes it (``"User · shipping address"``, ``"user | address"``)
-    normalised by :func:`slot_key`; None when it does not name a subject and an attribute."""
+    normalised by :func:`slot_key`; None when it does not name a subject and an attribute (also
+    ``"subject · attribute"`` itself)."""
     if not raw or not raw.strip():
         return None
     for sep in _SEPARATORS:
         if sep in raw:
             subject, _, attribute = raw.partition(sep)
-            return slot_key(subject, attribute)
+            slot = slot_key(subject, attribute)
+            # the format's own words, copied from the prompt by a small model, name nothing
+            return None if slot == _PLACEHOLDER_SLOT else slot
     return None
 
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from lychee_ray.core.currency import CURRENT, SLOT_SEP, LinkRow, RecordStatus, SlotRow, derive_status, links_across
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import same_unit, says_value, value_mentions
+from lychee_ray.text.change_cues import same_unit, says_value, value_mentions, words_from_value
 from lychee_ray.text.lexical import identifier_terms, lexical_terms
 
 _MEMO_KEY = "currency"
@@ -144,9 +144,12 @@ def _replaced_values(view: ConversationView, vc: ViewCurrency, p: int, succ: lis
         words = frozenset(lexical_terms(slot.partition(SLOT_SEP)[2])) - frozenset(new.unit.split())
         if not words:
             continue
-        for old in value_mentions(view.record_text[p], 1):
-            if old.kind == new.kind and same_unit(old.unit, new.unit) and old.text != new.text:
-                out.append(Replaced(old.text, before, p, words))
+        olds = [m.text for m in value_mentions(view.record_text[p], 1)
+                if m.kind == new.kind and same_unit(m.unit, new.unit) and m.text != new.text]
+        # of several such values, those nearest the slot's words ("3 hours studying", not "2 hours on coin toss")
+        far = {v: words_from_value(view.record_text[p], v, words) for v in dict.fromkeys(olds)}
+        best = min((d for d in far.values() if d is not None), default=None)
+        out += [Replaced(v, before, p, words) for v, d in far.items() if d == best]
     return out
 
 

@@ -176,11 +176,29 @@ def counted_values(text: str, window: int) -> list[ValueMention]:
     return [v for v in value_mentions(text, window) if v.kind == "num" and v.unit[:1].isalpha() and v.unit != "ms"]
 
 
+def _value_at(text: str, value: str) -> tuple[str, re.Match[str] | None]:
+    flat = _MERIDIEM.sub(r"\1m", " ".join(text.lower().split()))
+    return flat, re.search(rf"(?<![\w.,]){re.escape(value)}(?![\w]|[.,]\d)", flat)
+
+
 def says_value(text: str, value: str) -> bool:
     """``text`` says ``value`` (as :func:`value_mentions` writes it: "3 pm", "april 1, 2024") as a
     whole: "3 pm" is in "at 3 PM" and "3 p.m.", not in "13 pm"; "april 1" not in "April 10"."""
-    flat = _MERIDIEM.sub(r"\1m", " ".join(text.lower().split()))
-    return re.search(rf"(?<![\w.,]){re.escape(value)}(?![\w]|[.,]\d)", flat) is not None
+    return _value_at(text, value)[1] is not None
+
+
+def words_from_value(text: str, value: str, terms: frozenset[str]) -> int | None:
+    """How many words stand between ``value`` in ``text`` and the nearest word of ``terms`` (lexical
+    terms): 0 next to it; None when the value or no such word is there. Of a sentence's values, the
+    one nearest a slot's words is the one the slot is about ("spent 3 hours studying probability
+    basics, including 2 hours on coin toss": 3 hours is the time spent studying)."""
+    flat, m = _value_at(text, value)
+    if m is None:
+        return None
+    before, after = flat[:m.start()].split(), flat[m.end():].split()
+    near = [i for i, w in enumerate(reversed(before)) if terms & frozenset(lexical_terms(w))]
+    near += [i for i, w in enumerate(after) if terms & frozenset(lexical_terms(w))]
+    return min(near) if near else None
 
 
 def same_unit(a: str, b: str) -> bool:
@@ -235,4 +253,5 @@ def denial(text: str, subject: str | None = None) -> frozenset[str]:
 
 
 __all__ = ["DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_values", "counted_values",
-           "denial", "denied_verb", "replaced_by", "same_unit", "says_value", "says_done", "value_mentions", "verb_terms"]
+           "denial", "denied_verb", "replaced_by", "same_unit", "says_value", "says_done", "value_mentions", "verb_terms",
+           "words_from_value"]

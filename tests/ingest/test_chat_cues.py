@@ -256,3 +256,47 @@ def test_a_line_restating_a_replaced_plain_value_is_marked_beside_a_word_of_its_
     other = _turn_lines(res, "u2", "user: A survey paper I read lists 45 sources")
     assert other and all("[" not in line for _, line in other)
     assert all("[" not in line for _, line in _turn_lines(res, "u3", "user: My Zotero library now has 52"))
+
+
+def test_of_a_sentences_values_the_one_nearest_the_slot_words_is_the_replaced_one():
+    from lychee_ray.text.change_cues import says_value, words_from_value
+    from lychee_ray.text.lexical import lexical_terms
+
+    said = "User has already spent 3 hours studying probability basics, including 2 hours on coin toss."
+    slot = frozenset(lexical_terms("basics spent studying"))
+    assert words_from_value(said, "3 hours", slot) == 0 and words_from_value(said, "2 hours", slot) == 1
+    assert words_from_value(said, "5 hours", slot) is None and words_from_value("at 3 hours", "3 hours", slot) is None
+    assert says_value("The call is at 3 p.m. on Friday", "3 pm") and not says_value("at 13 PM", "3 pm")
+    assert says_value("due April 1, 2024.", "april 1, 2024") and not says_value("due April 10", "april 1")
+    assert not says_value("costs 1,200.50 now", "1,200")
+
+
+def test_a_passage_is_marked_by_its_own_text_not_by_the_turns_shown_around_it(tmp_path):
+    """A long answer is shown by passages with the short turns around them: the passage repeating
+    the replaced value is marked; another passage of it is not, though the question before it (shown
+    in the same unit) holds the value too."""
+    from lychee_ray.ingest.runner import run_local_build_items
+    from lychee_ray.io.adapters import AdapterItem
+
+    cfg = load_config(sets=["passages.max_tokens=40"], env={})
+    rooms = " ".join(f"The {w} room of my flat has a {c} wall and a wooden shelf." for w, c in
+                     [("north", "green"), ("south", "blue"), ("east", "white"), ("west", "grey"), ("small", "red"),
+                      ("guest", "yellow"), ("back", "pink"), ("front", "brown"), ("upper", "black"), ("lower", "beige")])
+    answer = f"With 45 sources in your Zotero library you can start the outline now.\n\n{rooms}"
+    turns = [{"turn_id": "u1", "role": "user", "content": "My Zotero library now has 45 sources tagged by theme."},
+             {"turn_id": "a1", "role": "assistant", "content": answer},
+             {"turn_id": "u2", "role": "user", "content": "My Zotero library now has 52 sources tagged by theme."},
+             {"turn_id": "a2", "role": "assistant", "content": "A solid base for the essay."}]
+    conv = Conversation.model_validate({"conversation_id": "chat-parts", "user_id": "u", "sessions": [
+        {"session_id": "s1", "started_at": "2024-04-10T10:00:00", "turns": turns[:2]},
+        {"session_id": "s2", "started_at": "2024-05-02T10:00:00", "turns": turns[2:]}]})
+    s = run_local_build_items(cfg, [AdapterItem(file="mem", line=0, conversation=conv)], tmp_path, backend="rules",
+                              ctx=make_context(cfg, "rules", HashEmbedder()))
+    assert s.built == 1, s.errors
+    with MemoryStore.open(tmp_path, cfg, embedder=HashEmbedder(), llm="rules") as store:
+        res = [store.search("chat-parts", q, budget_tokens=1500) for q in
+               ("How many sources does my Zotero library have?", "What colour is the wall of the guest room?")]
+    lines = {x for r in res for x in r.context.splitlines() if x.startswith("assistant (part")}
+    assert any("45 sources" in x for x in lines) and any("45 sources" not in x for x in lines), lines
+    for x in lines:
+        assert ("[shows 45 sources, superseded on 2024-05-02" in x) == ("45 sources in your" in x), x

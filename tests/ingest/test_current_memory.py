@@ -52,6 +52,7 @@ def test_status_follows_chains_and_conflicts():
 def test_slots_normalise_and_time_order_is_strict():
     assert parse_slot(" User · Shipping  Address. ") == "user · shipping address"
     assert parse_slot("user | address") == "user · address" and parse_slot("address") is None
+    assert parse_slot("Subject · Attribute") is None  # the format itself, as a small model copies it
     assert strictly_before("2024-05-14", "2024-05-15T01:00:00") and not strictly_before("2024-05-15", "2024-05-15T09:00")
     assert strictly_before("2024-05-15T08:00:00", "2024-05-15T09:00:00") and not strictly_before(None, "2024-05-15")
 
