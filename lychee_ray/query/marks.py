@@ -165,17 +165,19 @@ def _answer_mark(e: Evidence, src: Sequence[int], view: ConversationView, sc: Sc
     return None
 
 
-def _stated_mark(e: Evidence, tp: int, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> _Mark | None:
-    """The mark of a turn line (or a passage of it) that states what a superseded or conflicting
-    record made from the turn states: that record's mark (a superseded one first). A passage takes
-    it only when it holds ``stated_min_share`` of the record's words (the statement is in that part)."""
+def _stated_mark(e: Evidence, tp: int, sc: ScopeCurrency, history: bool, cfg: CurrentConfig,
+                 part: str | None = None) -> _Mark | None:
+    """The mark of a turn line (or a passage of it: ``part``, its text) that states what a superseded
+    or conflicting record made from the turn states: that record's mark (a superseded one first). A
+    passage takes it only when it holds ``stated_min_share`` of the record's words (the statement is in
+    that part)."""
     cid = e.conversation_id
     recs = sc.per_view[cid].stated.get(tp) if cfg.mark_stated_turns else None
     if not recs:
         return None
     view = sc.views[cid]
-    if e.kind == "passage":
-        words = set(lexical_terms(e.text))
+    if part is not None:
+        words = set(lexical_terms(part))
         recs = [p for p in recs if view.record_terms[p]
                 and len(view.record_terms[p] & words) >= cfg.stated_min_share * len(view.record_terms[p])]
     marks = [m for m in (_status_mark(cid, p, sc, history, cfg) for p in recs) if m is not None and m.text]
@@ -225,7 +227,7 @@ def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, history:
         mark, until, by = _shown_value_mark(e.conversation_id, tp, line, sc, cfg, (False,))
         status: str = ("history" if history else "superseded") if mark else CURRENT_STATUS
         if not mark:
-            got = _stated_mark(e, tp, sc, history, cfg)
+            got = _stated_mark(e, tp, sc, history, cfg, line if shown is not None and shown[0] == tp else None)
             if got is not None:
                 mark, status, until, by = got.text, got.status, got.valid_until, got.superseded_by
         if not mark:
