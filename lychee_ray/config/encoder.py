@@ -127,6 +127,12 @@ class CurrencyConfig(Section):
         description=(
             "a changed value replaces an earlier one of the same kind and unit sharing this many of those words "
             "(+1 for %, ms, dates, amounts) ..."))
+    # A changed date and time on the same day as an earlier one ("rescheduled to March 22 at 4:30 PM"
+    # after "March 22 at 3 PM": an appointment moved within its day) needs only this many.
+    same_day_min_shared: int = Field(default=1, ge=1,
+        description=(
+            "... a changed date and time on the same day as an earlier one (moved within its day) needs only "
+            "this many"))
     # ... not counting words in more than this share of the user's statements so far (the
     # conversation's everyday words), once there are at least cue_min_statements of them.
     cue_max_df: float = Field(default=0.05, gt=0, le=1,

@@ -36,7 +36,8 @@ from lychee_ray.core.currency import slot_key
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord
 from lychee_ray.text.change_cues import (PLAN, ValueMention, changed_values, counted_values, denial,
-                                                         denied_verb, replaced_by, same_unit, says_done, value_mentions)
+                                                         denied_verb, replaced_by, same_day_other_time, same_unit,
+                                                         says_done, value_mentions)
 from lychee_ray.text.lexical import lexical_terms
 
 SUBJECT = "user"  # whose statements these are, when the speaker has no name
@@ -131,7 +132,7 @@ class _SpeakerStatements:
                     # a bound ("under 200ms") is no value to replace; a count replaces what was, not a goal
                     if old.hedge == "bound" or (counted and old.hedge):
                         continue
-                    shared = replaced_by(new, old, need)
+                    shared = replaced_by(new, old, self._need(new, old, need, counted))
                     if shared and (best is None or (len(shared), i) > best[:2]):
                         best = (len(shared), i, old, shared)
             if best is None:
@@ -140,12 +141,19 @@ class _SpeakerStatements:
             old_value = best[2]
             ids = [st.record_id for st in self.statements if self._may_replace(r, st, new)
                    and any(m.text == old_value.text and m.hedge != "bound" and not (counted and m.hedge)
-                          and replaced_by(new, m, need) for m in st.mentions)]
+                          and replaced_by(new, m, self._need(new, m, need, counted)) for m in st.mentions)]
             words = _surface(r.text, [*sorted(best[3])[:_SLOT_WORDS], *(new.unit.split() or [new.kind])])
             r.slot, r.slot_value = slot_key(self.subject, " ".join(words)), new.text
             r.supersedes = list(dict.fromkeys(ids))
             quality.link("supersedes", len(r.supersedes))
             return
+
+    def _need(self, new: ValueMention, old: ValueMention, need: int, counted: bool) -> int:
+        """Shared words a change needs: fewer for a time moved within its day (the day itself says
+        which appointment it is; ``same_day_min_shared``)."""
+        if not counted and same_day_other_time(new, old):
+            return min(need, self.cfg.same_day_min_shared)
+        return need
 
     @staticmethod
     def _may_replace(r: MemoryRecord, st: _Statement, new: ValueMention) -> bool:

@@ -201,6 +201,15 @@ def words_from_value(text: str, value: str, terms: frozenset[str]) -> int | None
     return min(near) if near else None
 
 
+def same_day_other_time(a: ValueMention, b: ValueMention) -> bool:
+    """Two dates with times on the same day at different times ("march 22 at 3 pm", "march 22 at
+    4:30 pm"): the same appointment moved within its day, when a change word says so."""
+    if a.kind != "date" or b.kind != "date":
+        return False
+    (day_a, at_a, time_a), (day_b, at_b, time_b) = a.text.partition(" at "), b.text.partition(" at ")
+    return bool(at_a and at_b) and day_a == day_b and time_a != time_b
+
+
 def same_unit(a: str, b: str) -> bool:
     """Units that name the same thing: equal, or one of them without the other's rate ("words" and
     "words per week")."""
@@ -253,5 +262,5 @@ def denial(text: str, subject: str | None = None) -> frozenset[str]:
 
 
 __all__ = ["DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_values", "counted_values",
-           "denial", "denied_verb", "replaced_by", "same_unit", "says_value", "says_done", "value_mentions", "verb_terms",
+           "denial", "denied_verb", "replaced_by", "same_day_other_time", "same_unit", "says_value", "says_done", "value_mentions", "verb_terms",
            "words_from_value"]

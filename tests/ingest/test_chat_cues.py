@@ -95,6 +95,30 @@ def test_a_count_said_again_with_another_number_replaces_the_earlier_count():
     assert not again.supersedes
 
 
+def test_a_time_moved_within_its_day_needs_fewer_shared_words():
+    """"rescheduled to March 22 at 4:30 PM" after "March 22 at 3 PM": the day says which appointment it
+    is, so one shared word will do (``same_day_min_shared``); another day, or no change word, needs more."""
+    idx, q = _index(), QualityCounts()
+    idx.add(_said(0, "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft."), "user")
+    idx.add(_said(1, "I have a dentist appointment on March 25 at 9 AM before my shift."), "user")
+    moved = _said(10, "I'm worried about missing it, so can you remind Danielle that it's rescheduled to March 22 "
+                      "at 4:30 PM?")
+    idx.link(moved, "user", q)
+    assert moved.supersedes == ["r0"] and moved.slot_value == "march 22 at 4:30 pm"
+    other_day = _said(11, "Can you remind Danielle that it's rescheduled to March 23 at 4:30 PM?")
+    idx.link(other_day, "user", q)
+    assert not other_day.supersedes  # another day: the usual number of shared words
+    said_again = _said(12, "Danielle asked about March 22 at 5 PM for coffee.")
+    idx.link(said_again, "user", q)
+    assert not said_again.supersedes and q.links == {"supersedes": 1}  # no change word
+    strict = StatementIndex(CFG.encoder.currency.model_copy(update={"cue_min_statements": 1000,
+                                                                    "same_day_min_shared": 3}))
+    strict.add(_said(0, "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft."), "user")
+    again = _said(10, moved.text)
+    strict.link(again, "user", QualityCounts())
+    assert not again.supersedes
+
+
 def test_one_message_does_not_update_itself():
     idx, q = _index(), QualityCounts()
     idx.add(_said(0, "My original essay version ran 400 words in my personal statement draft.", "t1"), "user")
