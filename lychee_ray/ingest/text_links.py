@@ -1,7 +1,8 @@
-"""Links between what a user said, from explicit cues in the words (``rules`` backend; docs/current-memory.md).
+"""Links between what a user said, from explicit cues in the words (docs/current-memory.md).
 
-Chat statements carry no structure, so the ``rules`` backend links two of them only where the text
-says so (:mod:`lychee_ray.text.change_cues`):
+Chat statements carry no structure, so two of them are linked only where the text says so
+(:mod:`lychee_ray.text.change_cues`) — every statement of the ``rules`` backend, and one an LLM
+backend's model left without a slot (ingest/supersede.py):
 
 * a statement that **changes a value** ("my test coverage has recently improved to 78%") replaces
   the earlier statements of the best-matching earlier value of the same kind with another value and
@@ -35,9 +36,8 @@ from lychee_ray.config import CurrencyConfig
 from lychee_ray.core.currency import slot_key
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord
-from lychee_ray.text.change_cues import (PLAN, ValueMention, changed_values, counted_values, denial,
-                                                         denied_verb, replaced_by, same_day_other_time, same_unit,
-                                                         says_done, value_mentions)
+from lychee_ray.text.change_cues import (PLAN, ValueMention, changed_values, counted_values, denial, denied_verb,
+                                         replaced_by, same_day_other_time, same_unit, says_done, value_mentions)
 from lychee_ray.text.lexical import lexical_terms
 
 SUBJECT = "user"  # whose statements these are, when the speaker has no name

@@ -221,13 +221,14 @@ def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, history:
     for tid in e.turn_ids:
         tp = view.turn_pos[tid]
         # a passage shows its part of its turn; the turns around it are shown whole
-        line = shown[1] if shown is not None and shown[0] == tp else view.turn_text[tp]
+        part = shown[1] if shown is not None and shown[0] == tp else None
+        line = view.turn_text[tp] if part is None else part
         # an identifier shown first, then what the turn's own records state, then a plain value
         # repeated (the turn a replaced statement came from says so with that statement's mark)
         mark, until, by = _shown_value_mark(e.conversation_id, tp, line, sc, cfg, (False,))
         status: str = ("history" if history else "superseded") if mark else CURRENT_STATUS
         if not mark:
-            got = _stated_mark(e, tp, sc, history, cfg, line if shown is not None and shown[0] == tp else None)
+            got = _stated_mark(e, tp, sc, history, cfg, part)
             if got is not None:
                 mark, status, until, by = got.text, got.status, got.valid_until, got.superseded_by
         if not mark:

@@ -66,15 +66,21 @@ def _index() -> StatementIndex:
     return StatementIndex(CFG.encoder.currency.model_copy(update={"cue_min_statements": 1000}))
 
 
+def _indexed(*said: str) -> tuple[StatementIndex, QualityCounts]:
+    """An index holding ``said`` as the user's statements r0, r1, ... (turns t0, t1, ...)."""
+    idx = _index()
+    for i, text in enumerate(said):
+        idx.add(_said(i, text), "user")
+    return idx, QualityCounts()
+
+
 def test_a_count_said_again_with_another_number_replaces_the_earlier_count():
-    idx, q = _index(), QualityCounts()
-    for i, text in enumerate([
+    idx, q = _indexed(
         "I only secured 3 interviews for executive producer roles at Island studios this spring.",
         "My goal is to secure 10 interviews for executive producer roles at Island studios this spring.",
         "I use breakpoints at 320px, 768px and 1440px for the portfolio grid layout.",
         "The API response time is under 200ms for the portfolio dashboard page.",
-    ]):
-        idx.add(_said(i, text), "user")
+    )
     again = _said(10, "I secured 5 interviews for executive producer roles at Island studios this spring.")
     idx.link(again, "user", q)
     assert again.supersedes == ["r0"] and again.slot_value == "5 interviews"  # not the goal
@@ -98,9 +104,8 @@ def test_a_count_said_again_with_another_number_replaces_the_earlier_count():
 def test_a_time_moved_within_its_day_needs_fewer_shared_words():
     """"rescheduled to March 22 at 4:30 PM" after "March 22 at 3 PM": the day says which appointment it
     is, so one shared word will do (``same_day_min_shared``); another day, or no change word, needs more."""
-    idx, q = _index(), QualityCounts()
-    idx.add(_said(0, "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft."), "user")
-    idx.add(_said(1, "I have a dentist appointment on March 25 at 9 AM before my shift."), "user")
+    idx, q = _indexed("I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft.",
+                      "I have a dentist appointment on March 25 at 9 AM before my shift.")
     moved = _said(10, "I'm worried about missing it, so can you remind Danielle that it's rescheduled to March 22 "
                       "at 4:30 PM?")
     idx.link(moved, "user", q)
@@ -131,13 +136,11 @@ def test_one_message_does_not_update_itself():
 
 
 def test_a_denial_conflicts_only_with_a_statement_of_its_verb():
-    idx, q = _index(), QualityCounts()
-    for i, text in enumerate([
+    idx, q = _indexed(
         "I reviewed Flask routes tutorials for the budget tracker app.",
         "Can you help me write Flask routes for the budget tracker app?",
         "I wrote two Flask routes for the budget tracker app yesterday.",
-    ]):
-        idx.add(_said(i, text), "user")
+    )
     never = _said(10, "I've never written any Flask routes for the budget tracker app.")
     idx.link(never, "user", q)
     assert never.conflicts_with == ["r2"]

@@ -27,11 +27,11 @@ Contradiction resolution:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from collections.abc import Callable, Sequence
 
 from lychee_ray.core.status import CURRENT_STATUS
+from lychee_ray.text.change_cues import says_value
 
 KNOWLEDGE_UPDATE = "knowledge_update"
 CONTRADICTION = "contradiction_resolution"
@@ -47,10 +47,9 @@ def _cited(units: Sequence[tuple[Sequence[str], str]], ids: Sequence[str], marke
 
 
 def _shows(text: str, values: Sequence[str]) -> bool:
-    """``text`` says one of ``values`` as a whole (case and spacing aside: "3 PM" is not in "13 pm",
-    "April 1" is not in "April 10")."""
-    flat = " ".join(text.lower().split())
-    return any(re.search(rf"(?<![\w]){re.escape(' '.join(v.lower().split()))}(?![\w])", flat) for v in values if v.strip())
+    """``text`` says one of ``values`` as a whole (:func:`~lychee_ray.text.change_cues.says_value`:
+    case and spacing aside, "3 PM" is not in "13 pm", "April 1" is not in "April 10")."""
+    return any(says_value(text, " ".join(v.lower().split())) for v in values if v.strip())
 
 
 def beam_current_scores(category: str, groups: dict[str, list[str]] | None, units: Sequence[tuple[Sequence[str], str]],
