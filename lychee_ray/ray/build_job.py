@@ -79,7 +79,8 @@ class Placement:
     """Which Ray node processed each conversation of one run (``manifest.json`` → ``ray_placement``).
 
     Per node: outcomes by status; per built conversation: its node id, up to ``max_conversations``
-    (``ray.placement_report_max_conversations``; the manifest stays small on huge runs).
+    (``ray.placement_report_max_conversations``; the manifest stays small on huge runs); per stage:
+    how many of its actors started on each node (where work went depends on which actor was free).
     """
 
     def __init__(self, run_id: str, max_conversations: int) -> None:
@@ -88,6 +89,7 @@ class Placement:
         self.nodes: dict[str, dict[str, int]] = {}
         self.built_on: dict[str, str] = {}
         self.truncated = False
+        self.actors: dict[str, dict[str, int]] = {}
 
     def add(self, node: str | None, o: Outcome) -> None:
         node = node or "?"
@@ -101,7 +103,7 @@ class Placement:
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "nodes": self.nodes, "built_on": self.built_on,
-                "built_on_truncated": self.truncated}
+                "built_on_truncated": self.truncated, "actors": self.actors}
 
 
 def estimate_total(fmt: str, units: list[str]) -> int:
@@ -279,6 +281,7 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
             prog.stop_ticking()
             poll()
         devices = ray.get(counter.embedding_devices.remote(), timeout=30)
+        placement.actors = ray.get(counter.actor_nodes.remote(), timeout=30)
     except BaseException:
         # e.g. a stage actor killed for good (ray.kill): the job fails. What was committed stays
         # committed; a re-run resumes. The claims of this run are dropped, the limiter released.

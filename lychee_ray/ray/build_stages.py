@@ -73,10 +73,17 @@ class ProgressActor:
         self.counts = ProgressCounts()
         self.devices: dict[str, list[dict[str, Any]]] = {}
         self.ready: dict[str, int] = {}  # stage -> actors that finished starting (the start-up line says which)
+        self.actors: dict[str, dict[str, int]] = {}  # stage -> node id -> actors started there
 
-    def stage_ready(self, stage: str) -> None:
-        """An actor of ``stage`` finished its start-up (models loaded, store opened)."""
+    def stage_ready(self, stage: str, node: str | None = None) -> None:
+        """An actor of ``stage`` finished its start-up (models loaded, store opened) on ``node``."""
         self.ready[stage] = self.ready.get(stage, 0) + 1
+        per = self.actors.setdefault(stage, {})
+        per[node or "?"] = per.get(node or "?", 0) + 1
+
+    def actor_nodes(self) -> dict[str, dict[str, int]]:
+        """Per stage, how many of its actors started on each node (the manifest's placement reports it)."""
+        return self.actors
 
     def ready_stages(self) -> list[str]:
         return list(self.ready)
@@ -111,7 +118,7 @@ class DecideStage:
                                retry_failed, on_conflict or cfg.build.on_conflict, cfg.passages)
         self.progress = progress
         if progress is not None:
-            progress.stage_ready.remote("decide")
+            progress.stage_ready.remote("decide", ray.get_runtime_context().get_node_id())
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = []
@@ -148,7 +155,7 @@ class _EmbedStage:
             progress.stage_device.remote(self.stage, {
                 "node": ctx.get_node_id(), "device": self.device, "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
                 "runtime": str(getattr(model, "runtime", ecfg.backend))})
-            progress.stage_ready.remote(self.stage)
+            progress.stage_ready.remote(self.stage, ctx.get_node_id())
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.model.encode(list(texts))  # one batch at a time per actor: no need to leave the loop
@@ -202,7 +209,7 @@ class BuildStage:
         self.constructor = Constructor(ctx, StoreWriter(out, cfg.store), cfg.build.conversations_in_flight)
         self.node = ray.get_runtime_context().get_node_id()
         if progress is not None:
-            progress.stage_ready.remote("build")
+            progress.stage_ready.remote("build", self.node)
 
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = works_of(batch)
@@ -222,7 +229,7 @@ class CommitStage:
         self.progress = progress
         self.node = ray.get_runtime_context().get_node_id()
         if progress is not None:
-            progress.stage_ready.remote("commit")
+            progress.stage_ready.remote("commit", self.node)
 
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = works_of(batch)
