@@ -226,6 +226,32 @@ class CurrentConfig(Section):
     # turn and the assistant's reply) says so: the advice was given for the old value.
     mark_answers: bool = Field(default=True,
         description="a record answering a user turn whose statement is superseded or conflicting says so")
+    # A question asking for a value now (how many, when, what percentage) marks the context's older
+    # values of it against the newest, linked or not (query/asked_values.py).
+    asked_values: bool = Field(default=True,
+        description="a question asking for a value now marks the context's older values of it against the newest")
+    # ... a value counts when this many of the question's content words stand near it (its unit aside) ...
+    asked_min_shared: int = Field(default=2, ge=1,
+        description="... a context value counts when this many of the question's content words stand near it")
+    # ... this many when the value counts a thing the question names ("5 interviews": how many interviews) ...
+    asked_unit_min_shared: int = Field(default=1, ge=0,
+        description="... this many when the value counts a thing the question names (its unit)")
+    # ... and a newer value replaces an older one when this many of the question's words stand near both
+    # (the unit-named count: asked_unit_min_shared).
+    asked_pair_min_shared: int = Field(default=2, ge=1,
+        description="a newer value replaces an older one when this many of the question's words stand near both")
+    # ... within this many words either side; a change verb may stand this many words from its "to".
+    asked_change_gap: int = Field(default=8, ge=0,
+        description="words between a change verb and its \"to\" (\"increased the count of commits to 165\")")
+    # ... within this many words either side.
+    asked_window: int = Field(default=8, ge=1, description="... within this many words either side")
+    # A yes/no question whose context holds the user's denial of it and a statement of it said as done
+    # marks both as conflicting (query/asked_conflicts.py) ...
+    asked_conflicts: bool = Field(default=True,
+        description="a yes/no question marks the user's denial of it and a statement of it said as done as conflicting")
+    # ... when this many of the question's words are in what is denied and in what both share.
+    denial_min_shared: int = Field(default=2, ge=1,
+        description="... when this many of the question's words are in what is denied and in what the two share")
     # Tokens the selection leaves for marks when the scope has superseded or conflicting records.
     mark_reserve_tokens: int = Field(default=60, ge=0,
         description="tokens the selection leaves for marks when the scope has superseded or conflicting records")

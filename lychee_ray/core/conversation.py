@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from lychee_ray.core.tools import TOOL_META_KEY, ToolCall, ToolInfo, render_turn_text, split_tool_meta, tool_meta
 
-ROLES = ("user", "assistant", "system", "tool")
+USER_ROLE = "user"
+ROLES = (USER_ROLE, "assistant", "system", "tool")
 
 
 class Turn(BaseModel):

@@ -51,6 +51,8 @@ from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.explain import explain_search
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
 from lychee_ray.query.history import HistoryResult, slot_history
+from lychee_ray.query.asked_conflicts import asked_event
+from lychee_ray.query.asked_values import asked_value
 from lychee_ray.query.marks import apply_marks
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
@@ -363,7 +365,9 @@ class QueryEngine:
         sel = select_evidence(pool, relevance, views, budget - reserve, self.qcfg.select, self.encoding)
         if sc is not None:
             show_conv = len({it.key.conversation_id for it in pool}) > 1
-            sel = apply_marks(sel, sc, plan.history, cur, budget, show_conv, self.encoding)
+            asked = asked_value(question) if cur.asked_values and not plan.history else None
+            event = asked_event(question) if cur.asked_conflicts else None
+            sel = apply_marks(sel, sc, plan.history, cur, budget, show_conv, self.encoding, asked, event)
         sel.budget = budget
         timings["selection"] = _ms(time.perf_counter() - t0)
         timings["total"] = _ms(time.perf_counter() - t_start)

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 from lychee_ray.config import CurrentConfig
 from lychee_ray.core.currency import SLOT_SEP, day
+from lychee_ray.query.asked_conflicts import AskedEvent, asked_conflict_marks
+from lychee_ray.query.asked_values import AskedValue, asked_value_marks
 from lychee_ray.query.currency import ScopeCurrency
 from lychee_ray.query.evidence import Evidence, Selection, line_tokens, render, rendered_tokens
 from lychee_ray.query.view import ConversationView
@@ -250,12 +252,17 @@ def _marked(e: Evidence, marks: Sequence[str], encoding: str) -> None:
 
 
 def apply_marks(sel: Selection, sc: ScopeCurrency, history: bool, cfg: CurrentConfig, budget: int, show_conv: bool,
-                encoding: str) -> Selection:
-    """``sel`` with its units marked (see the module doc), within ``budget``."""
-    if not sc.any_links and not history:
+                encoding: str, asked: AskedValue | None = None, event: AskedEvent | None = None) -> Selection:
+    """``sel`` with its units marked (see the module doc), within ``budget``; ``asked``: the value
+    the question asks for now, whose older values in the context are marked too
+    (:mod:`lychee_ray.query.asked_values`); ``event``: what a yes/no question asks happened, whose
+    denial and contradicting statement in the context are marked (:mod:`lychee_ray.query.asked_conflicts`)."""
+    if not sc.any_links and not history and asked is None and event is None:
         return sel
     changed = False
     for e in sel.evidence:
+        if not sc.any_links and not history:
+            break
         view = sc.views[e.conversation_id]
         if e.kind == "record":
             mark = _record_mark(e, view, sc, history, cfg)
@@ -264,6 +271,16 @@ def apply_marks(sel: Selection, sc: ScopeCurrency, history: bool, cfg: CurrentCo
                 changed = True
         else:
             marks = _turn_marks(e, view, sc, history, cfg)
+            if any(marks):
+                _marked(e, marks, encoding)
+                changed = True
+    if asked is not None:
+        for e, marks in zip(sel.evidence, asked_value_marks(sel.evidence, sc.views, asked, cfg), strict=True):
+            if any(marks):
+                _marked(e, marks, encoding)
+                changed = True
+    if event is not None:
+        for e, marks in zip(sel.evidence, asked_conflict_marks(sel.evidence, sc.views, event, cfg), strict=True):
             if any(marks):
                 _marked(e, marks, encoding)
                 changed = True

@@ -157,6 +157,16 @@ def value_mentions(text: str, window: int) -> list[ValueMention]:
     return out
 
 
+def changed_spans(text: str, gap: int) -> list[tuple[int, int]]:
+    """Where in ``text`` the values a change word governs stand, bare numbers included ("has now
+    reached 165": what it counts is said before it, if at all)."""
+    out = []
+    for m in change_pattern(gap).finditer(text):
+        g = next(k for k in _GROUPS if m.group(k))
+        out.append((m.start(g), m.end(g)))
+    return out
+
+
 def changed_values(text: str, window: int, gap: int) -> list[ValueMention]:
     """The values of ``text`` a change word governs ("improved to 78%"); ``gap``: words a change
     verb may stand from its "to"."""
@@ -261,6 +271,6 @@ def denial(text: str, subject: str | None = None) -> frozenset[str]:
     return frozenset(lexical_terms(m.group("x"))) - _FRAME if m else frozenset()
 
 
-__all__ = ["DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_values", "counted_values",
+__all__ = ["DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",
            "denial", "denied_verb", "replaced_by", "same_day_other_time", "same_unit", "says_value", "says_done", "value_mentions", "verb_terms",
            "words_from_value"]

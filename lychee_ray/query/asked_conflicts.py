@@ -1,0 +1,127 @@
+"""Whether something happened, asked of a context that says both: the denial and what contradicts it marked.
+
+A yes/no question ("Have I ever downloaded or used Zotero?") names what it asks about. When the
+selected context holds a statement of the user that denies it ("I've never used any citation
+management software, like Zotero") and another statement of the user, said as done, about the same
+words of the question ("I just downloaded Zotero on March 2"), both lines end with ``[conflicts
+with: <the other> (day)]`` (status ``conflicting``): the answer says they disagree rather than pick
+one. The write side links such pairs only when the denied verb is said again ("never used" /
+"used"); the question supplies the words that say the two are about one thing.
+
+Conservative: both statements are the user's (an assistant's account is not a statement of what
+the user did), a statement counts when ``query.current.denial_min_shared`` of the question's content
+words are in what it denies or, for the other, in its words (one of them also denied); a
+clause that asks, plans or tries ("can you help me use Zotero", "I'm trying to use …") says
+nothing happened.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lychee_ray.config import CurrentConfig
+from lychee_ray.core.conversation import USER_ROLE
+from lychee_ray.core.currency import day
+from lychee_ray.core.status import CONFLICTING_STATUS, CURRENT_STATUS
+from lychee_ray.query.evidence import Evidence
+from lychee_ray.query.view import ConversationView
+from lychee_ray.text.change_cues import denial, says_done
+from lychee_ray.text.lexical import lexical_terms
+
+_YES_NO = re.compile(r"^\s*(?:have|has|had|did|do|does|am|was|were)\s+(?:I|we)\b", re.I)
+_QUESTION_FRAME = frozenset(lexical_terms("have has had did do does am was were i we ever before any my me the this "
+                                          "project in of on for to a an with usually"))
+_WORD = re.compile(r"[A-Za-z][\w'-]*")
+
+
+@dataclass(frozen=True)
+class AskedEvent:
+    """What a yes/no question asks happened: its content words."""
+
+    terms: frozenset[str]
+
+
+def asked_event(question: str) -> AskedEvent | None:
+    """The happening ``question`` asks about ("Have I ever …?", "Did I …?"), else None."""
+    if not _YES_NO.search(question):
+        return None
+    terms = frozenset(lexical_terms(question)) - _QUESTION_FRAME
+    return AskedEvent(terms) if terms else None
+
+
+@dataclass(frozen=True)
+class _Said:
+    unit_index: int
+    line: int
+    text: str
+    day: str | None
+    turns: frozenset[int]
+    denied: frozenset[str]  # what it denies, among the question's words (empty: no denial of it)
+
+
+def _user_lines(e: Evidence, view: ConversationView) -> list[tuple[int, str, str | None, frozenset[int], str]]:
+    """(line, text, date, source turns, speaker) of the lines of ``e`` the user said (a record made
+    from the user's turns only; a window's user turns; a passage's part of a user turn)."""
+    if e.kind == "record":
+        pos = view.record_pos[e.id]
+        src = view.record_turns[pos]
+        if not src or any(view.turn_role[tp] != USER_ROLE for tp in src):
+            return []
+        return [(0, view.record_text[pos], view.record_session_date[pos], frozenset(src), view.turn_speaker[src[0]])]
+    got = view.passage_pos.get(e.id) if e.kind == "passage" else None
+    out = []
+    for j, tid in enumerate(e.turn_ids):
+        tp = view.turn_pos[tid]
+        if view.turn_role[tp] != USER_ROLE:
+            continue
+        part = view.passages.text[got] if got is not None and view.passages.turn[got] == tp else None
+        out.append((j, view.turn_text[tp] if part is None else part, view.turn_session_date[tp], frozenset([tp]),
+                    view.turn_speaker[tp]))
+    return out
+
+
+def _said_done(text: str, about: frozenset[str]) -> bool:
+    """``text`` says something of ``about`` happened: a word of it stands in a clause that does not
+    ask, plan or try (:func:`~lychee_ray.text.change_cues.says_done`)."""
+    words = {w for w in _WORD.findall(text) if frozenset(lexical_terms(w)) & about}
+    return any(says_done(text, w) for w in words)
+
+
+def _brief(text: str, limit: int) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= limit else t[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, ConversationView], asked: AskedEvent,
+                         cfg: CurrentConfig) -> list[list[str]]:
+    """Per unit, one mark (or "") per line; sets the status of each unit marked (units marked
+    already by the scope's links keep theirs)."""
+    said: list[_Said] = []
+    for i, e in enumerate(evidence):
+        if e.status != CURRENT_STATUS:
+            continue
+        for j, text, when, turns, speaker in _user_lines(e, views[e.conversation_id]):
+            denied = (denial(text) | denial(text, speaker)) & asked.terms
+            said.append(_Said(i, j, text, when, turns, denied if len(denied) >= cfg.denial_min_shared else frozenset()))
+    marks = [[""] * max(1, len(e.turn_ids) if e.kind != "record" else 1) for e in evidence]
+    for d in (s for s in said if s.denied):
+        for o in said:
+            if o.denied or o.turns & d.turns or evidence[o.unit_index].conversation_id != evidence[d.unit_index].conversation_id:
+                continue
+            # about what the question asks (its words: "downloaded or used Zotero") and what the denial denies
+            about = frozenset(lexical_terms(o.text)) & asked.terms
+            if len(about) < cfg.denial_min_shared or not about & d.denied or not _said_done(o.text, about):
+                continue
+            for one, other in ((d, o), (o, d)):
+                if not marks[one.unit_index][one.line]:
+                    when = f" ({day(other.day)})" if day(other.day) else ""
+                    marks[one.unit_index][one.line] = f"[conflicts with: {_brief(other.text, cfg.mark_chars)}{when}]"
+    for e, m in zip(evidence, marks, strict=True):
+        if any(m):
+            e.status = CONFLICTING_STATUS
+    return marks
+
+
+__all__ = ["AskedEvent", "asked_conflict_marks", "asked_event"]

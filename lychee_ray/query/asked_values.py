@@ -1,0 +1,232 @@
+"""The value a question asks for, across its context: older values marked against the newest.
+
+A question about the state of one thing ("How many sources are in my Zotero library?", "When is my
+Zoom call with the creative director?") names that thing. Every line of the selected context that
+states a value of the kind asked (a count of the unit asked, a date or time, a percentage) in
+words shared with the question is a statement of it; the one said last holds now, and a line that
+states another value of the same kind and unit, said before it, and not that newest value too, ends
+with ``[older value; later (2024-04-03): 52 sources]`` (status ``superseded``). No link need
+exist: the question names the slot the write side could not (a change said without a change word,
+an update inside a request, a count whose record lost its context).
+
+Conservative: a value counts only with ``query.current.asked_min_shared`` of the question's content
+words within ``asked_window`` words of it (besides its unit), values a plan or a bound qualifies
+("my goal of 10 problems", "under 200ms") are no statement of what is, and a question that asks
+for history, a yes/no question or one that names no kind of value marks nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lychee_ray.config import CurrentConfig
+from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
+from lychee_ray.core.conversation import USER_ROLE
+from lychee_ray.core.currency import day
+from lychee_ray.query.evidence import Evidence
+from lychee_ray.query.view import ConversationView
+from lychee_ray.text.change_cues import ValueMention, changed_spans, same_unit, says_value, value_mentions
+from lychee_ray.text.lexical import lexical_terms
+
+# What a question's words say of the kind of value it asks for.
+_COUNT = re.compile(r"\bhow\s+(?:many|much)\b", re.I)
+_PERCENT = re.compile(r"\b(?:percent|percentage|rate|accuracy|coverage)\b|%", re.I)
+_DURATION = re.compile(r"\b(?:response|load|latency|duration|time)\b", re.I)
+_WHAT = re.compile(r"^\s*(?:what|which)\b", re.I)
+_AMOUNT = re.compile(r"\b(?:quota|count|number|total|target|limit|budget|price|cost|amount|score|size|balance)\b", re.I)
+# a question about a goal or a quota: values a plan qualifies answer it ("targeting 1,200 words per week")
+_GOAL = re.compile(r"\b(?:target|goal|aim|plan|quota|budget)\b", re.I)
+_COUNTED = re.compile(r"\bhow\s+(?:many|much)\s+((?:[\w-]+\s+){0,1}[\w-]+)", re.I)
+# a question that asks whether something happened, or about before: not a question of what holds now
+_YES_NO = re.compile(r"^\s*(?:have|has|had|did|do|does|am|is|are|was|were|can|could|should|would|will)\b", re.I)
+_BEFORE = re.compile(r"\b(?:before|previous(?:ly)?|original(?:ly)?|used\s+to|at\s+first|initially|change[ds]?|history)\b",
+                     re.I)
+# a question about a course over time ("how much did my accuracy improve between ...", "in total across
+# all sessions"): its older values are part of the answer, not stale
+_OVER_TIME = re.compile(r"\b(?:between|how\s+long|until|since|across|happened\s+first|first\s+or)\b|"
+                        r"\bdid\b[^?]*\b(?:improve|increase|decrease|grow|change|rise|drop|go\s+(?:up|down))\b", re.I)
+# the question's own words that say nothing of what the value is about
+_QUESTION_FRAME = frozenset(lexical_terms(
+    "how many much what which when is are was were my i me do does did have has had current currently now the "
+    "of in for to a an on at scheduled time date day plan should will total number"))
+_MONTH_UNIT = re.compile(r"jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
+                         r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
+_SENTENCE_END = re.compile(r"[.!?;]\s")
+_FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_DURATION_UNITS = frozenset({"ms", "s", "second", "minute", "hour", "day", "week", "month"})
+
+
+@dataclass(frozen=True)
+class AskedValue:
+    """What a question asks for: its content words, and the kinds of value that answer it
+    (``date``, ``time``, ``num``, ``money``); whether a ``num`` in % or in a unit of time answers it."""
+
+    terms: frozenset[str]
+    kinds: frozenset[str]
+    percent: bool
+    duration: bool
+    goal: bool = False  # it asks for a target or a quota: a value said as a plan answers it
+    counted: frozenset[str] = frozenset()  # the thing "how many" counts ("commits"), as lexical terms
+
+
+def asked_value(question: str) -> AskedValue | None:
+    """The value ``question`` asks for now (None: it asks none, asks about before or a course over
+    time, or is a yes/no question)."""
+    if _YES_NO.search(question) or _BEFORE.search(question) or _OVER_TIME.search(question):
+        return None
+    terms = frozenset(lexical_terms(question)) - _QUESTION_FRAME
+    if not terms:
+        return None
+    percent, duration = bool(_PERCENT.search(question)), bool(_DURATION.search(question))
+    if _COUNT.search(question) or (_WHAT.search(question) and _AMOUNT.search(question)):
+        kinds = frozenset({"num", "money"})
+    elif percent or (_WHAT.search(question) and duration):
+        kinds = frozenset({"num"})
+    else:
+        return None
+    counted = _COUNTED.search(question)
+    return AskedValue(terms, kinds, percent, duration, bool(_GOAL.search(question)),
+                      frozenset(lexical_terms(counted.group(1))) - _QUESTION_FRAME if counted else frozenset())
+
+
+def _bare_counts(text: str, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
+    """Bare numbers a change word governs, counting what the question counts when its word stands
+    before them in the sentence ("the commits merged into the main branch, which has now reached
+    165" for "how many commits"): a mention with that word as its unit."""
+    out = []
+    for start, end in changed_spans(text, cfg.asked_change_gap):
+        fig = _FIGURE.match(text[start:end].strip())
+        if fig is None or value_mentions(text[start:end], cfg.asked_window):
+            continue  # a date or time, or a number that says its unit itself ("165 after": bare)
+        raw = fig.group(0).rstrip(",.")
+        before = _SENTENCE_END.split(text[:start])[-1].split()  # the counted word may stand far back in its sentence
+        unit = next((t for w in reversed(before) for t in lexical_terms(w) if t in asked.counted), None)
+        if unit is not None:
+            ctx = frozenset(lexical_terms(" ".join(before + text[end:].split()[:cfg.asked_window])))
+            out.append(ValueMention("num", unit, raw, ctx))
+    return out
+
+
+def _unit_named(asked: AskedValue, m: ValueMention) -> bool:
+    """``m`` counts the thing the question counts ("5 interviews" for "how many interviews"), or,
+    for a question that says no "how many", a thing it names."""
+    return m.kind == "num" and m.unit != "%" and bool(frozenset(m.unit.split()) & (asked.counted or asked.terms))
+
+
+def _about(asked: AskedValue, m: ValueMention) -> frozenset[str]:
+    """The question's words near ``m`` (its unit aside)."""
+    return (m.context - frozenset(m.unit.split())) & asked.terms
+
+
+def _answers(asked: AskedValue, m: ValueMention, cfg: CurrentConfig) -> bool:
+    """``m`` states a value of the kind asked, about what the question names."""
+    if (m.hedge and not (m.hedge == "plan" and asked.goal)) or m.kind not in asked.kinds:
+        return False
+    if _MONTH_UNIT.fullmatch(m.unit):
+        return False  # "28 august": a date written day first, not a count
+    named = _unit_named(asked, m)
+    if m.kind == "num" and not named:
+        if m.unit == "%":
+            if not asked.percent:
+                return False
+        elif not (frozenset(m.unit.split()) & _DURATION_UNITS and asked.duration):
+            return False  # "5 interviews" answers "how many interviews", not "how many women"
+    return len(_about(asked, m)) >= (cfg.asked_unit_min_shared if named else cfg.asked_min_shared)
+
+
+def _number(value: str) -> str:
+    """The figure of a value ("4 hours per session" -> "4"; "1,350 words" -> "1350")."""
+    m = _FIGURE.search(value)
+    return m.group(0).replace(",", "") if m else value
+
+
+def _replaces(asked: AskedValue, new: ValueMention, old: ValueMention, cfg: CurrentConfig) -> bool:
+    """``new`` is another value of what ``old`` states: same kind and unit, and enough of the
+    question's words near both (two dates near the question's words may be of two things)."""
+    if new.kind != old.kind or not same_unit(new.unit, old.unit) or _number(new.text) == _number(old.text):
+        return False
+    need = cfg.asked_unit_min_shared if _unit_named(asked, new) else cfg.asked_pair_min_shared
+    return len(_about(asked, new) & _about(asked, old)) >= need
+
+
+@dataclass(frozen=True)
+class _Said:
+    """A value stated on one line of a unit."""
+
+    unit_index: int
+    line: int
+    mention: ValueMention
+    at: _Line
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A line of a unit: its text, its place in the conversation (its latest source turn), its
+    date, and whether the user said it (all its source turns are the user's)."""
+
+    text: str
+    order: int
+    day: str | None
+    by_user: bool
+
+
+def _lines(e: Evidence, view: ConversationView) -> list[_Line]:
+    """The lines of ``e`` as :mod:`~lychee_ray.query.marks` marks them: a record's one line, a
+    window's turns, a passage's part of its turn (the turns around it whole)."""
+    if e.kind == "record":
+        pos = view.record_pos[e.id]
+        src = view.record_turns[pos]
+        return [_Line(view.record_text[pos], max(src) if src else -1, view.record_session_date[pos],
+                      bool(src) and all(view.turn_role[tp] == USER_ROLE for tp in src))]
+    got = view.passage_pos.get(e.id) if e.kind == "passage" else None
+    out = []
+    for tid in e.turn_ids:
+        tp = view.turn_pos[tid]
+        part = view.passages.text[got] if got is not None and view.passages.turn[got] == tp else None
+        out.append(_Line(view.turn_text[tp] if part is None else part, tp, view.turn_session_date[tp],
+                         view.turn_role[tp] == USER_ROLE))
+    return out
+
+
+def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, ConversationView], asked: AskedValue,
+                      cfg: CurrentConfig) -> list[list[str]]:
+    """Per unit, one mark (or "") per line; sets the status of each unit marked. Units already
+    marked by the scope's links keep their marks (this only adds to lines they left unmarked)."""
+    said: list[_Said] = []
+    valid_until: list[str | None] = [None] * len(evidence)
+    lines_of: list[list[_Line]] = []
+    for i, e in enumerate(evidence):
+        lines = _lines(e, views[e.conversation_id])
+        lines_of.append(lines)
+        for j, line in enumerate(lines):
+            for m in value_mentions(line.text, cfg.asked_window) + _bare_counts(line.text, asked, cfg):
+                if _answers(asked, m, cfg):
+                    said.append(_Said(i, j, m, line))
+    marks = [[""] * len(lines) for lines in lines_of]
+    by_user = {(o.mention.kind, _number(o.mention.text)) for o in said if o.at.by_user}
+    for s in said:
+        e = evidence[s.unit_index]
+        if e.status != CURRENT_STATUS or marks[s.unit_index][s.line]:
+            continue  # marked already (by the scope's links, or for another of its values)
+        if not s.at.by_user and (s.mention.kind, _number(s.mention.text)) not in by_user:
+            continue  # the assistant's own figure (an example, a range, a sum), not the user's value said again
+        # what holds now is what the user said last (an assistant's figure is advice, an example, a plan)
+        newer = [o for o in said if o.at.by_user and o.at.order > s.at.order
+                 and evidence[o.unit_index].conversation_id == e.conversation_id and _replaces(asked, o.mention, s.mention, cfg)]
+        if not newer:
+            continue
+        newest = max(newer, key=lambda o: o.at.order)
+        if says_value(s.at.text, newest.mention.text):
+            continue  # the line says the newer value too: it is the change itself
+        when = day(newest.at.day)
+        marks[s.unit_index][s.line] = f"[older value; later{f' ({when})' if when else ''}: {newest.mention.text}]"
+        valid_until[s.unit_index] = newest.at.day
+    for e, unit_marks, until in zip(evidence, marks, valid_until, strict=True):
+        if any(unit_marks):
+            e.status, e.valid_until = SUPERSEDED_STATUS, until
+    return marks
+
+
+__all__ = ["AskedValue", "asked_value", "asked_value_marks"]

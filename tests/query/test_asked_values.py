@@ -1,0 +1,148 @@
+"""The value a question asks for, marked across its context (query/asked_values.py): a count said
+again later by the user with another number marks the lines that show the older one, with no link
+between them in the store; what is no statement of it (another thing counted, a plan, the
+assistant's figure, the same figure) is not marked, and nor is a question about a course over time."""
+
+from __future__ import annotations
+
+import pytest
+
+from lychee_ray.config import load_config
+from lychee_ray.core.conversation import Conversation
+from lychee_ray.ingest.context import make_context
+from lychee_ray.memory import MemoryStore
+from lychee_ray.query.asked_values import asked_value
+from tests.ingest.test_incremental import build
+from tests.reliability.test_bad_input import HashEmbedder
+
+CFG = load_config(env={})
+
+
+def test_what_a_question_asks_for():
+    a = asked_value("How many interviews have I secured for executive producer roles?")
+    assert a is not None and a.kinds == {"num", "money"} and a.counted == {"interview"}
+    assert {"secur", "executiv", "producer"} <= a.terms
+    q = asked_value("What is the daily call quota for the API key?")
+    assert q is not None and q.goal and "num" in q.kinds
+    p = asked_value("What is the test coverage percentage for my API integration module?")
+    assert p is not None and p.percent and p.kinds == {"num"}
+    assert asked_value("What is the average response time of the dashboard API?").duration  # type: ignore[union-attr]
+    for none in ("Have I worked with Flask routes?",  # yes/no: a contradiction's question, not a value's
+                 "How many sources did my library have before?",  # history
+                 "How much did my accuracy improve between the two quizzes?",  # a course over time
+                 "How many problems have I completed in total across all sessions?",
+                 "What did Caroline do after the race?"):  # no kind of value asked
+        assert asked_value(none) is None, none
+
+
+def _chat(cid: str, said: list[tuple[str, str, str]], dates: tuple[str, str]) -> Conversation:
+    turns = [{"turn_id": t, "role": r, "content": c} for t, r, c in said]
+    half = len(turns) // 2
+    return Conversation.model_validate({"conversation_id": cid, "user_id": "u", "sessions": [
+        {"session_id": "s1", "started_at": dates[0], "turns": turns[:half]},
+        {"session_id": "s2", "started_at": dates[1], "turns": turns[half:]}]})
+
+
+INTERVIEWS = [
+    ("u1", "user", "I'm kinda worried that I only secured 3 interviews for executive producer roles this week, is that good?"),
+    ("a1", "assistant", "Securing 3 interviews for executive producer roles in a week is a positive sign. Aim for 10 interviews a month."),
+    ("u2", "user", "I also watched 3 documentaries about producers on the weekend."),
+    ("a2", "assistant", "Documentaries are a good way to learn the trade."),
+    ("u3", "user", "How can I leverage the fact that I secured 5 interviews to further improve my resume?"),
+    ("a3", "assistant", "With 5 interviews you can ask each recruiter what stood out in your resume."),
+    ("u4", "user", "I read 4 books on resume writing last month."),
+    ("a4", "assistant", "Reading helps, keep going."),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("asked")
+    conv = _chat("chat-interviews", INTERVIEWS, ("2024-04-25T10:00:00", "2024-05-02T10:00:00"))
+    assert build(make_context(CFG, "rules", HashEmbedder()), root, conv).built == 1
+    with MemoryStore.open(root, CFG, embedder=HashEmbedder(), llm="rules") as s:
+        yield s
+
+
+def _lines(res, needle: str) -> list[str]:
+    return [x for x in res.context.splitlines() if needle in x]
+
+
+def test_an_older_count_is_marked_against_the_users_newest(store):
+    res = store.search("chat-interviews", "How many interviews have I secured for executive producer roles?",
+                       budget_tokens=1500)
+    old = _lines(res, "secured 3 interviews") + _lines(res, "Securing 3 interviews")
+    assert old, res.context
+    for line in old:
+        assert line.endswith("[older value; later (2024-05-02): 5 interviews]"), line
+    assert not any("[" in x for x in _lines(res, "secured 5 interviews"))  # the newest itself
+    assert not any("[" in x for x in _lines(res, "3 documentaries"))  # another thing counted
+    marked = [e for e in res.evidence if "3 interviews" in e.text]
+    assert marked and all(e.status == "superseded" and e.valid_until for e in marked)
+    assert all(e.status == "current" for e in res.evidence if "5 interviews" in e.text and "3 interviews" not in e.text)
+
+
+def test_no_marks_when_off_or_asked_about_the_course(store):
+    off = load_config(sets=["query.current.asked_values=false"], env={})
+    with MemoryStore.open(store.root, off, embedder=HashEmbedder(), llm="rules") as s:
+        res = s.search("chat-interviews", "How many interviews have I secured for executive producer roles?",
+                       budget_tokens=1500)
+    assert "[older value" not in res.context and all(e.status == "current" for e in res.evidence)
+    res = store.search("chat-interviews", "How many more interviews did I secure between the two weeks?",
+                       budget_tokens=1500)
+    assert "[older value" not in res.context
+
+
+def test_the_assistants_figure_never_holds_now(store):
+    """The assistant's "10 interviews a month" (a goal it set) comes after the user's 3 but replaces
+    nothing: only what the user said is what holds now."""
+    res = store.search("chat-interviews", "How many interviews do I have for executive producer roles?", budget_tokens=1500)
+    assert not any("later (2024-04-25)" in x for x in res.context.splitlines()), res.context
+
+
+def test_a_bare_number_a_change_governs_counts_what_the_question_counts(tmp_path):
+    said = [("u1", "user", "My repository has 150 commits merged into the main branch after the release."),
+            ("a1", "assistant", "Nice work on the release."),
+            ("u2", "user", "The number of commits merged into the main branch has now reached 165 after the fixes."),
+            ("a2", "assistant", "Keep the history clean.")]
+    conv = _chat("chat-commits", said, ("2024-04-20T10:00:00", "2024-05-02T10:00:00"))
+    assert build(make_context(CFG, "rules", HashEmbedder()), tmp_path, conv).built == 1
+    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
+        res = s.search("chat-commits", "How many commits have been merged into the main branch?", budget_tokens=1500)
+    old = _lines(res, "150 commits")
+    assert old and all(x.endswith("[older value; later (2024-05-02): 165]") or "[superseded" in x for x in old), res.context
+
+
+ZOTERO = [
+    ("u1", "user", "I just downloaded Zotero on March 2 to manage my references, how do I organize citations?"),
+    ("a1", "assistant", "Create collections per chapter and tag each reference."),
+    ("u2", "user", "Can you help me use Zotero with Word later?"),
+    ("a2", "assistant", "Install the Word plugin from the Zotero site."),
+    ("u3", "user", "I've never used any citation management software like Zotero, so how do I start with citations?"),
+    ("a3", "assistant", "Start by choosing a tool such as Zotero or Mendeley."),
+    ("u4", "user", "I baked bread on Sunday."),
+    ("a4", "assistant", "Sounds tasty."),
+]
+
+
+def test_a_yes_no_question_marks_the_denial_and_what_says_it_happened(tmp_path):
+    from lychee_ray.query.asked_conflicts import asked_event
+
+    assert asked_event("Have I ever downloaded or used Zotero?") is not None
+    assert asked_event("How many sources are in my Zotero library?") is None
+    conv = _chat("chat-zotero", ZOTERO, ("2024-03-02T10:00:00", "2024-03-20T10:00:00"))
+    assert build(make_context(CFG, "rules", HashEmbedder()), tmp_path, conv).built == 1
+    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
+        res = s.search("chat-zotero", "Have I ever downloaded or used Zotero or any citation management software?",
+                       budget_tokens=1500)
+        other = s.search("chat-zotero", "What should I use for citations?", budget_tokens=1500)
+    denied = [x for x in res.context.splitlines() if x.startswith("user: I've never used any citation")]
+    done = [x for x in res.context.splitlines() if x.startswith("user: I just downloaded Zotero")]
+    assert denied and done, res.context
+    assert all(x.endswith("[conflicts with: I just downloaded Zotero on March 2 to manage my … (2024-03-02)]")
+               for x in denied), denied
+    assert all("[conflicts with: I've never used any citation" in x for x in done), done
+    # a request is no statement that it happened, the assistant's words are not the user's
+    assert not any("[" in x for x in res.context.splitlines() if "help me use Zotero" in x or x.startswith("assistant:"))
+    assert {e.status for e in res.evidence if "never used any citation" in e.text} == {"conflicting"}
+    assert "[conflicts with" not in other.context  # not a yes/no question
