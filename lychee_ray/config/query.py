@@ -236,10 +236,16 @@ class CurrentConfig(Section):
     # ... this many when the value counts a thing the question names ("5 interviews": how many interviews) ...
     asked_unit_min_shared: int = Field(default=1, ge=0,
         description="... this many when the value counts a thing the question names (its unit)")
-    # ... and a newer value replaces an older one when this many of the question's words stand near both
-    # (the unit-named count: asked_unit_min_shared).
+    # ... and a newer value replaces an older one when this many of the question's words stand near both ...
     asked_pair_min_shared: int = Field(default=2, ge=1,
         description="a newer value replaces an older one when this many of the question's words stand near both")
+    # The user's newest statement of the value asked for joins the pool when one of this many best
+    # pooled items states an older figure of it.
+    asked_pool_depth: int = Field(default=30, ge=0,
+        description="the user's newest statement of the value asked for joins the pool when one of this many best pooled items states an older figure")
+    # ... and a newer count of the very thing the question counts when this many stand near both.
+    asked_unit_pair_min_shared: int = Field(default=0, ge=0,
+        description="... a newer count of the thing the question counts (its unit) when this many stand near both")
     # ... within this many words either side; a change verb may stand this many words from its "to".
     asked_change_gap: int = Field(default=8, ge=0,
         description="words between a change verb and its \"to\" (\"increased the count of commits to 165\")")

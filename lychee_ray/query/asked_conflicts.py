@@ -10,9 +10,9 @@ one. The write side links such pairs only when the denied verb is said again ("n
 
 Conservative: both statements are the user's (an assistant's account is not a statement of what
 the user did), a statement counts when ``query.current.denial_min_shared`` of the question's content
-words are in what it denies or, for the other, in its words (one of them also denied); a
-clause that asks, plans or tries ("can you help me use Zotero", "I'm trying to use …") says
-nothing happened.
+words are in what it denies or, for the other, in its words (one of them also in the denial's line); a
+clause that asks or plans ("can you help me use Zotero", "I want to use …") says nothing happened,
+one that tries does ("I'm trying to set up a project using Bootstrap": the user works with it).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ _YES_NO = re.compile(r"^\s*(?:have|has|had|did|do|does|am|was|were)\s+(?:I|we)\b
 _QUESTION_FRAME = frozenset(lexical_terms("have has had did do does am was were i we ever before any my me the this "
                                           "project in of on for to a an with usually"))
 _WORD = re.compile(r"[A-Za-z][\w'-]*")
+_CLAUSE_END = re.compile(r"[.;!?,]")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class _Said:
     day: str | None
     turns: frozenset[int]
     denied: frozenset[str]  # what it denies, among the question's words (empty: no denial of it)
+    asked: frozenset[str]  # the question's words in the whole line ("… software, like Zotero")
 
 
 def _user_lines(e: Evidence, view: ConversationView) -> list[tuple[int, str, str | None, frozenset[int], str]]:
@@ -83,10 +85,19 @@ def _user_lines(e: Evidence, view: ConversationView) -> list[tuple[int, str, str
 
 
 def _said_done(text: str, about: frozenset[str]) -> bool:
-    """``text`` says something of ``about`` happened: a word of it stands in a clause that does not
-    ask, plan or try (:func:`~lychee_ray.text.change_cues.says_done`)."""
+    """``text`` says something of ``about`` happened or is being done: a word of it stands in a
+    clause that does not ask or plan (:func:`~lychee_ray.text.change_cues.says_done`; "I'm trying to
+    set up a project using Bootstrap" says the user works with Bootstrap)."""
     words = {w for w in _WORD.findall(text) if frozenset(lexical_terms(w)) & about}
-    return any(says_done(text, w) for w in words)
+    return any(says_done(text, w, attempts=True) and not _asked_after(text, w) for w in words)
+
+
+def _asked_after(text: str, word: str) -> bool:
+    """The clause holding ``word``'s first occurrence ends with a question mark ("but what about
+    adding the autocomplete feature?"): a question, whatever its first words."""
+    at = text.find(word)
+    end = _CLAUSE_END.search(text, at) if at >= 0 else None
+    return end is not None and end.group(0) == "?"
 
 
 def _brief(text: str, limit: int) -> str:
@@ -97,14 +108,13 @@ def _brief(text: str, limit: int) -> str:
 def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, ConversationView], asked: AskedEvent,
                          cfg: CurrentConfig) -> list[list[str]]:
     """Per unit, one mark (or "") per line; sets the status of each unit marked (units marked
-    already by the scope's links keep theirs)."""
+    already by the scope's links keep theirs, and still count as the one side of a pair)."""
     said: list[_Said] = []
     for i, e in enumerate(evidence):
-        if e.status != CURRENT_STATUS:
-            continue
         for j, text, when, turns, speaker in _user_lines(e, views[e.conversation_id]):
             denied = (denial(text) | denial(text, speaker)) & asked.terms
-            said.append(_Said(i, j, text, when, turns, denied if len(denied) >= cfg.denial_min_shared else frozenset()))
+            said.append(_Said(i, j, text, when, turns, denied if len(denied) >= cfg.denial_min_shared else frozenset(),
+                              frozenset(lexical_terms(text)) & asked.terms))
     marks = [[""] * max(1, len(e.turn_ids) if e.kind != "record" else 1) for e in evidence]
     for d in (s for s in said if s.denied):
         for o in said:
@@ -112,10 +122,11 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
                 continue
             # about what the question asks (its words: "downloaded or used Zotero") and what the denial denies
             about = frozenset(lexical_terms(o.text)) & asked.terms
-            if len(about) < cfg.denial_min_shared or not about & d.denied or not _said_done(o.text, about):
+            if len(about) < cfg.denial_min_shared or not about & d.asked or not _said_done(o.text, about):
                 continue
             for one, other in ((d, o), (o, d)):
-                if not marks[one.unit_index][one.line]:
+                # a unit the scope's links marked keeps its mark; the other side is marked against it
+                if evidence[one.unit_index].status == CURRENT_STATUS and not marks[one.unit_index][one.line]:
                     when = f" ({day(other.day)})" if day(other.day) else ""
                     marks[one.unit_index][one.line] = f"[conflicts with: {_brief(other.text, cfg.mark_chars)}{when}]"
     for e, m in zip(evidence, marks, strict=True):

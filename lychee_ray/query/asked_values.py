@@ -26,6 +26,7 @@ from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
 from lychee_ray.core.conversation import USER_ROLE
 from lychee_ray.core.currency import day
 from lychee_ray.query.evidence import Evidence
+from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.change_cues import ValueMention, changed_spans, same_unit, says_value, value_mentions
 from lychee_ray.text.lexical import lexical_terms
@@ -38,7 +39,7 @@ _WHAT = re.compile(r"^\s*(?:what|which)\b", re.I)
 _AMOUNT = re.compile(r"\b(?:quota|count|number|total|target|limit|budget|price|cost|amount|score|size|balance)\b", re.I)
 # a question about a goal or a quota: values a plan qualifies answer it ("targeting 1,200 words per week")
 _GOAL = re.compile(r"\b(?:target|goal|aim|plan|quota|budget)\b", re.I)
-_COUNTED = re.compile(r"\bhow\s+(?:many|much)\s+((?:[\w-]+\s+){0,1}[\w-]+)", re.I)
+_COUNTED = re.compile(r"\bhow\s+(?:many|much)\s+((?:[\w-]+\s+){0,2}[\w-]+)", re.I)
 # a question that asks whether something happened, or about before: not a question of what holds now
 _YES_NO = re.compile(r"^\s*(?:have|has|had|did|do|does|am|is|are|was|were|can|could|should|would|will)\b", re.I)
 _BEFORE = re.compile(r"\b(?:before|previous(?:ly)?|original(?:ly)?|used\s+to|at\s+first|initially|change[ds]?|history)\b",
@@ -53,6 +54,7 @@ _QUESTION_FRAME = frozenset(lexical_terms(
     "of in for to a an on at scheduled time date day plan should will total number"))
 _MONTH_UNIT = re.compile(r"jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
                          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
+ASKED_CHANNEL = "asked_value"  # the channel name of a pool item brought in as the user's newest statement
 _SENTENCE_END = re.compile(r"[.!?;]\s")
 _FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _DURATION_UNITS = frozenset({"ms", "s", "second", "minute", "hour", "day", "week", "month"})
@@ -147,7 +149,7 @@ def _replaces(asked: AskedValue, new: ValueMention, old: ValueMention, cfg: Curr
     question's words near both (two dates near the question's words may be of two things)."""
     if new.kind != old.kind or not same_unit(new.unit, old.unit) or _number(new.text) == _number(old.text):
         return False
-    need = cfg.asked_unit_min_shared if _unit_named(asked, new) else cfg.asked_pair_min_shared
+    need = cfg.asked_unit_pair_min_shared if _unit_named(asked, new) else cfg.asked_pair_min_shared
     return len(_about(asked, new) & _about(asked, old)) >= need
 
 
@@ -172,22 +174,94 @@ class _Line:
     by_user: bool
 
 
-def _lines(e: Evidence, view: ConversationView) -> list[_Line]:
-    """The lines of ``e`` as :mod:`~lychee_ray.query.marks` marks them: a record's one line, a
+def _item_lines(view: ConversationView, kind: str, item_id: str, turn_ids: Sequence[str]) -> list[_Line]:
+    """The lines of a unit as :mod:`~lychee_ray.query.marks` marks them: a record's one line, a
     window's turns, a passage's part of its turn (the turns around it whole)."""
-    if e.kind == "record":
-        pos = view.record_pos[e.id]
+    if kind == "record":
+        pos = view.record_pos[item_id]
         src = view.record_turns[pos]
         return [_Line(view.record_text[pos], max(src) if src else -1, view.record_session_date[pos],
                       bool(src) and all(view.turn_role[tp] == USER_ROLE for tp in src))]
-    got = view.passage_pos.get(e.id) if e.kind == "passage" else None
+    got = view.passage_pos.get(item_id) if kind == "passage" else None
     out = []
-    for tid in e.turn_ids:
+    for tid in turn_ids:
         tp = view.turn_pos[tid]
         part = view.passages.text[got] if got is not None and view.passages.turn[got] == tp else None
         out.append(_Line(view.turn_text[tp] if part is None else part, tp, view.turn_session_date[tp],
                          view.turn_role[tp] == USER_ROLE))
     return out
+
+
+def _lines(e: Evidence, view: ConversationView) -> list[_Line]:
+    return _item_lines(view, e.kind, e.id, e.turn_ids)
+
+
+def _stated(line: _Line, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
+    """The values of ``line`` that answer the question."""
+    return [m for m in value_mentions(line.text, cfg.asked_window) + _bare_counts(line.text, asked, cfg)
+            if _answers(asked, m, cfg)]
+
+
+def _key_lines(view: ConversationView, key: ItemKey) -> list[_Line]:
+    """A pool item's lines (a turn or passage alone, without the window the selection may add)."""
+    if key.kind == "record":
+        return _item_lines(view, "record", key.id, [])
+    if key.kind == "passage":
+        pos = view.passage_pos.get(key.id)
+        return [] if pos is None else _item_lines(view, "passage", key.id, [view.turn_ids[view.passages.turn[pos]]])
+    return _item_lines(view, "turn", key.id, [key.id])
+
+
+def _newest_by_user(view: ConversationView, asked: AskedValue, cfg: CurrentConfig) -> tuple[ItemKey, _Line, ValueMention] | None:
+    """The user's last statement in the conversation of a value the question asks for: the turn
+    (or the passage of a long turn) that says it."""
+    cid = view.conversation_id
+    for tp in range(len(view.turn_ids) - 1, -1, -1):
+        if view.turn_role[tp] != USER_ROLE:
+            continue
+        parts = view.turn_passages.get(tp)
+        keys = ([ItemKey(cid, "passage", view.passages.ids[p]) for p in parts] if parts
+                else [ItemKey(cid, "turn", view.turn_ids[tp])])
+        for key in reversed(keys):
+            for line in _key_lines(view, key):
+                said = _stated(line, asked, cfg)
+                if said:
+                    return key, line, said[-1]
+    return None
+
+
+def bring_newest(pool: list[FusedItem], relevance: Sequence[float], views: dict[str, ConversationView],
+                 asked: AskedValue, cfg: CurrentConfig) -> tuple[list[FusedItem], list[float]]:
+    """The fused pool with the user's newest statement of the value asked for brought in, or raised,
+    to the relevance of the best pooled item that states an older figure of it, so that the context
+    holds what is current beside what it replaced; unchanged when no pooled item states an older figure."""
+    score = {it.key: float(r) for it, r in zip(pool, relevance, strict=False)}
+    added: list[FusedItem] = []
+    raised = False
+    for cid in dict.fromkeys(it.key.conversation_id for it in pool):
+        view = views[cid]
+        found = _newest_by_user(view, asked, cfg)
+        if found is None:
+            continue
+        key, newest, value = found
+        best = None
+        for it in pool[:cfg.asked_pool_depth]:
+            if it.key.conversation_id != cid:
+                continue
+            for line in _key_lines(view, it.key):
+                if line.order < newest.order and any(_replaces(asked, value, m, cfg) for m in _stated(line, asked, cfg)):
+                    best = it if best is None or score[it.key] > score[best.key] else best
+        if best is None or score.get(key, 0.0) >= score[best.key]:
+            continue
+        if key not in score:
+            added.append(FusedItem(key=key, score=0.0, channels={ASKED_CHANNEL}, routes=set(best.routes),
+                                   first_seen=len(pool) + len(added)))
+        score[key] = score[best.key]
+        raised = True
+    if not raised:
+        return pool, list(relevance)
+    out = sorted([*pool, *added], key=lambda x: (-score[x.key], x.first_seen))
+    return out, [score[x.key] for x in out]
 
 
 def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, ConversationView], asked: AskedValue,
@@ -201,9 +275,8 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
         lines = _lines(e, views[e.conversation_id])
         lines_of.append(lines)
         for j, line in enumerate(lines):
-            for m in value_mentions(line.text, cfg.asked_window) + _bare_counts(line.text, asked, cfg):
-                if _answers(asked, m, cfg):
-                    said.append(_Said(i, j, m, line))
+            for m in _stated(line, asked, cfg):
+                said.append(_Said(i, j, m, line))
     marks = [[""] * len(lines) for lines in lines_of]
     by_user = {(o.mention.kind, _number(o.mention.text)) for o in said if o.at.by_user}
     for s in said:
@@ -229,4 +302,4 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
     return marks
 
 
-__all__ = ["AskedValue", "asked_value", "asked_value_marks"]
+__all__ = ["ASKED_CHANNEL", "AskedValue", "asked_value", "asked_value_marks", "bring_newest"]

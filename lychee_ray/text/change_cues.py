@@ -240,14 +240,21 @@ def _denial_of(subject: str) -> re.Pattern[str]:
     return re.compile(rf"(?:\bI|(?<![\w'’]){re.escape(subject)}){_DENIED}", re.I)
 
 
-def says_done(text: str, verb: str) -> bool:
+_ATTEMPT = re.compile(r"\b(?:trying|try|tries|tried|attempting)\b", re.I)
+
+
+def says_done(text: str, verb: str, attempts: bool = False) -> bool:
     """``text`` says ``verb`` happened: its first word of that verb (as :func:`verb_terms` writes it)
     is not in a clause of a question, a plan, a wish or an attempt ("Can you help me submit ...",
-    "I'm gonna submit ...", "before submitting ..."). False when the verb is not there."""
+    "I'm gonna submit ...", "before submitting ..."). False when the verb is not there.
+    ``attempts``: an attempt counts as doing it ("I'm trying to set up a project using Bootstrap":
+    the user works with Bootstrap)."""
     want = verb_terms(verb) or frozenset([verb])
     for m in _WORD.finditer(text):
         if want & verb_terms(m.group(0)):
             clause = _CLAUSE.split(text[:m.start()])[-1]
+            if attempts:
+                clause = _ATTEMPT.sub(" ", clause)
             return not (PLAN.search(clause) or _NOT_DONE.search(clause))
     return False
 

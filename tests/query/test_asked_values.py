@@ -146,3 +146,30 @@ def test_a_yes_no_question_marks_the_denial_and_what_says_it_happened(tmp_path):
     assert not any("[" in x for x in res.context.splitlines() if "help me use Zotero" in x or x.startswith("assistant:"))
     assert {e.status for e in res.evidence if "never used any citation" in e.text} == {"conflicting"}
     assert "[conflicts with" not in other.context  # not a yes/no question
+
+
+def test_the_users_newest_figure_joins_the_pool_beside_an_older_one(store):
+    """A pool that holds only the older count gets the user's newest statement of it, at the
+    older one's relevance; a pool with no statement of the value asked for is left alone."""
+    from lychee_ray.query.asked_values import ASKED_CHANNEL, bring_newest
+    from lychee_ray.query.fuse import FusedItem, ItemKey
+
+    view, _ = store.cache.get("chat-interviews")
+    asked = asked_value("How many interviews have I secured for executive producer roles?")
+    cur = CFG.query.current
+    old = FusedItem(key=ItemKey("chat-interviews", "turn", "u1"), score=0.5, routes={0})
+    pool, rel = bring_newest([old], [0.5], {"chat-interviews": view}, asked, cur)
+    new = ItemKey("chat-interviews", "turn", "u3")
+    assert [it.key for it in pool] == [old.key, new] and rel == [0.5, 0.5]
+    assert pool[1].channels == {ASKED_CHANNEL} and pool[1].routes == {0}
+    other = FusedItem(key=ItemKey("chat-interviews", "turn", "u4"), score=0.5)
+    assert bring_newest([other], [0.5], {"chat-interviews": view}, asked, cur)[0] == [other]
+
+
+def test_an_attempt_says_the_user_works_with_it_a_request_does_not():
+    from lychee_ray.text.change_cues import says_done
+
+    said = "I'm trying to set up a new project using Bootstrap 5.3.0 for the layout."
+    assert says_done(said, "Bootstrap", attempts=True) and not says_done(said, "Bootstrap")
+    assert not says_done("Can you help me set up Bootstrap?", "Bootstrap", attempts=True)
+    assert not says_done("I want to use Bootstrap next month.", "Bootstrap", attempts=True)
