@@ -258,6 +258,9 @@ class CurrentConfig(Section):
     # ... when this many of the question's words are in what is denied and in what both share.
     denial_min_shared: int = Field(default=2, ge=1,
         description="... when this many of the question's words are in what is denied and in what the two share")
+    # ... against at most this many statements (the ones holding most of the question's words).
+    conflict_statements: int = Field(default=2, ge=1,
+        description="... a denial is marked against at most this many statements that say it happened (those holding most of the question's words)")
     # Tokens the selection leaves for marks when the scope has superseded or conflicting records.
     mark_reserve_tokens: int = Field(default=60, ge=0,
         description="tokens the selection leaves for marks when the scope has superseded or conflicting records")

@@ -116,7 +116,18 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
             said.append(_Said(i, j, text, when, turns, denied if len(denied) >= cfg.denial_min_shared else frozenset(),
                               frozenset(lexical_terms(text)) & asked.terms))
     marks = [[""] * max(1, len(e.turn_ids) if e.kind != "record" else 1) for e in evidence]
+
+    def mark(one: _Said, other: _Said) -> None:
+        # a unit the scope's links marked keeps its mark; the other side is marked against it
+        if evidence[one.unit_index].status == CURRENT_STATUS and not marks[one.unit_index][one.line]:
+            when = f" ({day(other.day)})" if day(other.day) else ""
+            marks[one.unit_index][one.line] = f"[conflicts with: {_brief(other.text, cfg.mark_chars)}{when}]"
+
     for d in (s for s in said if s.denied):
+        # what says it happened, by statement (its source turns: a turn line and the records made
+        # from it are one statement), ranked by the question's words it holds, then the denied ones
+        best: dict[frozenset[int], tuple[int, int]] = {}
+        shown: dict[frozenset[int], list[_Said]] = {}
         for o in said:
             if o.denied or o.turns & d.turns or evidence[o.unit_index].conversation_id != evidence[d.unit_index].conversation_id:
                 continue
@@ -124,11 +135,13 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
             about = frozenset(lexical_terms(o.text)) & asked.terms
             if len(about) < cfg.denial_min_shared or not about & d.asked or not _said_done(o.text, about):
                 continue
-            for one, other in ((d, o), (o, d)):
-                # a unit the scope's links marked keeps its mark; the other side is marked against it
-                if evidence[one.unit_index].status == CURRENT_STATUS and not marks[one.unit_index][one.line]:
-                    when = f" ({day(other.day)})" if day(other.day) else ""
-                    marks[one.unit_index][one.line] = f"[conflicts with: {_brief(other.text, cfg.mark_chars)}{when}]"
+            rank = (len(about & d.denied), len(about))
+            best[o.turns] = max(best.get(o.turns, rank), rank)
+            shown.setdefault(o.turns, []).append(o)
+        for turns in sorted(best, key=lambda t: best[t], reverse=True)[:cfg.conflict_statements]:
+            for o in shown[turns]:
+                mark(d, o)
+                mark(o, d)
     for e, m in zip(evidence, marks, strict=True):
         if any(m):
             e.status = CONFLICTING_STATUS
