@@ -198,7 +198,7 @@ def _lines(e: Evidence, view: ConversationView) -> list[_Line]:
 
 def _stated(line: _Line, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
     """The values of ``line`` that answer the question."""
-    return [m for m in value_mentions(line.text, cfg.asked_window) + _bare_counts(line.text, asked, cfg)
+    return [m for m in value_mentions(line.text, cfg.asked_window, frame=True) + _bare_counts(line.text, asked, cfg)
             if _answers(asked, m, cfg)]
 
 

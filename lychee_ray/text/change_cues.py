@@ -131,12 +131,13 @@ def _kind_unit(v: str) -> tuple[str, str] | None:
     return "num", " ".join(lexical_terms(unit)) or unit
 
 
-def _context(text: str, start: int, end: int, window: int) -> frozenset[str]:
+def _context(text: str, start: int, end: int, window: int, frame: bool = False) -> frozenset[str]:
     words = text[:start].split()[-window:] + text[end:].split()[:window]
-    return frozenset(lexical_terms(" ".join(words))) - _FRAME
+    terms = frozenset(lexical_terms(" ".join(words)))
+    return terms if frame else terms - _FRAME
 
 
-def _mention(text: str, start: int, end: int, window: int) -> ValueMention | None:
+def _mention(text: str, start: int, end: int, window: int, frame: bool = False) -> ValueMention | None:
     raw = text[start:end].strip()
     ku = _kind_unit(raw)
     if ku is None:
@@ -144,14 +145,15 @@ def _mention(text: str, start: int, end: int, window: int) -> ValueMention | Non
     norm = _MERIDIEM.sub(r"\1m", " ".join(raw.lower().split())).rstrip(".,;:")  # "4:30 p.m." = "4:30 pm"
     clause = _CLAUSE.split(text[:start])[-1]
     hedge = "bound" if _BOUND.search(clause) else "plan" if PLAN.search(clause) or _INFINITIVE.search(clause) else ""
-    return ValueMention(ku[0], ku[1], norm, _context(text, start, end, window), hedge)
+    return ValueMention(ku[0], ku[1], norm, _context(text, start, end, window, frame), hedge)
 
 
-def value_mentions(text: str, window: int) -> list[ValueMention]:
-    """Every value of ``text`` that says what it counts (see the module doc)."""
+def value_mentions(text: str, window: int, frame: bool = False) -> list[ValueMention]:
+    """Every value of ``text`` that says what it counts (see the module doc); ``frame``: keep the
+    chat's frame words ("project", "help") in its context (a question that names them means them)."""
     out = []
     for m in VALUE.finditer(text):
-        v = _mention(text, m.start(), m.end(), window)
+        v = _mention(text, m.start(), m.end(), window, frame)
         if v is not None:
             out.append(v)
     return out
