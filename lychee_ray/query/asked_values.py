@@ -33,6 +33,7 @@ from lychee_ray.text.lexical import lexical_terms
 
 # What a question's words say of the kind of value it asks for.
 _COUNT = re.compile(r"\bhow\s+(?:many|much)\b", re.I)
+_MANY = re.compile(r"\bhow\s+many\b", re.I)  # a count: not an amount of money
 _PERCENT = re.compile(r"\b(?:percent|percentage|rate|accuracy|coverage)\b|%", re.I)
 _DURATION = re.compile(r"\b(?:response|load|latency|duration|time)\b", re.I)
 _WHAT = re.compile(r"^\s*(?:what|which)\b", re.I)
@@ -82,7 +83,9 @@ def asked_value(question: str) -> AskedValue | None:
     if not terms:
         return None
     percent, duration = bool(_PERCENT.search(question)), bool(_DURATION.search(question))
-    if _COUNT.search(question) or (_WHAT.search(question) and _AMOUNT.search(question)):
+    if _MANY.search(question):
+        kinds = frozenset({"num"})
+    elif _COUNT.search(question) or (_WHAT.search(question) and _AMOUNT.search(question)):
         kinds = frozenset({"num", "money"})
     elif percent or (_WHAT.search(question) and duration):
         kinds = frozenset({"num"})
@@ -212,21 +215,22 @@ def _key_lines(view: ConversationView, key: ItemKey) -> list[_Line]:
     return _item_lines(view, "turn", key.id, [key.id])
 
 
-def _newest_by_user(view: ConversationView, asked: AskedValue, cfg: CurrentConfig) -> tuple[ItemKey, _Line, ValueMention] | None:
-    """The user's last statement in the conversation of a value the question asks for: the turn
-    (or the passage of a long turn) that says it."""
+def _newest_replacing(view: ConversationView, asked: AskedValue, cfg: CurrentConfig,
+                      older: Sequence[tuple[_Line, ValueMention]]) -> tuple[ItemKey, _Line, ValueMention] | None:
+    """The user's last statement in the conversation of a value the question asks for that replaces
+    one of ``older`` (said after it): the turn (or the passage of a long turn) that says it."""
     cid = view.conversation_id
     for tp in range(len(view.turn_ids) - 1, -1, -1):
-        if view.turn_role[tp] != USER_ROLE:
+        if view.turn_role[tp] != USER_ROLE or not any(tp > line.order for line, _ in older):
             continue
         parts = view.turn_passages.get(tp)
         keys = ([ItemKey(cid, "passage", view.passages.ids[p]) for p in parts] if parts
                 else [ItemKey(cid, "turn", view.turn_ids[tp])])
         for key in reversed(keys):
             for line in _key_lines(view, key):
-                said = _stated(line, asked, cfg)
-                if said:
-                    return key, line, said[-1]
+                for value in reversed(_stated(line, asked, cfg)):
+                    if any(line.order > at.order and _replaces(asked, value, m, cfg) for at, m in older):
+                        return key, line, value
     return None
 
 
@@ -240,18 +244,15 @@ def bring_newest(pool: list[FusedItem], relevance: Sequence[float], views: dict[
     raised = False
     for cid in dict.fromkeys(it.key.conversation_id for it in pool):
         view = views[cid]
-        found = _newest_by_user(view, asked, cfg)
+        older = [(it, line, m) for it in pool[:cfg.asked_pool_depth] if it.key.conversation_id == cid
+                 for line in _key_lines(view, it.key) for m in _stated(line, asked, cfg)]
+        found = _newest_replacing(view, asked, cfg, [(line, m) for _, line, m in older]) if older else None
         if found is None:
             continue
         key, newest, value = found
-        best = None
-        for it in pool[:cfg.asked_pool_depth]:
-            if it.key.conversation_id != cid:
-                continue
-            for line in _key_lines(view, it.key):
-                if line.order < newest.order and any(_replaces(asked, value, m, cfg) for m in _stated(line, asked, cfg)):
-                    best = it if best is None or score[it.key] > score[best.key] else best
-        if best is None or score.get(key, 0.0) >= score[best.key]:
+        best = max((it for it, line, m in older if line.order < newest.order and _replaces(asked, value, m, cfg)),
+                   key=lambda it: score[it.key])
+        if score.get(key, 0.0) >= score[best.key]:
             continue
         if key not in score:
             added.append(FusedItem(key=key, score=0.0, channels={ASKED_CHANNEL}, routes=set(best.routes),

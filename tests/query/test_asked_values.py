@@ -20,10 +20,11 @@ CFG = load_config(env={})
 
 def test_what_a_question_asks_for():
     a = asked_value("How many interviews have I secured for executive producer roles?")
-    assert a is not None and a.kinds == {"num", "money"} and a.counted == {"interview"}
+    assert a is not None and a.kinds == {"num"} and a.counted == {"interview"}  # a count, not money
     assert {"secur", "executiv", "producer"} <= a.terms
     q = asked_value("What is the daily call quota for the API key?")
     assert q is not None and q.goal and "num" in q.kinds
+    assert asked_value("How much did the flight cost me?").kinds == {"num", "money"}  # type: ignore[union-attr]
     p = asked_value("What is the test coverage percentage for my API integration module?")
     assert p is not None and p.percent and p.kinds == {"num"}
     assert asked_value("What is the average response time of the dashboard API?").duration  # type: ignore[union-attr]
