@@ -243,6 +243,10 @@ class CurrentConfig(Section):
     # pooled items states an older figure of it.
     asked_pool_depth: int = Field(default=30, ge=0,
         description="the user's newest statement of the value asked for joins the pool when one of this many best pooled items states an older figure")
+    # ... a date or time (one a change word governs) when this many stand near both: a date near two
+    # of the question's words is as often another appointment ...
+    asked_moment_pair_min_shared: int = Field(default=3, ge=1,
+        description="... a moved date or time replaces an older one when this many of the question's words stand near both")
     # ... and a newer count of the very thing the question counts when this many stand near both.
     asked_unit_pair_min_shared: int = Field(default=0, ge=0,
         description="... a newer count of the thing the question counts (its unit) when this many stand near both")

@@ -28,7 +28,7 @@ from lychee_ray.core.currency import day
 from lychee_ray.query.evidence import Evidence
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import ValueMention, changed_spans, same_unit, says_value, value_mentions
+from lychee_ray.text.change_cues import ValueMention, changed_spans, changed_values, same_unit, says_value, value_mentions
 from lychee_ray.text.lexical import lexical_terms
 
 # What a question's words say of the kind of value it asks for.
@@ -37,6 +37,8 @@ _MANY = re.compile(r"\bhow\s+many\b", re.I)  # a count: not an amount of money
 _PERCENT = re.compile(r"\b(?:percent|percentage|rate|accuracy|coverage)\b|%", re.I)
 _DURATION = re.compile(r"\b(?:response|load|latency|duration|time)\b", re.I)
 _WHAT = re.compile(r"^\s*(?:what|which)\b", re.I)
+_WHEN = re.compile(r"\b(?:when|what\s+(?:time|date|day)|which\s+(?:date|day)|deadline|due\s+date)\b", re.I)
+_MOMENTS = frozenset({"date", "time"})
 _AMOUNT = re.compile(r"\b(?:quota|count|number|total|target|limit|budget|price|cost|amount|score|size|balance)\b", re.I)
 # a question about a goal or a quota: values a plan qualifies answer it ("targeting 1,200 words per week")
 _GOAL = re.compile(r"\b(?:target|goal|aim|plan|quota|budget)\b", re.I)
@@ -85,6 +87,8 @@ def asked_value(question: str) -> AskedValue | None:
     percent, duration = bool(_PERCENT.search(question)), bool(_DURATION.search(question))
     if _MANY.search(question):
         kinds = frozenset({"num"})
+    elif _WHEN.search(question):
+        kinds = _MOMENTS
     elif _COUNT.search(question) or (_WHAT.search(question) and _AMOUNT.search(question)):
         kinds = frozenset({"num", "money"})
     elif percent or (_WHAT.search(question) and duration):
@@ -150,9 +154,12 @@ def _number(value: str) -> str:
 def _replaces(asked: AskedValue, new: ValueMention, old: ValueMention, cfg: CurrentConfig) -> bool:
     """``new`` is another value of what ``old`` states: same kind and unit, and enough of the
     question's words near both (two dates near the question's words may be of two things)."""
-    if new.kind != old.kind or not same_unit(new.unit, old.unit) or _number(new.text) == _number(old.text):
+    if new.kind != old.kind or not same_unit(new.unit, old.unit):
         return False
-    need = cfg.asked_unit_pair_min_shared if _unit_named(asked, new) else cfg.asked_pair_min_shared
+    if (new.text == old.text) if new.kind in _MOMENTS else (_number(new.text) == _number(old.text)):
+        return False
+    need = (cfg.asked_moment_pair_min_shared if new.kind in _MOMENTS else
+            cfg.asked_unit_pair_min_shared if _unit_named(asked, new) else cfg.asked_pair_min_shared)
     return len(_about(asked, new) & _about(asked, old)) >= need
 
 
@@ -199,10 +206,29 @@ def _lines(e: Evidence, view: ConversationView) -> list[_Line]:
     return _item_lines(view, e.kind, e.id, e.turn_ids)
 
 
+def _moved_moments(text: str, cfg: CurrentConfig) -> list[ValueMention]:
+    """Dates and times a change word governs, each with the words of its whole sentence ("I'm worried
+    about missing the Zoom meeting with Professor Danielle, so can you remind me that it's
+    rescheduled to March 22 at 4:30 PM": what moved is named before the change)."""
+    out = []
+    for sentence in _SENTENCE_END.split(text):
+        words = len(sentence.split())
+        out += [m for m in changed_values(sentence, words, cfg.asked_change_gap) if m.kind in _MOMENTS]
+    return out
+
+
 def _stated(line: _Line, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
     """The values of ``line`` that answer the question."""
+    moments = _moved_moments(line.text, cfg) if asked.kinds & _MOMENTS else []
     return [m for m in value_mentions(line.text, cfg.asked_window, frame=True) + _bare_counts(line.text, asked, cfg)
-            if _answers(asked, m, cfg)]
+            + moments if _answers(asked, m, cfg)]
+
+
+def _can_replace(line: _Line, m: ValueMention, cfg: CurrentConfig) -> bool:
+    """``m`` may be what holds now: a date or a time only where a change word governs it ("moving the
+    call to April 22 at 11 AM", "the new deadline of April 5"); a date said near the question's words
+    is as often another appointment as the same one moved."""
+    return m.kind not in _MOMENTS or m.text in {v.text for v in changed_values(line.text, cfg.asked_window, cfg.asked_change_gap)}
 
 
 def _key_lines(view: ConversationView, key: ItemKey) -> list[_Line]:
@@ -229,7 +255,8 @@ def _newest_replacing(view: ConversationView, asked: AskedValue, cfg: CurrentCon
         for key in reversed(keys):
             for line in _key_lines(view, key):
                 for value in reversed(_stated(line, asked, cfg)):
-                    if any(line.order > at.order and _replaces(asked, value, m, cfg) for at, m in older):
+                    if _can_replace(line, value, cfg) and any(line.order > at.order and _replaces(asked, value, m, cfg)
+                                                              for at, m in older):
                         return key, line, value
     return None
 
@@ -288,7 +315,8 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
             continue  # the assistant's own figure (an example, a range, a sum), not the user's value said again
         # what holds now is what the user said last (an assistant's figure is advice, an example, a plan)
         newer = [o for o in said if o.at.by_user and o.at.order > s.at.order
-                 and evidence[o.unit_index].conversation_id == e.conversation_id and _replaces(asked, o.mention, s.mention, cfg)]
+                 and evidence[o.unit_index].conversation_id == e.conversation_id and _replaces(asked, o.mention, s.mention, cfg)
+                 and _can_replace(o.at, o.mention, cfg)]
         if not newer:
             continue
         newest = max(newer, key=lambda o: o.at.order)

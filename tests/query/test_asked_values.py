@@ -174,3 +174,25 @@ def test_an_attempt_says_the_user_works_with_it_a_request_does_not():
     assert says_done(said, "Bootstrap", attempts=True) and not says_done(said, "Bootstrap")
     assert not says_done("Can you help me set up Bootstrap?", "Bootstrap", attempts=True)
     assert not says_done("I want to use Bootstrap next month.", "Bootstrap", attempts=True)
+
+
+def test_a_time_is_replaced_only_by_one_a_change_word_moves(tmp_path):
+    """"What time …": the meeting rescheduled later in the chat marks the first time; another
+    meeting's date near the same words does not replace it (no change word moves it)."""
+    said = [("u1", "user", "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft."),
+            ("a1", "assistant", "Prepare three questions for the review."),
+            ("u2", "user", "My Zoom meeting with the writing group is on March 25 at 5 PM to review chapters."),
+            ("a2", "assistant", "Good luck with the group."),
+            ("u3", "user", "I'm worried about missing the Zoom meeting with Professor Danielle, so remind me it's rescheduled to March 22 at 4:30 PM."),
+            ("a3", "assistant", "Noted: 4:30 PM on March 22."),
+            ("u4", "user", "I bought a new lamp."),
+            ("a4", "assistant", "Nice.")]
+    conv = _chat("chat-moved", said, ("2024-03-10T10:00:00", "2024-03-15T10:00:00"))
+    unlinked = load_config(sets=["encoder.currency.text_cues=false"], env={})  # no link: the question alone marks
+    assert build(make_context(unlinked, "rules", HashEmbedder()), tmp_path, conv).built == 1
+    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
+        res = s.search("chat-moved", "What time should I join the Zoom meeting with Professor Danielle to review my draft?",
+                       budget_tokens=1500)
+    first = [x for x in res.context.splitlines() if "on March 22 at 3 PM" in x and x.startswith("user:")]
+    assert first and all(x.endswith("[older value; later (2024-03-15): march 22 at 4:30 pm]") for x in first), res.context
+    assert not any("[older value" in x for x in res.context.splitlines() if "writing group" in x)
