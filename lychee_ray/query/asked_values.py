@@ -100,20 +100,53 @@ def asked_value(question: str) -> AskedValue | None:
                       frozenset(lexical_terms(counted.group(1))) - _QUESTION_FRAME if counted else frozenset())
 
 
-def _bare_counts(text: str, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
-    """Bare numbers a change word governs, counting what the question counts when its word stands
-    before them in the sentence ("the commits merged into the main branch, which has now reached
-    165" for "how many commits"): a mention with that word as its unit."""
-    out = []
+@dataclass(frozen=True)
+class _Parsed:
+    """What a line says whatever the question (parsed once per conversation view and line):
+    its values, the bare numbers a change word governs (figure, the words of its sentence before
+    it, the terms around it), the dates and times a change word moves (their sentence as context),
+    and the texts of the values a change word governs."""
+
+    values: tuple[ValueMention, ...]
+    bare: tuple[tuple[str, tuple[str, ...], frozenset[str]], ...]
+    moved: tuple[ValueMention, ...]
+    changed: frozenset[str]
+
+
+def _parse(text: str, cfg: CurrentConfig) -> _Parsed:
+    bare = []
     for start, end in changed_spans(text, cfg.asked_change_gap):
         fig = _FIGURE.match(text[start:end].strip())
         if fig is None or value_mentions(text[start:end], cfg.asked_window):
             continue  # a date or time, or a number that says its unit itself ("165 after": bare)
-        raw = fig.group(0).rstrip(",.")
         before = _SENTENCE_END.split(text[:start])[-1].split()  # the counted word may stand far back in its sentence
+        ctx = frozenset(lexical_terms(" ".join(before + text[end:].split()[:cfg.asked_window])))
+        bare.append((fig.group(0).rstrip(",."), tuple(before), ctx))
+    moved = []
+    for sentence in _SENTENCE_END.split(text):
+        moved += [m for m in changed_values(sentence, len(sentence.split()), cfg.asked_change_gap) if m.kind in _MOMENTS]
+    changed = frozenset(v.text for v in changed_values(text, cfg.asked_window, cfg.asked_change_gap))
+    return _Parsed(tuple(value_mentions(text, cfg.asked_window, frame=True)), tuple(bare), tuple(moved), changed)
+
+
+def _parsed(view: ConversationView, text: str, cfg: CurrentConfig) -> _Parsed:
+    """:func:`_parse` of ``text``, kept in the view's memo (the scan of a conversation's user turns
+    repeats for every question; concurrent writers store equal values)."""
+    memo = view.memo.setdefault(("asked_values", cfg.asked_window, cfg.asked_change_gap), {})
+    got = memo.get(text)
+    if got is None:
+        got = memo[text] = _parse(text, cfg)
+    return got
+
+
+def _bare_counts(p: _Parsed, asked: AskedValue) -> list[ValueMention]:
+    """Bare numbers a change word governs, counting what the question counts when its word stands
+    before them in the sentence ("the commits merged into the main branch, which has now reached
+    165" for "how many commits"): a mention with that word as its unit."""
+    out = []
+    for raw, before, ctx in p.bare:
         unit = next((t for w in reversed(before) for t in lexical_terms(w) if t in asked.counted), None)
         if unit is not None:
-            ctx = frozenset(lexical_terms(" ".join(before + text[end:].split()[:cfg.asked_window])))
             out.append(ValueMention("num", unit, raw, ctx))
     return out
 
@@ -206,29 +239,21 @@ def _lines(e: Evidence, view: ConversationView) -> list[_Line]:
     return _item_lines(view, e.kind, e.id, e.turn_ids)
 
 
-def _moved_moments(text: str, cfg: CurrentConfig) -> list[ValueMention]:
-    """Dates and times a change word governs, each with the words of its whole sentence ("I'm worried
-    about missing the Zoom meeting with Professor Danielle, so can you remind me that it's
+def _stated(view: ConversationView, line: _Line, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
+    """The values of ``line`` that answer the question: its values, bare counts of what the question
+    counts, and dates and times a change word moves, with their whole sentence as context ("I'm
+    worried about missing the Zoom meeting with Professor Danielle, so can you remind me that it's
     rescheduled to March 22 at 4:30 PM": what moved is named before the change)."""
-    out = []
-    for sentence in _SENTENCE_END.split(text):
-        words = len(sentence.split())
-        out += [m for m in changed_values(sentence, words, cfg.asked_change_gap) if m.kind in _MOMENTS]
-    return out
+    p = _parsed(view, line.text, cfg)
+    moments = list(p.moved) if asked.kinds & _MOMENTS else []
+    return [m for m in [*p.values, *_bare_counts(p, asked), *moments] if _answers(asked, m, cfg)]
 
 
-def _stated(line: _Line, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
-    """The values of ``line`` that answer the question."""
-    moments = _moved_moments(line.text, cfg) if asked.kinds & _MOMENTS else []
-    return [m for m in value_mentions(line.text, cfg.asked_window, frame=True) + _bare_counts(line.text, asked, cfg)
-            + moments if _answers(asked, m, cfg)]
-
-
-def _can_replace(line: _Line, m: ValueMention, cfg: CurrentConfig) -> bool:
+def _can_replace(view: ConversationView, line: _Line, m: ValueMention, cfg: CurrentConfig) -> bool:
     """``m`` may be what holds now: a date or a time only where a change word governs it ("moving the
     call to April 22 at 11 AM", "the new deadline of April 5"); a date said near the question's words
     is as often another appointment as the same one moved."""
-    return m.kind not in _MOMENTS or m.text in {v.text for v in changed_values(line.text, cfg.asked_window, cfg.asked_change_gap)}
+    return m.kind not in _MOMENTS or m.text in _parsed(view, line.text, cfg).changed
 
 
 def _key_lines(view: ConversationView, key: ItemKey) -> list[_Line]:
@@ -254,8 +279,8 @@ def _newest_replacing(view: ConversationView, asked: AskedValue, cfg: CurrentCon
                 else [ItemKey(cid, "turn", view.turn_ids[tp])])
         for key in reversed(keys):
             for line in _key_lines(view, key):
-                for value in reversed(_stated(line, asked, cfg)):
-                    if _can_replace(line, value, cfg) and any(line.order > at.order and _replaces(asked, value, m, cfg)
+                for value in reversed(_stated(view, line, asked, cfg)):
+                    if _can_replace(view, line, value, cfg) and any(line.order > at.order and _replaces(asked, value, m, cfg)
                                                               for at, m in older):
                         return key, line, value
     return None
@@ -272,7 +297,7 @@ def bring_newest(pool: list[FusedItem], relevance: Sequence[float], views: dict[
     for cid in dict.fromkeys(it.key.conversation_id for it in pool):
         view = views[cid]
         older = [(it, line, m) for it in pool[:cfg.asked_pool_depth] if it.key.conversation_id == cid
-                 for line in _key_lines(view, it.key) for m in _stated(line, asked, cfg)]
+                 for line in _key_lines(view, it.key) for m in _stated(view, line, asked, cfg)]
         found = _newest_replacing(view, asked, cfg, [(line, m) for _, line, m in older]) if older else None
         if found is None:
             continue
@@ -300,10 +325,11 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
     valid_until: list[str | None] = [None] * len(evidence)
     lines_of: list[list[_Line]] = []
     for i, e in enumerate(evidence):
-        lines = _lines(e, views[e.conversation_id])
+        view = views[e.conversation_id]
+        lines = _lines(e, view)
         lines_of.append(lines)
         for j, line in enumerate(lines):
-            for m in _stated(line, asked, cfg):
+            for m in _stated(view, line, asked, cfg):
                 said.append(_Said(i, j, m, line))
     marks = [[""] * len(lines) for lines in lines_of]
     by_user = {(o.mention.kind, _number(o.mention.text)) for o in said if o.at.by_user}
@@ -316,7 +342,7 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
         # what holds now is what the user said last (an assistant's figure is advice, an example, a plan)
         newer = [o for o in said if o.at.by_user and o.at.order > s.at.order
                  and evidence[o.unit_index].conversation_id == e.conversation_id and _replaces(asked, o.mention, s.mention, cfg)
-                 and _can_replace(o.at, o.mention, cfg)]
+                 and _can_replace(views[e.conversation_id], o.at, o.mention, cfg)]
         if not newer:
             continue
         newest = max(newer, key=lambda o: o.at.order)
