@@ -215,6 +215,7 @@ class _Line:
     order: int
     day: str | None
     by_user: bool
+    turns: frozenset[int] = frozenset()  # its source turns
 
 
 def _item_lines(view: ConversationView, kind: str, item_id: str, turn_ids: Sequence[str]) -> list[_Line]:
@@ -224,14 +225,14 @@ def _item_lines(view: ConversationView, kind: str, item_id: str, turn_ids: Seque
         pos = view.record_pos[item_id]
         src = view.record_turns[pos]
         return [_Line(view.record_text[pos], max(src) if src else -1, view.record_session_date[pos],
-                      bool(src) and all(view.turn_role[tp] == USER_ROLE for tp in src))]
+                      bool(src) and all(view.turn_role[tp] == USER_ROLE for tp in src), frozenset(src))]
     got = view.passage_pos.get(item_id) if kind == "passage" else None
     out = []
     for tid in turn_ids:
         tp = view.turn_pos[tid]
         part = view.passages.text[got] if got is not None and view.passages.turn[got] == tp else None
         out.append(_Line(view.turn_text[tp] if part is None else part, tp, view.turn_session_date[tp],
-                         view.turn_role[tp] == USER_ROLE))
+                         view.turn_role[tp] == USER_ROLE, frozenset([tp])))
     return out
 
 
@@ -332,6 +333,7 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
             for m in _stated(view, line, asked, cfg):
                 said.append(_Said(i, j, m, line))
     marks = [[""] * len(lines) for lines in lines_of]
+    stale: dict[tuple[int, str, str], tuple[str, str | None]] = {}  # (source turn, kind, figure) -> mark, until
     by_user = {(o.mention.kind, _number(o.mention.text)) for o in said if o.at.by_user}
     for s in said:
         e = evidence[s.unit_index]
@@ -351,6 +353,22 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
         when = day(newest.at.day)
         marks[s.unit_index][s.line] = f"[older value; later{f' ({when})' if when else ''}: {newest.mention.text}]"
         valid_until[s.unit_index] = newest.at.day
+        for tp in s.at.turns:
+            stale.setdefault((tp, s.mention.kind, _number(s.mention.text)), (marks[s.unit_index][s.line], newest.at.day))
+    # a line made from the same turn that says the same figure says the same thing, whatever words
+    # it kept ("User has currently reached 65% after …" beside "… 65% test coverage on the module")
+    for i, lines in enumerate(lines_of):
+        if evidence[i].status != CURRENT_STATUS:
+            continue
+        view = views[evidence[i].conversation_id]
+        for j, line in enumerate(lines):
+            if marks[i][j]:
+                continue
+            for m in _parsed(view, line.text, cfg).values:
+                got = next((stale[k] for tp in line.turns if (k := (tp, m.kind, _number(m.text))) in stale), None)
+                if got is not None:
+                    marks[i][j], valid_until[i] = got
+                    break
     for e, unit_marks, until in zip(evidence, marks, valid_until, strict=True):
         if any(unit_marks):
             e.status, e.valid_until = SUPERSEDED_STATUS, until

@@ -196,3 +196,30 @@ def test_a_time_is_replaced_only_by_one_a_change_word_moves(tmp_path):
     first = [x for x in res.context.splitlines() if "on March 22 at 3 PM" in x and x.startswith("user:")]
     assert first and all(x.endswith("[older value; later (2024-03-15): march 22 at 4:30 pm]") for x in first), res.context
     assert not any("[older value" in x for x in res.context.splitlines() if "writing group" in x)
+
+
+def test_a_line_of_the_same_turn_saying_the_same_figure_takes_its_mark(store):
+    """A record that kept the old figure but lost the question's words ("User has only 3 interviews so far")
+    is marked like the line of its turn that says what the 3 are."""
+    import dataclasses
+
+    from lychee_ray.query.asked_values import asked_value_marks
+    from lychee_ray.query.evidence import Evidence
+    from lychee_ray.query.fuse import ItemKey
+
+    view, _ = store.cache.get("chat-interviews")
+    rid = next(r for r, src in zip(view.record_ids, view.record_turns, strict=True) if src == [view.turn_pos["u1"]])
+    texts = list(view.record_text)
+    texts[view.record_pos[rid]] = "User has only 3 interviews so far and worries."
+    view = dataclasses.replace(view, record_text=texts)
+
+    def unit(kind: str, uid: str, turns: list[str]) -> Evidence:
+        return Evidence(key=ItemKey("chat-interviews", "record" if kind == "record" else "turn", uid), kind=kind,
+                        conversation_id="chat-interviews", id=uid, text="", type=kind, time=None, session_date=None,
+                        turn_ids=turns, score=1.0, channels=[], routes=[])
+
+    units = [unit("turns", "u1", ["u1"]), unit("record", rid, ["u1"]), unit("turns", "u3", ["u3"])]
+    asked = asked_value("How many interviews have I secured for executive producer roles?")
+    marks = asked_value_marks(units, {"chat-interviews": view}, asked, CFG.query.current)
+    assert marks[0] == marks[1] == ["[older value; later (2024-05-02): 5 interviews]"] and marks[2] == [""]
+    assert [u.status for u in units] == ["superseded", "superseded", "current"]
