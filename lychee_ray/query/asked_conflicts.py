@@ -129,7 +129,9 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
         best: dict[frozenset[int], tuple[int, int]] = {}
         shown: dict[frozenset[int], list[_Said]] = {}
         for o in said:
-            if o.denied or o.turns & d.turns or evidence[o.unit_index].conversation_id != evidence[d.unit_index].conversation_id:
+            # what was said after the denial is the user starting to do it, no contradiction
+            if o.denied or o.turns & d.turns or max(o.turns) > max(d.turns) \
+                    or evidence[o.unit_index].conversation_id != evidence[d.unit_index].conversation_id:
                 continue
             # about what the question asks (its words: "downloaded or used Zotero") and what the denial denies
             about = frozenset(lexical_terms(o.text)) & asked.terms

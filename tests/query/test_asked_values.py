@@ -123,6 +123,8 @@ ZOTERO = [
     ("a3", "assistant", "Start by choosing a tool such as Zotero or Mendeley."),
     ("u4", "user", "I baked bread on Sunday."),
     ("a4", "assistant", "Sounds tasty."),
+    ("u5", "user", "Today I used Zotero with the Word plugin for my citations, it works."),
+    ("a5", "assistant", "Great."),
 ]
 
 
@@ -146,6 +148,9 @@ def test_a_yes_no_question_marks_the_denial_and_what_says_it_happened(tmp_path):
     # a request is no statement that it happened, the assistant's words are not the user's
     assert not any("[" in x for x in res.context.splitlines() if "help me use Zotero" in x or x.startswith("assistant:"))
     assert {e.status for e in res.evidence if "never used any citation" in e.text} == {"conflicting"}
+    # said after the denial: the user started using it, no contradiction
+    later = [x for x in res.context.splitlines() if x.startswith("user: Today I used Zotero")]
+    assert later and not any("[" in x for x in later), res.context
     assert "[conflicts with" not in other.context  # not a yes/no question
 
 
