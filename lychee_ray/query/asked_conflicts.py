@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lychee_ray.config import CurrentConfig
-from lychee_ray.core.conversation import USER_ROLE
 from lychee_ray.core.currency import day
 from lychee_ray.core.status import CONFLICTING_STATUS, CURRENT_STATUS
 from lychee_ray.query.evidence import Evidence
+from lychee_ray.query.unit_lines import unit_lines
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.change_cues import denial, says_done
 from lychee_ray.text.lexical import lexical_terms
@@ -63,27 +63,6 @@ class _Said:
     asked: frozenset[str]  # the question's words in the whole line ("… software, like Zotero")
 
 
-def _user_lines(e: Evidence, view: ConversationView) -> list[tuple[int, str, str | None, frozenset[int], str]]:
-    """(line, text, date, source turns, speaker) of the lines of ``e`` the user said (a record made
-    from the user's turns only; a window's user turns; a passage's part of a user turn)."""
-    if e.kind == "record":
-        pos = view.record_pos[e.id]
-        src = view.record_turns[pos]
-        if not src or any(view.turn_role[tp] != USER_ROLE for tp in src):
-            return []
-        return [(0, view.record_text[pos], view.record_session_date[pos], frozenset(src), view.turn_speaker[src[0]])]
-    got = view.passage_pos.get(e.id) if e.kind == "passage" else None
-    out = []
-    for j, tid in enumerate(e.turn_ids):
-        tp = view.turn_pos[tid]
-        if view.turn_role[tp] != USER_ROLE:
-            continue
-        part = view.passages.text[got] if got is not None and view.passages.turn[got] == tp else None
-        out.append((j, view.turn_text[tp] if part is None else part, view.turn_session_date[tp], frozenset([tp]),
-                    view.turn_speaker[tp]))
-    return out
-
-
 def _said_done(text: str, about: frozenset[str]) -> bool:
     """``text`` says something of ``about`` happened or is being done: a word of it stands in a
     clause that does not ask or plan (:func:`~lychee_ray.text.change_cues.says_done`; "I'm trying to
@@ -110,12 +89,16 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
     """Per unit, one mark (or "") per line; sets the status of each unit marked (units marked
     already by the scope's links keep theirs, and still count as the one side of a pair)."""
     said: list[_Said] = []
+    marks: list[list[str]] = []
     for i, e in enumerate(evidence):
-        for j, text, when, turns, speaker in _user_lines(e, views[e.conversation_id]):
-            denied = (denial(text) | denial(text, speaker)) & asked.terms
-            said.append(_Said(i, j, text, when, turns, denied if len(denied) >= cfg.denial_min_shared else frozenset(),
-                              frozenset(lexical_terms(text)) & asked.terms))
-    marks = [[""] * max(1, len(e.turn_ids) if e.kind != "record" else 1) for e in evidence]
+        lines = unit_lines(views[e.conversation_id], e.kind, e.id, e.turn_ids)
+        marks.append([""] * len(lines))
+        # only the user's own words: an assistant's account is not a statement of what the user did
+        for j, line in ((j, line) for j, line in enumerate(lines) if line.by_user):
+            denied = (denial(line.text) | denial(line.text, line.speaker)) & asked.terms
+            said.append(_Said(i, j, line.text, line.day, line.turns,
+                              denied if len(denied) >= cfg.denial_min_shared else frozenset(),
+                              frozenset(lexical_terms(line.text)) & asked.terms))
 
     def mark(one: _Said, other: _Said) -> None:
         # a unit the scope's links marked keeps its mark; the other side is marked against it

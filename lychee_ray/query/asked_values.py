@@ -27,6 +27,7 @@ from lychee_ray.core.conversation import USER_ROLE
 from lychee_ray.core.currency import day
 from lychee_ray.query.evidence import Evidence
 from lychee_ray.query.fuse import FusedItem, ItemKey
+from lychee_ray.query.unit_lines import UnitLine, key_lines, unit_lines
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.change_cues import ValueMention, changed_spans, changed_values, same_unit, says_value, value_mentions
 from lychee_ray.text.lexical import lexical_terms
@@ -104,13 +105,11 @@ def asked_value(question: str) -> AskedValue | None:
 class _Parsed:
     """What a line says whatever the question (parsed once per conversation view and line):
     its values, the bare numbers a change word governs (figure, the words of its sentence before
-    it, the terms around it), the dates and times a change word moves (their sentence as context),
-    and the texts of the values a change word governs."""
+    it, the terms around it) and the dates and times a change word moves (their sentence as context)."""
 
     values: tuple[ValueMention, ...]
     bare: tuple[tuple[str, tuple[str, ...], frozenset[str]], ...]
     moved: tuple[ValueMention, ...]
-    changed: frozenset[str]
 
 
 def _parse(text: str, cfg: CurrentConfig) -> _Parsed:
@@ -125,8 +124,7 @@ def _parse(text: str, cfg: CurrentConfig) -> _Parsed:
     moved = []
     for sentence in _SENTENCE_END.split(text):
         moved += [m for m in changed_values(sentence, len(sentence.split()), cfg.asked_change_gap) if m.kind in _MOMENTS]
-    changed = frozenset(v.text for v in changed_values(text, cfg.asked_window, cfg.asked_change_gap))
-    return _Parsed(tuple(value_mentions(text, cfg.asked_window, frame=True)), tuple(bare), tuple(moved), changed)
+    return _Parsed(tuple(value_mentions(text, cfg.asked_window, frame=True)), tuple(bare), tuple(moved))
 
 
 def _parsed(view: ConversationView, text: str, cfg: CurrentConfig) -> _Parsed:
@@ -203,44 +201,10 @@ class _Said:
     unit_index: int
     line: int
     mention: ValueMention
-    at: _Line
+    at: UnitLine
 
 
-@dataclass(frozen=True)
-class _Line:
-    """A line of a unit: its text, its place in the conversation (its latest source turn), its
-    date, and whether the user said it (all its source turns are the user's)."""
-
-    text: str
-    order: int
-    day: str | None
-    by_user: bool
-    turns: frozenset[int] = frozenset()  # its source turns
-
-
-def _item_lines(view: ConversationView, kind: str, item_id: str, turn_ids: Sequence[str]) -> list[_Line]:
-    """The lines of a unit as :mod:`~lychee_ray.query.marks` marks them: a record's one line, a
-    window's turns, a passage's part of its turn (the turns around it whole)."""
-    if kind == "record":
-        pos = view.record_pos[item_id]
-        src = view.record_turns[pos]
-        return [_Line(view.record_text[pos], max(src) if src else -1, view.record_session_date[pos],
-                      bool(src) and all(view.turn_role[tp] == USER_ROLE for tp in src), frozenset(src))]
-    got = view.passage_pos.get(item_id) if kind == "passage" else None
-    out = []
-    for tid in turn_ids:
-        tp = view.turn_pos[tid]
-        part = view.passages.text[got] if got is not None and view.passages.turn[got] == tp else None
-        out.append(_Line(view.turn_text[tp] if part is None else part, tp, view.turn_session_date[tp],
-                         view.turn_role[tp] == USER_ROLE, frozenset([tp])))
-    return out
-
-
-def _lines(e: Evidence, view: ConversationView) -> list[_Line]:
-    return _item_lines(view, e.kind, e.id, e.turn_ids)
-
-
-def _stated(view: ConversationView, line: _Line, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
+def _stated(view: ConversationView, line: UnitLine, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
     """The values of ``line`` that answer the question: its values, bare counts of what the question
     counts, and dates and times a change word moves, with their whole sentence as context ("I'm
     worried about missing the Zoom meeting with Professor Danielle, so can you remind me that it's
@@ -250,25 +214,15 @@ def _stated(view: ConversationView, line: _Line, asked: AskedValue, cfg: Current
     return [m for m in [*p.values, *_bare_counts(p, asked), *moments] if _answers(asked, m, cfg)]
 
 
-def _can_replace(view: ConversationView, line: _Line, m: ValueMention, cfg: CurrentConfig) -> bool:
+def _can_replace(view: ConversationView, line: UnitLine, m: ValueMention, cfg: CurrentConfig) -> bool:
     """``m`` may be what holds now: a date or a time only where a change word governs it ("moving the
     call to April 22 at 11 AM", "the new deadline of April 5"); a date said near the question's words
     is as often another appointment as the same one moved."""
-    return m.kind not in _MOMENTS or m.text in _parsed(view, line.text, cfg).changed
-
-
-def _key_lines(view: ConversationView, key: ItemKey) -> list[_Line]:
-    """A pool item's lines (a turn or passage alone, without the window the selection may add)."""
-    if key.kind == "record":
-        return _item_lines(view, "record", key.id, [])
-    if key.kind == "passage":
-        pos = view.passage_pos.get(key.id)
-        return [] if pos is None else _item_lines(view, "passage", key.id, [view.turn_ids[view.passages.turn[pos]]])
-    return _item_lines(view, "turn", key.id, [key.id])
+    return m.kind not in _MOMENTS or any(m.text == v.text for v in _parsed(view, line.text, cfg).moved)
 
 
 def _newest_replacing(view: ConversationView, asked: AskedValue, cfg: CurrentConfig,
-                      older: Sequence[tuple[_Line, ValueMention]]) -> tuple[ItemKey, _Line, ValueMention] | None:
+                      older: Sequence[tuple[UnitLine, ValueMention]]) -> tuple[ItemKey, UnitLine, ValueMention] | None:
     """The user's last statement in the conversation of a value the question asks for that replaces
     one of ``older`` (said after it): the turn (or the passage of a long turn) that says it."""
     cid = view.conversation_id
@@ -279,7 +233,7 @@ def _newest_replacing(view: ConversationView, asked: AskedValue, cfg: CurrentCon
         keys = ([ItemKey(cid, "passage", view.passages.ids[p]) for p in parts] if parts
                 else [ItemKey(cid, "turn", view.turn_ids[tp])])
         for key in reversed(keys):
-            for line in _key_lines(view, key):
+            for line in key_lines(view, key):
                 for value in reversed(_stated(view, line, asked, cfg)):
                     if _can_replace(view, line, value, cfg) and any(line.order > at.order and _replaces(asked, value, m, cfg)
                                                               for at, m in older):
@@ -298,7 +252,7 @@ def bring_newest(pool: list[FusedItem], relevance: Sequence[float], views: dict[
     for cid in dict.fromkeys(it.key.conversation_id for it in pool):
         view = views[cid]
         older = [(it, line, m) for it in pool[:cfg.asked_pool_depth] if it.key.conversation_id == cid
-                 for line in _key_lines(view, it.key) for m in _stated(view, line, asked, cfg)]
+                 for line in key_lines(view, it.key) for m in _stated(view, line, asked, cfg)]
         found = _newest_replacing(view, asked, cfg, [(line, m) for _, line, m in older]) if older else None
         if found is None:
             continue
@@ -324,10 +278,10 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
     marked by the scope's links keep their marks (this only adds to lines they left unmarked)."""
     said: list[_Said] = []
     valid_until: list[str | None] = [None] * len(evidence)
-    lines_of: list[list[_Line]] = []
+    lines_of: list[list[UnitLine]] = []
     for i, e in enumerate(evidence):
         view = views[e.conversation_id]
-        lines = _lines(e, view)
+        lines = unit_lines(view, e.kind, e.id, e.turn_ids)
         lines_of.append(lines)
         for j, line in enumerate(lines):
             for m in _stated(view, line, asked, cfg):

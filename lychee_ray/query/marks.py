@@ -207,23 +207,14 @@ def _shown_value_mark(cid: str, tp: int, text: str, sc: ScopeCurrency, cfg: Curr
     return f"[shows {toks}, superseded{when} by: {now}]", st.valid_until, list(st.superseded_by)
 
 
-def _passage_of(view: ConversationView, passage_id: str) -> tuple[int, str] | None:
-    """(turn position, text) of a stored passage (an index of the view's passages kept in its memo)."""
-    index = view.memo.get("marks_passage_index")
-    if index is None:
-        index = view.memo["marks_passage_index"] = {pid: i for i, pid in enumerate(view.passages.ids)}
-    p = index.get(passage_id)
-    return None if p is None else (view.passages.turn[p], view.passages.text[p])
-
-
 def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> list[str]:
     """One mark (or "") per turn of a window (or the one line of a passage); sets the evidence's status."""
     marks = []
-    shown = _passage_of(view, e.id) if e.kind == "passage" else None
+    shown = view.passage_pos.get(e.id) if e.kind == "passage" else None
     for tid in e.turn_ids:
         tp = view.turn_pos[tid]
         # a passage shows its part of its turn; the turns around it are shown whole
-        part = shown[1] if shown is not None and shown[0] == tp else None
+        part = view.passages.text[shown] if shown is not None and view.passage_turn(shown) == tp else None
         line = view.turn_text[tp] if part is None else part
         # an identifier shown first, then what the turn's own records state, then a plain value
         # repeated (the turn a replaced statement came from says so with that statement's mark)

@@ -25,6 +25,27 @@ W = CFG.encoder.currency.cue_window
 GAP = CFG.encoder.currency.change_gap
 
 
+# a long paragraph of other things, so that the turn it ends is searched by passages
+ROOMS = " ".join(f"The {w} room of my flat has a {c} wall and a wooden shelf." for w, c in
+                 [("north", "green"), ("south", "blue"), ("east", "white"), ("west", "grey"), ("small", "red"),
+                  ("guest", "yellow"), ("back", "pink"), ("front", "brown"), ("upper", "black"), ("lower", "beige")])
+
+
+def _build_with_passages(root, cid: str, turns: list[dict]):
+    """Build a chat of two sessions (two turns each) with small passages; returns its config."""
+    from lychee_ray.ingest.runner import run_local_build_items
+    from lychee_ray.io.adapters import AdapterItem
+
+    cfg = load_config(sets=["passages.max_tokens=40"], env={})
+    conv = Conversation.model_validate({"conversation_id": cid, "user_id": "u", "sessions": [
+        {"session_id": "s1", "started_at": "2024-04-10T10:00:00", "turns": turns[:2]},
+        {"session_id": "s2", "started_at": "2024-05-02T10:00:00", "turns": turns[2:]}]})
+    s = run_local_build_items(cfg, [AdapterItem(file="mem", line=0, conversation=conv)], root, backend="rules",
+                              ctx=make_context(cfg, "rules", HashEmbedder()))
+    assert s.built == 1, s.errors
+    return cfg
+
+
 def test_changes_as_chat_users_say_them():
     moved = changed_values("I worry that moving the Zoom call with the creative director to April 22 at 11 AM clashes.", W, GAP)
     assert [v.text for v in moved] == ["april 22 at 11 am"]
@@ -228,24 +249,12 @@ def test_turn_lines_of_contradicting_statements_are_marked_conflicting(root):
 def test_only_the_passage_that_holds_the_replaced_statement_is_marked(tmp_path):
     """A long turn is shown by its passages: the one stating the replaced value takes the mark, the
     other passages of the same turn (what still holds) do not."""
-    from lychee_ray.ingest.runner import run_local_build_items
-    from lychee_ray.io.adapters import AdapterItem
-
-    cfg = load_config(sets=["passages.max_tokens=40"], env={})
-    rooms = " ".join(f"The {w} room of my flat has a {c} wall and a wooden shelf." for w, c in
-                     [("north", "green"), ("south", "blue"), ("east", "white"), ("west", "grey"), ("small", "red"),
-                      ("guest", "yellow"), ("back", "pink"), ("front", "brown"), ("upper", "black"), ("lower", "beige")])
-    long_turn = f"My Zotero library now has 45 sources tagged by theme and date.\n\n{rooms}"
+    long_turn = f"My Zotero library now has 45 sources tagged by theme and date.\n\n{ROOMS}"
     turns = [{"turn_id": "u1", "role": "user", "content": long_turn},
              {"turn_id": "a1", "role": "assistant", "content": "Both will help on long writing days."},
              {"turn_id": "u2", "role": "user", "content": "My Zotero library now has 52 sources tagged by theme and date."},
              {"turn_id": "a2", "role": "assistant", "content": "A solid base for the essay."}]
-    conv = Conversation.model_validate({"conversation_id": "chat-long", "user_id": "u", "sessions": [
-        {"session_id": "s1", "started_at": "2024-04-10T10:00:00", "turns": turns[:2]},
-        {"session_id": "s2", "started_at": "2024-05-02T10:00:00", "turns": turns[2:]}]})
-    s = run_local_build_items(cfg, [AdapterItem(file="mem", line=0, conversation=conv)], tmp_path, backend="rules",
-                              ctx=make_context(cfg, "rules", HashEmbedder()))
-    assert s.built == 1, s.errors
+    cfg = _build_with_passages(tmp_path, "chat-long", turns)
     with MemoryStore.open(tmp_path, cfg, embedder=HashEmbedder(), llm="rules") as store:
         res = [store.search("chat-long", q, budget_tokens=1500) for q in
                ("How many sources does my Zotero library have?", "What colour is the wall of the guest room?")]
@@ -302,24 +311,12 @@ def test_a_passage_is_marked_by_its_own_text_not_by_the_turns_shown_around_it(tm
     """A long answer is shown by passages with the short turns around them: the passage repeating
     the replaced value is marked; another passage of it is not, though the question before it (shown
     in the same unit) holds the value too."""
-    from lychee_ray.ingest.runner import run_local_build_items
-    from lychee_ray.io.adapters import AdapterItem
-
-    cfg = load_config(sets=["passages.max_tokens=40"], env={})
-    rooms = " ".join(f"The {w} room of my flat has a {c} wall and a wooden shelf." for w, c in
-                     [("north", "green"), ("south", "blue"), ("east", "white"), ("west", "grey"), ("small", "red"),
-                      ("guest", "yellow"), ("back", "pink"), ("front", "brown"), ("upper", "black"), ("lower", "beige")])
-    answer = f"With 45 sources in your Zotero library you can start the outline now.\n\n{rooms}"
+    answer = f"With 45 sources in your Zotero library you can start the outline now.\n\n{ROOMS}"
     turns = [{"turn_id": "u1", "role": "user", "content": "My Zotero library now has 45 sources tagged by theme."},
              {"turn_id": "a1", "role": "assistant", "content": answer},
              {"turn_id": "u2", "role": "user", "content": "My Zotero library now has 52 sources tagged by theme."},
              {"turn_id": "a2", "role": "assistant", "content": "A solid base for the essay."}]
-    conv = Conversation.model_validate({"conversation_id": "chat-parts", "user_id": "u", "sessions": [
-        {"session_id": "s1", "started_at": "2024-04-10T10:00:00", "turns": turns[:2]},
-        {"session_id": "s2", "started_at": "2024-05-02T10:00:00", "turns": turns[2:]}]})
-    s = run_local_build_items(cfg, [AdapterItem(file="mem", line=0, conversation=conv)], tmp_path, backend="rules",
-                              ctx=make_context(cfg, "rules", HashEmbedder()))
-    assert s.built == 1, s.errors
+    cfg = _build_with_passages(tmp_path, "chat-parts", turns)
     with MemoryStore.open(tmp_path, cfg, embedder=HashEmbedder(), llm="rules") as store:
         res = [store.search("chat-parts", q, budget_tokens=1500) for q in
                ("How many sources does my Zotero library have?", "What colour is the wall of the guest room?")]
