@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from lychee_ray.core.currency import CURRENT, SLOT_SEP, LinkRow, RecordStatus, SlotRow, derive_status, links_across
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import same_unit, says_value, value_mentions, words_from_value
+from lychee_ray.text.change_cues import same_unit, says_day, value_mentions, words_from_value
 from lychee_ray.text.lexical import identifier_terms, lexical_terms
 
 _MEMO_KEY = "currency"
@@ -54,7 +54,7 @@ class Replaced:
         """``text`` (its ``identifier_terms`` and ``lexical_terms``) shows this value."""
         if not self.words:
             return self.token in identifiers
-        return bool(self.words & terms) and says_value(text, self.token)
+        return bool(self.words & terms) and says_day(text, self.token)
 
 
 @dataclass

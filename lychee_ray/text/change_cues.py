@@ -199,6 +199,22 @@ def says_value(text: str, value: str) -> bool:
     return _value_at(text, value)[1] is not None
 
 
+_DAY_YEAR = re.compile(rf"({_MONTH})\s+(\d{{1,2}}),\s*(\d{{4}})")
+
+
+def says_day(text: str, value: str) -> bool:
+    """:func:`says_value`, and a date with its year (``april 1, 2024``) also said without it ("the
+    deadline of April 1, …", "April 1st"), unless another year follows it there."""
+    if says_value(text, value):
+        return True
+    m = _DAY_YEAR.fullmatch(value)
+    if m is None:
+        return False
+    flat = " ".join(text.lower().split())
+    said = re.finditer(rf"(?<![\w.,]){m.group(1)}\s+{m.group(2)}(?:st|nd|rd|th)?(?![\w]|[.,]?\d)(?:,?\s*(\d{{4}}))?", flat)
+    return any(hit.group(1) in (None, m.group(3)) for hit in said)
+
+
 def words_from_value(text: str, value: str, terms: frozenset[str]) -> int | None:
     """How many words stand between ``value`` in ``text`` and the nearest word of ``terms`` (lexical
     terms): 0 next to it; None when the value or no such word is there. Of a sentence's values, the
@@ -281,5 +297,5 @@ def denial(text: str, subject: str | None = None) -> frozenset[str]:
 
 
 __all__ = ["DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",
-           "denial", "denied_verb", "replaced_by", "same_day_other_time", "same_unit", "says_value", "says_done", "value_mentions", "verb_terms",
+           "denial", "denied_verb", "replaced_by", "same_day_other_time", "same_unit", "says_day", "says_value", "says_done", "value_mentions", "verb_terms",
            "words_from_value"]

@@ -307,6 +307,18 @@ def test_of_a_sentences_values_the_one_nearest_the_slot_words_is_the_replaced_on
     assert not says_value("costs 1,200.50 now", "1,200")
 
 
+def test_a_date_with_its_year_is_shown_by_the_same_day_said_without_it():
+    """A record cut after the day ("the deadline of April 1, …") or an ordinal shows the dated
+    value; another year, another day or a figure after the day does not."""
+    from lychee_ray.text.change_cues import says_day
+
+    for shown in ("to meet the deadline of April 1, …: Must-Have", "the April 1st deadline", "due April 1, 2024."):
+        assert says_day(shown, "april 1, 2024"), shown
+    for other in ("due April 1, 2025", "due April 10", "April 1.5 sprints", "due May 1"):
+        assert not says_day(other, "april 1, 2024"), other
+    assert says_day("at 3 PM", "3 pm") and not says_day("at 13 PM", "3 pm")
+
+
 def test_a_passage_is_marked_by_its_own_text_not_by_the_turns_shown_around_it(tmp_path):
     """A long answer is shown by passages with the short turns around them: the passage repeating
     the replaced value is marked; another passage of it is not, though the question before it (shown
