@@ -262,9 +262,10 @@ class CurrentConfig(Section):
     # ... when this many of the question's words are in what is denied and in what both share.
     denial_min_shared: int = Field(default=2, ge=1,
         description="... when this many of the question's words are in what is denied and in what the two share")
-    # ... against at most this many statements (the ones holding most of the question's words).
-    conflict_statements: int = Field(default=2, ge=1,
-        description="... a denial is marked against at most this many statements that say it happened (those holding most of the question's words)")
+    # ... against at most this many statements (those saying the denied verb happened first, then the
+    # ones holding most of the denied words and the question's).
+    conflict_statements: int = Field(default=3, ge=1,
+        description="... a denial is marked against at most this many statements that say it happened (those saying the denied verb first, then those holding most of the denied and the question's words)")
     # Tokens the selection leaves for marks when the scope has superseded or conflicting records.
     mark_reserve_tokens: int = Field(default=60, ge=0,
         description="tokens the selection leaves for marks when the scope has superseded or conflicting records")

@@ -27,7 +27,7 @@ from lychee_ray.core.status import CONFLICTING_STATUS, CURRENT_STATUS
 from lychee_ray.query.evidence import Evidence
 from lychee_ray.query.unit_lines import unit_lines
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import denial, says_done
+from lychee_ray.text.change_cues import denial, denied_verb, says_done
 from lychee_ray.text.lexical import lexical_terms
 
 _YES_NO = re.compile(r"^\s*(?:have|has|had|did|do|does|am|was|were)\s+(?:I|we)\b", re.I)
@@ -60,6 +60,7 @@ class _Said:
     day: str | None
     turns: frozenset[int]
     denied: frozenset[str]  # what it denies, among the question's words (empty: no denial of it)
+    verb: str | None  # the verb it denies ("never missed": "miss")
     asked: frozenset[str]  # the question's words in the whole line ("… software, like Zotero")
 
 
@@ -96,8 +97,9 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
         # only the user's own words: an assistant's account is not a statement of what the user did
         for j, line in ((j, line) for j, line in enumerate(lines) if line.by_user):
             denied = (denial(line.text) | denial(line.text, line.speaker)) & asked.terms
-            said.append(_Said(i, j, line.text, line.day, line.turns,
-                              denied if len(denied) >= cfg.denial_min_shared else frozenset(),
+            denied = denied if len(denied) >= cfg.denial_min_shared else frozenset()
+            said.append(_Said(i, j, line.text, line.day, line.turns, denied,
+                              (denied_verb(line.text) or denied_verb(line.text, line.speaker)) if denied else None,
                               frozenset(lexical_terms(line.text)) & asked.terms))
 
     def mark(one: _Said, other: _Said) -> None:
@@ -108,8 +110,8 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
 
     for d in (s for s in said if s.denied):
         # what says it happened, by statement (its source turns: a turn line and the records made
-        # from it are one statement), ranked by the question's words it holds, then the denied ones
-        best: dict[frozenset[int], tuple[int, int]] = {}
+        # from it are one statement), ranked by the denied verb, the denied words and the question's words it holds
+        best: dict[frozenset[int], tuple[int, int, int]] = {}
         shown: dict[frozenset[int], list[_Said]] = {}
         for o in said:
             # what was said after the denial is the user starting to do it, no contradiction
@@ -120,7 +122,8 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
             about = frozenset(lexical_terms(o.text)) & asked.terms
             if len(about) < cfg.denial_min_shared or not about & d.asked or not _said_done(o.text, about):
                 continue
-            rank = (len(about & d.denied), len(about))
+            # the denied verb said as done first ("I had to miss my May 10 session" against "never missed")
+            rank = (int(d.verb is not None and says_done(o.text, d.verb, attempts=True)), len(about & d.denied), len(about))
             best[o.turns] = max(best.get(o.turns, rank), rank)
             shown.setdefault(o.turns, []).append(o)
         for turns in sorted(best, key=lambda t: best[t], reverse=True)[:cfg.conflict_statements]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lychee_ray.config import CurrentConfig
 from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
@@ -29,7 +29,7 @@ from lychee_ray.query.evidence import Evidence
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.unit_lines import UnitLine, key_lines, unit_lines
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import ValueMention, changed_spans, changed_values, same_unit, says_value, value_mentions
+from lychee_ray.text.change_cues import FRAME_TERMS, ValueMention, changed_spans, changed_values, same_unit, says_value, value_mentions
 from lychee_ray.text.lexical import lexical_terms
 
 # What a question's words say of the kind of value it asks for.
@@ -38,11 +38,13 @@ _MANY = re.compile(r"\bhow\s+many\b", re.I)  # a count: not an amount of money
 _PERCENT = re.compile(r"\b(?:percent|percentage|rate|accuracy|coverage)\b|%", re.I)
 _DURATION = re.compile(r"\b(?:response|load|latency|duration|time)\b", re.I)
 _WHAT = re.compile(r"^\s*(?:what|which)\b", re.I)
+_WHAT_ALSO = re.compile(r"\b(?:what|which)\b", re.I)
 _WHEN = re.compile(r"\b(?:when|what\s+(?:time|date|day)|which\s+(?:date|day)|deadline|due\s+date)\b", re.I)
 _MOMENTS = frozenset({"date", "time"})
 _AMOUNT = re.compile(r"\b(?:quota|count|number|total|target|limit|budget|price|cost|amount|score|size|balance)\b", re.I)
 # a question about a goal or a quota: values a plan qualifies answer it ("targeting 1,200 words per week")
 _GOAL = re.compile(r"\b(?:target|goal|aim|plan|quota|budget)\b", re.I)
+_COUNTED_AS = re.compile(r"\bhow\s+many\b[^?,]*?\bas\s+([\w-]+)", re.I)
 _COUNTED = re.compile(r"\bhow\s+(?:many|much)\s+((?:[\w-]+\s+){0,2}[\w-]+)", re.I)
 # a question that asks whether something happened, or about before: not a question of what holds now
 _YES_NO = re.compile(r"^\s*(?:have|has|had|did|do|does|am|is|are|was|were|can|could|should|would|will)\b", re.I)
@@ -60,7 +62,7 @@ _MONTH_UNIT = re.compile(r"jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june?
                          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
 ASKED_CHANNEL = "asked_value"  # the channel name of a pool item brought in as the user's newest statement
 _SENTENCE_END = re.compile(r"[.!?;]\s")
-_FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_FIGURE = re.compile(r"\d(?:[\d,]*\d)?(?:\.\d+)?")
 _DURATION_UNITS = frozenset({"ms", "s", "second", "minute", "hour", "day", "week", "month"})
 
 
@@ -75,6 +77,13 @@ class AskedValue:
     duration: bool
     goal: bool = False  # it asks for a target or a quota: a value said as a plan answers it
     counted: frozenset[str] = frozenset()  # the thing "how many" counts ("commits"), as lexical terms
+    head: str = ""  # the noun counted: the last of those words ("conditional probability problems": "problem")
+    # the words before it that name a kind of it ("conditional", "probability"; the chat's frame words aside)
+    qualifiers: frozenset[str] = frozenset()
+    # what the question says it counts them as ("how many women ... as mentees": "ment"): counts of it count them
+    counted_as: frozenset[str] = frozenset()
+    # the counts the question itself gives ("after completing 15 problems"): (unit, figure)
+    given: frozenset[tuple[str, str]] = frozenset()
 
 
 def asked_value(question: str) -> AskedValue | None:
@@ -85,7 +94,9 @@ def asked_value(question: str) -> AskedValue | None:
     terms = frozenset(lexical_terms(question)) - _QUESTION_FRAME
     if not terms:
         return None
-    percent, duration = bool(_PERCENT.search(question)), bool(_DURATION.search(question))
+    # "how many problems ... to improve my accuracy" asks a count; "..., and what accuracy rate" a rate too
+    percent = bool(_PERCENT.search(question)) and not (_MANY.search(question) and not _WHAT_ALSO.search(question))
+    duration = bool(_DURATION.search(question))
     if _MANY.search(question):
         kinds = frozenset({"num"})
     elif _WHEN.search(question):
@@ -96,9 +107,14 @@ def asked_value(question: str) -> AskedValue | None:
         kinds = frozenset({"num"})
     else:
         return None
-    counted = _COUNTED.search(question)
-    return AskedValue(terms, kinds, percent, duration, bool(_GOAL.search(question)),
-                      frozenset(lexical_terms(counted.group(1))) - _QUESTION_FRAME if counted else frozenset())
+    found = _COUNTED.search(question)
+    counted = [t for t in (lexical_terms(found.group(1)) if found else []) if t not in _QUESTION_FRAME]
+    head = counted[-1] if counted else ""
+    given = frozenset((m.unit, _number(m.text)) for m in value_mentions(question, 1) if m.kind == "num")
+    role = _COUNTED_AS.search(question) if head else None
+    counted_as = frozenset(lexical_terms(role.group(1))) - _QUESTION_FRAME - {head} if role else frozenset()
+    return AskedValue(terms, kinds, percent, duration, bool(_GOAL.search(question)), frozenset(counted), head,
+                      frozenset(counted) - {head} - FRAME_TERMS, counted_as, given)
 
 
 @dataclass(frozen=True)
@@ -143,9 +159,9 @@ def _bare_counts(p: _Parsed, asked: AskedValue) -> list[ValueMention]:
     165" for "how many commits"): a mention with that word as its unit."""
     out = []
     for raw, before, ctx in p.bare:
-        unit = next((t for w in reversed(before) for t in lexical_terms(w) if t in asked.counted), None)
+        unit = next((t for w in reversed(before) for t in lexical_terms(w) if t in asked.counted | asked.counted_as), None)
         if unit is not None:
-            out.append(ValueMention("num", unit, raw, ctx))
+            out.append(ValueMention("num", asked.head if unit in asked.counted_as else unit, raw, ctx))
     return out
 
 
@@ -182,10 +198,19 @@ def _number(value: str) -> str:
     return m.group(0).replace(",", "") if m else value
 
 
+def _given_other(asked: AskedValue, m: ValueMention) -> bool:
+    """The question gives a count of ``m``'s unit ("… after completing 15 problems") other than ``m``'s."""
+    return m.kind == "num" and any(unit == m.unit and fig != _number(m.text) for unit, fig in asked.given)
+
+
 def _replaces(asked: AskedValue, new: ValueMention, old: ValueMention, cfg: CurrentConfig) -> bool:
     """``new`` is another value of what ``old`` states: same kind and unit, and enough of the
-    question's words near both (two dates near the question's words may be of two things)."""
-    if new.kind != old.kind or not same_unit(new.unit, old.unit):
+    question's words near both (two dates near the question's words may be of two things). What
+    the question gives is the state it asks about: a count of it is never older, and no other count
+    of its unit is newer."""
+    if new.kind != old.kind or not same_unit(new.unit, old.unit) or _given_other(asked, new):
+        return False
+    if old.kind == "num" and (old.unit, _number(old.text)) in asked.given:
         return False
     if (new.text == old.text) if new.kind in _MOMENTS else (_number(new.text) == _number(old.text)):
         return False
@@ -204,6 +229,43 @@ class _Said:
     at: UnitLine
 
 
+def _as_counted(asked: AskedValue, text: str, m: ValueMention) -> ValueMention | None:
+    """``m`` as a count of the thing the question counts, where that has words of its kind
+    ("conditional probability problems"): a count whose words run on to the noun counted takes it as
+    its unit ("12 conditional probability problems": "problem"), one of the bare noun counts it only
+    with a word of its kind in its sentence ("… conditional probability problems improved …, after
+    completing 8 problems", not "after practicing 15 problems" of permutations) and has those words
+    near it, one of a kind word that never reaches the noun counts something else (None). Any other
+    value is returned as it is."""
+    if m.kind == "num" and m.unit in asked.counted_as:
+        return replace(m, unit=asked.head)  # "7 mentees" for "how many women ... as mentees"
+    if m.kind != "num" or not asked.qualifiers or m.unit not in asked.counted:
+        return m
+    flat = " ".join(text.lower().split())
+    hit = re.search(rf"(?<![\w.,]){re.escape(m.text)}\b", flat)
+    if hit is None:
+        return m
+    after = flat[hit.end():]
+    unit, said = m.unit, [m.text]
+    for word in after.split()[:len(asked.counted)]:
+        if unit == asked.head:
+            break
+        terms = lexical_terms(word)
+        if not terms or terms[0] not in asked.counted:
+            break
+        unit = terms[0]
+        said.append(word.strip(",.;:!?"))
+    if unit != asked.head:
+        return None
+    end = _SENTENCE_END.search(after)
+    sentence = _SENTENCE_END.split(flat[:hit.start()])[-1] + " " + (after[:end.start()] if end else after)
+    kind = asked.qualifiers & frozenset(lexical_terms(sentence))
+    if m.unit == asked.head and not kind:
+        return None
+    # the words of its kind say what it is about
+    return replace(m, unit=unit, text=" ".join(said), context=m.context | kind)
+
+
 def _stated(view: ConversationView, line: UnitLine, asked: AskedValue, cfg: CurrentConfig) -> list[ValueMention]:
     """The values of ``line`` that answer the question: its values, bare counts of what the question
     counts, and dates and times a change word moves, with their whole sentence as context ("I'm
@@ -211,13 +273,31 @@ def _stated(view: ConversationView, line: UnitLine, asked: AskedValue, cfg: Curr
     rescheduled to March 22 at 4:30 PM": what moved is named before the change)."""
     p = _parsed(view, line.text, cfg)
     moments = list(p.moved) if asked.kinds & _MOMENTS else []
-    return [m for m in [*p.values, *_bare_counts(p, asked), *moments] if _answers(asked, m, cfg)]
+    counts = [_as_counted(asked, line.text, m) for m in p.values]
+    return [m for m in [*(c for c in counts if c is not None), *_bare_counts(p, asked), *moments] if _answers(asked, m, cfg)]
 
 
-def _can_replace(view: ConversationView, line: UnitLine, m: ValueMention, cfg: CurrentConfig) -> bool:
-    """``m`` may be what holds now: a date or a time only where a change word governs it ("moving the
-    call to April 22 at 11 AM", "the new deadline of April 5"); a date said near the question's words
-    is as often another appointment as the same one moved."""
+def _given_state(view: ConversationView, line: UnitLine, asked: AskedValue, cfg: CurrentConfig) -> str | None:
+    """Which state ``line`` speaks of when the question gives a count ("… after completing 15
+    problems"): "given" (it states that count), "other" (another count of its unit) or None."""
+    if not asked.given:
+        return None
+    said = {(m.unit, _number(m.text)) for m in _parsed(view, line.text, cfg).values if m.kind == "num"}
+    if said & asked.given:
+        return "given"
+    units = {unit for unit, _ in asked.given}
+    return "other" if any(unit in units for unit, _ in said) else None
+
+
+def _can_replace(view: ConversationView, line: UnitLine, m: ValueMention, asked: AskedValue, cfg: CurrentConfig) -> bool:
+    """``m`` may be what holds now: not the start of a change ("gone from 70% to 90%"), not said of
+    another state than the one the question gives, and a date or a time only where a change word
+    governs it ("moving the call to April 22 at 11 AM", "the new deadline of April 5"); a date said
+    near the question's words is as often another appointment as the same one moved."""
+    if re.search(rf"\bfrom\s+{re.escape(m.text)}\s+to\b", " ".join(line.text.lower().split())):
+        return False
+    if _given_state(view, line, asked, cfg) == "other":
+        return False
     return m.kind not in _MOMENTS or any(m.text == v.text for v in _parsed(view, line.text, cfg).moved)
 
 
@@ -235,7 +315,7 @@ def _newest_replacing(view: ConversationView, asked: AskedValue, cfg: CurrentCon
         for key in reversed(keys):
             for line in key_lines(view, key):
                 for value in reversed(_stated(view, line, asked, cfg)):
-                    if _can_replace(view, line, value, cfg) and any(line.order > at.order and _replaces(asked, value, m, cfg)
+                    if _can_replace(view, line, value, asked, cfg) and any(line.order > at.order and _replaces(asked, value, m, cfg)
                                                               for at, m in older):
                         return key, line, value
     return None
@@ -295,10 +375,12 @@ def asked_value_marks(evidence: Sequence[Evidence], views: dict[str, Conversatio
             continue  # marked already (by the scope's links, or for another of its values)
         if not s.at.by_user and (s.mention.kind, _number(s.mention.text)) not in by_user:
             continue  # the assistant's own figure (an example, a range, a sum), not the user's value said again
+        if _given_state(views[e.conversation_id], s.at, asked, cfg) == "given":
+            continue  # it speaks of the state the question asks about
         # what holds now is what the user said last (an assistant's figure is advice, an example, a plan)
         newer = [o for o in said if o.at.by_user and o.at.order > s.at.order
                  and evidence[o.unit_index].conversation_id == e.conversation_id and _replaces(asked, o.mention, s.mention, cfg)
-                 and _can_replace(views[e.conversation_id], o.at, o.mention, cfg)]
+                 and _can_replace(views[e.conversation_id], o.at, o.mention, asked, cfg)]
         if not newer:
             continue
         newest = max(newer, key=lambda o: o.at.order)

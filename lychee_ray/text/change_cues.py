@@ -31,10 +31,11 @@ from functools import lru_cache
 from lychee_ray.text.lexical import lexical_terms
 
 _MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june|july|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-# (a number inside a word — "HTML5", "4C2" — is no value)
+# (a number inside a word — "HTML5", "4C2" — is no value; a comma belongs to a figure only between
+# digits: "1,350 words", but "increased to 7, how can I" is a bare 7)
 _VALUE = (rf"(?:(?<!\w){_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s*\d{{4}})?(?:\s+at\s+\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\.?)?"
           rf"|(?<![\w.])\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\.?"
-          rf"|(?<![\w.])\$?\d[\d,]*(?:\.\d+)?\s*(?:%|ms\b|[a-z]+\b(?:\s+per\s+[a-z]+\b)?)?)")
+          rf"|(?<![\w.])\$?\d(?:[\d,]*\d)?(?:\.\d+)?\s*(?:%|ms\b|[a-z]+\b(?:\s+per\s+[a-z]+\b)?)?)")
 VALUE = re.compile(_VALUE, re.I)
 _CHANGE_WORDS = (r"increased|improved|grown|grew|risen|rose|reached|dropped|decreased|reduced|adjusted|changed|moved|"
                  r"moving|rescheduled|updated|extended|pushed(?:\s+back)?|bumped|raised|upgraded|gone\s+(?:up|down)|"
@@ -64,7 +65,7 @@ _INFINITIVE = re.compile(r"\bto\s+[a-z]+\s*$", re.I)  # "to gather 15 articles":
 # words before a verb that say it did not happen (yet): a question, a plan, an attempt, "before ...ing"
 _NOT_DONE = re.compile(r"^\s*(?:can|could|would|should|will|how|what|why|when|where|do|does|is|are)\b|\b(?:trying|try|tries|"
                        r"tried|attempting|gonna|about to|before|without|instead of|until|whether|never|not|no|suggest\w*|recommend\w*|advis\w*|"
-                       r"asked|prefer\w*|like|love|enjoy\w*)\b|n[’']t\b",
+                       r"asked|prefer\w*|like|love|enjoy\w*|looking\s+into|exploring)\b|n[’']t\b|[’']ll\b",
                        re.I)
 _BOUND = re.compile(r"\b(?:under|below|over|above|less than|more than|at least|at most|fewer than|within|up to)\s*$", re.I)
 _CLAUSE = re.compile(r"[.;:!?,]\s|\s[-–—]\s")
@@ -93,7 +94,7 @@ _BARE_UNITS = frozenset({"", "and", "or", "of", "in", "on", "at", "to", "for", "
                          "it", "my", "up", "down", "over", "under", "into", "about", "since", "while", "not", "all",
                          "times", "x", "then", "because", "be", "has", "have", "had", "will", "would", "can"})
 # words that say nothing of what a value is about (the statement frames of chat: "I'm trying to ...")
-_FRAME = frozenset(lexical_terms(
+FRAME_TERMS = _FRAME = frozenset(lexical_terms(
     "i im ive trying want need help make sure can could would like know how what project also get got have has had my "
     "me total per about around only just now new recently currently increased improved to from reached by the this "
     "that it already still really kinda user users assistant which due said says"))
@@ -296,6 +297,6 @@ def denial(text: str, subject: str | None = None) -> frozenset[str]:
     return frozenset(lexical_terms(m.group("x"))) - _FRAME if m else frozenset()
 
 
-__all__ = ["DENIAL", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",
+__all__ = ["DENIAL", "FRAME_TERMS", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",
            "denial", "denied_verb", "replaced_by", "same_day_other_time", "same_unit", "says_day", "says_value", "says_done", "value_mentions", "verb_terms",
            "words_from_value"]

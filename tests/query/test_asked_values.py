@@ -180,6 +180,39 @@ def test_an_attempt_says_the_user_works_with_it_a_request_does_not():
     assert says_done(said, "Bootstrap", attempts=True) and not says_done(said, "Bootstrap")
     assert not says_done("Can you help me set up Bootstrap?", "Bootstrap", attempts=True)
     assert not says_done("I want to use Bootstrap next month.", "Bootstrap", attempts=True)
+    for plan in ("I think I'll start with coin toss problems.", "I've been looking into Bootstrap components.",
+                 "I'm exploring Bootstrap for the gallery."):
+        assert not says_done(plan, "problems" if "coin" in plan else "Bootstrap", attempts=True), plan
+
+
+MISSED = [
+    ("u1", "user", "I have scheduled 3 writing sessions and 2 meetings for my essay this month."),
+    ("a1", "assistant", "A steady schedule helps."),
+    ("u2", "user", "I had to miss my morning writing session due to a meeting at the studio."),
+    ("a2", "assistant", "An evening session can make up for it."),
+    ("u3", "user", "I've never missed any scheduled writing sessions or meetings related to my essay, how do I keep it up?"),
+    ("a3", "assistant", "Keep the calendar reminders on."),
+    ("u4", "user", "I bought a new desk lamp."),
+    ("a4", "assistant", "Good light helps."),
+]
+
+
+def test_a_statement_saying_the_denied_verb_is_the_first_conflict(tmp_path):
+    """Of the statements before a denial, the one saying the denied verb happened ("I had to miss my
+    writing session" against "never missed") is marked before one holding more of the question's
+    words without it ("I have scheduled 3 writing sessions and 2 meetings for my essay")."""
+    conv = _chat("chat-missed", MISSED, ("2024-04-01T10:00:00", "2024-04-20T10:00:00"))
+    one = load_config(sets=["query.current.conflict_statements=1"], env={})
+    assert build(make_context(one, "rules", HashEmbedder()), tmp_path, conv).built == 1
+    q = "Have I ever missed any of my scheduled writing sessions or meetings related to my essay?"
+    with MemoryStore.open(tmp_path, one, embedder=HashEmbedder(), llm="rules") as s:
+        res = s.search("chat-missed", q, budget_tokens=1500)
+    missed = _lines(res, "user: I had to miss my morning")
+    scheduled = _lines(res, "user: I have scheduled 3 writing sessions")
+    assert missed and scheduled, res.context
+    assert all("[conflicts with: I've never missed any scheduled" in x for x in missed), missed
+    assert not any("[" in x for x in scheduled), scheduled
+    assert all("[conflicts with: I had to miss my morning writing" in x for x in _lines(res, "user: I've never missed")), res.context
 
 
 def test_a_time_is_replaced_only_by_one_a_change_word_moves(tmp_path):
