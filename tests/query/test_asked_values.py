@@ -261,3 +261,77 @@ def test_a_line_of_the_same_turn_saying_the_same_figure_takes_its_mark(store):
     marks = asked_value_marks(units, {"chat-interviews": view}, asked, CFG.query.current)
     assert marks[0] == marks[1] == ["[older value; later (2024-05-02): 5 interviews]"] and marks[2] == [""]
     assert [u.status for u in units] == ["superseded", "superseded", "current"]
+
+
+def test_what_a_question_counts_its_kind_its_role_and_its_given_count():
+    a = asked_value("How many conditional probability problems have I been practicing to improve my accuracy?")
+    assert a is not None and a.head == "problem" and a.qualifiers == {"conditional", "probability"}
+    assert not a.percent  # "how many … to improve my accuracy" asks a count, not a rate
+    assert asked_value("How many classification problems have I completed, and what accuracy rate have I kept?").percent  # type: ignore[union-attr]
+    w = asked_value("How many women have I highlighted as mentees in my portfolio?")
+    assert w is not None and w.head == "women" and w.counted_as == {"ment"}
+    g = asked_value("What is my accuracy percentage in area problems after completing 15 problems?")
+    assert g is not None and g.given == {("problem", "15")}
+
+
+def _marked_in(tmp_path, cid: str, said: list[tuple[str, str, str]], question: str):
+    """Build ``said`` without write-time links (only the question can mark) and search it."""
+    conv = _chat(cid, said, ("2024-02-01T10:00:00", "2024-02-15T10:00:00"))
+    assert build(make_context(UNLINKED, "rules", HashEmbedder()), tmp_path, conv).built == 1
+    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
+        return s.search(cid, question, budget_tokens=1500)
+
+
+def test_a_count_of_the_noun_counted_needs_its_kind_in_its_sentence(tmp_path):
+    """"12 conditional probability problems" replaces "after completing 8 problems" said of
+    conditional probability problems; "15 problems" of permutations counts another thing."""
+    said = [("u1", "user", "My accuracy in conditional probability problems improved to 85% after completing 8 problems."),
+            ("a1", "assistant", "Good progress."),
+            ("u2", "user", "I practiced permutations today and did 15 problems with my tutor."),
+            ("a2", "assistant", "Nice."),
+            ("u3", "user", "I've recently increased my practice to 12 conditional probability problems each week."),
+            ("a3", "assistant", "Keep it up."),
+            ("u4", "user", "I bought a new lamp."),
+            ("a4", "assistant", "Nice.")]
+    res = _marked_in(tmp_path, "chat-kind", said,
+                     "How many conditional probability problems have I been practicing to improve my accuracy?")
+    old = _lines(res, "after completing 8 problems")
+    assert old and all(x.endswith("[older value; later (2024-02-15): 12 conditional probability problems]")
+                       for x in old), res.context
+    assert not any("[" in x for x in _lines(res, "15 problems")), res.context
+
+
+def test_a_count_said_as_the_role_the_question_names_replaces_one_of_the_noun(tmp_path):
+    """"How many women … as mentees": "the number of mentees … has increased to 7, how can I …"
+    (a bare 7: the comma ends the figure) replaces "those 5 women"."""
+    from lychee_ray.text.change_cues import value_mentions
+
+    assert value_mentions("has increased to 7, how can I", 4) == []
+    said = [("u1", "user", "I feel proud of mentoring those 5 women in Caribbean media, I highlighted them in my portfolio."),
+            ("a1", "assistant", "That shows leadership."),
+            ("u2", "user", "I noticed the number of mentees in my portfolio has increased to 7, how can I highlight this?"),
+            ("a2", "assistant", "Add a mentoring section."),
+            ("u3", "user", "I bought a new lamp."),
+            ("a3", "assistant", "Nice.")]
+    res = _marked_in(tmp_path, "chat-role", said, "How many women have I highlighted as mentees in my portfolio?")
+    old = _lines(res, "user: I feel proud of mentoring those 5 women")
+    assert old and all(x.endswith("[older value; later (2024-02-01): 7]") for x in old), res.context
+
+
+def test_the_count_a_question_gives_is_the_state_it_asks_about(tmp_path):
+    """"… after completing 15 problems": the line giving 15 problems is never older, a later recap of
+    12 problems is no newer state, and the start of a change ("from 70% to 90%") is no value now."""
+    said = [("u1", "user", "My accuracy in area calculation problems went from 70% to 90% after completing 12 problems."),
+            ("a1", "assistant", "Well done."),
+            ("u2", "user", "I've already completed 15 problems with 95% accuracy in area calculation."),
+            ("a2", "assistant", "Great."),
+            ("u3", "user", "Looking back, my accuracy in area calculation problems has gone from 70% to 90% after 12 problems."),
+            ("a3", "assistant", "Yes."),
+            ("u4", "user", "I bought a new lamp."),
+            ("a4", "assistant", "Nice.")]
+    res = _marked_in(tmp_path, "chat-given", said,
+                     "What is my accuracy percentage in solving area calculation problems after completing 15 problems?")
+    given = _lines(res, "completed 15 problems with 95%")
+    assert given and not any("[" in x for x in given), res.context
+    first = _lines(res, "went from 70% to 90% after completing 12")
+    assert first and all(x.endswith("[older value; later (2024-02-01): 95%]") for x in first), res.context
