@@ -27,12 +27,14 @@ from lychee_ray.core.status import CONFLICTING_STATUS, CURRENT_STATUS
 from lychee_ray.query.evidence import Evidence
 from lychee_ray.query.unit_lines import unit_lines
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import denial, denied_verb, says_done
+from lychee_ray.text.change_cues import FRAME_TERMS, denial, denied_verb, says_done
 from lychee_ray.text.lexical import lexical_terms
 
 _YES_NO = re.compile(r"^\s*(?:have|has|had|did|do|does|am|was|were)\s+(?:I|we)\b", re.I)
 _QUESTION_FRAME = frozenset(lexical_terms("have has had did do does am was were i we ever before any my me the this "
-                                          "project in of on for to a an with usually"))
+                                          "in of on for to a an with usually"))
+# where the chat happens, not what the question asks about ("Have I used Bootstrap components in my project?")
+_PLACE = re.compile(r"\b(?:in|for|within)\s+(?:this|my|the|our)\s+project\b", re.I)
 _WORD = re.compile(r"[A-Za-z][\w'-]*")
 _CLAUSE_END = re.compile(r"[.;!?,]")
 
@@ -48,7 +50,7 @@ def asked_event(question: str) -> AskedEvent | None:
     """The happening ``question`` asks about ("Have I ever …?", "Did I …?"), else None."""
     if not _YES_NO.search(question):
         return None
-    terms = frozenset(lexical_terms(question)) - _QUESTION_FRAME
+    terms = frozenset(lexical_terms(_PLACE.sub(" ", question))) - _QUESTION_FRAME
     return AskedEvent(terms) if terms else None
 
 
@@ -96,7 +98,7 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
         marks.append([""] * len(lines))
         # only the user's own words: an assistant's account is not a statement of what the user did
         for j, line in ((j, line) for j, line in enumerate(lines) if line.by_user):
-            denied = (denial(line.text) | denial(line.text, line.speaker)) & asked.terms
+            denied = (denial(line.text, frame=True) | denial(line.text, line.speaker, frame=True)) & asked.terms
             denied = denied if len(denied) >= cfg.denial_min_shared else frozenset()
             said.append(_Said(i, j, line.text, line.day, line.turns, denied,
                               (denied_verb(line.text) or denied_verb(line.text, line.speaker)) if denied else None,
@@ -120,7 +122,8 @@ def asked_conflict_marks(evidence: Sequence[Evidence], views: dict[str, Conversa
                 continue
             # about what the question asks (its words: "downloaded or used Zotero") and what the denial denies
             about = frozenset(lexical_terms(o.text)) & asked.terms
-            if len(about) < cfg.denial_min_shared or not about & d.asked or not _said_done(o.text, about):
+            # its own words tie it to the question (a denial has its form too): frame words aside
+            if len(about - FRAME_TERMS) < cfg.denial_min_shared or not about & d.asked or not _said_done(o.text, about):
                 continue
             # the denied verb said as done first ("I had to miss my May 10 session" against "never missed")
             rank = (int(d.verb is not None and says_done(o.text, d.verb, attempts=True)), len(about & d.denied), len(about))

@@ -289,12 +289,16 @@ def denied_verb(text: str, subject: str | None = None) -> str | None:
     return next(iter(terms)) if len(terms) == 1 else None
 
 
-def denial(text: str, subject: str | None = None) -> frozenset[str]:
+def denial(text: str, subject: str | None = None, frame: bool = False) -> frozenset[str]:
     """The content words of what "I've never ..." denies in ``text`` (empty: no denial). ``subject``:
     the speaker's name, so that the statement as the rules backend writes it, in the third person
-    ("User has never ..."), reads as the denial it is."""
+    ("User has never ..."), reads as the denial it is; ``frame``: keep the chat's frame words
+    ("never worked with Michael on any projects": a question that names them means them)."""
     m = (_denial_of(subject) if subject else DENIAL).search(text)
-    return frozenset(lexical_terms(m.group("x"))) - _FRAME if m else frozenset()
+    if not m:
+        return frozenset()
+    words = frozenset(lexical_terms(m.group("x")))
+    return words if frame else words - _FRAME
 
 
 __all__ = ["DENIAL", "FRAME_TERMS", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",

@@ -335,3 +335,29 @@ def test_the_count_a_question_gives_is_the_state_it_asks_about(tmp_path):
     assert given and not any("[" in x for x in given), res.context
     first = _lines(res, "went from 70% to 90% after completing 12")
     assert first and all(x.endswith("[older value; later (2024-02-01): 95%]") for x in first), res.context
+
+
+def test_a_frame_word_the_question_names_counts_in_a_denial_the_place_of_the_chat_does_not(tmp_path):
+    """"… with Michael on any projects": "never worked with my child Michael on any projects" denies
+    it (two of the question's words, one a chat frame word the question names) and the earlier
+    "collaborating with my child Michael on some projects" contradicts it; "in my project" is where
+    the chat happens: a statement sharing only it with the question is no statement of the thing."""
+    from lychee_ray.query.asked_conflicts import asked_event
+
+    assert asked_event("Have I used Bootstrap components in my project before?").terms == {"bootstrap", "component", "used"}  # type: ignore[union-attr]
+    said = [("u1", "user", "I've been collaborating with my child Michael, a video editor, on some projects this year."),
+            ("a1", "assistant", "That sounds rewarding."),
+            ("u2", "user", "I set up my project folder with Michael's old laptop."),
+            ("a2", "assistant", "Fine."),
+            ("u3", "user", "I've never worked with my child Michael on any projects, can you give me tips to start?"),
+            ("a3", "assistant", "Agree on roles first."),
+            ("u4", "user", "I bought a new lamp."),
+            ("a4", "assistant", "Nice.")]
+    conv = _chat("chat-michael", said, ("2024-01-10T10:00:00", "2024-02-20T10:00:00"))
+    assert build(make_context(UNLINKED, "rules", HashEmbedder()), tmp_path, conv).built == 1
+    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
+        res = s.search("chat-michael", "Have I ever collaborated remotely with Michael on any projects?", budget_tokens=1500)
+    done = _lines(res, "user: I've been collaborating with my child Michael")
+    assert done and all("[conflicts with: I've never worked with my child Michael" in x for x in done), res.context
+    assert all("[conflicts with: I've been collaborating" in x for x in _lines(res, "user: I've never worked with")), res.context
+    assert not any("[" in x for x in _lines(res, "user: I set up my project folder")), res.context
