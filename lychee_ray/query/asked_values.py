@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from lychee_ray.config import CurrentConfig
 from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
@@ -110,6 +111,7 @@ def asked_value(question: str) -> AskedValue | None:
     found = _COUNTED.search(question)
     counted = [t for t in (lexical_terms(found.group(1)) if found else []) if t not in _QUESTION_FRAME]
     head = counted[-1] if counted else ""
+    # (the counts it gives need no context: the smallest window)
     given = frozenset((m.unit, _number(m.text)) for m in value_mentions(question, 1) if m.kind == "num")
     role = _COUNTED_AS.search(question) if head else None
     counted_as = frozenset(lexical_terms(role.group(1))) - _QUESTION_FRAME - {head} if role else frozenset()
@@ -277,7 +279,8 @@ def _stated(view: ConversationView, line: UnitLine, asked: AskedValue, cfg: Curr
     return [m for m in [*(c for c in counts if c is not None), *_bare_counts(p, asked), *moments] if _answers(asked, m, cfg)]
 
 
-def _given_state(view: ConversationView, line: UnitLine, asked: AskedValue, cfg: CurrentConfig) -> str | None:
+def _given_state(view: ConversationView, line: UnitLine, asked: AskedValue,
+                 cfg: CurrentConfig) -> Literal["given", "other"] | None:
     """Which state ``line`` speaks of when the question gives a count ("… after completing 15
     problems"): "given" (it states that count), "other" (another count of its unit) or None."""
     if not asked.given:

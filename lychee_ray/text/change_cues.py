@@ -94,7 +94,7 @@ _BARE_UNITS = frozenset({"", "and", "or", "of", "in", "on", "at", "to", "for", "
                          "it", "my", "up", "down", "over", "under", "into", "about", "since", "while", "not", "all",
                          "times", "x", "then", "because", "be", "has", "have", "had", "will", "would", "can"})
 # words that say nothing of what a value is about (the statement frames of chat: "I'm trying to ...")
-FRAME_TERMS = _FRAME = frozenset(lexical_terms(
+FRAME_TERMS = frozenset(lexical_terms(
     "i im ive trying want need help make sure can could would like know how what project also get got have has had my "
     "me total per about around only just now new recently currently increased improved to from reached by the this "
     "that it already still really kinda user users assistant which due said says"))
@@ -135,7 +135,7 @@ def _kind_unit(v: str) -> tuple[str, str] | None:
 def _context(text: str, start: int, end: int, window: int, frame: bool = False) -> frozenset[str]:
     words = text[:start].split()[-window:] + text[end:].split()[:window]
     terms = frozenset(lexical_terms(" ".join(words)))
-    return terms if frame else terms - _FRAME
+    return terms if frame else terms - FRAME_TERMS
 
 
 def _mention(text: str, start: int, end: int, window: int, frame: bool = False) -> ValueMention | None:
@@ -178,7 +178,7 @@ def changed_values(text: str, window: int, gap: int) -> list[ValueMention]:
         g = next(k for k in _GROUPS if m.group(k))
         v = _mention(text, m.start(g), m.end(g), window)
         if v is not None:  # what it is about: the words around the whole change and its object, not its cue
-            inside = frozenset(lexical_terms(text[m.start():m.start(g)])) - _CUE_TERMS - _FRAME
+            inside = frozenset(lexical_terms(text[m.start():m.start(g)])) - _CUE_TERMS - FRAME_TERMS
             out.append(ValueMention(v.kind, v.unit, v.text, _context(text, m.start(), m.end(), window) | inside, v.hedge))
     return out
 
@@ -298,7 +298,7 @@ def denial(text: str, subject: str | None = None, frame: bool = False) -> frozen
     if not m:
         return frozenset()
     words = frozenset(lexical_terms(m.group("x")))
-    return words if frame else words - _FRAME
+    return words if frame else words - FRAME_TERMS
 
 
 __all__ = ["DENIAL", "FRAME_TERMS", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",
