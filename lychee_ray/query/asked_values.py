@@ -30,7 +30,7 @@ from lychee_ray.query.evidence import Evidence
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.unit_lines import UnitLine, key_lines, unit_lines
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import FRAME_TERMS, ValueMention, changed_spans, changed_values, same_unit, says_value, value_mentions
+from lychee_ray.text.change_cues import DURATION_UNITS, FRAME_TERMS, ValueMention, changed_spans, changed_values, same_unit, says_value, value_mentions
 from lychee_ray.text.lexical import lexical_terms
 
 # What a question's words say of the kind of value it asks for.
@@ -64,7 +64,6 @@ _MONTH_UNIT = re.compile(r"jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june?
 ASKED_CHANNEL = "asked_value"  # the channel name of a pool item brought in as the user's newest statement
 _SENTENCE_END = re.compile(r"[.!?;]\s")
 _FIGURE = re.compile(r"\d(?:[\d,]*\d)?(?:\.\d+)?")
-_DURATION_UNITS = frozenset({"ms", "s", "second", "minute", "hour", "day", "week", "month"})
 
 
 @dataclass(frozen=True)
@@ -189,7 +188,7 @@ def _answers(asked: AskedValue, m: ValueMention, cfg: CurrentConfig) -> bool:
         if m.unit == "%":
             if not asked.percent:
                 return False
-        elif not (frozenset(m.unit.split()) & _DURATION_UNITS and asked.duration):
+        elif not (frozenset(m.unit.split()) & DURATION_UNITS and asked.duration):
             return False  # "5 interviews" answers "how many interviews", not "how many women"
     return len(_about(asked, m)) >= (cfg.asked_unit_min_shared if named else cfg.asked_min_shared)
 

@@ -183,10 +183,16 @@ def changed_values(text: str, window: int, gap: int) -> list[ValueMention]:
     return out
 
 
+# units of time, as value_mentions writes them ("15 minutes": "minut"; "s" stays as it is)
+DURATION_UNITS = frozenset(lexical_terms("ms seconds minutes hours days weeks months years")) | {"s"}
+
+
 def counted_values(text: str, window: int) -> list[ValueMention]:
     """The numbers of ``text`` with a word for their unit ("5 interviews", "52 sources"), not
-    percentages, durations in ms, amounts or dates: those say too little of what they measure."""
-    return [v for v in value_mentions(text, window) if v.kind == "num" and v.unit[:1].isalpha() and v.unit != "ms"]
+    percentages, durations ("daily for 15 minutes" of breathing exercises, then of meditation), amounts
+    or dates: those say too little of what they measure."""
+    return [v for v in value_mentions(text, window)
+            if v.kind == "num" and v.unit[:1].isalpha() and v.unit.split(" per ")[0] not in DURATION_UNITS]
 
 
 def _value_at(text: str, value: str) -> tuple[str, re.Match[str] | None]:
@@ -301,6 +307,6 @@ def denial(text: str, subject: str | None = None, frame: bool = False) -> frozen
     return words if frame else words - FRAME_TERMS
 
 
-__all__ = ["DENIAL", "FRAME_TERMS", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",
+__all__ = ["DENIAL", "DURATION_UNITS", "FRAME_TERMS", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",
            "denial", "denied_verb", "replaced_by", "same_day_other_time", "same_unit", "says_day", "says_value", "says_done", "value_mentions", "verb_terms",
            "words_from_value"]

@@ -115,6 +115,20 @@ def test_a_count_said_again_with_another_number_replaces_the_earlier_count():
     weak = _said(13, "I secured 7 interviews at the festival.")  # too few words in common for a count
     idx.link(weak, "user", q)
     assert not weak.supersedes and q.links == {"supersedes": 1}
+
+
+def test_a_duration_said_again_without_a_change_word_replaces_nothing():
+    """"Daily for 15 minutes to manage stress" of breathing exercises after "daily for 10 minutes to
+    manage stress" of a meditation app: a duration says too little of what it measures; said with a
+    change word ("increased my meditation to 15 minutes") it does replace."""
+    assert counted_values("I meditate daily for 15 minutes and 3 hours per week, with 5 interviews.", W)[0].text == "5 interviews"
+    idx, q = _indexed("I have been using the meditation app Headspace daily for 10 minutes to manage stress during interview prep.")
+    other = _said(10, "I have been using guided breathing exercises daily for 15 minutes to manage stress during my promotion.")
+    idx.link(other, "user", q)
+    assert not other.supersedes
+    more = _said(11, "I increased my Headspace meditation daily to 15 minutes to manage stress during interview prep.")
+    idx.link(more, "user", q)
+    assert more.supersedes == ["r0"], more
     off = StatementIndex(CFG.encoder.currency.model_copy(update={"cue_min_statements": 1000, "count_min_shared": 0}))
     off.add(_said(0, "I only secured 3 interviews for executive producer roles at Island studios this spring."), "user")
     again = _said(10, "I secured 5 interviews for executive producer roles at Island studios this spring.")
