@@ -361,3 +361,15 @@ def test_a_frame_word_the_question_names_counts_in_a_denial_the_place_of_the_cha
     assert done and all("[conflicts with: I've never worked with my child Michael" in x for x in done), res.context
     assert all("[conflicts with: I've been collaborating" in x for x in _lines(res, "user: I've never worked with")), res.context
     assert not any("[" in x for x in _lines(res, "user: I set up my project folder")), res.context
+
+
+def test_the_start_of_a_change_is_no_value_now(tmp_path):
+    """"My accuracy went from 85% to 92%": 92 % holds now, the 85 % it started from does not —
+    the earlier "80%" is marked against the 92 %."""
+    said = [("u1", "user", "My accuracy in area calculation problems is 80% on the weekly quiz."),
+            ("a1", "assistant", "Good."),
+            ("u2", "user", "My accuracy in area calculation problems went from 85% to 92% on the weekly quiz."),
+            ("a2", "assistant", "Great.")]
+    res = _marked_in(tmp_path, "chat-from", said, "What is my accuracy percentage in area calculation problems?")
+    first = _lines(res, "problems is 80% on the weekly quiz")
+    assert first and all(x.endswith("[older value; later (2024-02-15): 92%]") for x in first), res.context
