@@ -10,9 +10,13 @@ one. The write side links such pairs only when the denied verb is said again ("n
 
 Conservative: both statements are the user's (an assistant's account is not a statement of what
 the user did), a statement counts when ``query.current.denial_min_shared`` of the question's content
-words are in what it denies or, for the other, in its words (one of them also in the denial's line); a
-clause that asks or plans ("can you help me use Zotero", "I want to use …") says nothing happened,
-one that tries does ("I'm trying to set up a project using Bootstrap": the user works with it).
+words are in what it denies (the chat's frame words too, where the question says them: "on any
+projects") or, for the other, in its words (frame words aside; one of them also in the denial's
+line); a clause that asks or plans ("can you help me use Zotero", "I want to use …", "I'll start
+with …") says nothing happened, one that tries does ("I'm trying to set up a project using
+Bootstrap": the user works with it). Of the statements before a denial, those saying its verb
+happened come first ("I had to miss my writing session" against "never missed"), and a denial is
+marked against at most ``query.current.conflict_statements`` of them.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ _MANY = re.compile(r"\bhow\s+many\b", re.I)  # a count: not an amount of money
 _PERCENT = re.compile(r"\b(?:percent|percentage|rate|accuracy|coverage)\b|%", re.I)
 _DURATION = re.compile(r"\b(?:response|load|latency|duration|time)\b", re.I)
 _WHAT = re.compile(r"^\s*(?:what|which)\b", re.I)
-_WHAT_ALSO = re.compile(r"\b(?:what|which)\b", re.I)
+_WHAT_ANYWHERE = re.compile(r"\b(?:what|which)\b", re.I)
 _WHEN = re.compile(r"\b(?:when|what\s+(?:time|date|day)|which\s+(?:date|day)|deadline|due\s+date)\b", re.I)
 _MOMENTS = frozenset({"date", "time"})
 _AMOUNT = re.compile(r"\b(?:quota|count|number|total|target|limit|budget|price|cost|amount|score|size|balance)\b", re.I)
@@ -95,7 +95,7 @@ def asked_value(question: str) -> AskedValue | None:
     if not terms:
         return None
     # "how many problems ... to improve my accuracy" asks a count; "..., and what accuracy rate" a rate too
-    percent = bool(_PERCENT.search(question)) and not (_MANY.search(question) and not _WHAT_ALSO.search(question))
+    percent = bool(_PERCENT.search(question)) and not (_MANY.search(question) and not _WHAT_ANYWHERE.search(question))
     duration = bool(_DURATION.search(question))
     if _MANY.search(question):
         kinds = frozenset({"num"})

@@ -100,6 +100,10 @@ FRAME_TERMS = frozenset(lexical_terms(
     "that it already still really kinda user users assistant which due said says"))
 
 
+# units of time, as value_mentions writes them ("15 minutes": "minut"; "s" stays as it is)
+DURATION_UNITS = frozenset(lexical_terms("ms seconds minutes hours days weeks months years")) | {"s"}
+
+
 _CUE_TERMS = frozenset(lexical_terms(_CHANGE_WORDS.replace("|", " ").replace("\\s+", " ").replace("(?:", " ")
                                      .replace(")?", " ") + " now currently recently new total totals hit stands"))
 
@@ -181,10 +185,6 @@ def changed_values(text: str, window: int, gap: int) -> list[ValueMention]:
             inside = frozenset(lexical_terms(text[m.start():m.start(g)])) - _CUE_TERMS - FRAME_TERMS
             out.append(ValueMention(v.kind, v.unit, v.text, _context(text, m.start(), m.end(), window) | inside, v.hedge))
     return out
-
-
-# units of time, as value_mentions writes them ("15 minutes": "minut"; "s" stays as it is)
-DURATION_UNITS = frozenset(lexical_terms("ms seconds minutes hours days weeks months years")) | {"s"}
 
 
 def counted_values(text: str, window: int) -> list[ValueMention]:

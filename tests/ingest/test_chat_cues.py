@@ -46,6 +46,15 @@ def _build_with_passages(root, cid: str, turns: list[dict]):
     return cfg
 
 
+def _sources_and_walls(root, cid: str, turns: list[dict]) -> list:
+    """Build ``turns`` with small passages and ask for the sources (the replaced value) and for a
+    wall colour (what the long turn's other passages hold)."""
+    cfg = _build_with_passages(root, cid, turns)
+    with MemoryStore.open(root, cfg, embedder=HashEmbedder(), llm="rules") as store:
+        return [store.search(cid, q, budget_tokens=1500) for q in
+                ("How many sources does my Zotero library have?", "What colour is the wall of the guest room?")]
+
+
 def test_changes_as_chat_users_say_them():
     moved = changed_values("I worry that moving the Zoom call with the creative director to April 22 at 11 AM clashes.", W, GAP)
     assert [v.text for v in moved] == ["april 22 at 11 am"]
@@ -268,10 +277,7 @@ def test_only_the_passage_that_holds_the_replaced_statement_is_marked(tmp_path):
              {"turn_id": "a1", "role": "assistant", "content": "Both will help on long writing days."},
              {"turn_id": "u2", "role": "user", "content": "My Zotero library now has 52 sources tagged by theme and date."},
              {"turn_id": "a2", "role": "assistant", "content": "A solid base for the essay."}]
-    cfg = _build_with_passages(tmp_path, "chat-long", turns)
-    with MemoryStore.open(tmp_path, cfg, embedder=HashEmbedder(), llm="rules") as store:
-        res = [store.search("chat-long", q, budget_tokens=1500) for q in
-               ("How many sources does my Zotero library have?", "What colour is the wall of the guest room?")]
+    res = _sources_and_walls(tmp_path, "chat-long", turns)
     parts = [(e, r.context) for r in res for e in r.evidence if e.kind == "passage"]
     assert {"45 sources" in e.text for e, _ in parts} == {True, False}, [e.text for e, _ in parts]
     for e, context in parts:
@@ -342,10 +348,7 @@ def test_a_passage_is_marked_by_its_own_text_not_by_the_turns_shown_around_it(tm
              {"turn_id": "a1", "role": "assistant", "content": answer},
              {"turn_id": "u2", "role": "user", "content": "My Zotero library now has 52 sources tagged by theme."},
              {"turn_id": "a2", "role": "assistant", "content": "A solid base for the essay."}]
-    cfg = _build_with_passages(tmp_path, "chat-parts", turns)
-    with MemoryStore.open(tmp_path, cfg, embedder=HashEmbedder(), llm="rules") as store:
-        res = [store.search("chat-parts", q, budget_tokens=1500) for q in
-               ("How many sources does my Zotero library have?", "What colour is the wall of the guest room?")]
+    res = _sources_and_walls(tmp_path, "chat-parts", turns)
     lines = {x for r in res for x in r.context.splitlines() if x.startswith("assistant (part")}
     assert any("45 sources" in x for x in lines) and any("45 sources" not in x for x in lines), lines
     for x in lines:

@@ -45,6 +45,15 @@ def _chat(cid: str, said: list[tuple[str, str, str]], dates: tuple[str, str]) ->
         {"session_id": "s2", "started_at": dates[1], "turns": turns[half:]}]})
 
 
+def _marked_in(tmp_path, cid: str, said: list[tuple[str, str, str]], question: str,
+               dates: tuple[str, str] = ("2024-02-01T10:00:00", "2024-02-15T10:00:00")):
+    """Build ``said`` without write-time links (only the question can mark) and search it."""
+    conv = _chat(cid, said, dates)
+    assert build(make_context(UNLINKED, "rules", HashEmbedder()), tmp_path, conv).built == 1
+    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
+        return s.search(cid, question, budget_tokens=1500)
+
+
 INTERVIEWS = [
     ("u1", "user", "I'm kinda worried that I only secured 3 interviews for executive producer roles this week, is that good?"),
     ("a1", "assistant", "Securing 3 interviews for executive producer roles in a week is a positive sign. Aim for 10 interviews a month."),
@@ -107,10 +116,8 @@ def test_a_bare_number_a_change_governs_counts_what_the_question_counts(tmp_path
             ("a1", "assistant", "Nice work on the release."),
             ("u2", "user", "The number of commits merged into the main branch has now reached 165 after the fixes."),
             ("a2", "assistant", "Keep the history clean.")]
-    conv = _chat("chat-commits", said, ("2024-04-20T10:00:00", "2024-05-02T10:00:00"))
-    assert build(make_context(UNLINKED, "rules", HashEmbedder()), tmp_path, conv).built == 1
-    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
-        res = s.search("chat-commits", "How many commits have been merged into the main branch?", budget_tokens=1500)
+    res = _marked_in(tmp_path, "chat-commits", said, "How many commits have been merged into the main branch?",
+                     ("2024-04-20T10:00:00", "2024-05-02T10:00:00"))
     old = _lines(res, "150 commits")
     assert old and all(x.endswith("[older value; later (2024-05-02): 165]") for x in old), res.context
 
@@ -226,11 +233,9 @@ def test_a_time_is_replaced_only_by_one_a_change_word_moves(tmp_path):
             ("a3", "assistant", "Noted: 4:30 PM on March 22."),
             ("u4", "user", "I bought a new lamp."),
             ("a4", "assistant", "Nice.")]
-    conv = _chat("chat-moved", said, ("2024-03-10T10:00:00", "2024-03-15T10:00:00"))
-    assert build(make_context(UNLINKED, "rules", HashEmbedder()), tmp_path, conv).built == 1
-    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
-        res = s.search("chat-moved", "What time should I join the Zoom meeting with Professor Danielle to review my draft?",
-                       budget_tokens=1500)
+    res = _marked_in(tmp_path, "chat-moved", said,
+                     "What time should I join the Zoom meeting with Professor Danielle to review my draft?",
+                     ("2024-03-10T10:00:00", "2024-03-15T10:00:00"))
     first = [x for x in res.context.splitlines() if "on March 22 at 3 PM" in x and x.startswith("user:")]
     assert first and all(x.endswith("[older value; later (2024-03-15): march 22 at 4:30 pm]") for x in first), res.context
     assert not any("[older value" in x for x in res.context.splitlines() if "writing group" in x)
@@ -272,14 +277,6 @@ def test_what_a_question_counts_its_kind_its_role_and_its_given_count():
     assert w is not None and w.head == "women" and w.counted_as == {"ment"}
     g = asked_value("What is my accuracy percentage in area problems after completing 15 problems?")
     assert g is not None and g.given == {("problem", "15")}
-
-
-def _marked_in(tmp_path, cid: str, said: list[tuple[str, str, str]], question: str):
-    """Build ``said`` without write-time links (only the question can mark) and search it."""
-    conv = _chat(cid, said, ("2024-02-01T10:00:00", "2024-02-15T10:00:00"))
-    assert build(make_context(UNLINKED, "rules", HashEmbedder()), tmp_path, conv).built == 1
-    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
-        return s.search(cid, question, budget_tokens=1500)
 
 
 def test_a_count_of_the_noun_counted_needs_its_kind_in_its_sentence(tmp_path):
@@ -353,10 +350,8 @@ def test_a_frame_word_the_question_names_counts_in_a_denial_the_place_of_the_cha
             ("a3", "assistant", "Agree on roles first."),
             ("u4", "user", "I bought a new lamp."),
             ("a4", "assistant", "Nice.")]
-    conv = _chat("chat-michael", said, ("2024-01-10T10:00:00", "2024-02-20T10:00:00"))
-    assert build(make_context(UNLINKED, "rules", HashEmbedder()), tmp_path, conv).built == 1
-    with MemoryStore.open(tmp_path, CFG, embedder=HashEmbedder(), llm="rules") as s:
-        res = s.search("chat-michael", "Have I ever collaborated remotely with Michael on any projects?", budget_tokens=1500)
+    res = _marked_in(tmp_path, "chat-michael", said, "Have I ever collaborated remotely with Michael on any projects?",
+                     ("2024-01-10T10:00:00", "2024-02-20T10:00:00"))
     done = _lines(res, "user: I've been collaborating with my child Michael")
     assert done and all("[conflicts with: I've never worked with my child Michael" in x for x in done), res.context
     assert all("[conflicts with: I've been collaborating" in x for x in _lines(res, "user: I've never worked with")), res.context
