@@ -3,12 +3,14 @@
 Everything a row shows but one comes from the commit markers the query engine's reader already holds
 (counts, failed and degenerate segments, build date): sorting and filtering 10,000 markers costs
 milliseconds (``benchmarks/inspector_speed.py``). The exception is read once per commit, apart from
-the page, and remembered: a conversation's *kind* (agent log, chat, dialogue: the shape of its turns; the store
-keeps no input format), from its turns' ``role`` and ``meta`` columns, for the rows a page shows and,
-when the kind filter asks, for every conversation in scope — a compacted file's conversations in one
-read (:func:`~lychee_ray.io.store.read_parts`). A page itself reads no table: it carries the kinds
-already known, and the list asks :meth:`ConversationCatalog.kinds_of` for the rest of its rows. The conversations that failed to build come from the
-``errors/`` table, re-read when the store's commits change.
+the page, and remembered: a conversation's *kind* (agent log, chat, dialogue: the shape of its turns,
+never words in their text or metadata; :func:`~lychee_ray.core.kinds.conversation_kind`), from its
+turns' ``role`` and ``meta`` columns, for the rows a page shows and, when the kind filter asks, for
+every conversation in scope — a compacted file's conversations in one read
+(:func:`~lychee_ray.io.store.read_parts`). A page itself reads no table: it carries the kinds
+already known, and the list asks :meth:`ConversationCatalog.kinds_of` for the rest of its rows. The
+conversations that failed to build come from the ``errors/`` table, re-read when the store's commits
+change.
 """
 
 from __future__ import annotations
@@ -16,22 +18,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from lychee_ray.core.tools import TOOL_META_KEY
-from lychee_ray.inspector.models import ConversationKind, ConversationList, ConversationRow
+from lychee_ray.core.kinds import ConversationKind, conversation_kind
+from lychee_ray.inspector.models import ConversationList, ConversationRow
 from lychee_ray.io.store import CommitMarker, StoreReader, StoreLayout, read_parts
 
 Allows = Callable[[str | None], bool]
-
-
-def kind_of_turns(roles: Iterable[str], metas: Iterable[str | None]) -> ConversationKind:
-    """agent: tool turns, tool calls or a system prompt; chat: an assistant answers; else a dialogue."""
-    roles = list(roles)
-    if any(r in ("tool", "system") for r in roles) or any(m and TOOL_META_KEY in m for m in metas):
-        return "agent"
-    return "chat" if "assistant" in roles else "dialogue"
 
 
 def degenerate(marker: CommitMarker) -> int:
@@ -65,7 +59,8 @@ class ConversationCatalog:
                     out[m.conversation_id] = k
         if todo and read:
             parts = read_parts(self.layout, "turns", todo, columns=["role", "meta"])
-            found = {cid: kind_of_turns(t.column("role").to_pylist(), t.column("meta").to_pylist()) for cid, t in parts.items()}
+            found = {cid: conversation_kind(t.column("role").to_pylist(), t.column("meta").to_pylist())
+                     for cid, t in parts.items()}
             with self._lock:
                 for m in todo:
                     if m.conversation_id in found:
@@ -152,4 +147,4 @@ def parse_meta(meta: str | None) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-__all__ = ["ConversationCatalog", "degenerate", "kind_of_turns", "parse_meta"]
+__all__ = ["ConversationCatalog", "degenerate", "parse_meta"]

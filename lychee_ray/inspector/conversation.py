@@ -15,8 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from lychee_ray.core.kinds import conversation_kind
 from lychee_ray.core.tools import ToolInfo, render_turn_text, split_tool_meta
-from lychee_ray.inspector.catalog import kind_of_turns, parse_meta
+from lychee_ray.inspector.catalog import parse_meta
 from lychee_ray.inspector.currency import has_links, record_currency
 from lychee_ray.inspector.models import (
     ConversationDetail,
@@ -158,7 +159,7 @@ def conversation_detail(layout: StoreLayout, marker: CommitMarker, engine: Query
     return ConversationDetail(
         conversation_id=marker.conversation_id, user_id=marker.owner, committed_at=marker.committed_at,
         backend=marker.backend, model=marker.model, embedder=marker.embedder,
-        kind=kind_of_turns(t["role"], t["meta"]),
+        kind=conversation_kind(t["role"], t["meta"]),
         counts={"turns": c.turns, "segments": c.segments, "failed_segments": c.failed_segments, "records": c.records,
                 "nodes": c.nodes, "open_turns": marker.open_turns, "unsegmented_turns": marker.unsegmented_turns},
         quality=marker.quality, sessions=sessions, segments=segments, turns=turns, system_prompt=_system_prompt(turns),

@@ -11,12 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from lychee_ray.core.kinds import ConversationKind  # the shape of a conversation's turns (core/kinds.py)
 from lychee_ray.core.status import CURRENT_STATUS, Status
 from lychee_ray.query.history import HistoryEntry
 
-# The shape of a conversation's turns (the store keeps no input format): tool traffic or a system
-# prompt = an agent log; user and assistant turns = a chat; named speakers only = a dialogue.
-ConversationKind = Literal["agent", "chat", "dialogue"]
 ConversationStatus = Literal["built", "failed"]
 # An eval question's result: every gold turn in the selected context, some, none, or no gold turns.
 EvalOutcome = Literal["hit", "partial", "miss", "n/a"]
