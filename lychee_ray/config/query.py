@@ -195,12 +195,32 @@ class SelectConfig(Section):
     source_overlap_weight: float = Field(default=0.0, ge=0,
         description="redundancy also counts the share of an item's turns already covered (x weight)")
 
+class ExtractiveWeights(Section):
+    """Weights of the ``rules`` answer's sentence choice (query/extractive.py), chosen on the LoCoMo dev split."""
+
+    words: float = Field(default=1.0, ge=0, description="share of the question's terms the sentence has")
+    meaning: float = Field(default=0.5, ge=0, description="cosine of its line's stored vector with the question's")
+    type: float = Field(default=0.2, ge=0, description="it holds a value of the kind the question asks for")
+    relevance: float = Field(default=0.3, ge=0, description="its unit's relevance in the selection")
+    record: float = Field(default=0.05, ge=0, description="it is a record (names and dates resolved)")
+    gap: float = Field(default=0.05, ge=0, description="per sentence between the one matching the question and the one answering")
+
+
 class AnswerConfig(Section):
     """Answer call (DESIGN §1 step 7)."""
 
     max_completion_tokens: int = Field(default=256, ge=16)
     # rules: evidence sentences returned as the extractive answer.
     rules_max_sentences: int = Field(default=1, ge=1, description="rules: evidence sentences returned as the extractive answer")
+    # rules: how a sentence is chosen (query/extractive.py).
+    rules_weights: ExtractiveWeights = Field(default_factory=lambda: ExtractiveWeights(),
+        description="rules: weights of the extractive answer's choice (query/extractive.py)")
+    # rules: a sentence sharing no word with the question is a candidate only this close in meaning.
+    rules_min_meaning: float = Field(default=0.5, ge=-1, le=1,
+        description="rules: a sentence sharing no word with the question answers only when its line is this close in meaning")
+    # rules: how far before the answering sentence one that matches the question may lead to it.
+    rules_follow_sentences: int = Field(default=3, ge=0,
+        description="rules: sentences before an answering one, in its unit, that may lead to it (a question, a remark)")
 
 class CurrentConfig(Section):
     """Memory that stays current on the query path (query/currency.py, query/marks.py)."""
@@ -242,7 +262,8 @@ class CurrentConfig(Section):
     # The user's newest statement of the value asked for joins the pool when one of this many best
     # pooled items states an older figure of it.
     asked_pool_depth: int = Field(default=30, ge=0,
-        description="the user's newest statement of the value asked for joins the pool when one of this many best pooled items states an older figure")
+        description="the user's newest statement of the value asked for joins the pool when one of this many best pooled items "
+                    "states an older figure")
     # ... a date or time (one a change word governs) when this many stand near both: a date near two
     # of the question's words is as often another appointment ...
     asked_moment_pair_min_shared: int = Field(default=3, ge=1,
@@ -265,7 +286,8 @@ class CurrentConfig(Section):
     # ... against at most this many statements (those saying the denied verb happened first, then the
     # ones holding most of the denied words and the question's).
     conflict_statements: int = Field(default=3, ge=1,
-        description="... a denial is marked against at most this many statements that say it happened (those saying the denied verb first, then those holding most of the denied and the question's words)")
+        description="... a denial is marked against at most this many statements that say it happened (those saying the denied "
+                    "verb first, then those holding most of the denied and the question's words)")
     # Tokens the selection leaves for marks when the scope has superseded or conflicting records.
     mark_reserve_tokens: int = Field(default=60, ge=0,
         description="tokens the selection leaves for marks when the scope has superseded or conflicting records")

@@ -5,16 +5,15 @@
   instruction that it is data and never instructions: text stored in memories (possibly written
   by someone else, possibly hostile) must not steer the model. Tag look-alikes inside the evidence
   are neutralised so it cannot close the block early.
-- ``rules``: extractive — the evidence sentence(s) sharing the most question terms (ties: the more
-  relevant evidence; never a question), no model.
+- ``rules``: extractive — the evidence sentence that answers, quoted (:mod:`lychee_ray.query.extractive`:
+  the question's words, its meaning by the stored vectors, the kind of value it asks for, relevance),
+  no model.
 
 Both report the evidence actually shown and the answer prompt's tokens (for rules: the offline count
 of the prompt the openai answerer would send with the same evidence).
 """
 
 from __future__ import annotations
-
-from lychee_ray.core.status import SUPERSEDED_STATUS
 
 import logging
 import re
@@ -30,9 +29,9 @@ from lychee_ray.llm.errors import LLMCallFailed
 from lychee_ray.llm.prompts import prompt_tokens_estimate
 from lychee_ray.llm.schema import lean_json_schema
 from lychee_ray.llm.usage import CallUsage
+from lychee_ray.query.answer_lines import AnswerLine, text_lines
 from lychee_ray.query.evidence import Evidence
-from lychee_ray.text.lexical import lexical_terms
-from lychee_ray.text.sentences import rough_sentences
+from lychee_ray.query.extractive import extract_answer
 from lychee_ray.text.tokens import DEFAULT_ENCODING
 from lychee_ray.names import LLMBackend, OPENAI_BACKEND, RULES_BACKEND
 
@@ -108,11 +107,11 @@ class Answerer(Protocol):
     backend: LLMBackend
 
     def answer(self, question: str, question_date: datetime | None, evidence: Sequence[Evidence], context: str,
-               question_id: str | None = None) -> AnswerOutcome: ...
+               question_id: str | None = None, lines: Sequence[AnswerLine] | None = None) -> AnswerOutcome: ...
 
 
 class RulesAnswerer:
-    """Extractive answer: the best-matching evidence sentence(s)."""
+    """Extractive answer: the evidence sentence that answers, quoted (:mod:`lychee_ray.query.extractive`)."""
 
     backend = RULES_BACKEND
 
@@ -121,26 +120,13 @@ class RulesAnswerer:
         self.encoding = encoding
 
     def answer(self, question: str, question_date: datetime | None, evidence: Sequence[Evidence], context: str,
-               question_id: str | None = None) -> AnswerOutcome:
+               question_id: str | None = None, lines: Sequence[AnswerLine] | None = None) -> AnswerOutcome:
+        """``lines``: the evidence's lines with their meaning (:func:`~lychee_ray.query.answer_lines.answer_lines`);
+        without them the evidence texts are read with words, type and relevance only."""
         prompt = prompt_tokens_estimate(answer_messages(question, question_date, context), AnswerReply, self.encoding)
         shown = [e.id for e in evidence]
-        q = set(lexical_terms(question))
-        # (overlap, is a record, score, -position, sentence): sorted best first
-        scored: list[tuple[int, bool, float, int, str]] = []
-        for i, e in enumerate(evidence):
-            for s in rough_sentences(e.text):
-                s = s.strip()
-                if len(s) < 3 or s.endswith("?"):  # a question ("Melanie asked: ...?") answers nothing
-                    continue
-                overlap = len(q & set(lexical_terms(s)))
-                # a value that no longer holds is not the answer unless the question asks for history
-                if e.status == SUPERSEDED_STATUS:
-                    overlap = min(overlap, 1)
-                # at equal overlap a record beats a raw turn: its names and dates are resolved
-                scored.append((overlap, e.kind == "record", e.score, -i, s))
-        scored.sort(reverse=True)
-        best = [s for o, _, _, _, s in scored if o > 0][: self.cfg.rules_max_sentences]
-        return AnswerOutcome(answer=" ".join(best) if best else NO_ANSWER, shown=shown, prompt_tokens=prompt)
+        quoted = extract_answer(question, lines if lines is not None else text_lines(evidence), self.cfg)
+        return AnswerOutcome(answer=quoted or NO_ANSWER, shown=shown, prompt_tokens=prompt)
 
 
 class OpenAIAnswerer:
@@ -154,7 +140,7 @@ class OpenAIAnswerer:
         self.encoding = encoding
 
     def answer(self, question: str, question_date: datetime | None, evidence: Sequence[Evidence], context: str,
-               question_id: str | None = None) -> AnswerOutcome:
+               question_id: str | None = None, lines: Sequence[AnswerLine] | None = None) -> AnswerOutcome:
         msgs = answer_messages(question, question_date, context)
         shown = [e.id for e in evidence]
         keys = {"question_id": question_id} if question_id else None

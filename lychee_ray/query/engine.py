@@ -43,6 +43,7 @@ from lychee_ray.io.store.fs import StorePath, store_root
 from lychee_ray.llm.backend import make_llm_client, resolve_backend
 from lychee_ray.llm.client import LLMClient
 from lychee_ray.query.answer import answer_prompt_estimate, make_answerer
+from lychee_ray.query.answer_lines import answer_lines
 from lychee_ray.query.cache import ConversationCache
 from lychee_ray.query.channels import RECALL_CHANNELS, route_query_text
 from lychee_ray.query.currency import adjust_pool, scope_currency
@@ -64,7 +65,7 @@ from lychee_ray.query.results import EvidenceItem, QueryResult, QueryUsage, Sear
 from lychee_ray.query.select import select_evidence
 from lychee_ray.query.view import ConversationView
 from lychee_ray.text.dates import as_datetime
-from lychee_ray.names import OPENAI_BACKEND, LLMBackend
+from lychee_ray.names import EXTRACTIVE_ANSWER, GENERATED_ANSWER, OPENAI_BACKEND, RULES_BACKEND, LLMBackend
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class QueryEngine:
         req = as_request(request, question, question_date, budget_tokens, user_id=user_id, llm=llm,
                          question_id=question_id, recent_turns=recent_turns, explain=explain)
         with self.cache.request():  # a background view rebuild pauses meanwhile
-            res, _sel, _qd = self._retrieve(req)
+            res = self._retrieve(req)[0]
         return res
 
     def query(
@@ -273,12 +274,15 @@ class QueryEngine:
         req = as_request(request, question, question_date, budget_tokens, user_id=user_id, llm=llm,
                          question_id=question_id, recent_turns=recent_turns, explain=explain)
         with self.cache.request():
-            res, sel, qd = self._retrieve(req)
+            res, sel, qd, qvec = self._retrieve(req)
         backend = self.backend(req.llm)
         t0 = time.perf_counter()
         client = self.llm_client() if backend == OPENAI_BACKEND else None
         answerer = make_answerer(backend, self.qcfg.answer, client, self.encoding)
-        out = answerer.answer(req.question, qd, sel.evidence, sel.context, question_id=res.question_id)
+        lines = None
+        if backend == RULES_BACKEND:  # the extractive answer weighs each line's meaning by its stored vector
+            lines = answer_lines(sel.evidence, {cid: self.view(cid) for cid in res.conversation_ids}, qvec)
+        out = answerer.answer(req.question, qd, sel.evidence, sel.context, question_id=res.question_id, lines=lines)
         res.timings_ms["answer"] = _ms(time.perf_counter() - t0)
         res.timings_ms["total"] = round(res.timings_ms["total"] + res.timings_ms["answer"], 3)
         u = res.usage
@@ -287,7 +291,8 @@ class QueryEngine:
         u.llm_calls += out.calls
         u.estimated = u.estimated or out.estimated
         return QueryResult(**res.model_dump(), answer=out.answer, answer_error=out.error,
-                           answer_error_kind=out.error_kind)
+                           answer_error_kind=out.error_kind,
+                           answer_kind=EXTRACTIVE_ANSWER if backend == RULES_BACKEND else GENERATED_ANSWER)
 
     def history(self, conversation_id: str | None = None, *, user_id: str | None = None, slot: str | None = None,
                 subject: str | None = None, record_id: str | None = None) -> HistoryResult:
@@ -308,7 +313,8 @@ class QueryEngine:
         """:meth:`query` for async callers (runs in a worker thread; the LLM calls are blocking)."""
         return await asyncio.to_thread(self.query, *args, **kwargs)
 
-    def _retrieve(self, req: QueryRequest) -> tuple[SearchResult, Selection, datetime]:
+    def _retrieve(self, req: QueryRequest) -> tuple[SearchResult, Selection, datetime, np.ndarray]:
+        """The search result, its selection, the question date and the question's vector."""
         question = req.question
         t_start = time.perf_counter()
         timings: dict[str, float] = {}
@@ -331,9 +337,10 @@ class QueryEngine:
         timings["plan"] = _ms(time.perf_counter() - t0)
 
         t0 = time.perf_counter()
-        texts = list(dict.fromkeys(t for r in plan.routes for t in r.search_texts))
+        texts = list(dict.fromkeys([*(t for r in plan.routes for t in r.search_texts), question]))
         mat = np.asarray(self.embedder.encode(texts), dtype=np.float32)  # ONE batched call for all routes
         row = {t: i for i, t in enumerate(texts)}
+        qvec = mat[row[question]]  # the question itself (usually a route's first search text)
         qvecs = [mat[[row[t] for t in r.search_texts]] for r in plan.routes]
         timings["embed"] = _ms(time.perf_counter() - t0)
 
@@ -386,7 +393,7 @@ class QueryEngine:
             pool_size=len(pool), usage=usage, timings_ms=timings, rerank=report,
             explain=explain_search(pool, sel, views, [ch.name for ch in RECALL_CHANNELS]) if req.explain else None,
         )
-        return res, sel, qd
+        return res, sel, qd, qvec
 
     def _channel_tasks(self, views: dict[str, ConversationView], routes: list[Route],
                        qvecs: list[np.ndarray]) -> list[Callable[[], list[RankedList]]]:

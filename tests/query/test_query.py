@@ -213,3 +213,17 @@ def test_async_api(store_dir, embedder):
     with open_store(store_dir, embedder) as store:
         res = asyncio.run(store.aquery("c-1", "Where did Caroline move from?", "2023-08-01"))
     assert "Sweden" in res.answer
+
+
+def test_the_rules_answer_reads_each_line_with_its_stored_vector(store_dir, embedder):
+    from lychee_ray.query.answer_lines import answer_lines
+    from lychee_ray.query.request import QueryRequest
+
+    with open_store(store_dir, embedder) as store:
+        req = QueryRequest(conversation_id="c-1", question="Where did Caroline move from?", question_date="2023-08-01")
+        res, sel, _qd, qvec = store._retrieve(req)
+        lines = answer_lines(sel.evidence, {"c-1": store.view("c-1")}, qvec)
+        answered = store.query(req)
+    assert len(lines) >= len(sel.evidence) and all(-1.0 <= ln.meaning <= 1.0 for ln in lines)
+    assert any(ln.meaning > 0.3 for ln in lines)  # the stored vectors of the matching lines are near the question's
+    assert "Sweden" in answered.answer and answered.answer_kind == "extractive"
