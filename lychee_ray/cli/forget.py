@@ -2,10 +2,13 @@
 forget memory records of one user (:mod:`lychee_ray.ingest.forget`; docs/erasure.md, "Forgetting").
 
 Removes the records from every table, index and node of the store (also inside compacted files) and
-keeps them out of later commits; ``--redact-turns`` also blanks their source turns. ``--expired``
-applies ``store.retention_days`` (``--set store.retention_days='{event: 365}'``). Asks for
-confirmation when stdin is a terminal, unless ``--yes``. Exit codes: 0 forgotten; 1 not
-confirmed; 2 not a store, bad arguments, or nothing matched (unknown record, empty slot).
+keeps them out of later commits; ``--entity`` rewrites a record that also holds other facts without
+the entity's clauses instead. ``--redact-turns`` also blanks the removed records' source turns and,
+with ``--entity``, the clauses naming it in every turn (on its own too, when no record is left to
+forget). ``--expired`` applies ``store.retention_days`` (``--set store.retention_days='{event: 365}'``).
+Asks for confirmation when stdin is a terminal, unless ``--yes``. Exit codes: 0 forgotten; 1 not
+confirmed; 2 not a store, bad arguments, or nothing matched (unknown record, empty slot, an entity
+no record — and with ``--redact-turns`` no turn — names).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--entity", help="every record naming this entity (entities, slot subject, or text)")
     what.add_argument("--expired", action="store_true", help="records older than store.retention_days for their type")
     p.add_argument("--conversation", help="only in this conversation")
-    p.add_argument("--redact-turns", action="store_true", help="also replace the records' source turns' text")
+    p.add_argument("--redact-turns", action="store_true",
+                   help="also replace the removed records' source turns' text; with --entity, the clauses naming it "
+                        "in every turn")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_config_args(p)
@@ -56,8 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(r.model_dump_json(indent=1))
     else:
-        print(f"forgot {r.records_removed} record{'s' if r.records_removed != 1 else ''} of user {printable(args.user)!r} "
-              f"({r.selector}) in {len(r.conversation_ids)} conversation{'s' if len(r.conversation_ids) != 1 else ''}\n"
-              f"nodes: {r.nodes_removed} removed, {r.nodes_changed} changed; turns redacted: {r.turns_redacted}; "
+        rewrote = f", rewrote {_n(r.records_rewritten, 'record')} without it (their other facts kept)" \
+            if r.records_rewritten else ""
+        print(f"forgot {_n(r.records_removed, 'record')}{rewrote} of user {printable(args.user)!r} ({r.selector}) in "
+              f"{_n(len(r.conversation_ids), 'conversation')}\n"
+              f"turns redacted: {r.turns_redacted}; nodes: {r.nodes_removed} removed, {r.nodes_changed} changed; "
               f"shared files rewritten: {r.files_rewritten}")
     return EXIT_OK
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"

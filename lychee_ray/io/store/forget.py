@@ -6,8 +6,8 @@ holds what it does to the rows, so that it stays plain Arrow work:
 * :func:`without_records` — the conversation's tables and vectors without the records (and their
   vectors), their entries in nodes (an event frame holding one goes whole: its text and vector are
   made of its records' text; a node left without records goes), links to them from other records'
-  ``supersedes`` / ``conflicts_with``, and with ``redact_turns`` their source turns' text (the
-  turn's content replaced by :data:`REDACTED`, its vector zeroed, its passages dropped);
+  ``supersedes`` / ``conflicts_with`` (records rewritten in part, turns redacted: :mod:`.rewrite`);
+* :func:`filter_rows` — a table's rows at a mask, with their vectors renumbered;
 * :func:`drop_old_rows` — the rows the conversation's previous commit had in shared compacted files,
   rewritten away (as erasure does: io/store/erase.py);
 * :func:`log_forget` — the manifest: counts recomputed, one ``forgets`` entry (hashes, never ids
@@ -47,10 +47,10 @@ class Removed:
     records: int = 0
     nodes_removed: int = 0
     nodes_changed: int = 0
-    turns_redacted: list[str] = field(default_factory=list)
+    sources: set[str] = field(default_factory=set)  # the removed records' source turns
 
 
-def _filter(table: pa.Table, vectors: TableVectors | None, keep: np.ndarray) -> tuple[pa.Table, TableVectors | None]:
+def filter_rows(table: pa.Table, vectors: TableVectors | None, keep: np.ndarray) -> tuple[pa.Table, TableVectors | None]:
     """Rows at the ``keep`` mask, and their vectors (renumbered to the new row positions)."""
     out = table.filter(pa.array(keep, type=pa.bool_())) if table.num_rows else table
     if vectors is None:
@@ -60,9 +60,10 @@ def _filter(table: pa.Table, vectors: TableVectors | None, keep: np.ndarray) -> 
     return out, TableVectors(new_pos[vectors.rows[has]].astype(np.int64), vectors.vectors[has])
 
 
-def without_records(data: ConversationData, dead: set[str], redact_turns: bool
+def without_records(data: ConversationData, dead: set[str]
                     ) -> tuple[dict[str, pa.Table], dict[str, TableVectors], Removed]:
-    """``data``'s tables and indexed tables' vectors without the ``dead`` records (module doc)."""
+    """``data``'s tables and indexed tables' vectors without the ``dead`` records (module doc);
+    :attr:`Removed.sources` names their source turns."""
     tables = dict(data.tables)
     vectors = {s.name: data.table_vectors(s.name) for s in indexed_tables()}
     removed = Removed()
@@ -70,11 +71,11 @@ def without_records(data: ConversationData, dead: set[str], redact_turns: bool
     hit = np.asarray(pc.fill_null(pc.is_in(rec.column("record_id"), value_set=pa.array(sorted(dead), pa.string())),
                                   False).to_numpy(zero_copy_only=False), dtype=bool)
     removed.records = int(hit.sum())
-    sources = {t for ts in rec.filter(pa.array(hit)).column("source_turn_ids").to_pylist() for t in (ts or [])}
+    removed.sources = {t for ts in rec.filter(pa.array(hit)).column("source_turn_ids").to_pylist() for t in (ts or [])}
     per_seg = Counter(rec.filter(pa.array(hit)).column("segment_id").to_pylist())
     seg = tables["segments"]
     tables["segments"] = pa.Table.from_pylist(forget_in_segments(seg.to_pylist(), per_seg), schema=seg.schema)
-    rec, vectors["records"] = _filter(rec, vectors["records"], ~hit)  # type: ignore[assignment]  # indexed
+    rec, vectors["records"] = filter_rows(rec, vectors["records"], ~hit)  # type: ignore[assignment]  # indexed
     rows = rec.to_pylist()
     for r in rows:  # links to a forgotten record go with it
         for col in ("supersedes", "conflicts_with"):
@@ -87,33 +88,12 @@ def without_records(data: ConversationData, dead: set[str], redact_turns: bool
     rest, kept = drop_from_nodes(nodes, dead)
     keep = np.zeros(len(nodes), dtype=bool)
     keep[kept] = True
-    _, vectors["nodes"] = _filter(tables["nodes"], vectors["nodes"], keep)  # type: ignore[assignment]  # indexed
+    _, vectors["nodes"] = filter_rows(tables["nodes"], vectors["nodes"], keep)  # type: ignore[assignment]  # indexed
     removed.nodes_removed = len(nodes) - len(rest)
     removed.nodes_changed = sum(1 for i, n in zip(kept, rest, strict=True) if n.record_ids != nodes[i].record_ids)
     tables["nodes"] = pa.Table.from_pylist([n.to_row() for n in rest], schema=tables["nodes"].schema) if rest \
         else NODE_SCHEMA.empty_table().cast(tables["nodes"].schema)
 
-    if redact_turns and sources:
-        turns = tables["turns"]
-        in_src = np.asarray(pc.fill_null(pc.is_in(turns.column("turn_id"), value_set=pa.array(sorted(sources), pa.string())),
-                                         False).to_numpy(zero_copy_only=False), dtype=bool)
-        removed.turns_redacted = [t for t, h in zip(turns.column("turn_id").to_pylist(), in_src, strict=True) if h]
-        content = pc.if_else(pa.array(in_src), pa.scalar(REDACTED), turns.column("content"))
-        turns = turns.set_column(turns.schema.get_field_index("content"), "content", content)
-        if "meta" in turns.column_names:  # tool calls and results live there
-            meta = pc.if_else(pa.array(in_src), pa.scalar(None, pa.string()), turns.column("meta"))
-            turns = turns.set_column(turns.schema.get_field_index("meta"), "meta", meta)
-        tables["turns"] = turns.cast(turns.schema)
-        tv = vectors["turns"]
-        zero = in_src[tv.rows] if len(tv.rows) else np.zeros(0, dtype=bool)
-        vecs = tv.vectors.copy()
-        vecs[zero] = 0.0
-        vectors["turns"] = TableVectors(tv.rows, vecs)
-        if "passages" in tables and tables["passages"].num_rows:
-            p = tables["passages"]
-            gone = np.asarray(pc.fill_null(pc.is_in(p.column("turn_id"), value_set=pa.array(sorted(sources), pa.string())),
-                                           False).to_numpy(zero_copy_only=False), dtype=bool)
-            tables["passages"], vectors["passages"] = _filter(p, vectors.get("passages"), ~gone)  # type: ignore[assignment]
     return tables, vectors, removed
 
 
@@ -134,16 +114,18 @@ def drop_old_rows(layout: StoreLayout, old: CommitMarker) -> int:
     return tally.files_rewritten + tally.files_removed
 
 
-def log_forget(layout: StoreLayout, at: str, selector: str, ident: str, records: int) -> None:
+def log_forget(layout: StoreLayout, at: str, selector: str, ident: str, records: int, rewritten: int = 0,
+               turns: int = 0) -> None:
     """Counts recomputed from the markers; one ``forgets`` entry in the manifest (time, selector,
-    record count, a hash of what was named — never an id or any content)."""
+    records removed, records rewritten, turns redacted, a hash of what was named — never an id or
+    any content)."""
     old = layout.read_manifest()
     log = list(old.get("forgets") or [])
-    log.append({"at": at, "selector": selector, "records": records,
+    log.append({"at": at, "selector": selector, "records": records, "rewritten": rewritten, "turns": turns,
                 "id_sha256": hashlib.sha256(ident.encode("utf-8")).hexdigest()[:_ID_HASH_CHARS]})
     info = {k: v for k, v in old.items() if k not in _COMPUTED}
     info["forgets"] = log
     StoreWriter(layout).write_manifest(info)
 
 
-__all__ = ["REDACTED", "Removed", "counts_after", "drop_old_rows", "log_forget", "without_records"]
+__all__ = ["REDACTED", "Removed", "counts_after", "drop_old_rows", "filter_rows", "log_forget", "without_records"]
