@@ -1,7 +1,8 @@
 """What ``lychee-ray list`` and ``lychee-ray errors`` show: one row per conversation, one per error.
 
-Read from the commit markers, the ``turns`` tables (sessions) and the ``errors/`` parts, so a user
-needs neither pyarrow nor Python to see what a store holds.
+Read from the commit markers, the ``turns`` tables (sessions), the ``segments`` tables (failed and
+salvaged segments) and the ``errors/`` parts, so a user needs neither pyarrow nor Python to see what
+a store holds.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from lychee_ray.config.store import StoreConfig
-from lychee_ray.io.store import CommitMarker, NotAStoreError, StoreLayout, read_part
+from lychee_ray.core.quality import QualityCounts
+from lychee_ray.io.store import CommitMarker, NotAStoreError, StoreLayout, read_part, read_parts
 from lychee_ray.io.store.fs import AnyPath, read_parquet
 
 
@@ -61,6 +63,50 @@ def error_rows(layout: StoreLayout, warnings: bool = False) -> list[dict[str, An
     return sorted(rows, key=lambda r: r.get("time") or "")
 
 
+# The keys of every row ``lychee-ray errors`` prints: an ``errors/`` row (a conversation or input line
+# that failed, an input warning) leaves the segment keys None; a segment row has no file or line.
+PROBLEM_KEYS = ("time", "conversation_id", "stage", "kind", "status", "segment_id", "turn_range", "attempts",
+                "message", "file", "line")
+# The segment columns a segment row is made of.
+_SEGMENT_COLUMNS = ["segment_id", "turn_ids", "status", "error", "error_kind", "attempts"]
+
+
+def _has_salvaged(m: CommitMarker) -> bool:
+    return QualityCounts.from_report(m.quality).segments_salvaged > 0
+
+
+def segment_problem_rows(layout: StoreLayout, warnings: bool = False) -> list[dict[str, Any]]:
+    """One row per failed segment of the committed conversations (stage ``encode``, the failure's
+    ``kind`` as stored), plus, when ``warnings``, one per salvaged segment (stage ``warning``, kind
+    of the cut reply). Only the segments tables of conversations whose commit counts such segments
+    are read."""
+    markers = {m.conversation_id: m for m in layout.iter_markers()
+               if m.counts.failed_segments > 0 or (warnings and _has_salvaged(m))}
+    rows: list[dict[str, Any]] = []
+    for cid, table in read_parts(layout, "segments", markers.values(), columns=_SEGMENT_COLUMNS).items():
+        m = markers[cid]
+        for seg in table.to_pylist():
+            if seg["status"] == "ok" or (seg["status"] != "failed" and not warnings):
+                continue
+            turns = seg["turn_ids"] or []
+            rows.append({
+                "time": m.committed_at, "conversation_id": cid,
+                "stage": "encode" if seg["status"] == "failed" else "warning",
+                "kind": seg["error_kind"], "status": seg["status"], "segment_id": seg["segment_id"],
+                "turn_range": [turns[0], turns[-1]] if turns else None, "attempts": seg["attempts"],
+                "message": seg["error"], "file": None, "line": None,
+            })
+    return rows
+
+
+def problem_rows(layout: StoreLayout, warnings: bool = False) -> list[dict[str, Any]]:
+    """What ``lychee-ray errors`` lists, oldest first, each row with :data:`PROBLEM_KEYS`: the
+    ``errors/`` rows and the failed (with ``warnings``: also salvaged) segments."""
+    rows = [{k: r.get(k) for k in PROBLEM_KEYS} for r in error_rows(layout, warnings)]
+    rows += segment_problem_rows(layout, warnings)
+    return sorted(rows, key=lambda r: r.get("time") or "")
+
+
 def conversation_rows(layout: StoreLayout) -> list[ConversationRow]:
     """Built conversations (by id), then the ones that failed and were never built."""
     out: list[ConversationRow] = []
@@ -92,4 +138,5 @@ def format_pairs(pairs: list[tuple[str, Any]]) -> str:
     return "\n".join(f"{k.ljust(width)}  {'-' if v is None else v}".rstrip() for k, v in pairs)
 
 
-__all__ = ["ConversationRow", "conversation_rows", "error_rows", "format_pairs", "format_table", "open_layout"]
+__all__ = ["ConversationRow", "PROBLEM_KEYS", "conversation_rows", "error_rows", "format_pairs", "format_table", "open_layout",
+           "problem_rows", "segment_problem_rows"]

@@ -62,7 +62,8 @@ class ToolRecordsConfig(Section):
     # A tool whose name starts with one of these looks something up (its result is a `fact`); any
     # other tool acts (its call and result are an `event`).
     read_prefixes: list[str] = Field(
-        default=["get", "search", "list", "find", "lookup", "look", "fetch", "read", "query", "retrieve", "check", "calculate", "count", "view", "show", "describe"],
+        default=["get", "search", "list", "find", "lookup", "look", "fetch", "read", "query", "retrieve", "check", "calculate",
+                 "count", "view", "show", "describe"],
         description="a tool named so looks something up (fact); others act (event)")
     # A tool whose name contains one of these hands the conversation over (a `failure_pattern`).
     transfer_words: list[str] = Field(default=["transfer", "escalate", "handoff", "hand_off"],
@@ -272,6 +273,19 @@ class EncoderConfig(Section):
         description=(
             "openai: reply rejected (retried, then segment failed) when >= this share of the turns' letters are "
             "one script and of a record's another; 0 = off"))
+    # openai: tries of an encode call whose reply is cut at max_completion_tokens (finish_reason=length;
+    # counted within llm.max_attempts): the same prompt under the same limit is cut the same way, so a
+    # further try mostly costs another whole reply.
+    truncated_attempts: int = Field(default=1, ge=1, json_schema_extra={"effect": "runtime"},
+        description="openai: tries of an encode call whose reply is cut at max_completion_tokens (within llm.max_attempts)")
+    # openai: what becomes of a reply still cut after those tries: salvage = its complete records are
+    # kept and the segment is stored as salvaged (ingest/encode/salvage.py; a reply cut before its
+    # first complete record fails the segment); fail = the segment fails with error kind truncated.
+    # A failure policy like llm.max_attempts, not a way of building memory: a runtime key.
+    truncated_reply: Literal["salvage", "fail"] = Field(default="salvage", json_schema_extra={"effect": "runtime"},
+        description=(
+            "openai: a reply still cut at max_completion_tokens keeps its complete records, segment status "
+            "salvaged (salvage) | the segment fails as truncated (fail)"))
     # How rho_k is shown: guarded = labelled as context for resolving names/dates that must not be
     # copied (records listed as "already stored"); plain = the paper's bare "Recent records" list.
     context_style: Literal["guarded", "plain"] = Field(default="guarded",

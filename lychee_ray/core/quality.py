@@ -58,6 +58,9 @@ class QualityCounts:
     segments_encoded: int = 0
     segments_repaired: int = 0
     segments_degenerate: int = 0
+    # segments whose encode reply was cut at the token limit and whose complete records were kept
+    # (SegmentRow status "salvaged", ingest/encode/salvage.py)
+    segments_salvaged: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     repaired: dict[str, int] = field(default_factory=dict)
     links: dict[str, int] = field(default_factory=dict)
@@ -90,6 +93,7 @@ class QualityCounts:
         self.segments_encoded += other.segments_encoded
         self.segments_repaired += other.segments_repaired
         self.segments_degenerate += other.segments_degenerate
+        self.segments_salvaged += other.segments_salvaged
         for k, v in other.rejected.items():
             self.rejected[k] = self.rejected.get(k, 0) + v
         for k, v in other.repaired.items():
@@ -102,7 +106,8 @@ class QualityCounts:
     def to_flat(self) -> dict[str, int]:
         """Flat ``{name: int}`` (``rejected_<reason>``, ``repaired_<kind>``) — the segment column's form."""
         out = {"drafts": self.drafts, "records": self.records, "segments_encoded": self.segments_encoded,
-               "segments_repaired": self.segments_repaired, "segments_degenerate": self.segments_degenerate}
+               "segments_repaired": self.segments_repaired, "segments_degenerate": self.segments_degenerate,
+               "segments_salvaged": self.segments_salvaged}
         out.update({f"rejected_{k}": v for k, v in sorted(self.rejected.items()) if v})
         out.update({f"repaired_{k}": v for k, v in sorted(self.repaired.items()) if v})
         out.update({f"links_{k}": v for k, v in sorted(self.links.items()) if v})
@@ -115,7 +120,8 @@ class QualityCounts:
         q = cls(drafts=int(items.get("drafts", 0)), records=int(items.get("records", 0)),
                 segments_encoded=int(items.get("segments_encoded", 0)),
                 segments_repaired=int(items.get("segments_repaired", 0)),
-                segments_degenerate=int(items.get("segments_degenerate", 0)))
+                segments_degenerate=int(items.get("segments_degenerate", 0)),
+                segments_salvaged=int(items.get("segments_salvaged", 0)))
         for k, v in items.items():
             if k.startswith("rejected_"):
                 q.rejected[k.removeprefix("rejected_")] = int(v)
@@ -138,6 +144,7 @@ class QualityCounts:
             "segments_encoded": self.segments_encoded,
             "segments_repaired": self.segments_repaired,
             "segments_degenerate": self.segments_degenerate,
+            "segments_salvaged": self.segments_salvaged,
             "links": {k: self.links.get(k, 0) for k in LINK_OUTCOMES},
         }
 
@@ -149,6 +156,7 @@ class QualityCounts:
             drafts=int(r.get("drafts", 0)), records=int(r.get("records", 0)),
             segments_encoded=int(r.get("segments_encoded", 0)), segments_repaired=int(r.get("segments_repaired", 0)),
             segments_degenerate=int(r.get("segments_degenerate", 0)),
+            segments_salvaged=int(r.get("segments_salvaged", 0)),
             rejected={k: int(v) for k, v in (r.get("rejected") or {}).items() if v},
             repaired={k: int(v) for k, v in (r.get("repaired") or {}).items() if v},
             links={k: int(v) for k, v in (r.get("links") or {}).items() if v},

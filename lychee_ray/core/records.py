@@ -24,7 +24,11 @@ ARTIFACT_KINDS: tuple[ArtifactKind, ...] = get_args(ArtifactKind)
 NODE_KINDS = ("entity", "topic", "entity_topic", "time", "event_frame")
 NodeKind = Literal["entity", "topic", "entity_topic", "time", "event_frame"]
 TimeGranularity = Literal["datetime", "day", "week", "month", "year", "range"]
-SegmentStatus = Literal["ok", "failed"]
+# ok: encoded; salvaged: the encode reply was cut at the token limit and its complete records were
+# kept (the rest of the reply is lost; error_kind says why); failed: no records, turns kept (--retry-failed).
+SegmentStatus = Literal["ok", "salvaged", "failed"]
+# Statuses of a segment whose records are stored: a later build or increment reuses it as it is.
+STORED_SEGMENT_STATUSES: frozenset[str] = frozenset({"ok", "salvaged"})
 
 # Types an LLM tends to invent, mapped onto the seven the method defines. Anything else is rejected
 # (the draft is dropped and counted), so the type field stays a closed vocabulary for recall.
@@ -217,7 +221,8 @@ class SegmentRow(BaseModel):
     status: SegmentStatus
     error: str | None = None
     # Machine-readable failure kind: an LLM call failure kind (lychee_ray.llm.errors) or
-    # ``degenerate_output`` (lychee_ray.core.quality) when the memory checks rejected the reply.
+    # ``degenerate_output`` (lychee_ray.core.quality) when the memory checks rejected the reply; for a
+    # salvaged segment the kind of the cut reply (``truncated``), with ``error`` saying what was kept.
     error_kind: str | None = None
     attempts: int = 0
     num_records: int = 0

@@ -151,6 +151,7 @@ class LLMClient:
         keys: Mapping[str, Any] | None = None,
         validate: Callable[[T], None] | None = None,
         max_invalid_attempts: int | None = None,
+        max_truncated_attempts: int | None = None,
     ) -> ChatResult[T]:
         """Send ``messages`` and return the reply validated as ``schema``.
 
@@ -162,6 +163,9 @@ class LLMClient:
         caps the tries that end in an unusable reply (invalid JSON, schema violation, truncated...) for a
         caller with a cheap fallback: at temperature 0 the same prompt tends to fail the same way, and
         each try costs a whole prompt; transport errors (429, 5xx, timeouts) still get every attempt.
+        ``max_truncated_attempts`` caps the tries that end cut at the token limit (``truncated``): the
+        same prompt with the same limit is cut the same way. The :class:`LLMCallFailed` of a call that
+        ended cut carries the cut content (``reply_text``) for a caller that can use its complete parts.
         """
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; expected one of {STAGES}")
@@ -178,6 +182,7 @@ class LLMClient:
         )
 
         invalid: set[int] = set()  # numbers of the attempts that ended in an unusable reply
+        cut: set[int] = set()  # ... of those, the ones cut at the token limit
 
         def stop(rs: RetryCallState) -> bool:
             exc = rs.outcome.exception() if rs.outcome is not None else None
@@ -185,6 +190,10 @@ class LLMClient:
                 invalid.add(rs.attempt_number)
                 if max_invalid_attempts is not None and len(invalid) >= max_invalid_attempts:
                     return True
+                if exc.kind == "truncated":
+                    cut.add(rs.attempt_number)
+                    if max_truncated_attempts is not None and len(cut) >= max_truncated_attempts:
+                        return True
             return rs.attempt_number >= cfg.max_attempts
 
         retrying = AsyncRetrying(
@@ -204,7 +213,8 @@ class LLMClient:
         except AttemptError as e:
             usage = tally.usage(stage, cfg.model, time.monotonic() - tally.t0, ok=False, error=e)
             self.ledger.record(usage)
-            raise LLMCallFailed(stage, tally.attempts, e.kind, e.message, model=cfg.model, usage=usage) from e
+            raise LLMCallFailed(stage, tally.attempts, e.kind, e.message, model=cfg.model, usage=usage,
+                                reply_text=e.reply_text) from e
         except BaseException as e:  # cancelled or a bug: still account for what was spent, then re-raise
             self.ledger.record(tally.usage(stage, cfg.model, time.monotonic() - tally.t0, ok=False, error=e))
             raise

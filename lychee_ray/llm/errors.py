@@ -57,12 +57,16 @@ class LLMError(Exception):
 class AttemptError(LLMError):
     """One attempt failed; ``kind`` says why and whether another attempt may help."""
 
-    def __init__(self, kind: ErrorKind, message: str, *, retry_after_s: float | None = None) -> None:
+    def __init__(self, kind: ErrorKind, message: str, *, retry_after_s: float | None = None,
+                 reply_text: str | None = None) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind: ErrorKind = kind
         self.message = message
         # Server-requested pause (429 Retry-After), already capped; None when not sent.
         self.retry_after_s = retry_after_s
+        # The content of a reply cut at the token limit (``truncated``): its complete parts may be
+        # salvaged by the caller; None for other kinds.
+        self.reply_text = reply_text
 
     @property
     def retryable(self) -> bool:
@@ -74,7 +78,7 @@ class LLMCallFailed(LLMError):
     """An LLM call that did not produce a valid reply after all allowed attempts."""
 
     def __init__(self, stage: str, attempts: int, kind: str, message: str, *, model: str = "",
-                 usage: CallUsage | None = None) -> None:
+                 usage: CallUsage | None = None, reply_text: str | None = None) -> None:
         self.stage = stage
         self.attempts = attempts
         self.kind = kind
@@ -82,6 +86,8 @@ class LLMCallFailed(LLMError):
         self.model = model
         # The ledger entry of the failed call (tokens the failed attempts still cost).
         self.usage = usage
+        # The last attempt's content when it was cut at the token limit (kind ``truncated``), else None.
+        self.reply_text = reply_text
         retry_note = "permanent error, not retried" if kind not in RETRYABLE_KINDS else "attempts exhausted"
         super().__init__(
             f"LLM call failed: stage={stage} model={model or '?'} after {attempts} attempt(s) "
@@ -89,9 +95,10 @@ class LLMCallFailed(LLMError):
         )
 
     def __reduce__(self):  # keep the structured fields when pickled (Ray ships exceptions)
-        return (_rebuild_call_failed, (self.stage, self.attempts, self.kind, self.error_text, self.model, self.usage))
+        return (_rebuild_call_failed,
+                (self.stage, self.attempts, self.kind, self.error_text, self.model, self.usage, self.reply_text))
 
 
 def _rebuild_call_failed(stage: str, attempts: int, kind: str, message: str, model: str,
-                         usage: CallUsage | None = None) -> LLMCallFailed:
-    return LLMCallFailed(stage, attempts, kind, message, model=model, usage=usage)
+                         usage: CallUsage | None = None, reply_text: str | None = None) -> LLMCallFailed:
+    return LLMCallFailed(stage, attempts, kind, message, model=model, usage=usage, reply_text=reply_text)

@@ -140,6 +140,8 @@ def test_encoder_mode_keeps_existing_fingerprints_and_summary_merges():
     # a store built before encoder.mode (and later keys) existed: they are left out at their defaults
     for key in ("mode", "max_turn_chars", "wrong_script_share", "tools", "currency", "artifact_floor"):
         secs["encoder" if key != "max_turn_chars" else "segmenter"].pop(key)
+    for key in ("truncated_attempts", "truncated_reply"):  # runtime keys: never in a fingerprint
+        secs["encoder"].pop(key)
     import hashlib
 
     legacy = hashlib.sha256(json.dumps(secs, sort_keys=True).encode()).hexdigest()[:16]

@@ -137,12 +137,18 @@ class FaultInjector:
         return FAULTS[self.fault][0](reply, self.text_keys)
 
 
+# A cut encode reply is by default tried once and its complete records salvaged (test_truncated_replies.py);
+# here the length faults run the retry path like every other invalid reply: tried every attempt, then failed.
+LENGTH_FAULTS = ("length", "length_complete_json")
+
+
 def llm_sets(url: str, fault: str | None = None, *, max_attempts: int = MAX_ATTEMPTS) -> list[str]:
     """Small timeouts/backoff so faults cost milliseconds; the short timeout only where it is the fault."""
     timeout = FAST_TIMEOUT_S if fault == "timeout" else 30.0
+    cut = ["encoder.truncated_reply=fail", f"encoder.truncated_attempts={max_attempts}"] if fault in LENGTH_FAULTS else []
     return [f"llm.base_url={url}", "llm.api_key=test", f"llm.max_attempts={max_attempts}", f"llm.timeout_s={timeout}",
             "llm.backoff_initial_s=0.01", "llm.backoff_max_s=0.02", "llm.retry_after_max_s=2",
-            "llm.rate_limit.default_429_pause_s=0.05"]
+            "llm.rate_limit.default_429_pause_s=0.05", *cut]
 
 
 class HashEmbedder:

@@ -163,12 +163,24 @@ class EncodeOutput(BaseModel):
     resolution_state: str = Field(default="", description="short note of who/what pronouns and aliases refer to")
 
 
+class SalvageNote(BaseModel):
+    """Why an output holds only part of its reply: the reply was cut and its complete records kept
+    (ingest/encode/salvage.py). Stored on the segment (status ``salvaged``, ``error_kind``, ``error``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(description="the LLM error kind of the cut reply (lychee_ray.llm.errors): truncated")
+    message: str = Field(description="what was kept and what was lost, one line")
+
+
 class EncodeResult(BaseModel):
     """A backend's output plus bookkeeping the pipeline stores with the segment."""
 
     output: EncodeOutput
     attempts: int = 1
     model: str
+    # set when the output was salvaged from a cut reply (the segment is stored as ``salvaged``)
+    salvage: SalvageNote | None = None
 
 
 class SegmentEncoder(Protocol):

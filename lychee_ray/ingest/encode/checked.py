@@ -2,7 +2,10 @@
 
 call → :class:`~lychee_ray.ingest.encode.guard.RecordGuard` → if the reply is degenerate, one call
 in repair mode (``encoder.guard.repair_mode``) → still degenerate: the segment fails with
-``degenerate_output`` (its turns stay searchable; ``--retry-failed`` re-encodes it). The kept drafts'
+``degenerate_output`` (its turns stay searchable; ``--retry-failed`` re-encodes it). A reply cut at
+the token limit is not tried again as a whole segment (the same prompt is cut the same way); its
+complete records, when the encoder salvaged them, are checked like any reply and the segment carries
+the encoder's :class:`~lychee_ray.ingest.encode.base.SalvageNote`. The kept drafts'
 near-duplicates fold into one record with all their sources (:mod:`~lychee_ray.ingest.encode.dedup`,
 ``encoder.dedup``). Every draft of every call is accounted for in the segment's
 :class:`~lychee_ray.core.quality.QualityCounts`.
@@ -14,7 +17,15 @@ import logging
 from dataclasses import dataclass, field
 
 from lychee_ray.ingest.encode.artifact_floor import ArtifactFloor
-from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, RecordDraft, SegmentEncoder, finalise_records
+from lychee_ray.ingest.encode.base import (
+    EncodeOutput,
+    EncodeRequest,
+    RecordDraft,
+    SalvageNote,
+    SegmentEncoder,
+    finalise_records,
+)
+from lychee_ray.ingest.encode.salvage import TRUNCATED
 from lychee_ray.ingest.encode.dedup import fold_near_duplicates
 from lychee_ray.ingest.encode.guard import ConversationMemory, GuardedReply, RecordGuard
 from lychee_ray.config import EncoderConfig
@@ -42,6 +53,8 @@ class CheckedSegment:
     notes: list[str] = field(default_factory=list)
     # the drafts of the reply the records were made from (their slot links: ingest/supersede.py)
     drafts: list[RecordDraft] = field(default_factory=list)
+    # the records come from a reply cut at the token limit (the segment is stored as salvaged)
+    salvage: SalvageNote | None = None
 
     @property
     def ok(self) -> bool:
@@ -76,6 +89,8 @@ async def encode_checked(
         except Exception as e:  # noqa: BLE001 — any failure is recorded on the segment, never lost
             attempts += getattr(e, "attempts", 1)
             error, kind = f"{type(e).__name__}: {e}", getattr(e, "kind", None) or ENCODE_ERROR
+            if kind == TRUNCATED:  # cut at the token limit: a whole-segment retry would be cut the same way
+                break
             continue
         attempts += result.attempts
         reply = guard.check(result.output, request, memory)
@@ -125,9 +140,10 @@ async def encode_checked(
         for k, n in reply.counts.repaired.items():
             quality.repair(k, n)
         quality.records = len(recs)
+        quality.segments_salvaged = int(result.salvage is not None)
         memory.accept(recs)
         return CheckedSegment(recs, output.resolution_state or request.prev_resolution_state, attempts, quality,
-                              notes=problems, drafts=list(output.records))
+                              notes=problems, drafts=list(output.records), salvage=result.salvage)
     return CheckedSegment([], request.prev_resolution_state, attempts, quality, error, kind)
 
 
