@@ -70,35 +70,68 @@ class EtaClock:
         return (total - done) * (now - t1) / (done - d1)
 
 
-class WorkEta:
-    """Remaining time of a run whose items differ in size (a build: conversations of 20 or 700
-    turns): what is left, in turns, over the rate of the work actually done (turns built per second,
-    measured from the first built item, so start-up and warm-up do not count). Items finished
-    without work (skipped, failed) shrink what is left without inflating the rate. The rate needs
-    ``min_elapsed_s`` seconds and two more built items after the first (items often finish in bursts:
-    a rate over milliseconds would promise the impossible)."""
+class _StageRate:
+    """One stage's progress: its first and latest worked units (with their times), how many times
+    its work grew, and the units it has passed in any way."""
+
+    def __init__(self) -> None:
+        self.first: tuple[float, int] | None = None
+        self.last: tuple[float, int] | None = None
+        self.steps = 0
+        self.passed = 0
+
+    def observe(self, now: float, worked: int, passed: int) -> None:
+        self.passed = passed
+        if worked <= 0 or (self.last is not None and worked <= self.last[1]):
+            return
+        if self.first is None:
+            self.first = (now, worked)
+        self.last = (now, worked)
+        self.steps += 1
+
+
+class StagesEta:
+    """Remaining time of work that flows through stages in order (a build's turns: embedded,
+    segmented, encoded, …, committed), items of any size (conversations of 20 or 700 turns).
+
+    Each stage's rate is its worked units over time, measured from its first worked unit (start-up
+    and model loading do not count) to its latest — not to now: a stage that reports in lumps (a
+    whole conversation at once) would look slower the longer it waits for its next lump, and its
+    ETA would rise while it waits. A stage's time left is what it has not passed at that rate, less
+    the time since its latest progress; the run's is the largest over the stages that can tell (the
+    slowest stage, and the stages after it, decide when the run ends), and none while only stages
+    that are through can tell (the time left is not nothing then). Units passed without work
+    (skipped, failed conversations) shrink what is left without making a stage look faster. A stage
+    can tell once ``min_done_fraction`` of the total has passed it, its work grew three times and
+    ``min_elapsed_s`` seconds lie between its first and latest worked unit."""
 
     def __init__(self, policy: EtaPolicy) -> None:
         self.policy = policy
-        self.t0 = time.perf_counter()
-        self._first: tuple[float, int] | None = None  # (time, worked) at the first worked item
+        self._stages: dict[str, _StageRate] = {}
 
-    def remaining_s(self, worked: int, finished: int, total: int | None, items_worked: int) -> float | None:
-        """Seconds left, or None while too little is done to tell: ``worked`` units built so far
-        (``items_worked`` items), ``finished`` units done in any way, ``total`` units in all."""
-        now = time.perf_counter()
-        if worked > 0 and self._first is None:
-            self._first = (now, worked)
+    def observe(self, stage: str, worked: int, passed: int) -> None:
+        """``stage`` has worked on ``worked`` units and passed ``passed`` (worked or not) so far."""
+        self._stages.setdefault(stage, _StageRate()).observe(time.perf_counter(), worked, passed)
+
+    def remaining_s(self, total: int | None) -> float | None:
+        """Seconds left, or None while no stage can tell (or the total is unknown)."""
         if not total:
             return None
-        if finished >= total:
+        now = time.perf_counter()
+        lefts = [left for st in self._stages.values() if (left := self._left(st, total, now)) is not None]
+        if not lefts or (not max(lefts) and any(st.passed < total for st in self._stages.values())):
+            return None  # (only stages that are through can tell: the ones still working cannot yet)
+        return max(lefts)
+
+    def _left(self, st: _StageRate, total: int, now: float) -> float | None:
+        if st.passed >= total:
             return 0.0
-        if self._first is None or items_worked < 3 or finished < self.policy.min_done_fraction * total:
+        if st.first is None or st.last is None or st.steps < 3 or st.passed < self.policy.min_done_fraction * total:
             return None
-        t1, w1 = self._first
-        if worked <= w1 or now - t1 < max(self.policy.min_elapsed_s, 1e-9):
+        (t1, w1), (t2, w2) = st.first, st.last
+        if w2 <= w1 or t2 - t1 < max(self.policy.min_elapsed_s, 1e-9):
             return None
-        return (total - finished) * (now - t1) / (worked - w1)
+        return max(0.0, (total - st.passed) * (t2 - t1) / (w2 - w1) - (now - t2))
 
 
 def format_seconds(s: float) -> str:
@@ -178,4 +211,4 @@ class ProgressDisplay:
             self.update(self.done, detail, force=True, remaining_s=None)
 
 
-__all__ = ["EtaClock", "EtaPolicy", "ProgressDisplay", "WorkEta", "format_seconds", "is_terminal"]
+__all__ = ["EtaClock", "EtaPolicy", "ProgressDisplay", "StagesEta", "format_seconds", "is_terminal"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from lychee_ray.ingest.dryrun import dry_run
 from lychee_ray.ingest.runner import run_local_build
-from lychee_ray.ingest.runner_choice import choose_runner
+from lychee_ray.ingest.runner_choice import RunnerChoice, choose_runner
 from lychee_ray.llm.backend import auto_rules, claim_notice, resolve_backend
 from lychee_ray.names import LLM_BACKENDS, LOCAL_RUNNER, ON_CONFLICT_CHOICES, RULES_BACKEND
 from lychee_ray.cli.args import add_config_args, config_from_args
@@ -87,9 +87,9 @@ def _survey(args: argparse.Namespace) -> tuple[str, str | None]:
 def run(args: argparse.Namespace) -> int:
     """Survey the input, build, print the summary once; the exit code (see ``add_arguments``).
 
-    Before the build the command says, in one line on stderr and only when there is something to
-    say, the format it detected, that it runs in-process without Ray (and why) and that the LLM
-    backend is the offline rules one because no endpoint is configured."""
+    Before the build the command says, in one line on stderr, the format it detected (when it did),
+    the runner (local or ray, and why) and that the LLM backend is the offline rules one when no
+    endpoint is configured."""
     cfg = config_from_args(args)
     fmt, detected = _survey(args)
     notice = [detected] if detected else []
@@ -106,11 +106,11 @@ def run(args: argparse.Namespace) -> int:
     rules = auto_rules(cfg.llm, args.llm)
     backend = RULES_BACKEND if rules else resolve_backend(cfg.llm, args.llm)
     local = args.local
+    choice = None
     if not args.local and not args.ray:
         choice = choose_runner(cfg, fmt, args.input, args.out, backend, args.retry_failed)
         local = choice.runner == LOCAL_RUNNER
-        if local:
-            notice.append(f"in-process, {choice.reason} (--ray for Ray)")
+    notice.append(runner_words(local, choice))
     if rules and claim_notice():
         notice.append("LLM backend: rules (no endpoint configured)")
     _say(notice)
@@ -133,6 +133,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"lychee-ray build: no conversation could be built — `lychee-ray errors --memory {args.out}` "
               "shows why", file=sys.stderr)
     return EXIT_OK if summary.built + summary.skipped > 0 else EXIT_FAILED
+
+
+def runner_words(local: bool, choice: RunnerChoice | None) -> str:
+    """The notice's runner part: ``runner local`` or ``runner ray``, with why (``choice``: the
+    command chose it; None: ``--local`` or ``--ray`` said so) and the flag for the other one."""
+    if choice is None:
+        return "runner local, in-process (--local)" if local else "runner ray (--ray)"
+    if local:
+        return f"runner local, in-process: {choice.reason} (--ray for Ray)"
+    return f"runner ray: {choice.reason}" + (" (--local for in-process)" if choice.to_build else "")
 
 
 def _say(parts: list[str]) -> None:

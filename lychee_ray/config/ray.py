@@ -64,17 +64,17 @@ class RayConfig(Section):
     # Object store size for a local Ray started by the job (MiB); 0 = Ray's default.
     object_store_memory_mb: int = Field(default=512, ge=0, description="object store of a local Ray started by the job; 0 = Ray default")
     # Seconds between progress lines.
-    progress_interval_s: float = Field(default=10.0, gt=0,
+    progress_interval_s: float = Field(default=5.0, gt=0,
         description=(
-            "seconds between progress lines off a terminal (the first line is shown at once; a terminal bar "
-            "redraws every 0.5 s)"))
+            "seconds between progress lines off a terminal (the first line is shown at once, and a build's phase "
+            "change; a terminal bar redraws every 0.5 s)"))
     # Honest ETAs (build and eval progress): none until this share of the total is done and this
-    # many seconds have passed (the build's: since its first built conversation, from which its rate is measured).
+    # many seconds have passed (a build's: per stage, since its first worked turn, from which its rate is measured).
     progress_eta_min_done_fraction: float = Field(default=0.1, ge=0, le=1,
-        description="build/eval progress: no ETA before this share of the items is done")
+        description="build/eval progress: no ETA before this share of the items (a build: of the turns, past a stage) is done")
     progress_eta_min_elapsed_s: float = Field(default=5.0, ge=0,
         description=(
-            "... nor before this many seconds (a build: of work since its first built conversation, the rate's "
+            "... nor before this many seconds (a build: of a stage's work since its first worked turn, the rate's "
             "origin)"))
     # The run's placement report (manifest "ray_placement") names the node of at most this many
     # built conversations (per-node counts are always complete); keeps the manifest small.

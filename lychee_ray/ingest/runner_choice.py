@@ -28,7 +28,7 @@ from lychee_ray.names import LLMBackend, LOCAL_RUNNER, RAY_RUNNER, Runner
 
 @dataclass(frozen=True)
 class RunnerChoice:
-    """The runner, and why (``reason``: a few words for the command's notice; empty for Ray)."""
+    """The runner, and why (``reason``: a few words for the command's notice)."""
 
     runner: Runner
     reason: str = ""
@@ -39,8 +39,10 @@ class RunnerChoice:
 def choose_runner(cfg: LycheeConfig, fmt: str, input_path: str | Path, out: str | Path, backend: LLMBackend,
                   retry_failed: bool = False) -> RunnerChoice:
     """In-process for nothing to build or a small build (see the module docstring), else Ray."""
-    if ray_address() is not None or is_uri(input_path) or is_uri(out):
-        return RunnerChoice(RAY_RUNNER)
+    if ray_address() is not None:
+        return RunnerChoice(RAY_RUNNER, "RAY_ADDRESS is set")
+    if is_uri(input_path) or is_uri(out):
+        return RunnerChoice(RAY_RUNNER, "input or store on object storage")
     bc = cfg.build
     layout = StoreLayout(out, cfg.store)
     markers = StoreReader(layout).markers if layout.is_store() else {}
@@ -58,7 +60,8 @@ def choose_runner(cfg: LycheeConfig, fmt: str, input_path: str | Path, out: str 
         to_build += 1
         turns += conv.num_turns if conv is not None else 0
         if to_build > bc.local_max_conversations or turns > bc.local_max_turns:
-            return RunnerChoice(RAY_RUNNER, to_build=to_build, turns=turns)
+            return RunnerChoice(RAY_RUNNER, f"more than {bc.local_max_conversations} conversation(s) or "
+                                            f"{bc.local_max_turns:,} turn(s) to build", to_build, turns)
     if not to_build:
         return RunnerChoice(LOCAL_RUNNER, "nothing to build")
     return RunnerChoice(LOCAL_RUNNER, f"small build: {to_build} conversation(s), {turns} turn(s)", to_build, turns)

@@ -1,6 +1,7 @@
 """The construction job on Ray Data, as stages: read → decide → embed turns → construct (the
 ``build`` stage) → embed records and nodes → commit (``ray.stages.*`` sizes each: CPUs, GPUs,
-actors, batch), with one cluster-wide rate limiter actor for the LLM and one progress actor. Ray is
+actors, batch), with one cluster-wide rate limiter actor for the LLM and one progress actor (each
+stage reports the turns it passes; the driver polls it and shows them). Ray is
 only the runner here: every stage calls the same library functions as the in-process runner (the
 write path's steps, ``lychee_ray.ingest``); the actor shells are in
 :mod:`lychee_ray.ray.build_stages`. Conversations another writer committed after their decision
@@ -23,12 +24,9 @@ import ray
 
 from lychee_ray.ingest.commit import contended_outcome
 from lychee_ray.ingest.outcomes import BuildSummary, Outcome, item_to_row, row_to_item
-from lychee_ray.ingest.pipeline import build_fingerprint
-from lychee_ray.ingest.encode.factory import make_encoder
 from lychee_ray.ingest.run_progress import BuildProgress, ProgressCounts
-from lychee_ray.ingest.runner import finish_run, manifest_info
+from lychee_ray.ingest.runner import finish_run, manifest_info, planned_fingerprint
 from lychee_ray.config import LycheeConfig, StageConfig
-from lychee_ray.embed.base import embedder_name
 from lychee_ray.io.adapters import AdapterItem, input_units, read_unit
 from lychee_ray.io.adapters.base import is_uri
 from lychee_ray.io.adapters.detect import count_conversations
@@ -132,12 +130,15 @@ STAGE_NAMES = {"decide": "decide", "embed_turns": "embed turns", "build": "build
 
 
 def startup_note(ready: list[str], counts: ProgressCounts) -> str:
-    """What the job does before its first conversation is done: which stages are still starting
-    (the embedding stages load the model), then the first conversations in the pipeline."""
+    """What the job does while its stages start: which are still starting (the embedding stages load
+    the model), then, until turns pass a stage, the conversations in the pipeline; then nothing (the
+    stage counts say it)."""
     waiting = [name for stage, name in STAGE_NAMES.items() if stage not in ready]
     if waiting:
         return (f"starting the stages: {len(STAGE_NAMES) - len(waiting)}/{len(STAGE_NAMES)} ready, waiting for "
                 f"{', '.join(waiting)}" + (" (loading the embedding model)" if any("embed" in w for w in waiting) else ""))
+    if counts.moving or counts.done_total:
+        return ""
     if not counts.seen:
         return "stages ready, reading the input"
     return f"stages ready, {counts.seen} conversation(s) in the pipeline"
@@ -188,8 +189,9 @@ def run_ray_build(
     """Build (or resume) a store with Ray Data; every input conversation is accounted for.
 
     Input: the units of ``fmt`` at ``input_path`` — files, or folders for a folder format, one
-    dataset row each (read by Ray tasks, so they may live on object storage) — or ``items`` (conversations already in the driver, e.g. Python objects; ``fmt`` and
-    ``input_path`` are then ignored and the items travel as Ray Data rows). Stored conversations gain
+    dataset row each (read by Ray tasks, so they may live on object storage) — or ``items``
+    (conversations already in the driver, e.g. Python objects; ``fmt`` and ``input_path`` are then
+    ignored and the items travel as Ray Data rows). Stored conversations gain
     their new turns; ``on_conflict`` (default ``build.on_conflict``) decides about rewritten histories.
     """
     t0 = time.perf_counter()
@@ -223,10 +225,15 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
         prog.note = startup_note([], ProgressCounts())
         prog.detail = limiter_detail(limiter)
 
+        starting = [True]  # until every stage is ready (then the note depends on the counts only)
+
         def poll() -> None:
             counts = ProgressCounts.from_dict(ray.get(counter.snapshot.remote(), timeout=10))
-            if not counts.done_total:
-                prog.note = startup_note(ray.get(counter.ready_stages.remote(), timeout=10), counts)
+            ready = list(STAGE_NAMES)
+            if starting[0]:
+                ready = ray.get(counter.ready_stages.remote(), timeout=10)
+                starting[0] = len(set(ready) & set(STAGE_NAMES)) < len(STAGE_NAMES)
+            prog.note = startup_note(ready, counts)
             prog.replace(counts)
 
         prog.ticking(poll)
@@ -237,7 +244,7 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
     # alone groups conversations (and outcomes stream back as they commit). Restored after the run.
     data_ctx = ray.data.DataContext.get_current()
     block_bytes, data_ctx.target_max_block_size = data_ctx.target_max_block_size, ONE_ROW_BLOCK_BYTES
-    fingerprint = build_fingerprint(cfg, backend, make_encoder(cfg, backend).model, embedder_name(cfg.embedding))
+    fingerprint = planned_fingerprint(cfg, backend)
     paths = [f if is_uri(f) else str(Path(f).resolve()) for f in files]  # workers may run elsewhere
     if items is None:
         ds: ray.data.Dataset = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, len(files)))
@@ -276,7 +283,7 @@ def _run(cfg: LycheeConfig, fmt: str, files: list[str], out: str | Path, backend
             o = contended_outcome(item, cfg.build.decide_rounds)
             summary.add(o)
             placement.add(None, o)
-            counter.finished.remote([(o.status, item.conversation.num_turns if item.conversation else 0)])
+            counter.finished.remote([(o.status, item.conversation.num_turns if item.conversation else 0, None)])
         if prog is not None:
             prog.stop_ticking()
             poll()

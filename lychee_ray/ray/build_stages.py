@@ -1,7 +1,9 @@
 """The build job's stages as Ray Data operators: one actor class per stage, each a thin shell
 around the write path's steps (``lychee_ray.ingest.decide``, ``.construct``, ``.commit`` and the
 embedding stages of ``lychee_ray.ingest.stages``: the same ones ``--local`` runs), plus the job's
-progress counter actor. Work travels between them as one pickled column per conversation
+progress counter actor, to which every stage reports the turns it passes as it passes them (the
+construct stage segment by segment: ingest/stages/turn_report.py) with fire-and-forget calls. Work
+travels between them as one pickled column per conversation
 (:class:`~lychee_ray.ingest.stages.work.StageWork`).
 """
 
@@ -23,6 +25,7 @@ from lychee_ray.ingest.outcomes import OUTCOME_COLUMNS, Outcome, item_to_row, ro
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.ingest.run_progress import ProgressCounts
 from lychee_ray.ingest.stages.embedding import embed_memory, embed_turns
+from lychee_ray.ingest.stages.turn_report import StageTurns, TurnSink, chunk_reporter, complete, settle, stored_turns
 from lychee_ray.ingest.stages.work import WORK_COLUMN, StageWork, from_row, works_to_columns
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import get_embedder
@@ -33,7 +36,7 @@ from lychee_ray.io.adapters import AdapterItem
 from lychee_ray.io.store import StoreWriter
 from lychee_ray.logs import configure_logging
 from lychee_ray.ray.ratelimit import RayRateLimiter
-from lychee_ray.names import LLMBackend
+from lychee_ray.names import EMBED_MEMORY_STAGE, EMBED_TURNS_STAGE, BuildStageName, LLMBackend
 
 # Columns the commit stage adds to each outcome row: the Ray node that constructed the conversation,
 # and, for a conversation another writer committed after its decision, its input row as JSON (to be
@@ -59,6 +62,17 @@ def works_of(batch: dict[str, Any]) -> list[StageWork]:
     return [from_row(r) for r in batch_rows(batch)] if WORK_COLUMN in batch else []
 
 
+def turn_sink(progress: Any) -> TurnSink | None:
+    """Reports of turns past a stage, sent to the progress actor (None: no actor to tell)."""
+    if progress is None:
+        return None
+
+    def send(reports: list[StageTurns]) -> None:
+        progress.advanced.remote(reports)
+
+    return send
+
+
 def _cfg(cfg_json: str) -> LycheeConfig:
     configure_logging()
     return LycheeConfig.model_validate_json(cfg_json)
@@ -66,8 +80,9 @@ def _cfg(cfg_json: str) -> LycheeConfig:
 
 @ray.remote(num_cpus=0)
 class ProgressActor:
-    """The run's counters: conversations and turns decided, and finished by status (the driver
-    polls :meth:`snapshot` to show progress; stages report with fire-and-forget calls)."""
+    """The run's counters: conversations and turns decided, turns past each stage, conversations
+    finished by status (the driver polls :meth:`snapshot` to show progress; stages report with
+    fire-and-forget calls)."""
 
     def __init__(self) -> None:
         self.counts = ProgressCounts()
@@ -95,13 +110,18 @@ class ProgressActor:
     def embedding_devices(self) -> dict[str, list[dict[str, Any]]]:
         return self.devices
 
-    def decided(self, turns: list[int]) -> None:
-        for t in turns:
-            self.counts.decided(t)
+    def decided(self, decided: list[tuple[int, list[StageTurns]]]) -> None:
+        """Conversations decided: (turns, an increment's stored turns past every stage)."""
+        for turns, stored in decided:
+            self.counts.decided(turns, stored)
 
-    def finished(self, done: list[tuple[str, int]]) -> None:
-        for status, turns in done:
-            self.counts.finished(status, turns)
+    def advanced(self, reports: list[StageTurns]) -> None:
+        self.counts.advanced(reports)
+
+    def finished(self, done: list[tuple[str, int, list[StageTurns] | None]]) -> None:
+        """Outcomes: (status, turns, what the conversation's stages had left)."""
+        for status, turns, settled in done:
+            self.counts.finished(status, turns, settled)
 
     def snapshot(self) -> dict[str, Any]:
         return self.counts.to_dict()
@@ -134,7 +154,7 @@ class DecideStage:
                 continue
             works.append(self.decider.decide(item))
         if self.progress is not None:
-            self.progress.decided.remote([w.num_turns for w in works])
+            self.progress.decided.remote([(w.num_turns, stored_turns(w)) for w in works])
         return works_to_columns(works)
 
 
@@ -142,10 +162,13 @@ class _EmbedStage:
     """An embedding stage: the configured model (on CUDA when given GPUs and one is visible)."""
 
     memory = False
-    stage = ""
+    stage: BuildStageName = EMBED_TURNS_STAGE
 
     def __init__(self, cfg_json: str, num_gpus: float, progress: Any = None) -> None:
         cfg = _cfg(cfg_json)
+        self.report = turn_sink(progress)
+        self.on_chunk = chunk_reporter(self.stage, self.report)
+        self.chunk = cfg.embedding.max_batch_texts  # texts per model call, so progress moves during a long batch
         ecfg, self.device = stage_embedding_config(cfg.embedding.for_build(), num_gpus)
         model = get_embedder(ecfg, cfg.llm, memory=self.memory)
         self.model = with_memo(model, cfg.embedding.memo_texts)
@@ -163,7 +186,15 @@ class _EmbedStage:
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = works_of(batch)
         asyncio.run(self.run(works))
+        if self.report is not None:
+            reports = [r for w in works if self.passed(w) for r in complete(w, self.stage)]
+            if reports:
+                self.report(reports)
         return works_to_columns(works)
+
+    def passed(self, work: StageWork) -> bool:
+        """The stage did its work on ``work`` (its turns are credited to it)."""
+        return not work.done and not work.again
 
     async def run(self, works: list[StageWork]) -> None:
         raise NotImplementedError
@@ -172,20 +203,23 @@ class _EmbedStage:
 class EmbedTurnsStage(_EmbedStage):
     """Turn vectors for a batch of conversations (one model call)."""
 
-    stage = "embed_turns"
+    stage = EMBED_TURNS_STAGE
 
     async def run(self, works: list[StageWork]) -> None:
-        await embed_turns(works, self.embed, self.model.dim, self.max_turn_chars)
+        await embed_turns(works, self.embed, self.model.dim, self.max_turn_chars, self.chunk, self.on_chunk)
 
 
 class EmbedMemoryStage(_EmbedStage):
     """Record and node vectors for a batch of conversations (one model call)."""
 
     memory = True
-    stage = "embed_memory"
+    stage = EMBED_MEMORY_STAGE
+
+    def passed(self, work: StageWork) -> bool:
+        return work.embedded and not work.done and not work.again
 
     async def run(self, works: list[StageWork]) -> None:
-        await embed_memory(works, self.embed, self.model.dim)
+        await embed_memory(works, self.embed, self.model.dim, self.chunk, self.on_chunk)
 
 
 class BuildStage:
@@ -206,7 +240,8 @@ class BuildStage:
         client = getattr(encoder, "client", None)
         if client is not None:
             ctx.ledger = client.ledger
-        self.constructor = Constructor(ctx, StoreWriter(out, cfg.store), cfg.build.conversations_in_flight)
+        self.constructor = Constructor(ctx, StoreWriter(out, cfg.store), cfg.build.conversations_in_flight,
+                                       turn_sink(progress))
         self.node = ray.get_runtime_context().get_node_id()
         if progress is not None:
             progress.stage_ready.remote("build", self.node)
@@ -234,7 +269,8 @@ class CommitStage:
     async def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         works = works_of(batch)
         outcomes = await self.committer.run(works)
-        done = [(o.status, w.num_turns) for w, o in zip(works, outcomes, strict=False) if o is not None]
+        done = [(o.status, w.num_turns, settle(w, o.status)) for w, o in zip(works, outcomes, strict=False)
+                if o is not None]
         if self.progress is not None and done:
             self.progress.finished.remote(done)
         rows = []
@@ -248,4 +284,4 @@ class CommitStage:
 
 
 __all__ = ["AGAIN_COLUMN", "BuildStage", "CommitStage", "DecideStage", "EmbedMemoryStage", "EmbedTurnsStage", "NODE_COLUMN",
-           "ProgressActor", "batch_rows"]
+           "ProgressActor", "batch_rows", "turn_sink"]

@@ -64,7 +64,7 @@ def test_a_small_build_runs_in_process_with_one_notice_line(built):
     assert p.returncode == 0, p.stderr
     clean(p)
     assert notices(p) == ["lychee-ray build: in.jsonl: 2 conversation(s) in 1 file(s), format jsonl (detected); "
-                          "in-process, small build: 2 conversation(s), 4 turn(s) (--ray for Ray); "
+                          "runner local, in-process: small build: 2 conversation(s), 4 turn(s) (--ray for Ray); "
                           "LLM backend: rules (no endpoint configured)"]
     assert "embedder" not in p.stderr and "INFO" not in p.stderr  # model loading is for --verbose
     assert json.loads((tmp / "store" / "manifest.json").read_text())["runner"] == "local"
@@ -75,7 +75,7 @@ def test_a_re_run_with_nothing_to_build_starts_no_ray(built):
     tmp, _ = built
     p = clean(lychee("build", "--input", "in.jsonl", "--out", "store", cwd=tmp))
     assert p.returncode == 0
-    assert "in-process, nothing to build" in notices(p)[0] and len(notices(p)) == 1
+    assert "runner local, in-process: nothing to build" in notices(p)[0] and len(notices(p)) == 1
     assert re.search(r"^skipped \(already built\)\s+2$", p.stdout, re.M), p.stdout
 
 
@@ -86,7 +86,7 @@ def test_query_prints_results_and_one_short_notice(built):
     assert p.returncode == 0, p.stderr
     assert notices(p) == ["lychee-ray: LLM backend: rules (offline heuristics, no LLM) — no endpoint configured "
                           "(OPENAI_BASE_URL or llm.base_url)"]
-    assert p.stdout.startswith("Answer: ") and "Pixel" in p.stdout
+    assert p.stdout.startswith("Answer (extractive, quoted from memory): ") and "Pixel" in p.stdout
     # each evidence line says the day it was said
     assert re.search(r"^  1\.000 \w+ +\w+ +2024-01-02 \[1", p.stdout, re.M), p.stdout
 

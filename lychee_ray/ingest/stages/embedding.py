@@ -2,7 +2,9 @@
 the texts of a whole batch of conversations (identical texts once: the embedders deduplicate).
 
 Quarantine as elsewhere: when a batch's call fails, each conversation is embedded alone, and only
-those that fail alone are failed (stage ``embed``).
+those that fail alone are failed (stage ``embed``). With ``chunk``, the texts go to the model
+``chunk`` at a time (``embedding.max_batch_texts``) and ``on_chunk`` hears, after each call, what
+share of each conversation's texts is embedded (the progress display moves during a long call).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from lychee_ray.ingest.stages.work import StageWork
 log = logging.getLogger(__name__)
 
 EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+# (work, share of its texts embedded so far)
+OnChunk = Callable[[StageWork, float], None]
 
 
 def turn_texts(work: StageWork, max_turn_chars: int) -> list[str]:
@@ -27,12 +31,31 @@ def turn_texts(work: StageWork, max_turn_chars: int) -> list[str]:
     return [turn_embedding_text(t, max_turn_chars) for *_, t in conv.iter_turns_from(work.first_turn)]
 
 
-async def _embed_split(works: list[StageWork], texts: list[list[str]], embed: EmbedFn, dim: int,
-                       what: str) -> list[np.ndarray | None]:
-    """Vectors of each work's texts (one call for all; on failure one call per work, failures None)."""
+async def _embed_chunks(works: list[StageWork], texts: list[list[str]], embed: EmbedFn, dim: int, chunk: int,
+                        on_chunk: OnChunk | None) -> np.ndarray:
+    """The vectors of all works' texts, ``chunk`` texts per call (0: one call), ``on_chunk`` told after each."""
     flat = [t for ts in texts for t in ts]
+    if not flat:
+        return np.zeros((0, dim), np.float32)
+    step = chunk if chunk > 0 and on_chunk is not None else len(flat)
+    parts = []
+    for start in range(0, len(flat), step):
+        parts.append(np.asarray(await embed(flat[start:start + step]), dtype=np.float32))
+        if on_chunk is not None:
+            done, offset = start + len(parts[-1]), 0
+            for w, ts in zip(works, texts, strict=False):
+                if ts:
+                    on_chunk(w, min(1.0, max(0, done - offset) / len(ts)))
+                offset += len(ts)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+async def _embed_split(works: list[StageWork], texts: list[list[str]], embed: EmbedFn, dim: int,
+                       what: str, chunk: int = 0, on_chunk: OnChunk | None = None) -> list[np.ndarray | None]:
+    """Vectors of each work's texts (one call for all, or ``chunk`` texts per call; on failure one
+    work at a time, failures None)."""
     try:
-        vecs = np.asarray(await embed(flat), dtype=np.float32) if flat else np.zeros((0, dim), np.float32)
+        vecs = await _embed_chunks(works, texts, embed, dim, chunk, on_chunk)
         out: list[np.ndarray | None] = []
         i = 0
         for ts in texts:
@@ -47,28 +70,32 @@ async def _embed_split(works: list[StageWork], texts: list[list[str]], embed: Em
         log.warning("embedding the %s of %d conversations failed (%s); embedding them one by one", what, len(works), e)
         res: list[np.ndarray | None] = []
         for w, ts in zip(works, texts, strict=False):
-            res.extend(await _embed_split([w], [ts], embed, dim, what))
+            res.extend(await _embed_split([w], [ts], embed, dim, what, chunk, on_chunk))
         return res
 
 
-async def embed_turns(works: list[StageWork], embed: EmbedFn, dim: int, max_turn_chars: int) -> None:
-    """Turn vectors of every routed work (finished ones are left alone)."""
+async def embed_turns(works: list[StageWork], embed: EmbedFn, dim: int, max_turn_chars: int, chunk: int = 0,
+                      on_chunk: OnChunk | None = None) -> None:
+    """Turn vectors of every routed work (finished ones are left alone); ``chunk``, ``on_chunk``: see the module."""
     todo = [w for w in works if not w.done and not w.again and w.turn_vectors is None]
     if not todo:
         return
-    vecs = await _embed_split(todo, [turn_texts(w, max_turn_chars) for w in todo], embed, dim, "turns")
+    vecs = await _embed_split(todo, [turn_texts(w, max_turn_chars) for w in todo], embed, dim, "turns", chunk,
+                              on_chunk)
     for w, v in zip(todo, vecs, strict=False):
         if v is not None:
             w.turn_vectors = v
 
 
-async def embed_memory(works: list[StageWork], embed: EmbedFn, dim: int) -> None:
-    """Record and node vectors of every built work (the texts its vector plan lacks)."""
+async def embed_memory(works: list[StageWork], embed: EmbedFn, dim: int, chunk: int = 0,
+                       on_chunk: OnChunk | None = None) -> None:
+    """Record and node vectors of every built work (the texts its vector plan lacks); ``chunk``,
+    ``on_chunk``: see the module."""
     todo = [w for w in works if not w.done and not w.again and w.pending is not None and not w.embedded]
     if not todo:
         return
     texts = [w.pending.plan.texts for w in todo if w.pending is not None]  # (all of todo: filtered above)
-    vecs = await _embed_split(todo, texts, embed, dim, "records and nodes")
+    vecs = await _embed_split(todo, texts, embed, dim, "records and nodes", chunk, on_chunk)
     for w, v in zip(todo, vecs, strict=False):
         if v is not None and w.pending is not None:
             try:
@@ -79,4 +106,4 @@ async def embed_memory(works: list[StageWork], embed: EmbedFn, dim: int) -> None
                 w.fail("embed", e)
 
 
-__all__ = ["EmbedFn", "embed_memory", "embed_turns", "turn_texts"]
+__all__ = ["EmbedFn", "OnChunk", "embed_memory", "embed_turns", "turn_texts"]
