@@ -56,6 +56,16 @@ WeMode = Literal["auto", "pair", "keep"]
 # (no_records), or the list shown as "already stored, do not repeat" (do_not_repeat).
 RepairMode = Literal["no_records", "do_not_repeat"]
 
+# How a query result lists its evidence (its context lists the same evidence by date).
+EvidenceOrder = Literal["score"]
+BY_SCORE: Final[EvidenceOrder] = "score"
+
+# What an answer is: written by the LLM from the evidence (generated), or the rules backend's quote
+# of the evidence sentence that answers (extractive).
+AnswerKind = Literal["generated", "extractive"]
+GENERATED_ANSWER: Final[AnswerKind] = "generated"
+EXTRACTIVE_ANSWER: Final[AnswerKind] = "extractive"
+
 # An embedding model's weights: as trained (none), or int8 per channel.
 Quantization = Literal["none", "int8"]
 
@@ -100,13 +110,26 @@ SCOPES: Final[tuple[Scope, ...]] = get_args(Scope)
 CONVERSATION_SCOPE: Final[Scope] = "conversation"
 USER_SCOPE: Final[Scope] = "user"
 
+# The stages a build run's turns pass, in pipeline order (the progress display counts turns per stage):
+# turn vectors, segmentation, encoding (one LLM call per segment), record and node vectors, commit.
+BuildStageName = Literal["embed_turns", "segment", "encode", "embed_memory", "commit"]
+BUILD_STAGES: Final[tuple[BuildStageName, ...]] = get_args(BuildStageName)
+EMBED_TURNS_STAGE: Final[BuildStageName] = "embed_turns"
+SEGMENT_STAGE: Final[BuildStageName] = "segment"
+ENCODE_STAGE: Final[BuildStageName] = "encode"
+EMBED_MEMORY_STAGE: Final[BuildStageName] = "embed_memory"
+COMMIT_STAGE: Final[BuildStageName] = "commit"
+
 __all__ = [
-    "ANSWER_JUDGE", "AUTO", "BACKGROUND", "BEAM", "BUILD_ROUTE", "CONVERSATION_SCOPE", "DATASETS",
-    "DatasetName", "EMBEDDING_BACKENDS", "EXCHANGE_MODES", "EXCHANGE_MODE_CHOICES", "EmbeddingBackend",
-    "ExchangeMode", "ExchangeModeChoice", "INCREMENT_ROUTE", "INLINE", "JUDGE_PROTOCOLS", "JudgeProtocol",
-    "LLMBackend", "LLMBackendChoice", "LLM_BACKENDS", "LLM_BACKEND_CHOICES", "LOCAL_EMBEDDING", "LOCAL_RUNNER",
-    "LOCOMO", "LONGMEMEVAL", "ON_CONFLICT_CHOICES", "OPENAI_BACKEND", "OPENAI_EMBEDDING", "OnConflict",
-    "PAIR_MODE", "Quantization", "RAY_RUNNER", "REBUILD_ON_CONFLICT", "ROLE_MODE", "RUBRIC_JUDGE",
-    "RULES_BACKEND", "RUNNERS", "RepairMode", "Runner", "SCOPES", "Scheduling", "Scope", "SegmentationMethod",
+    "ANSWER_JUDGE", "AnswerKind", "BY_SCORE", "EXTRACTIVE_ANSWER", "EvidenceOrder", "GENERATED_ANSWER",
+    "AUTO", "BACKGROUND", "BEAM", "BUILD_ROUTE", "BUILD_STAGES", "BuildStageName",
+    "COMMIT_STAGE", "CONVERSATION_SCOPE", "DATASETS", "DatasetName", "EMBEDDING_BACKENDS",
+    "EMBED_MEMORY_STAGE", "EMBED_TURNS_STAGE", "ENCODE_STAGE", "EXCHANGE_MODES", "EXCHANGE_MODE_CHOICES",
+    "EmbeddingBackend", "ExchangeMode", "ExchangeModeChoice", "INCREMENT_ROUTE", "INLINE",
+    "JUDGE_PROTOCOLS", "JudgeProtocol", "LLMBackend", "LLMBackendChoice", "LLM_BACKENDS",
+    "LLM_BACKEND_CHOICES", "LOCAL_EMBEDDING", "LOCAL_RUNNER", "LOCOMO", "LONGMEMEVAL",
+    "ON_CONFLICT_CHOICES", "OPENAI_BACKEND", "OPENAI_EMBEDDING", "OnConflict", "PAIR_MODE", "Quantization",
+    "RAY_RUNNER", "REBUILD_ON_CONFLICT", "ROLE_MODE", "RUBRIC_JUDGE", "RULES_BACKEND", "RUNNERS",
+    "RepairMode", "Runner", "SCOPES", "SEGMENT_STAGE", "Scheduling", "Scope", "SegmentationMethod",
     "TURN_MODE", "USER_SCOPE", "UnitWithoutRoles", "VectorPrecision", "WeMode", "WriteRoute",
 ]

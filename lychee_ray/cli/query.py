@@ -14,12 +14,11 @@ from lychee_ray.cli.args import add_config_args, config_from_args, id_arg
 from lychee_ray.cli.errors import EXIT_FAILED, EXIT_OK, CliError, message_of
 from lychee_ray.cli.store_view import error_rows
 from lychee_ray.core.ids import printable
-from lychee_ray.memory import MemoryStore
+from lychee_ray.query.engine import QueryEngine
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.request import QueryRequest, RecentTurn
 from lychee_ray.query.results import result_json
-from lychee_ray.serve.client import MemoryClient, RemoteError
-from lychee_ray.names import LLM_BACKENDS
+from lychee_ray.names import EXTRACTIVE_ANSWER, LLM_BACKENDS
 from lychee_ray.core.status import CURRENT_STATUS
 
 # Environment variable holding the service's bearer token (as for `lychee-ray serve`).
@@ -45,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one of the asking agent's recent turns, oldest first (repeatable): what the question may "
                         "refer to; shown to the planner")
     p.add_argument("--search-only", "--search", dest="search_only", action="store_true", help="stop before the answer call")
-    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON (evidence by score, as in the text)")
     add_config_args(p)
     p.set_defaults(func=run)
 
@@ -55,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if args.url:
         return _run_remote(args)
     cfg = config_from_args(args)
-    store = MemoryStore.open(args.memory, cfg, llm=args.llm)  # not a store: one line, exit 2 (cli.errors)
+    # the query engine alone, not MemoryStore: a query appends nothing, so the build and append code stays unloaded
+    store = QueryEngine.open(args.memory, cfg, llm=args.llm)  # not a store: one line, exit 2 (cli.errors)
     call = store.search if args.search_only else store.query
     try:
         req = request_of(args)
@@ -109,6 +109,10 @@ def unknown_scope_message(args: argparse.Namespace, reader: Any) -> str:
 
 def _run_remote(args: argparse.Namespace) -> int:
     """The service does the work: POST the question to ``args.url``."""
+    # here, not at the top: the client's package loads the service's web framework, which a query
+    # in this process (--memory) never needs
+    from lychee_ray.serve.client import MemoryClient, RemoteError
+
     if args.llm:
         print("lychee-ray query: --llm is ignored with --url (the service's configuration decides)", file=sys.stderr)
     client = MemoryClient(args.url, args.token or os.environ.get(TOKEN_ENV), timeout=args.timeout)
@@ -138,6 +142,11 @@ def evidence_line(e: Any, qualified: bool) -> str:
     return f"{e.score:.3f} {e.kind:7s} {e.type:10s} {day:10s} [{ref}] ({'+'.join(e.channels)}) {mark}{text[:160]}"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 item``, ``2 items`` (the nouns counted here take a plain -s)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def print_result(res: Any, args: argparse.Namespace) -> int:
     """Print a search/query result (``--json``: all of it) and return exit code 0."""
     if args.json:
@@ -148,16 +157,18 @@ def print_result(res: Any, args: argparse.Namespace) -> int:
                   file=sys.stderr)
         return EXIT_FAILED if getattr(res, "answer_error", None) else EXIT_OK
     if not args.search_only:
-        print(f"Answer: {res.answer}" + (f"   [answer failed: {res.answer_error}]" if res.answer_error else ""))
+        extractive = getattr(res, "answer_kind", None) == EXTRACTIVE_ANSWER
+        label = "Answer (extractive, quoted from memory)" if extractive else "Answer"
+        print(f"{label}: {res.answer}" + (f"   [answer failed: {res.answer_error}]" if res.answer_error else ""))
     p = res.plan
     print(f"Plan ({p.backend}{', fallback: ' + str(p.fallback_reason) if p.fallback else ''}): {p.question_type}, "
-          f"{len(p.routes)} route(s): " + "; ".join(r.search_texts[0] for r in p.routes))
+          f"{counted(len(p.routes), 'route')}: " + "; ".join(r.search_texts[0] for r in p.routes))
     several = len(res.conversation_ids) > 1
     scope = (f"{len(res.conversation_ids)} conversations" if several
              else f"conversation {printable(res.conversation_ids[0])}" if res.conversation_ids else "no conversation")
-    print(f"Evidence ({len(res.evidence)} items, {res.usage.context_tokens}/{res.budget_tokens} tokens, pool {res.pool_size}; "
-          f"{scope}):")
-    for e in sorted(res.evidence, key=lambda e: -e.score):
+    print(f"Evidence ({counted(len(res.evidence), 'item')}, {res.usage.context_tokens}/{res.budget_tokens} tokens, "
+          f"pool {res.pool_size}; {scope}):")
+    for e in res.evidence:  # by score, highest first: the result's order (the JSON lists it the same way)
         print("  " + evidence_line(e, several))
     u = res.usage
     print(f"Query prompt tokens: {u.query_prompt_tokens} (plan {u.plan_prompt_tokens} + answer {u.answer_prompt_tokens})"

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from lychee_ray.llm.errors import MAX_ERROR_TEXT, AttemptError
+from lychee_ray.llm.strict_schema import strict_json_schema
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +31,11 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S | re.I)
 def schema_for(model: type[BaseModel]) -> tuple[dict[str, Any], bool]:
     """JSON schema for ``model`` and whether it is strict-mode compatible.
 
-    Uses the ``openai`` library's own strict converter (the one ``.parse()`` uses: all properties
+    The strict form is the ``openai`` library's (:mod:`~lychee_ray.llm.strict_schema`: all properties
     required, ``additionalProperties: false``); falls back to the plain pydantic schema, non-strict.
     """
     try:
-        from openai.lib._pydantic import to_strict_json_schema
-
-        return to_strict_json_schema(model), True
+        return strict_json_schema(model), True
     except Exception as e:  # noqa: BLE001 — any converter failure just means "not strict"
         log.debug("schema for %s is not strict-compatible (%s); sending strict=false", model.__name__, e)
         return model.model_json_schema(), False
@@ -86,7 +85,8 @@ def strip_fences(text: str) -> str:
 def parse_reply(text: str, finish: str | None, schema: type[T]) -> T:
     """Parse and validate the content; raises :class:`AttemptError` for unusable replies."""
     if finish == "length":
-        raise AttemptError("truncated", "reply cut off at max_completion_tokens (finish_reason=length)")
+        raise AttemptError("truncated", "reply cut off at max_completion_tokens (finish_reason=length)",
+                           reply_text=text)
     if finish == "content_filter":
         raise AttemptError("empty_reply", "reply withheld by the provider (finish_reason=content_filter)")
     body = strip_fences(text)

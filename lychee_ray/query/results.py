@@ -6,9 +6,10 @@ These are the query API's (and the HTTP service's) output models; :class:`QueryR
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lychee_ray.core.currency import Status
+from lychee_ray.names import BY_SCORE, GENERATED_ANSWER, AnswerKind, EvidenceOrder
 from lychee_ray.core.records import TimeSpan
 from lychee_ray.query.evidence import Evidence
 from lychee_ray.query.explain import SearchExplain
@@ -65,6 +66,10 @@ class EvidenceItem(BaseModel):
         )
 
 
+ANSWER_KIND_DOC = ("generated: written by the LLM from the evidence; extractive: the rules backend's quote of the "
+                   "evidence sentence that answers (no model)")
+
+
 class QueryUsage(BaseModel):
     """Token accounting of one query (DESIGN §2: query tokens per question, split by stage)."""
 
@@ -81,15 +86,25 @@ class QueryUsage(BaseModel):
 
 
 class SearchResult(BaseModel):
-    """Everything up to (not including) the answer."""
+    """Everything up to (not including) the answer.
+
+    ``evidence`` is listed by score, highest first — the order every reader of a result shows (the
+    service's JSON, ``lychee-ray query`` as text and as JSON, the inspector) — while ``context`` shows
+    the same evidence by date, as the answer prompt reads it. The result puts its evidence (and the
+    explain figures that go with it) in that order itself, so no producer can list it otherwise.
+    """
 
     question_id: str
     question: str
     question_date: str | None
     conversation_ids: list[str]
     plan: QueryPlan
-    evidence: list[EvidenceItem]
-    context: str = Field(description="the serialised evidence exactly as the answer prompt shows it")
+    evidence: list[EvidenceItem] = Field(description="the selected evidence by score, highest first (equal scores "
+                                                     "in the context's order); each item keeps its session_date")
+    evidence_order: EvidenceOrder = Field(default=BY_SCORE, description="how `evidence` is listed: by score, "
+                                                                          "highest first; `context` lists the same "
+                                                                          "evidence by date")
+    context: str = Field(description="the serialised evidence exactly as the answer prompt shows it (by date)")
     budget_tokens: int
     pool_size: int
     usage: QueryUsage
@@ -100,9 +115,21 @@ class SearchResult(BaseModel):
     # without it serialises as before (result_json leaves the field out)
     explain: SearchExplain | None = None
 
+    @model_validator(mode="after")
+    def _evidence_by_score(self) -> SearchResult:
+        """``evidence`` (and ``explain.evidence``, which follows it item by item) by score, highest first;
+        stable, so equal scores keep the order they came in (the selection's, by date)."""
+        order = sorted(range(len(self.evidence)), key=lambda i: -self.evidence[i].score)
+        if order != list(range(len(order))):
+            self.evidence = [self.evidence[i] for i in order]
+            if self.explain is not None and len(self.explain.evidence) == len(order):
+                self.explain.evidence = [self.explain.evidence[i] for i in order]
+        return self
+
 
 class QueryResult(SearchResult):
     answer: str
+    answer_kind: AnswerKind = Field(default=GENERATED_ANSWER, description=ANSWER_KIND_DOC)
     answer_error: str | None = None
     answer_error_kind: str | None = None  # LLMCallFailed.kind when the answer call failed
 

@@ -19,11 +19,11 @@ from lychee_ray.io.store.erase import EraseReport  # the DELETE endpoints' body 
 from lychee_ray.ingest.forget import ForgetReport  # POST /v1/users/{id}/forget's body (re-exported here)
 from lychee_ray.query.explain import SearchExplain
 from lychee_ray.query import request as query_request
-from lychee_ray.query.results import EvidenceItem, QueryUsage
+from lychee_ray.query.results import ANSWER_KIND_DOC, EvidenceItem, QueryUsage
 from lychee_ray.query.plan import QueryPlan
 from lychee_ray.query.plan.model import RecentTurn  # recent_turns items (re-exported)
 from lychee_ray.query.rerank import RerankReport
-from lychee_ray.names import LLMBackend
+from lychee_ray.names import BY_SCORE, GENERATED_ANSWER, AnswerKind, EvidenceOrder, LLMBackend
 from lychee_ray.text.dates import as_datetime
 
 # The body of POST /v1/search and /v1/query: the query request with the service's limits (ids by the
@@ -111,12 +111,15 @@ class SearchResponse(BaseModel):
     question_date: str | None
     conversation_ids: list[str] = Field(description="the conversations the query was scoped to")
     evidence: list[EvidenceItem] = Field(description="selected records / raw-turn windows, with ids, text, type, "
-                                                     "time, source turn ids and score")
+                                                     "time, source turn ids and score; by score, highest first")
+    evidence_order: EvidenceOrder = Field(default=BY_SCORE, description="how `evidence` is listed: by score, "
+                                                                          "highest first (`context` lists the same "
+                                                                          "evidence by date)")
     plan: QueryPlan
     usage: QueryUsage
     timings: dict[str, float] = Field(description="milliseconds per stage; 'queue' = wait for a worker, "
                                                   "'server' = whole request in the service")
-    context: str = Field(description="the evidence serialised exactly as the answer prompt shows it")
+    context: str = Field(description="the evidence serialised exactly as the answer prompt shows it (by date)")
     budget_tokens: int
     pool_size: int
     rerank: RerankReport
@@ -124,9 +127,10 @@ class SearchResponse(BaseModel):
 
 
 class QueryResponse(SearchResponse):
-    """Selected evidence and the answer written from it."""
+    """Selected evidence and the answer written (or, with the rules backend, quoted) from it."""
 
     answer: str
+    answer_kind: AnswerKind = Field(default=GENERATED_ANSWER, description=ANSWER_KIND_DOC)
 
 
 class ConversationInfo(BaseModel):
@@ -208,6 +212,7 @@ class ErrorBody(BaseModel):
 
 
 __all__ = [
-    "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ConversationInfo", "ConversationPage", "ConversationSummary", "EraseReport", "ErrorBody", "ForgetBody", "ForgetReport", "Health", "QueryRequest",
+    "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ConversationInfo", "ConversationPage",
+    "ConversationSummary", "EraseReport", "ErrorBody", "ForgetBody", "ForgetReport", "Health", "QueryRequest",
     "QueryResponse", "ReloadResult", "SearchResponse",
 ]

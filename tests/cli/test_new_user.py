@@ -106,10 +106,14 @@ def test_query_an_unknown_id(built):
 
 @pytest.mark.subprocess
 def test_verify_and_list_a_wrong_path(tmp_path):
+    (tmp_path / "somewhere").mkdir()
     for cmd in ("verify", "list", "errors"):
         p = clean(lychee(cmd, "--memory", "nowhere", cwd=tmp_path))
         assert p.returncode == 2
-        assert one_line(p) == f"lychee-ray {cmd}: not a memory store (no commits/): nowhere"
+        assert one_line(p) == f"lychee-ray {cmd}: no memory store at nowhere: the folder does not exist"
+        p = clean(lychee(cmd, "--memory", "somewhere", cwd=tmp_path))
+        assert p.returncode == 2
+        assert one_line(p) == f"lychee-ray {cmd}: not a memory store (no commits/): somewhere"
 
 
 @pytest.mark.subprocess

@@ -240,7 +240,7 @@ def test_inspect_refuses_a_bad_store_or_run_in_one_line(tmp_path, inspector_data
     from lychee_ray.cli.main import main
 
     assert main(["inspect", "--memory", str(tmp_path / "nowhere")]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [f"lychee-ray inspect: not a memory store (no commits/): {tmp_path / 'nowhere'}"]
+    assert capsys.readouterr().err.strip().splitlines() == [f"lychee-ray inspect: no memory store at {tmp_path / 'nowhere'}: the folder does not exist"]
     assert main(["inspect", "--memory", str(inspector_data.store), "--eval", str(tmp_path / "no-run")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"lychee-ray inspect: eval run not found: {tmp_path / 'no-run'}"]
 

@@ -79,7 +79,7 @@ def test_import_path_and_args_build_the_application(small_store, tmp_path):
     memory, config = app._bound_deployment.init_args
     assert memory == small_store and config["serve"]["max_ongoing_requests"] == 5
 
-    with pytest.raises(Exception, match="not a memory store"):
+    with pytest.raises(Exception, match="no memory store at .*: the folder does not exist"):
         call_user_app_builder_with_args_if_necessary(import_attr(app_cfg["import_path"]),
                                                      {"memory": str(tmp_path / "missing")})
     # host/port are Serve's http_options, not application args: refused, not silently ignored

@@ -307,6 +307,7 @@ def test_llm_ok_query(store_dir, embedder):
             assert r.status_code == 200, r.text
             q = QueryResponse.model_validate(r.json())
             assert q.answer == "7 May 2023" and q.plan.backend == "openai" and q.usage.llm_calls == 2
+            assert q.answer_kind == "generated"
             assert {e.conversation_id for e in q.evidence} == {"c-1"}
         svc.close()
 
@@ -318,7 +319,7 @@ def test_cli_query_url(client, monkeypatch, capsys):
     monkeypatch.setattr(httpx, "post", lambda url, timeout=None, **kw: client.post(url.replace("http://svc", ""), **kw))
     assert main(["query", "--url", "http://svc", "--conversation", "c-1", "--question-date", "2023-08-01", Q]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Answer: ") and "support group" in out and "Evidence (" in out
+    assert out.startswith("Answer (extractive, quoted from memory): ") and "support group" in out and "Evidence (" in out
     assert main(["query", "--url", "http://svc/", "--conversation", "c-1", "--search", "--json", Q]) == 0
     assert '"evidence"' in capsys.readouterr().out
     assert main(["query", "--url", "http://svc", "--conversation", "nope", Q]) == 2
