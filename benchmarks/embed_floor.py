@@ -1,4 +1,4 @@
-"""The embedding model's floor under a build's CPU per turn, on this machine (issue 37).
+"""The embedding model's floor under a build's CPU per turn, on this machine.
 
     python benchmarks/embed_floor.py --memory /tmp/bulk_locomo --input ../shared/data/locomo --format locomo \
         --out benchmarks/results/embed_floor_locomo.json
@@ -13,9 +13,14 @@ by token count), fp32 one text per run, int8 one text per run (the build's recor
 batches (not used by builds: dynamic quantization makes a text's vector depend on its batch) —
 median of ``--repeats`` runs each, alternating.
 
-It reports core-seconds per turn of the embedding as builds run it, and the **floor**: every kind
-run its cheapest way, whatever that does to the vectors. A target below the floor cannot be met on
+It reports core-seconds per turn of the embedding as builds run it, and the **floor**: every kind run its
+cheapest way, whatever that does to the vectors. A target below the floor cannot be met on
 this machine by anything but embedding fewer tokens (which changes what is stored) or a cheaper model.
+
+Two more kinds: ``passages`` (the passages of long turns, embedded by the record model) and
+``one_pass``, the per-message unit: every message once, cut into passages of at most
+``passages.max_tokens`` tokens (a short message is one passage, itself) — what embedding the input
+once costs. ``build_over_one_pass`` compares the build's embedding with it, each as built.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lychee_ray.ingest.passages import conversation_passages  # noqa: E402
 from lychee_ray.ingest.segment.conversation import turn_embedding_text  # noqa: E402
+from lychee_ray.text.passages import split_passages  # noqa: E402
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.embed import get_embedder  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
@@ -41,8 +48,8 @@ from lychee_ray.testing.results import write_result  # noqa: E402
 # (name, model, batch size or None for the configured one, forced batching of the int8 model)
 WAYS = (("fp32_batched", "fp32", None), ("fp32_one_per_run", "fp32", 1), ("int8_one_per_run", "int8", 1),
         ("int8_batched", "int8", None))
-# how a build runs each kind today
-AS_BUILT = {"turns": "fp32_batched", "records": "int8_one_per_run", "nodes": "int8_one_per_run"}
+# the kinds the record model embeds (turns are the fp32 turn model's)
+MEMORY_KINDS = ("records", "nodes", "passages", "one_pass")
 
 
 def cpu_s() -> float:
@@ -52,14 +59,20 @@ def cpu_s() -> float:
 
 def kind_texts(args: argparse.Namespace, cfg: Any) -> tuple[dict[str, list[str]], int]:
     """Each kind's texts as a build embeds them (distinct per conversation), and the input's turns."""
-    texts: dict[str, list[str]] = {"turns": [], "records": [], "nodes": []}
+    texts: dict[str, list[str]] = {"turns": [], "records": [], "nodes": [], "passages": [], "one_pass": []}
     turns = 0
+    enc = cfg.tokenizer.encoding
     for item in read_input(args.format, args.input):
-        if item.conversation is None:
+        conv = item.conversation
+        if conv is None:
             continue
-        ts = [turn_embedding_text(t, cfg.segmenter.max_turn_chars) for *_, t in item.conversation.iter_turns()]
+        ts = [turn_embedding_text(t, cfg.segmenter.max_turn_chars) for *_, t in conv.iter_turns()]
         turns += len(ts)
         texts["turns"] += sorted(set(ts))
+        texts["passages"] += sorted({p.text for p in conversation_passages(conv, cfg.passages, enc)})
+        unit = {t.text[s.start:s.end] for *_, t in conv.iter_turns() if t.text.strip()
+                for s in split_passages(t.text, cfg.passages.max_tokens, enc, cfg.passages.max_turn_chars).spans}
+        texts["one_pass"] += sorted(unit)
     reader = StoreReader(args.memory)
     for cid in sorted(reader.markers):
         data = reader.load(cid)
@@ -80,8 +93,14 @@ def main() -> int:
     args = ap.parse_args()
     cfg = load_config(env={})
     ecfg = cfg.embedding.for_build()
-    encoders = {"fp32": getattr(get_embedder(ecfg.model_copy(update={"memory_quantization": "none"}), memory=True), "_onnx", None),
-                "int8": getattr(get_embedder(ecfg.model_copy(update={"memory_quantization": "int8"}), memory=True), "_onnx", None)}
+    memory_model = get_embedder(ecfg, memory=True)
+    turn_model = get_embedder(ecfg)
+    fp32_way = "fp32_batched" if getattr(turn_model, "_batch", ecfg.batch_size) > 1 else "fp32_one_per_run"
+    memory_way = "int8_one_per_run" if getattr(memory_model, "runtime", "") == "onnx-int8" else fp32_way
+    as_built = {"turns": fp32_way, **{k: memory_way for k in MEMORY_KINDS}}
+    # the int8 model as the query path loads it
+    encoders = {"fp32": getattr(turn_model, "_onnx", None),
+                "int8": getattr(get_embedder(ecfg.model_copy(update={"query_quantization": "int8"}), queries=True), "_onnx", None)}
     if any(e is None for e in encoders.values()):
         raise SystemExit("the configured embedder does not run on ONNX Runtime here")
     texts, turns = kind_texts(args, cfg)
@@ -115,12 +134,18 @@ def main() -> int:
                        "tokens_per_turn": round(tokens / turns, 2), "sampled": len(sample),
                        "cpu_ms_per_token": ms_per_token,
                        "core_s_per_turn": {w: round(tokens * ms / 1000 / turns, 5) for w, ms in ms_per_token.items()}}
-    as_built = sum(k["core_s_per_turn"][AS_BUILT[name]] for name, k in kinds.items())
-    floor = sum(min(k["core_s_per_turn"].values()) for k in kinds.values())
+    built_kinds = ("turns", "records", "nodes", "passages")
+    built = sum(kinds[k]["core_s_per_turn"][as_built[k]] for k in built_kinds)
+    floor = sum(min(kinds[k]["core_s_per_turn"].values()) for k in built_kinds)
+    one_pass = kinds["one_pass"]["core_s_per_turn"][as_built["one_pass"]]
     out = {"input": args.input, "memory": args.memory, "turns": turns, "batch_size": ecfg.batch_size,
-           "repeats": args.repeats, "kinds": kinds, "as_built": AS_BUILT,
-           "embedding_core_s_per_turn_as_built": round(as_built, 5),
+           "repeats": args.repeats, "kinds": kinds, "as_built": as_built,
+           "embedding_core_s_per_turn_as_built": round(built, 5),
            "embedding_core_s_per_turn_floor": round(floor, 5),
+           "one_pass_core_s_per_turn": round(one_pass, 5),
+           "one_pass_core_s": round(one_pass * turns, 2),
+           "build_embedding_core_s_as_built": round(built * turns, 2),
+           "build_over_one_pass": round(built / one_pass, 3) if one_pass else None,
            "load_avg_1m_at_end": round(os.getloadavg()[0], 2)}
     write_result(out, args.out)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date, timedelta
 from collections.abc import Iterable
 
@@ -9,6 +10,33 @@ from lychee_ray.config import NodesConfig
 from lychee_ray.core.keys import normalise_key
 from lychee_ray.core.records import EvidenceNode, MemoryRecord, NodeKind
 from lychee_ray.text.dates import iso_day
+
+
+# What is no name when nothing else is left: numbers, list markers ("1.", "(b)", "iv)"), clock times and
+# their ranges ("10:00 AM - 10:10 AM"), dates, durations ("30 min"), bullets and dashes.
+_NOT_NAME_PARTS = re.compile(
+    r"\d+(?:[.:,/-]\d+)*(?:st|nd|rd|th|%|k|m|x)?|(?<![a-z])(?:a\.?m|p\.?m|hrs?|hours?|mins?|minutes?|secs?|seconds?|"
+    r"ms|s|h|days?|weeks?|months?|years?|utc|gmt|to|and|from|until|jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|"
+    r"dec|january|february|march|april|june|july|august|september|october|november|december|mon|tue|wed|thu|fri|sat|"
+    r"sun|monday|tuesday|wednesday|thursday|friday|saturday|sunday|step|item|no|nr|part|[ivx]{1,4}|[a-z])\b\.?|"
+    r"[^\w+#]+|_",
+    re.I)
+
+
+# A code that names one thing: letters then a digit, at least three characters ("W777", "M05KNL", "B2B").
+_CODE = re.compile(r"(?<![\w])[A-Za-z]+\d[A-Za-z\d]*(?![\w])")
+_MIN_CODE_CHARS = 3
+
+
+def is_entity_name(name: str) -> bool:
+    """``name`` can name a thing: it is or holds a code ("order W777"), or it keeps a word once numbers,
+    list markers ("1.", "(b)"), clock times, time ranges ("10:00 AM - 10:10 AM"), dates and units of time
+    are taken out. Table cells and list items give such entities ("1", "2", "Step 3"); as nodes they
+    link records that share nothing."""
+    if any(len(m.group(0)) >= _MIN_CODE_CHARS for m in _CODE.finditer(name)):
+        return True
+    rest = _NOT_NAME_PARTS.sub("", name)
+    return len(rest) >= 2
 
 
 def time_keys(rec: MemoryRecord, max_days: int) -> list[tuple[str, str]]:
@@ -103,7 +131,7 @@ def build_nodes(
             a.add(rid, display, cap)
 
     for r in records:
-        ents = [(normalise_key(e), e) for e in r.entities]
+        ents = [(normalise_key(e), e) for e in r.entities if is_entity_name(e)]
         tops = [(normalise_key(t), t) for t in r.topics]
         for k, e in ents:
             add("entity", k, e, r.record_id)

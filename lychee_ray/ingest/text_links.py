@@ -78,13 +78,22 @@ class _SpeakerStatements:
         self.statements: list[_Statement] = []
         self._denials: list[_Statement] = []
         self._df: dict[str, int] = {}  # statements so far holding each word
+        # positions in ``statements`` by (value kind, a word around the value) and by word: a change or a
+        # denial is matched only against statements sharing a word with it (a scan of them all per new
+        # statement made a conversation's links quadratic in its length)
+        self._by_value: dict[tuple[str, str], list[int]] = {}
+        self._by_term: dict[str, list[int]] = {}
 
     def add(self, r: MemoryRecord, st: _Statement | None = None) -> None:
         """Remember a stored statement of the user's (``st``: its analysis, when :meth:`link` made it)."""
         st = st or self._statement(r)
+        pos = len(self.statements)
         self.statements.append(st)
         for t in st.terms:
             self._df[t] = self._df.get(t, 0) + 1
+            self._by_term.setdefault(t, []).append(pos)
+        for kw in {(m.kind, w) for m in st.mentions for w in m.context}:
+            self._by_value.setdefault(kw, []).append(pos)
         if st.denied:
             self._denials.append(st)
 
@@ -125,7 +134,10 @@ class _SpeakerStatements:
         for new, need, counted in changed:
             new = ValueMention(new.kind, new.unit, new.text, self._specific(new.context), new.hedge)
             best: tuple[int, int, ValueMention, frozenset[str]] | None = None
-            for i, st in enumerate(self.statements):
+            # (every match shares a word around the value: ``need`` >= 1)
+            candidates = sorted({i for w in new.context for i in self._by_value.get((new.kind, w), ())})
+            for i in candidates:
+                st = self.statements[i]
                 if not self._may_replace(r, st, new):
                     continue
                 for old in st.mentions:
@@ -139,7 +151,7 @@ class _SpeakerStatements:
                 continue
             # the old value, and every earlier statement of it (a restatement is replaced too)
             old_value = best[2]
-            ids = [st.record_id for st in self.statements if self._may_replace(r, st, new)
+            ids = [st.record_id for st in (self.statements[i] for i in candidates) if self._may_replace(r, st, new)
                    and any(m.text == old_value.text and m.hedge != "bound" and not (counted and m.hedge)
                           and replaced_by(new, m, self._need(new, m, need, counted)) for m in st.mentions)]
             words = _surface(r.text, [*sorted(best[3])[:_SLOT_WORDS], *(new.unit.split() or [new.kind])])
@@ -165,7 +177,9 @@ class _SpeakerStatements:
     def _contradiction(self, r: MemoryRecord, new: _Statement, quality: QualityCounts) -> None:
         if new.denied:  # the best-matching earlier statement that says it happened
             best: tuple[tuple[int, int], _Statement] | None = None
-            for i, st in enumerate(self.statements):
+            # (a statement it covers shares ``denial_min_shared`` >= 1 of its words)
+            for i in sorted({i for t in new.denied for i in self._by_term.get(t, ())}):
+                st = self.statements[i]
                 if not st.denied and self._covers(st.terms, new.denied) and self._affirms(st.text, st.affirms, new.verb):
                     key = (len(st.terms & new.denied), i)
                     if best is None or key > best[0]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from lychee_ray.ingest.encode.base import RecordDraft
 from lychee_ray.ingest.encode.rules.blocks import Block
 from lychee_ray.ingest.encode.rules.metadata import extract_topics
+from lychee_ray.ingest.nodes import is_entity_name
 
 # Code: names a block defines, imports and uses (language-agnostic patterns, in order of appearance).
 _DEFINES = re.compile(
@@ -147,7 +148,8 @@ def _identifier_text(groups: dict[str, list[str]]) -> str:
 
 
 def _entities(names: list[str], limit: int) -> list[str]:
-    return list(dict.fromkeys(n.strip("'()") for n in names if n.strip("'()")))[:limit]
+    """Names among ``names`` (not a table's row numbers or time slots: :func:`is_entity_name`), once each."""
+    return list(dict.fromkeys(n.strip("'()") for n in names if is_entity_name(n.strip("'()"))))[:limit]
 
 
 def code_record(block: Block, author: str, for_whom: str, purpose: str, turn_index: int, lim: ArtifactLimits) -> RecordDraft:

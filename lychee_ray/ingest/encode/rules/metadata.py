@@ -7,6 +7,7 @@ from collections import Counter
 from itertools import pairwise
 
 from lychee_ray.ingest.encode.rules.lexicon import GENERIC_WORDS, IRREGULAR_PAST, MONTH_WEEKDAY, NUMBER_WORDS, WORD_TOKEN
+from lychee_ray.ingest.nodes import is_entity_name
 from lychee_ray.text.stopwords import ENCODER_STOPWORDS
 
 # Capitalised words that start sentences or are interjections, never entities on their own.
@@ -115,7 +116,7 @@ def extract_entities(text: str, known: dict[str, str], seen_caps: set[str], limi
                 if any(c in tok for c in ".!?:\"\n"):
                     at_start = True
     close()
-    return list(dict.fromkeys(ents))[:limit]
+    return list(dict.fromkeys(e for e in ents if is_entity_name(e)))[:limit]
 
 
 def extract_topics(text: str, exclude: set[str], limit: int, bigrams: bool = True) -> list[str]:
