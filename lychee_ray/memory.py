@@ -10,7 +10,7 @@
 
 A facade over the query engine (:class:`~lychee_ray.query.engine.QueryEngine`: ``query``,
 ``search``, scoping, the conversation cache) and the append service
-(:class:`~lychee_ray.ingest.increment.service.AppendService`: ``append``, ``flush``, ``catch_up``);
+(:class:`~lychee_ray.ingest.append.service.AppendService`: ``append``, ``flush``, ``catch_up``);
 after an append that committed, this store reads its own write at once.
 """
 
@@ -28,7 +28,7 @@ from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.forget import ForgetReport, ForgetSelector, forget_records
 from lychee_ray.ingest.increment.errors import InvalidTurns
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult, AppendTurn
-from lychee_ray.ingest.increment.service import AppendService
+from lychee_ray.ingest.append.service import AppendService
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import Embedder, get_embedder
@@ -43,7 +43,7 @@ class MemoryStore(QueryEngine):
 
     Queries: :class:`~lychee_ray.query.engine.QueryEngine` (``embedder``, ``llm``, ``llm_client``,
     ``reranker``, ``cache_max_bytes`` are its options). Appends (docs/incremental.md) run through
-    one :class:`~lychee_ray.ingest.increment.service.AppendService`, whose build context is made on
+    one :class:`~lychee_ray.ingest.append.service.AppendService`, whose build context is made on
     first use (:meth:`_append_context`).
     """
 
@@ -60,6 +60,7 @@ class MemoryStore(QueryEngine):
     ) -> None:
         super().__init__(root, config, embedder=embedder, llm=llm, llm_client=llm_client, reranker=reranker,
                          cache_max_bytes=cache_max_bytes)
+        self._given_embedder = embedder  # (not the query model loaded later: that one never writes vectors)
         self._append_ctx: BuildContext | None = None  # build context of appends, made on first use
         self._append_lock = threading.Lock()
         self.appends = AppendService(self.root, self.config, self._append_context,
@@ -116,12 +117,13 @@ class MemoryStore(QueryEngine):
         """Forget one record, every record of a slot or of an entity, or (``expired``) the records
         past ``store.retention_days``, of ``user_id`` — from every table, index and node of the store
         and from this store's cache (:mod:`lychee_ray.ingest.forget`; docs/erasure.md, "Forgetting").
-        ``redact_turns`` also blanks the forgotten records' source turns. Raises
+        ``redact_turns`` also blanks the removed records' source turns (for an entity: the clauses
+        naming it in every turn; a record holding other facts too is rewritten without them). Raises
         :class:`~lychee_ray.ingest.forget.ForgetError` (``kind`` says why; nothing changed then)."""
         selector = ForgetSelector(record_id=record_id, slot=slot, entity=entity,
                                   retention_days=self.config.store.retention_days if expired else None)
         report = forget_records(self.reader.layout, user_id, selector, conversation_id=conversation_id,
-                                redact_turns=redact_turns, now=now)
+                                redact_turns=redact_turns, now=now, embedder=self._given_embedder)
         self.reread(report.conversation_ids)  # this process reads the new commit at once
         return report
 

@@ -8,7 +8,8 @@ the stored ok segments' encodings are reused: ``--retry-failed``); ``increment``
 conversation the decision saw and continues it with the new turns
 (:func:`~lychee_ray.ingest.increment.construct.construct_increment`, the end of the input closing the
 tail). A conversation whose stored commit was replaced meanwhile is sent back to the decide step.
-Conversations are independent: up to ``in_flight`` of a batch are in flight at once.
+Conversations are independent: up to ``in_flight`` of a batch are in flight at once. With a turn
+sink, the step reports turns as they are segmented and encoded (a build: segment by segment).
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from lychee_ray.ingest.increment.construct import construct_increment
 from lychee_ray.ingest.increment.stored import load_stored
 from lychee_ray.ingest.outcomes import IncrementMade, Outcome
 from lychee_ray.ingest.pipeline import BuildContext, build_pending
+from lychee_ray.ingest.stages.turn_report import TurnSink, complete, stage_reporter
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.marker import CommitMarker
 from lychee_ray.io.store.reader import load_generation
-from lychee_ray.names import INCREMENT_ROUTE
+from lychee_ray.names import ENCODE_STAGE, INCREMENT_ROUTE, SEGMENT_STAGE
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +38,12 @@ log = logging.getLogger(__name__)
 class Constructor:
     """The construct step of one process: ``ctx`` encodes (its embedders are not called: turn vectors
     come with the work, record and node vectors are the next stage's); stored conversations are
-    read through ``writer``."""
+    read through ``writer``; ``report``: where turns segmented and encoded are reported (progress)."""
 
-    def __init__(self, ctx: BuildContext, writer: StoreWriter, in_flight: int) -> None:
+    def __init__(self, ctx: BuildContext, writer: StoreWriter, in_flight: int, report: TurnSink | None = None) -> None:
         self.ctx = ctx
         self.writer = writer
+        self.report = report
         self._sem: asyncio.Semaphore | None = None
         self.in_flight = in_flight
 
@@ -73,6 +76,8 @@ class Constructor:
                     log.exception("conversation %s failed at %s", work.conversation_id, work.route)
                     work.fail(work.route, e)
             work.turn_vectors = None  # the pending artifacts hold them
+            if self.report is not None and work.pending is not None and not work.done and not work.again:
+                self.report(complete(work, SEGMENT_STAGE) + complete(work, ENCODE_STAGE))
 
     async def _build(self, work: StageWork, ctx: BuildContext, vecs: np.ndarray) -> None:
         conv = work.item.conversation
@@ -83,7 +88,7 @@ class Constructor:
             if marker is None:
                 return
             previous = await asyncio.to_thread(load_generation, self.writer.layout, marker)
-        pending = await build_pending(conv, ctx, previous, vecs)
+        pending = await build_pending(conv, ctx, previous, vecs, on_turns=stage_reporter(work, self.report))
         if previous is not None:  # the calls of earlier builds stay accounted for
             old = previous.tables["usage"]
             new = pending.artifacts.usage

@@ -21,13 +21,30 @@ a stored turn changed, missing or moved; another owner          failed (stage ``
                                                                 ``on_conflict=rebuild`` route ``build``
 =============================================================== ==============================================
 
-A marker an older version wrote is migrated first, under the write lock (ingest/commit.py). The
-commit step checks under the lock that the marker is still the one decided on; when another writer
-committed meanwhile, the runner decides the conversation again.
+A marker an older version wrote is migrated first, under the write lock
+(:func:`~lychee_ray.ingest.commit.decision_marker`). The commit step re-decides under the lock
+(:meth:`~lychee_ray.ingest.commit.Held.redecide`): when another writer committed meanwhile, the
+runner decides the conversation again.
 
-An append (inline, queued, or its catch-up) is decided under the write lock by
-:func:`~lychee_ray.ingest.increment.turns.check_append` (owner, creation, configuration), then its
-turns by :func:`~lychee_ray.ingest.increment.turns.merge_turns` — its route is always an increment.
+An append's route is always an increment; what may write is decided here too, on the marker read
+under the write lock (the turns themselves are checked by
+:func:`~lychee_ray.ingest.increment.turns.merge_turns` / ``new_turn_rows``):
+
+=============================================================== ==============================================
+the append, against the store                                   decision (:func:`decide_append`)
+=============================================================== ==============================================
+not stored, no ``create``                                       :class:`UnknownConversationError`
+not stored, no ``user_id``                                      :class:`UserIdRequired`
+another owner                                                   :class:`OwnerMismatch`
+stored with another configuration                               :class:`ConfigMismatch`
+otherwise                                                       the owner it writes as
+=============================================================== ==============================================
+
+:func:`decide_queued`: may it be queued (stored now, segmented by a catch-up)? Not with ``flush``,
+for a conversation not stored or stored with another configuration (then it runs inline), else as
+:func:`decide_append`. :func:`decide_catch_up`: as :func:`decide_append` for a stored conversation,
+and whether any turn waits. :func:`decide_forget`: a forget rewrites a conversation only while it is
+the user's.
 """
 
 from __future__ import annotations
@@ -39,8 +56,15 @@ import pyarrow as pa
 
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
 from lychee_ray.core.turn_identity import turns_digest
-from lychee_ray.ingest.commit import hold_sync
-from lychee_ray.ingest.increment.errors import IncrementError
+from lychee_ray.ingest.commit import LockWait, decision_marker
+from lychee_ray.ingest.increment.errors import (
+    ConfigMismatch,
+    IncrementError,
+    OwnerMismatch,
+    UnknownConversationError,
+    UserIdRequired,
+)
+from lychee_ray.ingest.increment.models import AppendRequest
 from lychee_ray.ingest.increment.turn_log import TURN_LOG_COLUMNS, TurnLog
 from lychee_ray.ingest.increment.turns import check_history
 from lychee_ray.config import PassagesConfig
@@ -127,10 +151,7 @@ class Decider:
 
     def _route(self, work: StageWork, conv: Conversation) -> None:
         item, cid = work.item, conv.conversation_id
-        marker = self.writer.commit_marker(cid)
-        if marker is not None and marker.version < MARKER_VERSION:
-            with hold_sync(self.writer, cid) as held:  # an older marker: migrated under the write lock
-                marker = held.marker()
+        marker = decision_marker(self.writer, cid)  # an older marker: migrated under the write lock
         work.marker = marker
         if marker is None or marker.fingerprint != self.fingerprint:
             work.route = "build"  # new, or stored with another configuration: built whole again
@@ -160,4 +181,49 @@ class Decider:
             work.route, work.first_turn = INCREMENT_ROUTE, matched  # the turns after the stored ones are new
 
 
-__all__ = ["Decider", "built_as_is", "stored_ahead_warning", "unchanged_input"]
+def decide_append(conversation_id: str, marker: CommitMarker | None, user_id: str | None, fingerprint: str,
+                  create: bool) -> str:
+    """The decision on an append (``marker``: the stored commit read under the write lock, None:
+    none): the owner it writes as, or the typed error that refuses it, nothing written (module doc)."""
+    if marker is None:
+        if not create:
+            raise UnknownConversationError(conversation_id)
+        if user_id is None:
+            raise UserIdRequired(conversation_id)
+        return user_id
+    if user_id is not None and user_id != marker.owner:
+        raise OwnerMismatch(conversation_id, marker.owner, user_id)
+    if marker.fingerprint != fingerprint:
+        raise ConfigMismatch(conversation_id, str(marker.fingerprint), fingerprint)
+    return marker.owner
+
+
+def decide_queued(request: AppendRequest, marker: CommitMarker | None, fingerprint: str) -> str | None:
+    """The decision on a queued append (``marker`` read under the write lock): the owner it writes
+    as, or None when it cannot be queued (``flush``, not stored, or stored with another
+    configuration: it runs inline); raises as :func:`decide_append`."""
+    if request.flush or marker is None or marker.generation is None or marker.fingerprint != fingerprint:
+        return None
+    return decide_append(request.conversation_id, marker, request.user_id, fingerprint, create=False)
+
+
+def decide_catch_up(request: AppendRequest, writer: StoreWriter, fingerprint: str,
+                    wait: LockWait | None = None) -> tuple[CommitMarker, bool]:
+    """The decision on a catch-up, taken without the write lock: the marker it builds on (an older
+    one migrated first) and whether any turn waits for it; raises as :func:`decide_append` (an
+    unknown conversation is never created)."""
+    cid = request.conversation_id
+    marker = decision_marker(writer, cid, wait)
+    decide_append(cid, marker, request.user_id, fingerprint, create=False)
+    assert marker is not None  # (decide_append refuses an unknown conversation without create)
+    return marker, bool(marker.unsegmented_turns)
+
+
+def decide_forget(marker: CommitMarker, user_id: str) -> bool:
+    """The decision on a forget of one conversation (``marker`` read under its write lock): its
+    commit is rewritten only while it is ``user_id``'s (not re-created for another owner since)."""
+    return marker.owner == user_id
+
+
+__all__ = ["Decider", "built_as_is", "decide_append", "decide_catch_up", "decide_forget", "decide_queued", "stored_ahead_warning",
+           "unchanged_input"]

@@ -32,7 +32,7 @@ from lychee_ray.ingest.text_links import StatementIndex
 from lychee_ray.ingest.vectors import PassageKey, VectorPlan, plan_vectors
 from lychee_ray.core.passages import passages_table
 from lychee_ray.core.quality import QualityCounts
-from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
+from lychee_ray.core.records import STORED_SEGMENT_STATUSES, MemoryRecord, SegmentRow, segment_id
 from lychee_ray.core.turn_identity import turns_digest
 from lychee_ray.ingest.segment import (
     Segment,
@@ -45,11 +45,13 @@ from lychee_ray.ingest.segment import (
 from lychee_ray.io.store import ConversationArtifacts, ConversationData
 from lychee_ray.io.store.marker import BuildInfo, LastIncrement
 from lychee_ray.text.time.normalise import make_resolver
-from lychee_ray.names import RULES_BACKEND
+from lychee_ray.names import ENCODE_STAGE, RULES_BACKEND, SEGMENT_STAGE, BuildStageName
 
 log = logging.getLogger(__name__)
 
 EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+# ``(stage, turns)``: that many more of the conversation's turns passed the stage (the run's progress)
+OnTurns = Callable[[BuildStageName, int], None]
 
 
 def build_fingerprint(cfg: LycheeConfig, backend: str, model: str, embedder_name: str) -> str:
@@ -123,12 +125,14 @@ async def encode_segments(
     previous: dict[str, tuple[SegmentRow, list[MemoryRecord]]] | None = None,
     prior: PriorContext | None = None,
     speakers: list[str] | None = None,
+    on_turns: OnTurns | None = None,
 ) -> tuple[list[SegmentRow], list[MemoryRecord]]:
     """Encode segments in order, carrying ρ (resolution state + last records) forward.
 
     ``previous`` maps segment ids to an earlier successful outcome that is reused as-is (the
     ``--retry-failed`` path); every other segment is encoded. A segment whose encoding fails is
-    kept as ``failed`` with its error; its turns stay in the turn index.
+    kept as ``failed`` with its error; its turns stay in the turn index. ``on_turns`` hears of each
+    segment's turns as the segment is done (stage ``encode``).
     """
     cfg = ctx.cfg
     speakers = speakers if speakers is not None else speakers_of(conv)  # (the caller may know them already)
@@ -167,13 +171,15 @@ async def encode_segments(
             backend=ctx.encoder.backend, model=ctx.encoder.model,
         )
         reuse = (previous or {}).get(sid)
-        if reuse is not None and reuse[0].status == "ok" and reuse[0].turn_ids == seg.turn_ids:
+        if reuse is not None and reuse[0].status in STORED_SEGMENT_STATUSES and reuse[0].turn_ids == seg.turn_ids:
             row, recs = reuse
             rows.append(row)
             records.extend(recs)
             memory.accept(recs)
             slots.absorb(recs)
             state = row.resolution_state or state
+            if on_turns is not None:
+                on_turns(ENCODE_STAGE, len(seg.turn_ids))
             continue
         turns = encode_turns(conv, seg)
         request = EncodeRequest(
@@ -190,12 +196,19 @@ async def encode_segments(
             records.extend(done.records)
             if request.kind == "dialogue":
                 state = done.resolution_state
-            rows.append(SegmentRow(**base, status="ok", attempts=done.attempts, num_records=len(done.records),
-                                   resolution_state=state, quality=done.quality.to_flat()))
+            cut = done.salvage
+            if cut is not None:
+                log.warning("segment %s salvaged: %s", sid, cut.message)
+            rows.append(SegmentRow(**base, status="ok" if cut is None else "salvaged", attempts=done.attempts,
+                                   num_records=len(done.records), resolution_state=state,
+                                   error=None if cut is None else cut.message,
+                                   error_kind=None if cut is None else cut.kind, quality=done.quality.to_flat()))
         else:
             log.warning("segment %s failed after %d attempt(s): %s", sid, done.attempts, done.error)
             rows.append(SegmentRow(**base, status="failed", error=done.error, error_kind=done.error_kind,
                                    attempts=done.attempts, resolution_state=state, quality=done.quality.to_flat()))
+        if on_turns is not None:
+            on_turns(ENCODE_STAGE, len(seg.turn_ids))
     return rows, records
 
 
@@ -348,8 +361,10 @@ async def build_pending(
     ctx: BuildContext,
     previous: ConversationData | None = None,
     turn_vectors: np.ndarray | None = None,
+    on_turns: OnTurns | None = None,
 ) -> PendingArtifacts:
-    """Build one conversation (no I/O) up to its record and node vectors; ``previous`` enables reuse of ok segments."""
+    """Build one conversation (no I/O) up to its record and node vectors; ``previous`` enables reuse of ok segments;
+    ``on_turns`` hears of turns as they are segmented and encoded."""
     t0 = time.perf_counter()
     cfg = ctx.cfg
     if turn_vectors is None:
@@ -357,8 +372,10 @@ async def build_pending(
     inputs = conversation_turn_inputs(conv, turn_vectors, cfg.tokenizer.encoding, cfg.segmenter.max_turn_chars)
     seg = segment_stream(inputs, cfg.segmenter, encoding=cfg.tokenizer.encoding)
     t_seg = time.perf_counter()
+    if on_turns is not None:
+        on_turns(SEGMENT_STAGE, conv.num_turns)
     prev = previous_outcomes(previous) if previous is not None else None
-    rows, records = await encode_segments(conv, seg.segments, ctx, prev)
+    rows, records = await encode_segments(conv, seg.segments, ctx, prev, on_turns=on_turns)
     t_enc = time.perf_counter()
     ledger = ctx.ledger.of_conversation(conv.conversation_id)
     tail = [segment_id(conv.conversation_id, s.segment_index) for s in seg.tail]

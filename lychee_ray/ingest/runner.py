@@ -4,8 +4,10 @@ every build run ends with (errors table, compaction, garbage sweep, manifest).
 The build runs the write path's steps as stages (decide → embed turns → construct → embed records
 and nodes → commit: ingest/decide.py, ingest/stages/embedding.py, ingest/construct.py,
 ingest/commit.py), the same functions the Ray job runs as Ray Data operators; here they are one
-asyncio pipeline (:class:`~lychee_ray.ingest.stages.local.LocalStages`). Every input conversation
+asyncio pipeline (:class:`~lychee_ray.ingest.local_stages.LocalStages`). Every input conversation
 ends as exactly one :class:`~lychee_ray.ingest.outcomes.Outcome`: built, skipped, failed or duplicate.
+The decide step needs only the build's fingerprint, which names the models without loading them: the
+models are loaded when the first conversation needs building (a re-run of a built input loads none).
 
 ``Outcome`` and ``BuildSummary`` are re-exported from where they live; the build context's factory
 is :func:`lychee_ray.ingest.context.make_context`.
@@ -30,14 +32,16 @@ from lychee_ray.ingest.outcomes import (
     row_to_item,
 )
 from lychee_ray.ingest.commit import Committer
-from lychee_ray.ingest.construct import Constructor
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.decide import Decider
-from lychee_ray.ingest.pipeline import BuildContext
-from lychee_ray.ingest.run_progress import BuildProgress
-from lychee_ray.ingest.stages.local import LocalStages
+from lychee_ray.ingest.encode.factory import make_encoder
+from lychee_ray.ingest.pipeline import BuildContext, build_fingerprint
+from lychee_ray.ingest.run_progress import LOADING_MODEL_NOTE, READING_NOTE, BuildProgress
+from lychee_ray.ingest.local_stages import LazyContext, LocalStages
+from lychee_ray.ingest.stages.turn_report import TurnSink, settle, stored_turns
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.config import LycheeConfig
+from lychee_ray.embed.base import embedder_name
 from lychee_ray.io.adapters import AdapterItem, input_units, read_input
 from lychee_ray.io.adapters.detect import count_conversations
 from lychee_ray.io.store import StoreWriter, compact
@@ -93,17 +97,29 @@ def run_local_build(
                                  on_conflict=on_conflict, progress=progress, total=total, progress_stream=progress_stream)
 
 
-def local_stages(cfg: LycheeConfig, ctx: BuildContext, writer: StoreWriter, run_id: str, retry_failed: bool = False,
-                 on_conflict: str | None = None) -> LocalStages:
-    """The stages of one in-process run over ``ctx`` (its embedders, encoder and ledger)."""
+def local_stages(cfg: LycheeConfig, ctx: BuildContext | LazyContext, writer: StoreWriter, run_id: str,
+                 retry_failed: bool = False, on_conflict: str | None = None, fingerprint: str | None = None,
+                 report: TurnSink | None = None) -> LocalStages:
+    """The stages of one in-process run over ``ctx`` (its embedders, encoder and ledger; a
+    :class:`LazyContext` is made when first needed, and then ``fingerprint``, the build's, is
+    required); ``report``: where the stages report the turns they pass."""
     st = cfg.ray.stages
+    if isinstance(ctx, BuildContext):
+        fingerprint, ctx = ctx.fingerprint, LazyContext.of(ctx)
+    if fingerprint is None:
+        raise ValueError("a context made later needs the build's fingerprint now")
     return LocalStages(
-        decider=Decider(writer, run_id, ctx.fingerprint, cfg.segmenter.max_turn_chars, retry_failed,
+        decider=Decider(writer, run_id, fingerprint, cfg.segmenter.max_turn_chars, retry_failed,
                         on_conflict or cfg.build.on_conflict, cfg.passages),
-        ctx=ctx, constructor=Constructor(ctx, writer, cfg.build.conversations_in_flight),
-        committer=Committer(writer), turn_batch=st.embed_turns.batch_size,
-        memory_batch=st.embed_memory.batch_size, commit_batch=st.commit.batch_size,
-        in_flight=cfg.build.conversations_in_flight, rounds=cfg.build.decide_rounds)
+        context=ctx, writer=writer, committer=Committer(writer), max_turn_chars=cfg.segmenter.max_turn_chars,
+        turn_batch=st.embed_turns.batch_size, memory_batch=st.embed_memory.batch_size,
+        commit_batch=st.commit.batch_size, in_flight=cfg.build.conversations_in_flight,
+        rounds=cfg.build.decide_rounds, report=report, embed_chunk=cfg.embedding.max_batch_texts)
+
+
+def planned_fingerprint(cfg: LycheeConfig, backend: LLMBackend) -> str:
+    """The fingerprint a build context of ``backend`` will have, without loading its models."""
+    return build_fingerprint(cfg, backend, make_encoder(cfg, backend).model, embedder_name(cfg.embedding))
 
 
 def run_local_build_items(
@@ -123,31 +139,40 @@ def run_local_build_items(
     Every item is accounted for in the returned summary: built, skipped or failed. Conversations
     already stored gain their new turns (``appended``); ``on_conflict`` (default
     ``build.on_conflict``) decides about inputs that rewrite a stored history (docs/incremental.md).
-    ``progress``: conversations and turns committed, from the start (``total``: conversations in
-    the input, when known), on ``progress_stream`` (stderr).
+    ``progress``: conversations and turns committed and turns past each stage, from the start
+    (``total``: conversations in the input, when known), on ``progress_stream`` (stderr).
+    Without ``ctx``, the models are loaded only once a conversation needs building.
     """
     t0 = time.perf_counter()
     backend = resolve_backend(cfg.llm, backend)
     prog = BuildProgress(total, cfg, stream=progress_stream) if progress else None
     if prog is not None:
-        prog.start("loading the embedding model" if ctx is None else "")
+        prog.start(READING_NOTE)
         prog.ticking()
     summary = BuildSummary()
     try:
-        ctx = ctx or make_context(cfg, backend)
         writer = StoreWriter(out, cfg.store)
         migrate_if_needed(writer.layout)  # a store written by an older version: to the current layout first
         run_id = f"local-{uuid.uuid4().hex[:8]}"
-        stages = local_stages(cfg, ctx, writer, run_id, retry_failed, on_conflict)
+
+        def phase(loading: bool) -> None:
+            if prog is not None:
+                prog.note = LOADING_MODEL_NOTE if loading else ""
+                prog.show(force=True)  # the phase changes now, not at the next interval
+
+        made = ctx if ctx is not None else LazyContext(lambda: make_context(cfg, backend), phase)
+        fingerprint = ctx.fingerprint if ctx is not None else planned_fingerprint(cfg, backend)
+        stages = local_stages(cfg, made, writer, run_id, retry_failed, on_conflict, fingerprint,
+                              report=prog.advanced if prog is not None else None)
 
         def decided(w: StageWork) -> None:
             if prog is not None:
-                prog.decided(w.num_turns)
+                prog.decided(w.num_turns, stored_turns(w))
 
         def finished(w: StageWork, o: Outcome) -> None:
             summary.add(o)
             if prog is not None:
-                prog.finished(o.status, w.num_turns)
+                prog.finished(o.status, w.num_turns, settle(w, o.status))
 
         asyncio.run(stages.run_rounds(items, finished, decided))
     finally:
@@ -159,4 +184,4 @@ def run_local_build_items(
 
 
 __all__ = ["SUMMARY_MAX_IDS", "BuildSummary", "Outcome", "finish_run", "input_warnings", "item_to_row", "local_stages",
-           "manifest_info", "row_to_item", "run_local_build", "run_local_build_items"]
+           "manifest_info", "planned_fingerprint", "row_to_item", "run_local_build", "run_local_build_items"]

@@ -6,8 +6,8 @@ incremental build continues exactly where a one-shot build would be. Per encoded
 
 * before the call, :meth:`SlotState.candidates` picks the current records of the slots the
   segment's turns mention (``encoder.currency``); the ``openai`` encoder shows them in the
-  reference context under labels (:func:`candidates_block`) and its records name the labels they
-  replace (``replaces``) or contradict (``contradicts``);
+  reference context under labels (:mod:`~lychee_ray.ingest.encode.candidates`) and its records name
+  the labels they replace (``replaces``) or contradict (``contradicts``);
 * after the call, :meth:`SlotState.link` normalises each record's slot, value and ``valid_from``
   and writes its links on the record itself (``supersedes``, ``conflicts_with``), never on the
   older one:
@@ -39,7 +39,6 @@ from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SlotCandid
 from lychee_ray.ingest.text_links import StatementIndex
 from lychee_ray.text.dates import iso_day
 from lychee_ray.text.lexical import lexical_terms
-from lychee_ray.text.tokens import count_tokens
 
 LABEL_PREFIX = "c"  # candidate labels: c1, c2, ...
 
@@ -220,25 +219,4 @@ def _normalise(r: MemoryRecord, dates: dict[str, str | None]) -> None:
         r.valid_from = max((s for s in said if s), default=None) or r.created_at
 
 
-def candidates_block(candidates: Sequence[SlotCandidate], cfg: CurrencyConfig, encoding: str) -> str:
-    """The candidates as the reference context shows them, within ``candidate_tokens``: one line
-    each, ``[c1] slot = value (since day): record text``; empty when there are none."""
-    if not candidates or cfg.candidate_tokens <= 0:
-        return ""
-    head = "Current records these turns may change (put a label in replaces or contradicts when a record of yours does):"
-    lines = [head]
-    used = count_tokens(head, encoding)
-    for c in candidates:
-        text = c.text if len(c.text) <= cfg.candidate_chars else c.text[: cfg.candidate_chars].rsplit(" ", 1)[0] + " …"
-        since = f" (since {c.valid_from[:10]})" if c.valid_from else ""
-        value = f" = {c.value}" if c.value else ""
-        line = f"[{c.label}] {c.slot}{value}{since}: {text}"
-        n = count_tokens(line, encoding) + 1
-        if used + n > cfg.candidate_tokens:
-            break
-        lines.append(line)
-        used += n
-    return "\n".join(lines) if len(lines) > 1 else ""
-
-
-__all__ = ["LABEL_PREFIX", "SlotState", "candidates_block"]
+__all__ = ["LABEL_PREFIX", "SlotState"]

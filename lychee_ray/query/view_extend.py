@@ -1,6 +1,6 @@
 """A search view extended by appended turns, at the cost of the new turns.
 
-A queued append (ingest/increment/queued.py) commits a delta of new turn rows only. Building the conversation's
+A queued append (ingest/append/queued.py) commits a delta of new turn rows only. Building the conversation's
 :class:`~lychee_ray.query.view.ConversationView` again from scratch for it costs the whole
 conversation (columns, BM25, term sets, line token counts: ~2 s at 10,000 turns, on every replica,
 for every appended turn). :func:`extend_with_turns` instead keeps the old view's records, nodes and

@@ -1,7 +1,7 @@
 """Online appends in the query service: ``POST /v1/conversations/{id}/turns`` and ``.../flush``.
 
 * :class:`Appender` runs one append in a worker thread through the library's append service
-  (:class:`~lychee_ray.ingest.increment.service.AppendService`), which commits one new generation under the
+  (:class:`~lychee_ray.ingest.append.service.AppendService`), which commits one new generation under the
   conversation's ``flock`` write lock (so writers of one conversation are serialised across
   threads, replicas and processes of one machine), then this replica re-reads the conversation's
   commit marker and answers from the new generation at once. Errors become HTTP answers by their
@@ -33,12 +33,13 @@ from pydantic import ValidationError
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.increment.errors import IncrementError
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult, AppendTurn
-from lychee_ray.ingest.increment.service import AppendService
+from lychee_ray.ingest.append.service import AppendService
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.config import LycheeConfig
 from lychee_ray.embed import Embedder, get_embedder
 from lychee_ray.io.store import CommitMarker, StoreReader, StoreLayout, conversation_key
-from lychee_ray.io.store.fs import AnyPath, StorePath, store_root
+from lychee_ray.io.store.fs import AnyPath, store_root
+from lychee_ray.io.store.remote_path import StorePath
 from lychee_ray.io.store.lease import LeaseLost
 from lychee_ray.io.store.locks import ConversationDeleting
 from lychee_ray.io.store.marker import ConversationReplaced
@@ -241,7 +242,7 @@ def _epoch(iso: object) -> float | None:
 
 
 class Appender:
-    """One replica's appends: its :class:`~lychee_ray.ingest.increment.service.AppendService` (build
+    """One replica's appends: its :class:`~lychee_ray.ingest.append.service.AppendService` (build
     contexts made on first use), the encode queue, the idle flusher, counters.
 
     ``store`` is the replica's :class:`~lychee_ray.query.engine.QueryEngine` (its reader re-reads a
@@ -257,12 +258,12 @@ class Appender:
         self._embedder = embedder
         self._ctx: BuildContext | None = None
         self._ctx_lock = threading.Lock()
-        ac = config.appends
-        self.retry_after_s = ac.retry_after_s
-        self.flusher = IdleFlusher(ac.idle_flush_s, self.flush_now, self._read_marker)
+        appends_cfg = config.appends
+        self.retry_after_s = appends_cfg.retry_after_s
+        self.flusher = IdleFlusher(appends_cfg.idle_flush_s, self.flush_now, self._read_marker)
         self.service = AppendService(self.root, config, self._context, background_context=self._background_context,
                                      committed=store.reader.refresh_conversation)
-        self.queue = EncodeQueue(self.catch_up, ac.queue_max, ac.queue_retry_s, ac.queue_nice,
+        self.queue = EncodeQueue(self.catch_up, appends_cfg.queue_max, appends_cfg.queue_retry_s, appends_cfg.queue_nice,
                                  warm=self._background_context)
         self._bg_ctx: BuildContext | None = None
         self._bg_lock = threading.Lock()  # not _ctx_lock: loading one model must not hold up the other

@@ -1,6 +1,6 @@
 """Segmentation and encoding off the request path: a bounded per-process queue.
 
-Part of the service runtime. A queued append (:func:`~lychee_ray.ingest.increment.queued.append_queued`) stores its turns and
+Part of the service runtime. A queued append (:func:`~lychee_ray.ingest.append.queued.append_queued`) stores its turns and
 returns; :class:`EncodeQueue` then runs the conversation's *catch-up* — an append of no turns,
 which segments every unsegmented turn from the saved resume point and encodes the segments that
 close — on one worker thread. A conversation waits in the queue at most once (one catch-up covers
@@ -69,7 +69,7 @@ class EncodeQueue:
     def cancel(self, conversation_id: str) -> bool:
         """Drop a conversation's waiting catch-up (its erasure: nothing of it is left to encode);
         True when one was waiting. A catch-up already running is fenced at its commit instead (it
-        read the erased conversation's lineage: ingest/increment/queued.py)."""
+        read the erased conversation's lineage: ingest/append/queued.py)."""
         with self._cond:
             found = self._pending.pop(conversation_id, None) is not None
             self._cond.notify_all()

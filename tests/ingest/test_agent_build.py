@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from lychee_ray.ingest.context import make_context
-from lychee_ray.ingest.increment import AppendRequest, AppendTurn, append_turns
+from lychee_ray.ingest.append import append_turns
+from lychee_ray.ingest.increment import AppendRequest, AppendTurn
 from lychee_ray.ingest.runner import run_local_build
 from lychee_ray.config import load_config
 from lychee_ray.io.adapters import survey_input

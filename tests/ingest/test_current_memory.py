@@ -25,7 +25,8 @@ from lychee_ray.core.records import MemoryRecord
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SegmentTurn, SlotCandidate
 from lychee_ray.ingest.pipeline import build_conversation
-from lychee_ray.ingest.supersede import SlotState, candidates_block
+from lychee_ray.ingest.encode.candidates import candidates_block
+from lychee_ray.ingest.supersede import SlotState
 from lychee_ray.io.store import StoreReader
 from tests.ingest.test_incremental import build, prefix
 from tests.reliability.test_bad_input import HashEmbedder

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from lychee_ray.ingest.context import make_context
-from lychee_ray.ingest.increment import AppendRequest, ConversationBusy, StoredCache, append_queued, append_turns
+from lychee_ray.ingest.append import append_queued, append_turns
+from lychee_ray.ingest.increment import AppendRequest, ConversationBusy, StoredCache
 from lychee_ray.config import load_config
 from lychee_ray.io.store import (
     StoreReader,

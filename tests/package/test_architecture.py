@@ -31,7 +31,26 @@ RAY_ALLOWED = {"ray", "cli"}
 # Inside eval/, the same rule by subpackage (docs/architecture.md, "The eval package"): setup, metrics
 # and baselines import no other eval subpackage, reports may import metrics and setup, runners all.
 EVAL_LAYERS: dict[str, int] = {"setup": 0, "metrics": 0, "baselines": 0, "reports": 1, "runners": 2}
-MAX_LINES = 500
+# Inside ingest/, the same rule by top-level module or subpackage (docs/architecture.md, "Levels inside
+# ingest/"): data at the bottom, steps in the middle, the write path's commit / decide / construct
+# above them, runners on top. A unit imports units of a LOWER level only.
+INGEST_LEVELS: dict[str, int] = {
+    # data: types and the pure helpers every step shares
+    "resume_point": 0, "passages": 0, "vectors": 0, "text_links": 0, "nodes": 0,
+    "outcomes": 1,
+    # steps: one conversation segmented, encoded, constructed; an increment; a build run's stages
+    "segment": 2, "encode": 2,
+    "supersede": 3, "forget_parts": 3,
+    "pipeline": 4,
+    "increment": 5, "stages": 5,
+    # the write path: commit (locks, the re-decision, fenced commits), then decide and construct
+    "commit": 6,
+    "decide": 7, "construct": 7,
+    # runners: appends, a build run, a forget
+    "append": 8, "local_stages": 8, "forget": 8, "context": 8, "dryrun": 8, "run_progress": 8,
+    "runner": 9, "runner_choice": 9,
+}
+MAX_LINES = 450
 
 
 def _modules() -> list[Path]:
@@ -119,6 +138,77 @@ def test_eval_subpackages_import_one_way():
             if mine is None or theirs not in EVAL_LAYERS or EVAL_LAYERS[theirs] >= EVAL_LAYERS[mine]:
                 bad.append(f"{p.relative_to(PKG)}:{line} ({mine}) imports {name}")
     assert not bad, "\n".join(bad)
+
+
+def _ingest_unit(path: Path) -> str | None:
+    """The ingest/ unit a module belongs to: its top-level module or subpackage (None: ingest/__init__)."""
+    rel = path.relative_to(PKG / "ingest").with_suffix("").parts
+    return None if rel == ("__init__",) else rel[0]
+
+
+def _ingest_graph() -> dict[str, set[str]]:
+    """Every ingest/ module (dotted, relative to ingest/) -> the ingest/ modules it imports (any depth of
+    the file, TYPE_CHECKING blocks included; a name resolves to the longest module it starts with)."""
+    mods = {}
+    for p in _modules():
+        if p.relative_to(PKG).parts[0] == "ingest":
+            rel = p.relative_to(PKG / "ingest").with_suffix("").parts
+            mods[".".join(rel[:-1] if rel[-1] == "__init__" else rel)] = p
+    graph: dict[str, set[str]] = {}
+    for mod, p in mods.items():
+        out = set()
+        for _, name in _imports(p):
+            parts = name.split(".")
+            if parts[:2] != ["lychee_ray", "ingest"]:
+                continue
+            for k in range(len(parts), 2, -1):
+                target = ".".join(parts[2:k])
+                if target in mods:
+                    if target != mod:
+                        out.add(target)
+                    break
+        graph[mod] = out
+    return graph
+
+
+def test_ingest_units_import_down_their_levels():
+    units = {_ingest_unit(p) for p in _modules() if p.relative_to(PKG).parts[0] == "ingest"} - {None}
+    assert units == set(INGEST_LEVELS), "every ingest/ module or subpackage has a level (INGEST_LEVELS, docs/architecture.md)"
+    bad = []
+    for p in _modules():
+        if p.relative_to(PKG).parts[0] != "ingest":
+            continue
+        mine = _ingest_unit(p)
+        for line, name in _imports(p):
+            parts = name.split(".")
+            if parts[:2] != ["lychee_ray", "ingest"]:
+                continue
+            theirs = parts[2] if len(parts) > 2 else None
+            if theirs == mine and mine is not None:
+                continue
+            if mine is None or theirs not in INGEST_LEVELS or INGEST_LEVELS[theirs] >= INGEST_LEVELS[mine]:
+                bad.append(f"{p.relative_to(PKG)}:{line} ({mine}) imports {name}")
+    assert not bad, "an arrow back up inside ingest/:\n" + "\n".join(bad)
+
+
+def test_ingest_modules_import_no_circle():
+    graph = _ingest_graph()
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    circles = []
+
+    def visit(mod: str, path: list[str]) -> None:
+        state[mod] = 1
+        for nxt in sorted(graph[mod]):
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join([*path[path.index(nxt):], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[mod] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            visit(mod, [mod])
+    assert not circles, "import circles inside ingest/:\n" + "\n".join(circles)
 
 
 # The write side's one commit step (docs/architecture.md, "The write path"): outside io/store/, only this

@@ -1,6 +1,6 @@
 """Erasure that stays erased (issue 39 item 1): the delete / re-create race, queued and inline.
 
-The race: a background encoding (``ingest/increment/queued.py`` ``catch_up``) reads a conversation and
+The race: a background encoding (``ingest/append/queued.py`` ``catch_up``) reads a conversation and
 encodes it without the write lock; meanwhile ``DELETE`` erases the conversation and an append
 re-creates the id. Before lineages the encoding then committed the erased conversation's records
 into the new one. Each round here hits that window *deterministically*: the encoder is gated

@@ -15,11 +15,14 @@ from lychee_ray.ingest.encode.base import (
     RecordDraft,
     check_reply_language,
     merge_to_summary,
+    wrong_script_problem,
 )
+from lychee_ray.ingest.encode.salvage import TRUNCATED, salvage_cut_reply, salvage_note
 from lychee_ray.config import EncoderConfig, TokenizerConfig
-from lychee_ray.ingest.supersede import candidates_block
+from lychee_ray.ingest.encode.candidates import candidates_block
 from lychee_ray.core.records import RECORD_TYPES
 from lychee_ray.core.tools import CALL_ARROW
+from lychee_ray.llm.errors import LLMCallFailed
 from lychee_ray.text.tokens import count_tokens, truncate_to_tokens
 from lychee_ray.names import OPENAI_BACKEND
 
@@ -244,20 +247,42 @@ class OpenAIEncoder:
         self.model = client.config.model
 
     async def encode(self, request: EncodeRequest) -> EncodeResult:
-        """One call; a reply in the wrong language (``encoder.wrong_script_share``) or truncated
-        (finish_reason=length) is an invalid reply, retried by the client like malformed JSON."""
+        """One call; a reply in the wrong language (``encoder.wrong_script_share``) is an invalid reply,
+        retried by the client like malformed JSON. A reply cut at the token limit (finish_reason=length)
+        is tried ``encoder.truncated_attempts`` times; still cut, its complete records are kept
+        (``encoder.truncated_reply: salvage``, the result carries a :class:`SalvageNote`) or, when it
+        holds none, the call's :class:`LLMCallFailed` (kind ``truncated``) is raised."""
 
         def validate(out: EncodeOutput) -> None:
             check_reply_language(out, request, self.cfg.wrong_script_share)
 
-        res = await self.client.chat_json(
-            "encode",
-            build_messages(request, self.cfg, self.tokenizer),
-            EncodeOutput,
-            schema_name="segment_records",
-            max_completion_tokens=self.cfg.max_completion_tokens,
-            keys={"conversation_id": request.conversation_id, "segment_id": request.segment_id},
-            validate=validate,
-        )
+        try:
+            res = await self.client.chat_json(
+                "encode",
+                build_messages(request, self.cfg, self.tokenizer),
+                EncodeOutput,
+                schema_name="segment_records",
+                max_completion_tokens=self.cfg.max_completion_tokens,
+                keys={"conversation_id": request.conversation_id, "segment_id": request.segment_id},
+                validate=validate,
+                max_truncated_attempts=self.cfg.truncated_attempts,
+            )
+        except LLMCallFailed as e:
+            salvaged = self._salvage(e, request)
+            if salvaged is None:
+                raise
+            return salvaged
         out = merge_to_summary(res.parsed) if self.cfg.mode == "summary" else res.parsed
         return EncodeResult(output=out, attempts=res.usage.attempts, model=self.model)
+
+    def _salvage(self, e: LLMCallFailed, request: EncodeRequest) -> EncodeResult | None:
+        """The complete records of a call that ended cut, or None (not cut, salvage off, nothing whole,
+        or the kept records in the wrong language)."""
+        if e.kind != TRUNCATED or not e.reply_text or self.cfg.truncated_reply != "salvage":
+            return None
+        s = salvage_cut_reply(e.reply_text)
+        if not s.output.records or wrong_script_problem(s.output, request, self.cfg.wrong_script_share) is not None:
+            return None
+        out = merge_to_summary(s.output) if self.cfg.mode == "summary" else s.output
+        return EncodeResult(output=out, attempts=e.attempts, model=self.model,
+                            salvage=salvage_note(s, e.attempts, self.cfg.max_completion_tokens))

@@ -5,7 +5,7 @@ One core, :func:`construct_increment`, serves every such write:
 
 * a build run's ``increment`` route (ingest/construct.py): an input conversation whose stored turns
   open it unchanged gains its new turns; the end of the input closes the tail;
-* an append (inline, or the catch-up of queued ones: :mod:`lychee_ray.ingest.increment.service`):
+* an append (inline, or the catch-up of queued ones: :mod:`lychee_ray.ingest.append.service`):
   turns arrive by id, duplicates are idempotent, the open tail segment stays open unless ``flush``.
 
 The segmenter continues from the resume point saved with the last generation (its state before
@@ -41,7 +41,7 @@ from lychee_ray.ingest.pipeline import (
 from lychee_ray.ingest.resume_point import ResumePoint
 from lychee_ray.ingest.segment import conversation_turn_inputs, resolve_exchange_mode, segment_stream, turn_embedding_text
 from lychee_ray.core.conversation import Conversation
-from lychee_ray.core.records import MemoryRecord, SegmentRow, segment_id
+from lychee_ray.core.records import STORED_SEGMENT_STATUSES, MemoryRecord, SegmentRow, segment_id
 from lychee_ray.io.store.artifacts import ConversationArtifacts, ConversationDelta
 from lychee_ray.io.store.marker import LastIncrement
 from lychee_ray.llm.usage import UsageLedger
@@ -85,18 +85,18 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
         return None, False
     if stored.marker.fingerprint != ctx.fingerprint:
         return "config_changed", False  # other segmenter/encoder settings or models: nothing carries over
-    st = stored.segstate
-    stored_speakers = st.speakers if st is not None else speakers_of(stored.conversation())
+    resume = stored.segstate
+    stored_speakers = resume.speakers if resume is not None else speakers_of(stored.conversation())
     if (speakers if speakers is not None else speakers_of(conv)) != stored_speakers:
         return "new_speaker", False  # every encode request lists the conversation's speakers
-    if st is None or not st.current or st.num_turns != stored.segmented_turns:
+    if resume is None or not resume.current or resume.num_turns != stored.segmented_turns:
         return "no_segmenter_state", True
-    if st.segmenter_config != ctx.cfg.segmenter:
+    if resume.segmenter_config != ctx.cfg.segmenter:
         return "segmenter_config", True
-    if ctx.cfg.segmenter.exchange_mode == AUTO and st.segmenter_mode != ROLE_MODE and \
-            resolve_exchange_mode(AUTO, (t.role for *_, t in conv.iter_turns_from(st.num_turns)),
+    if ctx.cfg.segmenter.exchange_mode == AUTO and resume.segmenter_mode != ROLE_MODE and \
+            resolve_exchange_mode(AUTO, (t.role for *_, t in conv.iter_turns_from(resume.num_turns)),
                                   ctx.cfg.segmenter.auto_without_roles) \
-            != st.segmenter_mode:
+            != resume.segmenter_mode:
         # e.g. the first assistant turn: one build would use role mode throughout. ("role" is
         # resolved from any answering turn, so it stays; the saved mode covers the first
         # ``num_turns`` turns, so only the later ones can change it.)
@@ -107,11 +107,11 @@ def rebuild_reason(stored: StoredConversation | None, conv: Conversation, ctx: B
 def conversation_speakers(stored: StoredConversation | None, conv: Conversation) -> list[str]:
     """:func:`speakers_of` ``conv``, from the saved resume point's speakers (those of its first
     ``num_turns`` turns, in order) and the turns after them when the stored conversation has one."""
-    st = stored.segstate if stored is not None else None
-    if st is None or st.speakers is None or st.num_turns > conv.num_turns:
+    resume = stored.segstate if stored is not None else None
+    if resume is None or resume.speakers is None or resume.num_turns > conv.num_turns:
         return speakers_of(conv)
-    later = (t.speaker for *_, t in conv.iter_turns_from(st.num_turns))
-    return list(dict.fromkeys([*st.speakers, *later]))
+    later = (t.speaker for *_, t in conv.iter_turns_from(resume.num_turns))
+    return list(dict.fromkeys([*resume.speakers, *later]))
 
 
 async def construct_increment(
@@ -152,13 +152,13 @@ async def construct_increment(
     rows: list[SegmentRow] = [] if stored is None else stored.rows
     stored_records: list[MemoryRecord] = [] if stored is None else stored.records
     if stored is not None and reason is None:
-        st = stored.segstate
-        assert st is not None  # reason is None: a current resume point
-        provisional = set(st.provisional)
+        resume = stored.segstate
+        assert resume is not None  # reason is None: a current resume point
+        provisional = set(resume.provisional)
         final = [r for r in rows if r.segment_id not in provisional]
         replaceable = [r for r in rows if r.segment_id in provisional]
         inputs = conversation_turn_inputs(conv, all_vecs[n:], enc, max_chars, start=n)
-        stream = segment_stream(inputs, cfg.segmenter, state=st.segmenter, encoding=enc, finish=finish)
+        stream = segment_stream(inputs, cfg.segmenter, state=resume.segmenter, encoding=enc, finish=finish)
     else:  # segment the whole conversation again (cheap: no LLM); encodings are reused where still valid
         final, replaceable = [], ([] if fresh else rows)
         stream = segment_stream(conversation_turn_inputs(conv, all_vecs, enc, max_chars), cfg.segmenter, encoding=enc,
@@ -181,7 +181,7 @@ async def construct_increment(
     reuse: dict[str, tuple[SegmentRow, list]] = {}
     for s, sid in zip(segs, ids, strict=False):  # only an unbroken prefix: a segment's ρ depends on all before it
         r = old.get(sid)
-        if not reuse_ok or r is None or r.status != "ok" or r.turn_ids != s.turn_ids:
+        if not reuse_ok or r is None or r.status not in STORED_SEGMENT_STATUSES or r.turn_ids != s.turn_ids:
             break
         reuse[sid] = (r, sorted(replaced_records.get(sid, []), key=lambda x: x.ordinal))
     provisional_ids = [segment_id(cid, s.segment_index) for s in stream.tail] + [r.segment_id for r in survivors]

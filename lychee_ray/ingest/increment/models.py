@@ -42,7 +42,7 @@ class AppendTurn(BaseModel):
 
 
 class AppendRequest(BaseModel):
-    """What :func:`~lychee_ray.ingest.increment.service.append_turns` takes (the HTTP body adds the id from the path)."""
+    """What :func:`~lychee_ray.ingest.append.service.append_turns` takes (the HTTP body adds the id from the path)."""
 
     model_config = ConfigDict(extra="forbid")
 

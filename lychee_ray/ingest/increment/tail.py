@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lychee_ray.ingest.increment.node_index import NodeIndex
+from lychee_ray.ingest.increment.queued_delta import chained_digest
 from lychee_ray.ingest.increment.stored import StoredConversation
 from lychee_ray.ingest.passages import conversation_passages
 from lychee_ray.ingest.pipeline import (
@@ -40,7 +41,6 @@ from lychee_ray.core.records import (
     records_table,
     segments_table,
 )
-from lychee_ray.core.turn_identity import turns_digest
 from lychee_ray.io.store.artifacts import ConversationDelta, TableDelta, TableVectors
 from lychee_ray.io.store.marker import BuildInfo, LastIncrement, MarkerCounts
 from lychee_ray.llm.usage import UsageLedger
@@ -136,7 +136,7 @@ async def delta_increment(
         tokens=usage_tokens(UsageLedger.from_table(usage)), timings_s=timings,
         mean_turns_per_segment=round(n_turns / max(1, len(all_rows)), 3),
         quality=_quality(stored, final_ids, tail_rows).report(),
-        turns_digest=turns_digest(new_turns, digest) if digest else None, last_increment=last_increment)
+        turns_digest=chained_digest(digest, new_turns), last_increment=last_increment)
     counts = MarkerCounts(turns=n_turns, segments=len(all_rows), failed_segments=sum(r.status == "failed" for r in all_rows),
                           records=len(records), nodes=len(idx))
     delta = ConversationDelta(conversation_id=cid, user_id=conv.user_id, fingerprint=ctx.fingerprint, tables=tables,

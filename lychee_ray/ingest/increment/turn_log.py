@@ -1,6 +1,6 @@
 """The turn log: a stored conversation's turns as an append sees them (identity by id, sessions).
 
-An append whose segmentation is queued (:func:`~lychee_ray.ingest.increment.queued.append_queued`)
+An append whose segmentation is queued (:func:`~lychee_ray.ingest.append.queued.append_queued`)
 checks the new turns against the stored ones (duplicates, edits, session order) and numbers them;
 it reads nothing else. :class:`~lychee_ray.ingest.increment.cache.StoredCache` keeps a
 :class:`TurnLog` per conversation and, when the commit marker only added deltas since, reads just

@@ -1,6 +1,5 @@
-"""An append's checks, and its turns (or a build's input) checked against the stored history.
-
-:func:`check_append`: may this append write (owner, creation, configuration)?
+"""An append's turns, or a build's input, checked against the stored history (whether an append may
+write at all is the decide step's: ingest/decide.py).
 
 :func:`check_history`: a build's input must open with the stored turns unchanged (or be an older
 copy whose turns open the stored ones). For appends, one
@@ -18,20 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lychee_ray.ingest.increment.errors import (
-    ConfigMismatch,
-    HistoryConflict,
-    InvalidTurns,
-    OwnerMismatch,
-    UnknownConversationError,
-    UserIdRequired,
-)
+from lychee_ray.ingest.increment.errors import HistoryConflict, InvalidTurns, OwnerMismatch
 from lychee_ray.ingest.increment.models import AppendRequest, AppendTurn
 from lychee_ray.ingest.increment.stored import StoredConversation
 from lychee_ray.ingest.increment.turn_log import TurnLog
 from lychee_ray.core.conversation import Conversation, Session, Turn, turn_row
 from lychee_ray.core.turn_identity import TURN_IDENTITY
-from lychee_ray.io.store.marker import CommitMarker
 
 # Session id of a conversation created by an append whose turns name no session.
 DEFAULT_SESSION_ID = "s1"
@@ -55,25 +46,6 @@ def _invalid(cid: str, e: ValidationError, turn_id: str | None) -> InvalidTurns:
     where = ".".join(str(x) for x in err.get("loc", ()))
     return InvalidTurns(cid, f"turn {turn_id!r}: {where}: {err.get('msg')}" if turn_id else f"{where}: {err.get('msg')}",
                         turn_id=turn_id, field=where or None)
-
-
-def check_append(conversation_id: str, marker: CommitMarker | None, user_id: str | None, fingerprint: str,
-                 create: bool) -> str:
-    """The decision on an append under the write lock (``marker``: the stored commit, None: none):
-    the owner it writes as, or the typed error that refuses it (nothing written) — an unknown
-    conversation without ``create``, a new one without ``user_id``, another owner, or a
-    conversation built with another configuration (appending would re-encode it from scratch)."""
-    if marker is None:
-        if not create:
-            raise UnknownConversationError(conversation_id)
-        if user_id is None:
-            raise UserIdRequired(conversation_id)
-        return user_id
-    if user_id is not None and user_id != marker.owner:
-        raise OwnerMismatch(conversation_id, marker.owner, user_id)
-    if marker.fingerprint != fingerprint:
-        raise ConfigMismatch(conversation_id, str(marker.fingerprint), fingerprint)
-    return marker.owner
 
 
 def merge_turns(stored: StoredConversation | None, request: AppendRequest, user_id: str) -> tuple[Conversation, list[str], list[str]]:
@@ -185,4 +157,4 @@ def check_history(stored: TurnLog, conv: Conversation) -> int:
     return len(stored.order)
 
 
-__all__ = ["DEFAULT_SESSION_ID", "check_append", "check_history", "merge_turns", "new_turn_rows"]
+__all__ = ["DEFAULT_SESSION_ID", "check_history", "merge_turns", "new_turn_rows"]

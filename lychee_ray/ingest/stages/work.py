@@ -56,6 +56,8 @@ class StageWork:
     embedded: bool = False  # pending's record and node vectors are in
     increment: IncrementMade | None = None  # what an increment added (its outcome reports it)
     placement: str | None = None  # where it was built (the Ray job's node id: the run's placement report)
+    # turns credited to each stage so far (the progress display: ingest/stages/turn_report.py)
+    passed: dict[str, int] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:

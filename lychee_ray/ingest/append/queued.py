@@ -12,27 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
-import numpy as np
-import pyarrow as pa
-
-from lychee_ray.ingest.commit import LockWait, encode_lock, hold, increment_delta
+from lychee_ray.ingest.commit import SAME_SEGMENTATION, SAME_TURNS, LockWait, encode_lock, hold, increment_delta
+from lychee_ray.ingest.decide import decide_catch_up, decide_queued
 from lychee_ray.ingest.increment.cache import StoredCache, marker_open_turns, stored_state
-from lychee_ray.ingest.increment.errors import ConversationBusy, OwnerMismatch, UnknownConversationError
+from lychee_ray.ingest.increment.errors import ConversationBusy, UnknownConversationError
 from lychee_ray.ingest.increment.construct import construct_increment
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
-from lychee_ray.ingest.increment.turns import check_append, new_turn_rows
-from lychee_ray.ingest.passages import passages_of_turns
+from lychee_ray.ingest.increment.queued_delta import construct_queued, queued_since
+from lychee_ray.ingest.increment.turns import new_turn_rows
 from lychee_ray.ingest.pipeline import BuildContext
-from lychee_ray.ingest.segment import turn_embedding_text
-from lychee_ray.core.conversation import TURN_SCHEMA
-from lychee_ray.core.passages import passages_table
-from lychee_ray.core.turn_identity import turns_digest
 from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.fs import AnyPath
-from lychee_ray.io.store.artifacts import ConversationDelta, TableDelta, TableVectors
-from lychee_ray.io.store.marker import MARKER_VERSION, BuildInfo, CommitMarker, ConversationReplaced, LastIncrement
+from lychee_ray.io.store.marker import CommitMarker, ConversationReplaced
 
 
 async def append_queued(
@@ -52,48 +44,29 @@ async def append_queued(
 
     Returns None when this call cannot queue (the conversation is not stored yet, ``flush`` was
     asked for, or its stored settings differ): the caller appends inline
-    (:func:`~lychee_ray.ingest.increment.inline.append_inline`). Raises
+    (:func:`~lychee_ray.ingest.append.inline.append_inline`). Raises
     the same typed errors as it, without writing anything.
     """
     t0 = time.perf_counter()
-    ac, cid = ctx.cfg.appends, request.conversation_id
+    appends_cfg, cid = ctx.cfg.appends, request.conversation_id
     if request.flush:
         return None
     writer = StoreWriter(root, ctx.cfg.store)
-    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
+    wait = LockWait.for_append(appends_cfg, lock_timeout_s, ConversationBusy)
     async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
         marker = held.marker()
-        if marker is None or marker.generation is None or marker.fingerprint != ctx.fingerprint:
+        user = decide_queued(request, marker, ctx.fingerprint)  # (decided under the lock it commits under)
+        if user is None or marker is None:
             return None
-        user = marker.owner
-        if request.user_id is not None and request.user_id != user:
-            raise OwnerMismatch(cid, user, request.user_id)
         log = await asyncio.to_thread(cache.turn_log, writer.layout, marker)
         rows, turns, dups = new_turn_rows(log, request, user)
         timings = {"lock": (t_lock - t0) * 1e3, "read": (time.perf_counter() - t_lock) * 1e3}
         committed = None
         if rows:
-            max_chars = ctx.cfg.segmenter.max_turn_chars
-            t_embed = time.perf_counter()
-            vecs = np.asarray(await ctx.embed([turn_embedding_text(t, max_chars) for t in turns]), dtype=np.float32)
-            passages = passages_of_turns(cid, user, turns, ctx.cfg.passages, ctx.cfg.tokenizer.encoding)
-            pvecs = (np.asarray(await ctx.memory_embed([p.text for p in passages]), dtype=np.float32) if passages
-                     else np.zeros((0, ctx.embed_dim), np.float32))
-            timings["embed"] = (time.perf_counter() - t_embed) * 1e3
-            table = pa.Table.from_pylist(rows, schema=TURN_SCHEMA)
-            info = {k: getattr(marker, k) for k in BuildInfo.model_fields}
-            info.update(turns_digest=turns_digest(table, marker.turns_digest) if marker.turns_digest else None,
-                        last_increment=LastIncrement(turns_added=len(rows), segments_encoded=0))
-            counts = marker.counts.model_copy(update={"turns": marker.counts.turns + len(rows)})
-            delta = ConversationDelta(
-                conversation_id=cid, user_id=user, fingerprint=ctx.fingerprint,
-                tables={"turns": TableDelta(table, TableVectors.of(vecs, None, ctx.embed_dim)),
-                        **({"passages": TableDelta(passages_table(passages), TableVectors.of(pvecs, None, ctx.embed_dim))}
-                           if passages else {})},
-                counts=counts, open_turns=marker.open_turns + len(rows), info=BuildInfo(**info), dim=ctx.embed_dim,
-                unsegmented_turns=marker.unsegmented_turns + len(rows))
+            delta = await construct_queued(marker, rows, turns, ctx, timings)
             t_commit = time.perf_counter()
+            held.redecide(marker)  # stands: this hold decided (a commit refuses without it)
             committed = await asyncio.to_thread(held.commit_delta, delta, marker)
             timings["commit"] = (time.perf_counter() - t_commit) * 1e3
             log.marker = committed
@@ -127,8 +100,8 @@ async def catch_up(
     lineage) gets nothing of this encoding: the commit is fenced (``check_fence``), and the loop
     starts over on the new conversation. Returns what the last round did."""
     t0 = time.perf_counter()
-    ac, cid = ctx.cfg.appends, request.conversation_id
-    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
+    appends_cfg, cid = ctx.cfg.appends, request.conversation_id
+    wait = LockWait.for_append(appends_cfg, lock_timeout_s, ConversationBusy)
     writer = StoreWriter(root, ctx.cfg.store)
     layout = writer.layout
     encoded: list[str] = []
@@ -140,21 +113,15 @@ async def catch_up(
     attempts = 0
     async with encode_lock(writer, cid, wait):
         while True:
-            marker = writer.commit_marker(cid)
-            if marker is None:
-                raise UnknownConversationError(cid)
-            if marker.version < MARKER_VERSION:  # an older marker is migrated under the write lock first
-                async with hold(writer, cid, wait) as held:
-                    marker = held.marker()
-                continue
-            check_append(cid, marker, request.user_id, ctx.fingerprint, create=False)
-            if not marker.unsegmented_turns:
+            decided, waiting = await asyncio.to_thread(decide_catch_up, request, writer, ctx.fingerprint, wait)
+            marker = decided
+            if not waiting:
                 break
             attempts += 1
             try:
-                stored = await asyncio.to_thread(stored_state, layout, marker, cache)
+                stored = await asyncio.to_thread(stored_state, layout, decided, cache)
             except (OSError, RuntimeError):  # a fold or erasure replaced those files meanwhile: read again
-                if attempts >= ac.catch_up_attempts:
+                if attempts >= appends_cfg.catch_up_attempts:
                     raise
                 continue
             conv = stored.conversation()
@@ -164,28 +131,31 @@ async def catch_up(
                 if cache is not None:
                     cache.keep_stored(stored)
                 break
+            # a full generation holds only the turns it encoded: with turns queued meanwhile it
+            # would drop them (then it starts over, reading them too)
+            needs = SAME_TURNS if increment_delta(stored, inc) is None else SAME_SEGMENTATION
             async with hold(writer, cid, wait) as held:
-                current = writer.commit_marker(cid)
-                if current is None:
+                verdict = held.redecide(decided, needs)
+                if verdict == "gone":
                     raise UnknownConversationError(cid)  # erased while it encoded: nothing to write back
-                if not current.same_lineage(marker):
+                if verdict == "replaced":
                     # erased and re-created while it encoded: what it encoded is the erased
                     # conversation's; drop it and catch up the new one (if it queued anything)
                     if cache is not None:
-                        cache.forget(marker.key)
-                    if attempts >= ac.catch_up_attempts:
+                        cache.forget(decided.key)
+                    if attempts >= appends_cfg.catch_up_attempts:
                         raise ConversationReplaced(cid, "erased and re-created while it was encoded")
                     continue
-                added = current.counts.turns - marker.counts.turns
-                # a full generation holds only the turns it encoded: with turns queued meanwhile it
-                # would drop them (start over, reading them too)
-                full = increment_delta(stored, inc) is None
-                if current.segmentation_epoch != marker.segmentation_epoch or (full and added):
-                    if attempts >= ac.catch_up_attempts:
+                if verdict == "moved":
+                    if attempts >= appends_cfg.catch_up_attempts:
                         raise ConversationBusy(cid, time.perf_counter() - t0)
                     continue  # another commit changed the segmentation: start over from it
-                committed = await asyncio.to_thread(held.commit_increment, stored, inc, ac if fold else None, cache,
-                                                    _queued_since(current, added))
+                current = held.marker()
+                assert current is not None  # (the re-decision stands)
+                added = current.counts.turns - decided.counts.turns
+                fold_at = appends_cfg if fold else None
+                committed = await asyncio.to_thread(held.commit_increment, stored, inc, fold_at, cache,
+                                                    queued_since(current, added))
             encoded += inc.encoded
             failed += inc.failed
             written += inc.records_written
@@ -203,18 +173,6 @@ async def catch_up(
         generation=committed.generations[-1] if committed else None,
         committed_at=committed.committed_at if committed else None, timings_ms=timings,
         encode_queued=bool(committed is not None and committed.unsegmented_turns))
-
-
-def _queued_since(current: CommitMarker, added: int) -> Callable[[ConversationDelta], None]:
-    """Amends a background encoding's delta for the ``added`` turns queued since the state it
-    encoded from: they stay stored, queued, open and counted in ``current``'s terms."""
-    def adjust(delta: ConversationDelta) -> None:
-        delta.counts = delta.counts.model_copy(update={"turns": current.counts.turns})
-        delta.open_turns += added
-        delta.unsegmented_turns = added
-        if added:  # the turns' digest chain already runs over the turns queued since
-            delta.info = delta.info.model_copy(update={"turns_digest": current.turns_digest})
-    return adjust
 
 
 __all__ = ["append_queued", "catch_up"]

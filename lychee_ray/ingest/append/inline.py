@@ -1,7 +1,8 @@
 """An inline append: the new turns stored, segmented and encoded before the call returns.
 
-The conversation's write lock is held throughout — decide (the stored state and the turns checked),
-construct (:func:`~.construct.construct_increment`), commit (ingest/commit.py): :func:`append_inline`.
+The conversation's write lock is held throughout — decide (ingest/decide.py ``decide_append``, then
+the turns checked), construct (:func:`~lychee_ray.ingest.increment.construct.construct_increment`),
+re-decide and commit (ingest/commit.py): :func:`append_inline`.
 The queued variant and the background catch-up are :mod:`.queued`; which one runs is chosen once,
 by :mod:`.service`.
 """
@@ -12,11 +13,12 @@ import asyncio
 import time
 
 from lychee_ray.ingest.commit import LockWait, hold
+from lychee_ray.ingest.decide import decide_append
 from lychee_ray.ingest.increment.cache import StoredCache, stored_state
 from lychee_ray.ingest.increment.errors import ConversationBusy
 from lychee_ray.ingest.increment.construct import Increment, construct_increment, open_turns
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
-from lychee_ray.ingest.increment.turns import check_append, merge_turns
+from lychee_ray.ingest.increment.turns import merge_turns
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.io.store import StoreWriter
 from lychee_ray.io.store.fs import AnyPath
@@ -31,7 +33,7 @@ async def append_inline(
 
     The new turns are committed at once with their vectors (searchable as raw turns); the segmenter
     continues over them — and over turns an earlier queued append stored unsegmented
-    (:func:`~lychee_ray.ingest.increment.queued.append_queued`) — and the segments they close are encoded (with ``request.flush``
+    (:func:`~lychee_ray.ingest.append.queued.append_queued`) — and the segments they close are encoded (with ``request.flush``
     also the open tail). A stored conversation gets a delta generation holding only what changed
     (io/store/deltas.py; a new conversation, or one re-segmented from scratch, a full generation);
     ``fold``: fold the deltas into a new base right away when they passed the store's bound (else
@@ -43,16 +45,16 @@ async def append_inline(
     :class:`~lychee_ray.io.store.locks.ConversationDeleting`) without writing anything.
     """
     t0 = time.perf_counter()
-    ac = ctx.cfg.appends
-    create = ac.create if create is None else create
+    appends_cfg = ctx.cfg.appends
+    create = appends_cfg.create if create is None else create
     cid = request.conversation_id
     writer = StoreWriter(root, ctx.cfg.store)
-    wait = LockWait.for_append(ac, lock_timeout_s, ConversationBusy)
+    wait = LockWait.for_append(appends_cfg, lock_timeout_s, ConversationBusy)
     async with hold(writer, cid, wait) as held:
         t_lock = time.perf_counter()
         marker = held.marker()
         # decide: may it write, and which turns are new (typed errors, nothing written)
-        user = check_append(cid, marker, request.user_id, ctx.fingerprint, create)
+        user = decide_append(cid, marker, request.user_id, ctx.fingerprint, create)
         stored = await asyncio.to_thread(stored_state, writer.layout, marker, cache) if marker is not None else None
         conv, new, dups = merge_turns(stored, request, user)
         timings = {"lock": (t_lock - t0) * 1e3}
@@ -63,7 +65,8 @@ async def append_inline(
         timings["build"] = (time.perf_counter() - t_lock) * 1e3
         committed = None
         if inc.changed:
-            committed = await asyncio.to_thread(held.commit_increment, stored, inc, ac if fold else None, cache)
+            held.redecide(marker)  # stands: this hold decided (a commit refuses without it)
+            committed = await asyncio.to_thread(held.commit_increment, stored, inc, appends_cfg if fold else None, cache)
         elif stored is not None and cache is not None:
             cache.keep_stored(stored)  # unchanged: still the committed state
     timings["total"] = (time.perf_counter() - t0) * 1e3

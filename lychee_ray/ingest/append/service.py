@@ -15,9 +15,9 @@ import asyncio
 from collections.abc import Callable
 
 from lychee_ray.ingest.increment.cache import StoredCache
-from lychee_ray.ingest.increment.inline import append_inline
+from lychee_ray.ingest.append.inline import append_inline
 from lychee_ray.ingest.increment.models import AppendRequest, AppendResult
-from lychee_ray.ingest.increment.queued import append_queued, catch_up
+from lychee_ray.ingest.append.queued import append_queued, catch_up
 from lychee_ray.ingest.pipeline import BuildContext
 from lychee_ray.config import LycheeConfig
 from lychee_ray.io.store.fs import AnyPath
