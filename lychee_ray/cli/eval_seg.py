@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     try:
         dialogues = load_seg_corpus(args.data, args.subset)
-        eval_exchange_mode(dialogues, args.exchange_mode, cfg.segmenter.auto_without_roles)  # refuse a mode the corpus cannot use before embedding it
+        # refuse a mode the corpus cannot use before embedding it
+        eval_exchange_mode(dialogues, args.exchange_mode, cfg.segmenter.auto_without_roles)
     except (SegCorpusError, ValueError) as e:
         print(f"lychee-ray eval-seg: {e}", file=sys.stderr)
         return 2

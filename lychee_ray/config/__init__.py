@@ -48,10 +48,12 @@ from lychee_ray.config.serve import ApiKeyConfig, ServeAutoscalingConfig, ServeC
 from lychee_ray.config.store import StoreConfig
 
 __all__ = [
-    "DEFAULT_CONFIG_PATH", "Effect", "AnswerConfig", "AssistantRecordsConfig", "DedupConfig", "AppendsConfig", "CurrencyConfig", "CurrentConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig", "ChannelWeights",
-    "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "InspectConfig", "GuardConfig", "FusionConfig", "LLMConfig", "LycheeConfig",
-    "NodesConfig", "PassagesConfig", "PlacementConfig", "PlannerConfig", "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig",
-    "BuildStagesConfig", "StageConfig",
-    "RerankConfig", "RulesEncoderConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig", "ServeConfig", "StoreConfig",
-    "SurpriseConfig", "TokenizerConfig", "ToolRecordsConfig", "deep_merge", "load_config", "packaged_defaults", "parse_set", "ray_address",
+    "DEFAULT_CONFIG_PATH", "Effect", "AnswerConfig", "AssistantRecordsConfig", "DedupConfig", "AppendsConfig",
+    "CurrencyConfig", "CurrentConfig", "RenamedConfigKey", "ApiKeyConfig", "BuildConfig", "CalibrationConfig",
+    "ChannelWeights", "ConfigError", "EmbeddingConfig", "EncoderConfig", "EvalConfig", "InspectConfig", "GuardConfig",
+    "FusionConfig", "LLMConfig", "LycheeConfig", "NodesConfig", "PassagesConfig", "PlacementConfig", "PlannerConfig",
+    "PressureConfig", "QueryConfig", "RateLimitConfig", "RayConfig", "RecallConfig", "BuildStagesConfig", "StageConfig",
+    "RerankConfig", "RulesEncoderConfig", "SegmenterConfig", "Section", "SelectConfig", "ServeAutoscalingConfig",
+    "ServeConfig", "StoreConfig", "SurpriseConfig", "TokenizerConfig", "ToolRecordsConfig", "deep_merge", "load_config",
+    "packaged_defaults", "parse_set", "ray_address",
 ]

@@ -69,10 +69,11 @@ class StoreConfig(Section):
             "int8 (a quarter; fixed range [-1, 1], scores move ~0.002; docs/build-cost.md); turn vectors stay "
             "fp32 (the segmenter resumes from them)"))
     # Retention per record type, in days (``{event: 365}``): ``lychee-ray forget --expired`` (and
-    # ``MemoryStore.forget_records(expired=True)``) forgets records
-    # of that type (one of the record types) whose ``created_at`` is older. Empty = keep every record; nothing runs by itself.
+    # ``MemoryStore.forget_records(expired=True)``) forgets records of that type (one of the record
+    # types) whose ``created_at`` is older. Empty = keep every record; nothing runs by itself.
     retention_days: dict[str, int] = Field(default_factory=dict,
-        description=("per record type, days a record is kept (e.g. {event: 365}); applied only by `lychee-ray forget --expired` / forget_records(expired=True); {} = keep all"))
+        description=("per record type, days a record is kept (e.g. {event: 365}); applied only by "
+                     "`lychee-ray forget --expired` / forget_records(expired=True); {} = keep all"))
 
     @field_validator("retention_days")
     @classmethod

@@ -39,7 +39,8 @@ def segment_request(conv: Conversation, seg: Segment, speakers: Sequence[str], *
     return EncodeRequest(
         conversation_id=conv.conversation_id, user_id=conv.user_id,
         segment_id=segment_id(conv.conversation_id, seg.segment_index), segment_index=seg.segment_index,
-        kind="system_prompt" if seg.reason == "system_prompt" else "dialogue", turns=encode_turns(conv, seg), speakers=list(speakers), prev_resolution_state=prev_resolution_state,
+        kind="system_prompt" if seg.reason == "system_prompt" else "dialogue", turns=encode_turns(conv, seg), speakers=list(speakers),
+        prev_resolution_state=prev_resolution_state,
         prev_records=list(prev_records),
     )
 
@@ -103,7 +104,8 @@ def dry_run(cfg: LycheeConfig, fmt: str, input_path: str | Path, embedder: Embed
             "eager_prompt_tokens_max": sum(eager) + rho * max(0, len(eager) - 1),
             "calls_per_segment_prompt_tokens": lychee,
         }
-    keys = ("turns", "segments", "encode_calls", "prompt_tokens", "prompt_tokens_max", "eager_calls", "eager_prompt_tokens", "eager_prompt_tokens_max")
+    keys = ("turns", "segments", "encode_calls", "prompt_tokens", "prompt_tokens_max", "eager_calls", "eager_prompt_tokens",
+            "eager_prompt_tokens_max")
     total = {k: sum(c[k] for c in convs.values()) for k in keys}
     n = max(1, len(convs))
     total.update(

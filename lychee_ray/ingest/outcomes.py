@@ -241,7 +241,8 @@ class BuildSummary:
         return [("records per segment", q["records_per_segment"]),
                 ("drafted records rejected", f"{q['rejected_total']} of {q['drafts']} ({rej})"),
                 ("records repaired by code", rep),
-                ("segments repaired / degenerate", f"{q['segments_repaired']} / {q['segments_degenerate']}")]
+                ("segments repaired / degenerate", f"{q['segments_repaired']} / {q['segments_degenerate']}"),
+                ("segments salvaged (reply cut, warnings)", q["segments_salvaged"])]
 
     def error_lines(self) -> list[str]:
         """One console line per failed conversation: ``file:line [id] stage: message``."""
@@ -259,7 +260,8 @@ class BuildSummary:
         """Final human-readable summary; with ``store``, where to look next (``list``, ``errors``)."""
         rows = [("input conversations", self.inputs), ("built", self.built), ("of which increments (gained turns)", self.appended),
                 ("skipped (already built)", self.skipped),
-                ("failed (see errors/)", self.failed), ("duplicate ids skipped (warnings)", self.duplicate), ("input warnings (errors/, stage warning)", len(self.warnings)),
+                ("failed (see errors/)", self.failed), ("duplicate ids skipped (warnings)", self.duplicate),
+                ("input warnings (errors/, stage warning)", len(self.warnings)),
                 ("failed segments (--retry-failed)", self.failed_segments),
                 ("records", self.records), *self.quality_rows(), ("LLM calls", self.llm_calls),
                 ("prompt / completion tokens", f"{self.prompt_tokens} / {self.completion_tokens}"), ("wall time (s)", self.wall_s)]
@@ -271,14 +273,17 @@ class BuildSummary:
             lines.append(f"{'duplicate lines skipped':<{w}}  {shown}")
         failed = self.failed_ids()
         if failed:
-            shown = ", ".join(failed[:SUMMARY_MAX_IDS]) + (f" (+{len(failed) - SUMMARY_MAX_IDS} more)" if len(failed) > SUMMARY_MAX_IDS else "")
+            shown = ", ".join(failed[:SUMMARY_MAX_IDS]) + (
+                f" (+{len(failed) - SUMMARY_MAX_IDS} more)" if len(failed) > SUMMARY_MAX_IDS else "")
             lines.append(f"{'failed conversations':<{w}}  {shown}")
         if store is not None:
             lines.append(f"conversation ids: lychee-ray list --memory {store}")
-            if self.errors or self.warnings:
+            if self.errors or self.warnings or self.failed_segments or self.quality.segments_salvaged:
                 lines.append(f"errors and warnings: lychee-ray errors --memory {store} --warnings")
         return "\n".join(lines)
 
 
-__all__ = ["BuildSummary", "IncrementMade", "OUTCOME_COLUMNS", "Outcome", "SUMMARY_MAX_IDS", "duplicate_outcome", "input_warnings", "item_to_row",
-           "row_to_item", "unreadable_outcome"]
+__all__ = [
+    "BuildSummary", "IncrementMade", "OUTCOME_COLUMNS", "Outcome", "SUMMARY_MAX_IDS", "duplicate_outcome",
+    "input_warnings", "item_to_row", "row_to_item", "unreadable_outcome",
+]

@@ -30,7 +30,16 @@ from lychee_ray.query.evidence import Evidence
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.unit_lines import UnitLine, key_lines, unit_lines
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import DURATION_UNITS, FRAME_TERMS, ValueMention, changed_spans, changed_values, same_unit, says_value, value_mentions
+from lychee_ray.text.change_cues import (
+    DURATION_UNITS,
+    FRAME_TERMS,
+    ValueMention,
+    changed_spans,
+    changed_values,
+    same_unit,
+    says_value,
+    value_mentions,
+)
 from lychee_ray.text.lexical import lexical_terms
 
 # What a question's words say of the kind of value it asks for.

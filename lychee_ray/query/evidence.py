@@ -251,7 +251,7 @@ def rendered_tokens(units: Sequence[Evidence], show_conversation: bool, encoding
 
 
 __all__ = [
-    "Dropped", "Evidence", "EvidenceKind", "Selection", "fmt_day", "fmt_time", "fmt_turn_ids", "group_header", "header_line_tokens", "line_tokens",
-    "one_line", "passage_block", "passage_line_tokens", "prime_line_tokens", "record_block", "record_line_tokens", "render",
-    "rendered_tokens", "turn_line_tokens", "turns_block",
+    "Dropped", "Evidence", "EvidenceKind", "Selection", "fmt_day", "fmt_time", "fmt_turn_ids", "group_header",
+    "header_line_tokens", "line_tokens", "one_line", "passage_block", "passage_line_tokens", "prime_line_tokens",
+    "record_block", "record_line_tokens", "render", "rendered_tokens", "turn_line_tokens", "turns_block",
 ]

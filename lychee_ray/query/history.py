@@ -55,7 +55,7 @@ def _subject_key(subject: str) -> str:
     return slot_subject(key)
 
 
-def slot_history(sc: ScopeCurrency, *, slot: str | None = None, subject: str | None = None,
+def slot_history(scope: ScopeCurrency, *, slot: str | None = None, subject: str | None = None,
                  record_id: str | None = None) -> HistoryResult:
     """The history of the slots ``slot``, ``subject`` or ``record_id`` name (exactly one of them)."""
     if sum(x is not None for x in (slot, subject, record_id)) != 1:
@@ -67,33 +67,34 @@ def slot_history(sc: ScopeCurrency, *, slot: str | None = None, subject: str | N
             raise HistoryQueryError(f"not a slot (write it as 'subject · attribute'): {slot!r}")
         wanted = {key}
     elif record_id is not None:
-        for cid in sc.views:
-            pos = sc.views[cid].record_pos.get(record_id)
+        for cid in scope.views:
+            pos = scope.views[cid].record_pos.get(record_id)
             if pos is not None:
-                s = sc.per_view[cid].slot_of[pos] if pos < len(sc.per_view[cid].slot_of) else None
+                s = scope.per_view[cid].slot_of[pos] if pos < len(scope.per_view[cid].slot_of) else None
                 wanted = {s} if s else set()
                 break
         else:
             raise HistoryQueryError(f"unknown record {record_id!r}", kind="unknown_record")
     else:
         subj = _subject_key(subject or "")
-        wanted = {s for vc in sc.per_view.values() for s in vc.slots if slot_subject(s) == subj}
+        wanted = {s for currency in scope.per_view.values() for s in currency.slots if slot_subject(s) == subj}
     rows: list[tuple[str, str, int, HistoryEntry]] = []
-    for cid, vc in sc.per_view.items():
-        view = sc.views[cid]
+    for cid, currency in scope.per_view.items():
+        view = scope.views[cid]
         for s in wanted:
-            for p in vc.slots.get(s, []):
-                st = sc.status(cid, p)
+            for p in currency.slots.get(s, []):
+                record_status = scope.status(cid, p)
                 e = HistoryEntry(
-                    record_id=view.record_ids[p], conversation_id=cid, slot=s, value=vc.value_of[p],
-                    text=view.record_text[p], type=view.record_type[p], valid_from=vc.valid_from[p],
-                    valid_until=st.valid_until, status=st.status, superseded_by=list(st.superseded_by),
-                    conflicts_with=list(st.conflicts), source_turn_ids=list(view.record_sources[p]),
+                    record_id=view.record_ids[p], conversation_id=cid, slot=s, value=currency.value_of[p],
+                    text=view.record_text[p], type=view.record_type[p], valid_from=currency.valid_from[p],
+                    valid_until=record_status.valid_until, status=record_status.status,
+                    superseded_by=list(record_status.superseded_by),
+                    conflicts_with=list(record_status.conflicts), source_turn_ids=list(view.record_sources[p]),
                 )
                 rows.append((e.valid_from or "", cid, p, e))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     entries = [r[3] for r in rows]
-    return HistoryResult(conversation_ids=list(sc.views), slots=list(dict.fromkeys(e.slot for e in entries)),
+    return HistoryResult(conversation_ids=list(scope.views), slots=list(dict.fromkeys(e.slot for e in entries)),
                          entries=entries)
 
 

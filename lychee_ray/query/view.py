@@ -98,7 +98,8 @@ class TurnColumns:
                    session=list(trn["session_index"]), dates=dates,
                    segment=[segment_of.get(t, -1) for t in ids], lines=lines,
                    tokens=[[] if i in split else doc_terms(t) for i, t in paced(zip(ids, lines, strict=False), pause)],
-                   terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS for s, t in paced(zip(speaker, text, strict=False), pause)],
+                   terms=[frozenset(lexical_terms(f"{s} {t}")) - ATTRIBUTION_TERMS
+                          for s, t in paced(zip(speaker, text, strict=False), pause)],
                    said=day_ordinals(dates))
 
 
@@ -214,14 +215,16 @@ class ConversationView:
         n_rec, n_turn = len(rec["record_id"]), len(trn["turn_id"])
         times: list[TimeSpan | None] = []
         spans: list[tuple[int, int] | None] = []
-        for s, e, g, x in paced(zip(rec["time_start"], rec["time_end"], rec["time_granularity"], rec["time_expression"], strict=False), pause):
+        time_columns = zip(rec["time_start"], rec["time_end"], rec["time_granularity"], rec["time_expression"], strict=False)
+        for s, e, g, x in paced(time_columns, pause):
             t = TimeSpan(start=s, end=e, granularity=g, expression=x) if (s or e) else None
             times.append(t)
             a, b = day_ordinal(s), day_ordinal(e)
             a, b = (a if a is not None else b), (b if b is not None else a)
             spans.append(None if a is None or b is None else (min(a, b), max(a, b)))
         seg_of: dict[str, int] = {}
-        for idx, tids in paced(zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist(), strict=False), pause):
+        segment_turns = zip(data.segments.column("index").to_pylist(), data.segments.column("turn_ids").to_pylist(), strict=False)
+        for idx, tids in paced(segment_turns, pause):
             for t in tids or []:
                 seg_of[t] = int(idx)
         context = frozenset(int(i) for i, why in zip(data.segments.column("index").to_pylist(),
@@ -229,23 +232,24 @@ class ConversationView:
                             if why == "system_prompt")
         pas_table = data.tables.get("passages")
         split = frozenset(pas_table.column("turn_id").to_pylist()) if pas_table is not None else frozenset()
-        tc = TurnColumns.of(trn, seg_of, pause, split)
-        turn_pos = {t: i for i, t in enumerate(tc.ids)}
-        pc = (PassageColumns.of(pas_table, turn_pos, tc.text, tc.speaker, pause) if pas_table is not None
-              else PassageColumns())
-        turn_passages = pc.by_turn()
-        lex_kinds, lex_ids, lex_tokens = lexical_units(tc.ids, tc.tokens, pc, turn_passages)
+        turn_cols = TurnColumns.of(trn, seg_of, pause, split)
+        turn_pos = {t: i for i, t in enumerate(turn_cols.ids)}
+        passage_cols = (PassageColumns.of(pas_table, turn_pos, turn_cols.text, turn_cols.speaker, pause) if pas_table is not None
+                        else PassageColumns())
+        turn_passages = passage_cols.by_turn()
+        lex_kinds, lex_ids, lex_tokens = lexical_units(turn_cols.ids, turn_cols.tokens, passage_cols, turn_passages)
         record_pos = {r: i for i, r in enumerate(rec["record_id"])}
         record_turns = [[turn_pos[t] for t in (src or []) if t in turn_pos] for src in paced(rec["source_turn_ids"], pause)]
         missing = frozenset(t for src in rec["source_turn_ids"] for t in (src or []) if t not in turn_pos)
         turn_records: list[list[int]] = [[] for _ in range(n_turn)]
-        for ri, tps in enumerate(record_turns):
-            for tp in tps:
-                turn_records[tp].append(ri)
+        for ri, positions in enumerate(record_turns):
+            for pos in positions:
+                turn_records[pos].append(ri)
         node_records = [np.asarray([record_pos[r] for r in (ids or []) if r in record_pos], dtype=np.int64)
                         for ids in paced(nod["record_ids"], pause)]
         keys = {(k, key): i for i, (k, key) in enumerate(zip(nod["kind"], nod["key"], strict=False))}
-        entities = {key: (text, len(node_records[i])) for i, (k, key, text) in enumerate(zip(nod["kind"], nod["key"], nod["text"], strict=False)) if k == "entity"}
+        entities = {key: (text, len(node_records[i]))
+                    for i, (k, key, text) in enumerate(zip(nod["kind"], nod["key"], nod["text"], strict=False)) if k == "entity"}
         topics = {key for k, key in zip(nod["kind"], nod["key"], strict=False) if k == "topic"}
         rec_text = [str(t) for t in rec["text"]]
         rec_kind: ItemKind = "record"
@@ -264,32 +268,32 @@ class ConversationView:
             record_time=times, record_span=spans, record_session_date=list(rec["created_at"]),
             record_sources=[list(s or []) for s in rec["source_turn_ids"]],
             record_vecs=flat_vectors(data.record_index, n_rec, dim), record_index=data.record_index,
-            turn_ids=tc.ids, turn_text=tc.text, turn_speaker=tc.speaker, turn_role=tc.role, turn_tool=tc.tool,
-            turn_session=tc.session,
-            turn_session_date=tc.dates, turn_segment=tc.segment,
+            turn_ids=turn_cols.ids, turn_text=turn_cols.text, turn_speaker=turn_cols.speaker, turn_role=turn_cols.role,
+            turn_tool=turn_cols.tool, turn_session=turn_cols.session,
+            turn_session_date=turn_cols.dates, turn_segment=turn_cols.segment,
             turn_vecs=flat_vectors(data.turn_index, n_turn, dim), turn_index=data.turn_index,
             node_kind=list(nod["kind"]), node_key=list(nod["key"]), node_records=node_records, node_index=data.node_index,
-            keys=keys, entities=entities, topics=topics, speakers=list(dict.fromkeys(tc.speaker)), bm25=bm25,
+            keys=keys, entities=entities, topics=topics, speakers=list(dict.fromkeys(turn_cols.speaker)), bm25=bm25,
             turn_bm25=turn_bm25,
             record_pos=record_pos, turn_pos=turn_pos, record_turns=record_turns, turn_records=turn_records,
             record_terms=[frozenset(lexical_terms(t)) - ATTRIBUTION_TERMS for t in paced(rec_text, pause)],
-            turn_terms=tc.terms,
+            turn_terms=turn_cols.terms,
         )
         view.rec_lo = np.asarray([sp[0] if sp else NO_DAY for sp in spans], dtype=np.int64)
         view.rec_hi = np.asarray([sp[1] if sp else NO_DAY for sp in spans], dtype=np.int64)
         view.rec_said = day_ordinals(view.record_session_date)
-        view.turn_said = tc.said
+        view.turn_said = turn_cols.said
         view.nbytes = view_nbytes(data)
         view.source = view.derived_from = data
         view.segment_of = seg_of
         view.missing_sources = missing
         view.context_segments = context
-        view.passages, view.turn_passages = pc, turn_passages
-        view.passage_pos = {p: i for i, p in enumerate(pc.ids)}
+        view.passages, view.turn_passages = passage_cols, turn_passages
+        view.passage_pos = {p: i for i, p in enumerate(passage_cols.ids)}
         pas_index = data.indexes.get("passages")
-        if pas_index is not None and len(pc):
+        if pas_index is not None and len(passage_cols):
             view.passage_index = pas_index
-            view.passage_vecs = flat_vectors(pas_index, len(pc), dim)
+            view.passage_vecs = flat_vectors(pas_index, len(passage_cols), dim)
         return view
 
     @property

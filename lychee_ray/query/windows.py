@@ -258,6 +258,8 @@ def finish(chosen: list[Evidence], budget_tokens: int, show_conv: bool, encoding
     return Selection(chosen, render(chosen, show_conv), tokens, budget_tokens, pool, skipped, dropped)
 
 
-__all__ = ["Shown", "added_tokens", "build_unit", "cost_aware_gain", "finish", "full_window", "mark_shown", "norm_text",
-           "passage_is_shown", "passage_tokens", "record_is_redundant", "record_tokens", "scaled", "turn_is_redundant", "turn_unit_text", "turn_window",
-           "window_tokens"]
+__all__ = [
+    "Shown", "added_tokens", "build_unit", "cost_aware_gain", "finish", "full_window", "mark_shown", "norm_text",
+    "passage_is_shown", "passage_tokens", "record_is_redundant", "record_tokens", "scaled", "turn_is_redundant",
+    "turn_unit_text", "turn_window", "window_tokens",
+]

@@ -247,5 +247,5 @@ def serve_until_stopped(memory: str | Path, cfg: LycheeConfig, *, log_to_driver:
 
 
 __all__ = ["APP_NAME", "DEPLOYMENT_NAME", "MemoryDeployment", "apply_ray_env", "apply_thread_limits", "build_application",
-           "deployment_options", "serve_ongoing_requests", "replica_env", "serve_until_stopped", "service_url", "start_service", "stop_service",
-           "store_location"]
+           "deployment_options", "serve_ongoing_requests", "replica_env", "serve_until_stopped", "service_url", "start_service",
+           "stop_service", "store_location"]

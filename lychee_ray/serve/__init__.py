@@ -34,7 +34,8 @@ from lychee_ray.serve.schemas import (
 from lychee_ray.serve.service import MemoryService
 
 __all__ = [
-    "OPEN_PATHS", "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ForgetBody", "ForgetReport", "ConversationInfo", "ConversationPage", "ConversationSummary", "EmbedderMismatch", "EraseReport", "ErrorBody", "ErrorCode", "GuardMiddleware", "Health",
-    "MemoryClient", "MemoryService", "Mount", "QueryRequest", "QueryResponse", "ReloadResult", "RemoteError", "SearchResponse",
-    "ServiceError", "create_app", "llm_error_status",
+    "OPEN_PATHS", "AppendBody", "AppendResult", "AppendTurn", "FlushBody", "ForgetBody", "ForgetReport",
+    "ConversationInfo", "ConversationPage", "ConversationSummary", "EmbedderMismatch", "EraseReport", "ErrorBody",
+    "ErrorCode", "GuardMiddleware", "Health", "MemoryClient", "MemoryService", "Mount", "QueryRequest", "QueryResponse",
+    "ReloadResult", "RemoteError", "SearchResponse", "ServiceError", "create_app", "llm_error_status",
 ]

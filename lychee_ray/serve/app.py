@@ -39,8 +39,9 @@ message for all: nothing leaks); 413 body over ``serve.max_request_bytes``;
 422 malformed body, with the reason; 502 the LLM answered unusably; 503 the LLM endpoint is
 unreachable/overloaded (``Retry-After``; ``/v1/search`` keeps working with the rules planner), and
 ``overloaded`` (``Retry-After``) when the replica's own bounded admission is full
-(:mod:`.admission`: ``serve.max_ongoing_requests`` working, ``serve.max_queued_requests`` waiting). Appends add 409 (``history_conflict`` with the
-``turn_id``, ``conversation_deleting``, ``config_mismatch``) and 503 ``conversation_busy``
+(:mod:`.admission`: ``serve.max_ongoing_requests`` working, ``serve.max_queued_requests`` waiting).
+Appends add 409 (``history_conflict`` with the ``turn_id``, ``conversation_deleting``,
+``config_mismatch``) and 503 ``conversation_busy``
 (``Retry-After``); a forget adds 404 for a selector matching nothing, 422 ``invalid_request`` and 409
 (``conversation_building``, ``conversation_deleting``); docs/serving.md has the table. Every error body is ``{"detail", "error"}``.
 

@@ -1,4 +1,5 @@
-"""``GET /v1/conversations``: a page of the conversations a request may read, from commit markers.
+"""``GET /v1/conversations``: a page of the conversations a request may read, from commit markers;
+``GET /v1/conversations/{id}``: one conversation's details (:func:`conversation_info`).
 
 The counts come from each conversation's commit marker (held by the store reader: no file is read
 per request). Markers do not count sessions; that one number is read once per conversation build
@@ -14,7 +15,8 @@ from typing import Any
 from collections.abc import Callable
 
 from lychee_ray.io.store import CommitMarker, StoreLayout, read_part
-from lychee_ray.serve.schemas import ConversationPage, ConversationSummary
+from lychee_ray.serve.errors import ServiceError
+from lychee_ray.serve.schemas import ConversationInfo, ConversationPage, ConversationSummary
 
 log = logging.getLogger(__name__)
 
@@ -85,4 +87,31 @@ class ConversationLister:
         return len(set(col.to_pylist()))
 
 
-__all__ = ["ConversationLister"]
+def conversation_info(layout: StoreLayout, markers: dict[str, CommitMarker], conversation_id: str,
+                      cached: bool) -> ConversationInfo:
+    """One conversation's details: its marker's counts, and its sessions, dates, speakers and failed
+    segments read from its Parquet parts (``cached``: whether this replica holds its view). 404 for a
+    conversation ``markers`` does not hold; FileNotFoundError when a build compacted its parts away."""
+    m = markers.get(conversation_id)
+    if m is None:
+        raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
+    turns = read_part(layout, "turns", m).select(["session_id", "session_started_at", "speaker"]).to_pydict()
+    segs = read_part(layout, "segments", m).select(["segment_id", "status"]).to_pydict()
+    started: dict[str, str | None] = {}
+    for sid, at in zip(turns["session_id"], turns["session_started_at"], strict=False):
+        started.setdefault(sid, at)
+    dates = sorted(d for d in started.values() if d)
+    failed = [s for s, status in zip(segs["segment_id"], segs["status"], strict=False) if status == "failed"]
+    return ConversationInfo(
+        conversation_id=conversation_id, user_id=m.owner,
+        committed_at=m.committed_at, sessions=len(started), turns=len(turns["session_id"]),
+        records=m.counts.records, segments=len(segs["segment_id"]), failed_segments=len(failed),
+        failed_segment_ids=failed, nodes=m.counts.nodes,
+        speakers=list(dict.fromkeys(turns["speaker"])), date_from=dates[0] if dates else None,
+        date_to=dates[-1] if dates else None, backend=m.backend, model=m.model,
+        embedder=m.embedder, cached=cached, quality=m.quality,
+        encode_pending_turns=m.unsegmented_turns,
+    )
+
+
+__all__ = ["ConversationLister", "conversation_info"]

@@ -2,7 +2,7 @@
 
 :class:`MemoryService` is one replica's view of a memory store: it scopes every request to one
 conversation or one user's conversations, enforces the configured limits, applies the LLM failure
-policy (cooldown, 502/503, ``/v1/search`` keeps working on the rules planner) and picks up
+policy (:mod:`.llm_policy`: cooldown, 502/503, ``/v1/search`` keeps working on the rules planner) and picks up
 conversations a build added. Searches run in worker threads; their query embeddings are coalesced
 on the event loop (:mod:`lychee_ray.serve.embedding`).
 
@@ -29,7 +29,7 @@ from lychee_ray import __version__
 from lychee_ray.config import LycheeConfig, load_config
 from lychee_ray.embed import Embedder, get_embedder
 from lychee_ray.llm.client import LLMClient
-from lychee_ray.io.store import NotAStoreError, StoreLayout, read_part
+from lychee_ray.io.store import NotAStoreError, StoreLayout
 from lychee_ray.io.store.fs import store_root
 from lychee_ray.io.store.erase import EraseReport, EraseScope, NothingToErase, erase_conversation, erase_user
 from lychee_ray.query.engine import QueryEngine
@@ -39,8 +39,9 @@ from lychee_ray.query.results import QueryResult, SearchResult, result_json
 from lychee_ray.serve.admission import Admission
 from lychee_ray.serve.appends import Appender, MarkerWatch
 from lychee_ray.serve.embedding import BatchFn, Coalescer, CountingEmbedder, RequestEmbedder, run_in_worker
-from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_field, llm_error_status
-from lychee_ray.serve.listing import ConversationLister
+from lychee_ray.serve.errors import EmbedderMismatch, ServiceError, invalid_field
+from lychee_ray.serve.listing import ConversationLister, conversation_info
+from lychee_ray.serve.llm_policy import LLMCooldown
 from lychee_ray.serve.scope import append_user, check_scope, erase_owner, not_found_message
 from lychee_ray.serve.tenancy import ADMIN, KeyRing, Principal
 from lychee_ray.text.tokens import count_tokens
@@ -53,12 +54,9 @@ from lychee_ray.serve.schemas import (
     QueryRequest,
     ReloadResult,
 )
-from lychee_ray.names import CONVERSATION_SCOPE, LOCAL_EMBEDDING, OPENAI_BACKEND, RULES_BACKEND, USER_SCOPE, LLMBackend
+from lychee_ray.names import CONVERSATION_SCOPE, LOCAL_EMBEDDING, RULES_BACKEND, USER_SCOPE, LLMBackend
 
 log = logging.getLogger(__name__)
-
-# A plan fallback of this kind is the planner's own doing, not an LLM outage (no cooldown).
-_PLAN_KINDS_NOT_OUTAGES = (None, "invalid_plan")
 
 
 def _rss_bytes() -> int:
@@ -116,9 +114,7 @@ class MemoryService:
         self.embed_requests = 0
         self.embed_model_calls = 0
         self.embed_texts_total = 0
-        # LLM failure policy
-        self._llm_down_until = 0.0
-        self._llm_last_error: str | None = None
+        self.llm_cooldown = LLMCooldown(self.scfg.llm_cooldown_s)  # LLM failure policy (serve/llm_policy.py)
         # reload
         self._reload_lock = threading.Lock()
         self._stamp = self._store_stamp()
@@ -322,13 +318,7 @@ class MemoryService:
 
     def llm_available(self) -> bool:
         """False while the LLM is in its failure cooldown."""
-        return time.monotonic() >= self._llm_down_until
-
-    def _llm_failed(self, message: str) -> None:
-        self._llm_last_error = message
-        if self.scfg.llm_cooldown_s > 0:
-            self._llm_down_until = time.monotonic() + self.scfg.llm_cooldown_s
-            log.warning("LLM marked unavailable for %.0f s: %s", self.scfg.llm_cooldown_s, message)
+        return self.llm_cooldown.available()
 
     async def _run(self, method: Literal["search", "query"], req: QueryRequest, llm: LLMBackend | None,
                    principal: Principal) -> Any:
@@ -368,41 +358,18 @@ class MemoryService:
         res.timings_ms["server"] = round((time.perf_counter() - t_enq) * 1000.0, 3)
         return res
 
-    def _planner_llm(self) -> LLMBackend | None:
-        """None = the configured backend; "rules" while the LLM is in its failure cooldown."""
-        if self.llm_backend() == OPENAI_BACKEND and not self.llm_available():
-            return RULES_BACKEND
-        return None
-
-    def _note_plan(self, res: SearchResult) -> None:
-        p = res.plan
-        if p.backend == OPENAI_BACKEND and p.fallback and p.fallback_kind not in _PLAN_KINDS_NOT_OUTAGES:
-            self._llm_failed(f"plan: {p.fallback_reason}")
-
     # -- endpoints -------------------------------------------------------------------------------
     async def search(self, req: QueryRequest, *, principal: Principal = ADMIN) -> bytes:
         """The JSON body of ``POST /v1/search`` (:class:`SearchResponse`)."""
-        res = await self._run("search", req, self._planner_llm(), principal)
-        self._note_plan(res)
+        res: SearchResult = await self._run("search", req, self.llm_cooldown.planner_backend(self.llm_backend()), principal)
+        self.llm_cooldown.note_plan(res)
         return result_json(res)
 
     async def query(self, req: QueryRequest, *, principal: Principal = ADMIN) -> bytes:
         """The JSON body of ``POST /v1/query`` (:class:`QueryResponse`)."""
-        if self.llm_backend() == OPENAI_BACKEND and not self.llm_available():
-            left = max(1, int(self._llm_down_until - time.monotonic() + 0.999))
-            raise ServiceError(503, "llm_unavailable",
-                               f"the LLM endpoint is unavailable (last error: {self._llm_last_error}); not retried for "
-                               f"another {left} s; /v1/search still works", {"Retry-After": str(left)})
+        self.llm_cooldown.check_query(self.llm_backend())
         res: QueryResult = await self._run("query", req, None, principal)
-        if res.answer_error:
-            kind = res.answer_error_kind or "unknown"
-            status = llm_error_status(res.answer_error_kind)
-            self._llm_failed(f"answer: {res.answer_error}")
-            headers = {"Retry-After": str(max(1, int(self.scfg.llm_cooldown_s)))} if status == 503 else {}
-            what = "unavailable" if status == 503 else "returned an unusable reply"
-            raise ServiceError(status, "llm_unavailable" if status == 503 else "llm_bad_reply",
-                               f"the answer call failed: the LLM endpoint {what} ({kind}): {res.answer_error}; "
-                               f"/v1/search still works", headers)
+        self.llm_cooldown.check_answer(res)
         return result_json(res)
 
     async def conversation(self, conversation_id: str, user_id: str | None = None, *,
@@ -413,7 +380,7 @@ class MemoryService:
         check_scope(self.store.reader, conversation_id, user_id, principal)
         try:
             return await self._in_worker(self._conversation_info, conversation_id)
-        except FileNotFoundError:
+        except FileNotFoundError:  # a build compacted the store since the markers were read
             await self._in_worker(self.reload)
             check_scope(self.store.reader, conversation_id, user_id, principal)
             return await self._in_worker(self._conversation_info, conversation_id)
@@ -434,26 +401,7 @@ class MemoryService:
                                      None if principal.admin else principal.allows)
 
     def _conversation_info(self, conversation_id: str) -> ConversationInfo:
-        m = self.store.reader.markers.get(conversation_id)
-        if m is None:
-            raise ServiceError(404, "not_found", f"unknown conversation {conversation_id!r}")
-        turns = read_part(self.layout, "turns", m).select(["session_id", "session_started_at", "speaker"]).to_pydict()
-        segs = read_part(self.layout, "segments", m).select(["segment_id", "status"]).to_pydict()
-        started: dict[str, str | None] = {}
-        for sid, at in zip(turns["session_id"], turns["session_started_at"], strict=False):
-            started.setdefault(sid, at)
-        dates = sorted(d for d in started.values() if d)
-        failed = [s for s, st in zip(segs["segment_id"], segs["status"], strict=False) if st == "failed"]
-        return ConversationInfo(
-            conversation_id=conversation_id, user_id=m.owner,
-            committed_at=m.committed_at, sessions=len(started), turns=len(turns["session_id"]),
-            records=m.counts.records, segments=len(segs["segment_id"]), failed_segments=len(failed),
-            failed_segment_ids=failed, nodes=m.counts.nodes,
-            speakers=list(dict.fromkeys(turns["speaker"])), date_from=dates[0] if dates else None,
-            date_to=dates[-1] if dates else None, backend=m.backend, model=m.model,
-            embedder=m.embedder, cached=conversation_id in self.store.cache, quality=m.quality,
-            encode_pending_turns=m.unsegmented_turns,
-        )
+        return conversation_info(self.layout, self.store.reader.markers, conversation_id, conversation_id in self.store.cache)
 
     def health(self) -> Health:
         """``GET /healthz``."""
@@ -480,8 +428,7 @@ class MemoryService:
                           "runtime": getattr(self._embedder, "runtime", self.config.embedding.backend)},
             # the Serve switches this replica process actually runs with (serve.ray_env)
             "ray_env": {k: os.environ.get(k) for k in self.scfg.ray_env},
-            "llm": {"backend": backend, "available": backend != OPENAI_BACKEND or self.llm_available(),
-                    "last_error": self._llm_last_error},
+            "llm": self.llm_cooldown.stats(backend),
             "started_at": self.started_at,
             "pid": os.getpid(),
         }

@@ -30,7 +30,8 @@ from functools import lru_cache
 
 from lychee_ray.text.lexical import lexical_terms
 
-_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june|july|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|march|apr(?:il)?|may|june|july|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|"
+          r"nov(?:ember)?|dec(?:ember)?)")
 # (a number inside a word — "HTML5", "4C2" — is no value; a comma belongs to a figure only between
 # digits: "1,350 words", but "increased to 7, how can I" is a bare 7)
 _VALUE = (rf"(?:(?<!\w){_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s*\d{{4}})?(?:\s+at\s+\d{{1,2}}(?::\d\d)?\s*[ap]\.?m\.?)?"
@@ -64,7 +65,8 @@ PLAN = re.compile(r"\b(?:want|wants|wanted|plan|planning|goal|goals|target|targe
 _INFINITIVE = re.compile(r"\bto\s+[a-z]+\s*$", re.I)  # "to gather 15 articles": a goal
 # words before a verb that say it did not happen (yet): a question, a plan, an attempt, "before ...ing"
 _NOT_DONE = re.compile(r"^\s*(?:can|could|would|should|will|how|what|why|when|where|do|does|is|are)\b|\b(?:trying|try|tries|"
-                       r"tried|attempting|gonna|about to|before|without|instead of|until|whether|never|not|no|suggest\w*|recommend\w*|advis\w*|"
+                       r"tried|attempting|gonna|about to|before|without|instead of|until|whether|never|not|no|"
+                       r"suggest\w*|recommend\w*|advis\w*|"
                        r"asked|prefer\w*|like|love|enjoy\w*|looking\s+into|exploring)\b|n[’']t\b|[’']ll\b",
                        re.I)
 _BOUND = re.compile(r"\b(?:under|below|over|above|less than|more than|at least|at most|fewer than|within|up to)\s*$", re.I)
@@ -307,6 +309,8 @@ def denial(text: str, subject: str | None = None, frame: bool = False) -> frozen
     return words if frame else words - FRAME_TERMS
 
 
-__all__ = ["DENIAL", "DURATION_UNITS", "FRAME_TERMS", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans", "changed_values", "counted_values",
-           "denial", "denied_verb", "replaced_by", "same_day_other_time", "same_unit", "says_day", "says_value", "says_done", "value_mentions", "verb_terms",
-           "words_from_value"]
+__all__ = [
+    "DENIAL", "DURATION_UNITS", "FRAME_TERMS", "PLAN", "VALUE", "ValueMention", "change_pattern", "changed_spans",
+    "changed_values", "counted_values", "denial", "denied_verb", "replaced_by", "same_day_other_time", "same_unit",
+    "says_day", "says_value", "says_done", "value_mentions", "verb_terms", "words_from_value",
+]

@@ -16,7 +16,7 @@ import numpy as np
 
 from lychee_ray.ingest.encode.base import EncodeOutput, EncodeRequest, EncodeResult, RecordDraft, SegmentTurn
 from lychee_ray.ingest.encode.rules import RulesEncoder
-from lychee_ray.ingest.encode.rules.agent import result_chunks
+from lychee_ray.ingest.encode.rules.tool_results import result_chunks
 from lychee_ray.ingest.encode.system_prompt import SystemPromptOnce
 from lychee_ray.ingest.pipeline import encode_turns
 from lychee_ray.ingest.segment import conversation_turn_inputs, segment_stream

@@ -40,7 +40,8 @@ from lychee_ray.io.store import (
 )
 from lychee_ray.io.store import fs as store_fs
 from lychee_ray.io.store import index as store_index
-from lychee_ray.io.store.fs import StorePath, display_uri, store_root
+from lychee_ray.io.store.fs import store_root
+from lychee_ray.io.store.remote_path import StorePath, display_uri
 from lychee_ray.io.store.gc import collect_garbage, garbage_paths
 from lychee_ray.io.store.lease import acquire_lease, read_lease
 from lychee_ray.io.store.locks import flock_path, release

@@ -155,9 +155,9 @@ def _questions(conv: Conversation, obj: str, call: ToolCall, call_turn: Turn, re
     # not the ids the agent's calls name anyway, nor the user's own
     state_ids = [x for x in dict.fromkeys(leaves(last)) if _IDENT.match(x) and x not in named_ids
                  and x != conv.user_id] if field == STATUS_FIELD else []
-    meta: dict[str, Any] = {"source": "current_state", "state_ids": state_ids, "user_id": conv.user_id, "object": obj, "field": field, "tool": call.name,
-            "current": current, "replaced": replaced, "replaced_turns": since_write[::-1], "old": old_values,
-            "change_day": day}
+    meta: dict[str, Any] = {"source": "current_state", "state_ids": state_ids, "user_id": conv.user_id, "object": obj, "field": field,
+                            "tool": call.name, "current": current, "replaced": replaced, "replaced_turns": since_write[::-1],
+                            "old": old_values, "change_day": day}
     gold = [call_turn.turn_id, result.turn_id]
     when = f" on {day}" if day else ""
     past = "were" if verb == "are" else "was"

@@ -115,8 +115,8 @@ ANSWER_SCHEMA = pa.schema([
 ])
 
 SCORE_FIELDS = [pa.field("evidence_recall", pa.float64()), pa.field("evidence_turn_recall", pa.float64()),
-                pa.field("content_recall", pa.float64()), pa.field("f1", pa.float64()), pa.field("bleu1", pa.float64()), pa.field("judge_correct", pa.bool_()),
-                pa.field("abstained", pa.bool_())]
+                pa.field("content_recall", pa.float64()), pa.field("f1", pa.float64()), pa.field("bleu1", pa.float64()),
+                pa.field("judge_correct", pa.bool_()), pa.field("abstained", pa.bool_())]
 
 # answers.parquet: every answer row with its scores
 SCORED_SCHEMA = pa.schema(list(ANSWER_SCHEMA) + SCORE_FIELDS)

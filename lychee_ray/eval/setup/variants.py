@@ -201,7 +201,8 @@ def query_config(variant: Variant, cfg: LycheeConfig) -> LycheeConfig:
 
 
 def embedder_name(cfg: LycheeConfig) -> str:
-    """The embedder name a build records (without loading the model; mirrors :mod:`lychee_ray.embed.local` and :mod:`lychee_ray.embed.openai`)."""
+    """The embedder name a build records (without loading the model; mirrors :mod:`lychee_ray.embed.local`
+    and :mod:`lychee_ray.embed.openai`)."""
     e = cfg.embedding
     if e.backend == LOCAL_EMBEDDING:
         return e.model or "sentence-transformers/all-MiniLM-L6-v2"

@@ -9,8 +9,9 @@ every turn that said it is its source (a question about either turn finds it). T
 * their content words (:func:`~lychee_ray.ingest.encode.guard.content_terms`: no attribution verbs,
   calendar words or bare numbers) overlap with Jaccard ≥ ``encoder.dedup.min_jaccard`` (0.8), and
 * their **specifics** are equal, in the same order: numbers, capitalised names, identifiers
-  (``snake_case``, dotted and slashed names, calls, ``key=value`` arguments) and time span. "The meeting is at 3 PM" and "The meeting is at 4 PM"
-  differ only in a number: that is an update, never a duplicate, whatever the word overlap.
+  (``snake_case``, dotted and slashed names, calls, ``key=value`` arguments) and time span. "The
+  meeting is at 3 PM" and "The meeting is at 4 PM" differ only in a number: that is an update, never
+  a duplicate, whatever the word overlap.
 
 The first draft is kept (its text, type, time), with the sources, entities and topics of every
 draft folded into it, in order. The scope is one reply (one segment): records of earlier segments

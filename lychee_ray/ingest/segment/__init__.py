@@ -25,7 +25,8 @@ with the surprise ``s_t`` against the segment's recent trajectory, the cohesion 
 length/count pressures (tokens / turns in ``S_k``), ``phi`` = max(absolute part, robust z-score of
 ``s_t`` in the stream) and ``r_t`` the structural prior (``role_bias`` at a user's new request in
 ``role`` mode); ``Q_t`` (the unit opens with a question), ``A_t`` (the previous unit ended with one) and
-``X_t`` (share of content words new to the open segment's recent units) are the surface cues. Cut before ``x_t`` when ``p_t > threshold`` or when appending would pass the token cap.
+``X_t`` (share of content words new to the open segment's recent units) are the surface cues. Cut
+before ``x_t`` when ``p_t > threshold`` or when appending would pass the token cap.
 
 Invariants (tested): a segment never spans two sessions nor exceeds ``max_segment_tokens`` (a longer
 turn is split into character-range pieces that share the turn's vector); every turn appears in exactly

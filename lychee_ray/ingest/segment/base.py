@@ -211,22 +211,23 @@ class BaseSegmenter:
         if reason != "start" and reason != "append":  # (= cut; spelled out so the closing reason's type is known)
             if reason == "semantic" and cparts is not None:
                 shift = self._placement(ex, cparts)
+                assert self._open is not None
                 if shift == -1:
-                    moved = self._pop_last_turn()  # that turn opens the new segment
+                    moved = self._open.pop_last_turn()  # that turn opens the new segment
                 elif shift == 1:
-                    self._append_part(cparts[0], new_exchange=True)  # the unit's first turn closes the old one
+                    self._open.add_part(cparts[0], self.cfg, new_exchange=True)  # the unit's first turn closes the old one
             closed.append(self._close(reason))
         if self._open is None:
             first = idx - 1 if moved is not None else idx
             self._open = _OpenSegment(self._next_segment, ex.session_index, ex.session_id, first)
             self._next_segment += 1
         if moved is not None:
-            self._append_part(moved, new_exchange=True)
+            self._open.add_part(moved, self.cfg, new_exchange=True)
         if shift == 1 and cparts is not None:
             for k, part in enumerate(cparts[1:]):
-                self._append_part(part, new_exchange=k == 0)
+                self._open.add_part(part, self.cfg, new_exchange=k == 0)
         else:
-            self._append(ex, cparts)
+            self._open.add_exchange(ex, cparts, self.cfg)
         surprise = sig.get("surprise")
         if surprise is not None:
             self._surprises.append(float(surprise))
@@ -368,7 +369,7 @@ class BaseSegmenter:
         """Turns by which a semantic cut before ``ex`` moves (:mod:`~lychee_ray.ingest.segment.placement`)."""
         o = self._open
         assert o is not None
-        pc = self.cfg.placement
+        placement = self.cfg.placement
         # The last turn may move only when it is a whole turn of the open segment (the tail is exactly its
         # last turns), the segment keeps at least one turn, and the new segment stays under the cap.
         back = (
@@ -377,38 +378,9 @@ class BaseSegmenter:
             and o.tail[-1].ref == o.turns[-1]
             and o.tail[-1].tokens + ex.tokens <= self.cfg.max_segment_tokens
         )
-        shift, _ = choose_shift([p.vector for p in o.tail], [p.vector for p in parts], pc.window, pc.margin, allow_back=back)
+        shift, _ = choose_shift([p.vector for p in o.tail], [p.vector for p in parts], placement.window, placement.margin,
+                                allow_back=back)
         return shift
-
-    def _pop_last_turn(self) -> _TurnPart:
-        """Take the open segment's last (whole) turn out of it, just before the segment is closed."""
-        o = self._open
-        assert o is not None
-        part = o.tail.pop()
-        o.turns.pop()
-        o.tokens -= part.tokens
-        o.n_turns -= 1
-        return part
-
-    def _append_part(self, part: _TurnPart, *, new_exchange: bool) -> None:
-        """Append one turn of a unit split by placement (``new_exchange``: the first piece of that unit here)."""
-        o = self._open
-        assert o is not None
-        if not o.turns or o.turns[-1].position != part.ref.position:
-            o.n_turns += 1
-        o.turns.append(part.ref)
-        o.tokens += part.tokens
-        o.n_exchanges += int(new_exchange)
-        if np.any(part.vector):
-            o.n_vec += 1
-            o.vec_sum = part.vector.copy() if o.vec_sum is None else o.vec_sum + part.vector
-            o.recent.append(part.vector)
-            del o.recent[: -self.cfg.trajectory_window]
-        if part.words:
-            o.recent_words.append(list(part.words))
-            del o.recent_words[: -self.cfg.cues.lexical_window]
-        o.tail.append(part)
-        del o.tail[: -(self.cfg.placement.window + 1)]
 
     def _signals(self, ex: Exchange, ahead: np.ndarray | None = None) -> dict[str, float | None]:
         """The decision's inputs for ``ex`` (centred); ``ahead``: the next unit's centred vector, if any."""
@@ -427,44 +399,8 @@ class BaseSegmenter:
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`_extra_state` saved."""
 
-    def _append(self, ex: Exchange, parts: list[_TurnPart] | None = None) -> None:
-        o = self._open
-        assert o is not None
-        last = o.turns[-1].position if o.turns else None
-        for r in ex.turns:  # pieces of one turn are adjacent and count once
-            if r.position != last:
-                o.n_turns += 1
-                last = r.position
-        o.turns.extend(ex.turns)
-        o.tokens += ex.tokens
-        o.n_exchanges += 1
-        if ex.has_signal:
-            o.n_vec += 1
-            o.vec_sum = ex.vector.copy() if o.vec_sum is None else o.vec_sum + ex.vector
-            o.recent.append(ex.vector)
-            del o.recent[: -self.cfg.trajectory_window]
-        if ex.words:  # units without content words (greetings, "ok") neither add nor displace vocabulary
-            o.recent_words.append(list(ex.words))
-            del o.recent_words[: -self.cfg.cues.lexical_window]
-        if parts is None:
-            o.tail = []  # a unit without whole-turn parts breaks the run of known last turns
-        else:
-            o.tail.extend(parts)
-            del o.tail[: -(self.cfg.placement.window + 1)]
-
     def _close(self, reason: CloseReason) -> Segment:
         o = self._open
         assert o is not None
         self._open = None
-        return Segment(
-            segment_index=o.index,
-            session_index=o.session_index,
-            session_id=o.session_id,
-            turns=o.turns,
-            num_exchanges=o.n_exchanges,
-            first_exchange=o.first_exchange,
-            tokens=o.tokens,
-            reason=reason,
-            method=self.method,
-        )
-
+        return o.closed(reason, self.method)

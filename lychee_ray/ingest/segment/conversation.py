@@ -141,7 +141,8 @@ def segment_stream(
     if state is not None:
         seg = BaseSegmenter.from_state(state, cfg)
     else:
-        seg = make_segmenter(cfg, mode=resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns), cfg.auto_without_roles), encoding=encoding)
+        mode = resolve_exchange_mode(cfg.exchange_mode, (t.role for t in turns), cfg.auto_without_roles)
+        seg = make_segmenter(cfg, mode=mode, encoding=encoding)
     closed = seg.push_turns(turns)
     resume = seg.state_dict()
     return StreamSegmentation(closed, seg.finish() if finish else [], resume)

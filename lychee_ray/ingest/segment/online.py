@@ -90,7 +90,8 @@ class OnlineSegmenter(BaseSegmenter):
         fixed = logit(cfg.threshold)
         self._z, self._pressure = z, cfg.w_length * lp + cfg.w_count * npr
         p = sigmoid(z - self._calibration.threshold(fixed) + fixed)
-        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, words_per_turn=words, answer=a, lexical_novelty=x, ahead=h, p=p)
+        out.update(surprise=s, phi=phi, cohesion_drop=d, prior=prior, question=q, words_per_turn=words, answer=a,
+                   lexical_novelty=x, ahead=h, p=p)
         return out
 
     def _observe(self, ex: Exchange, sig: dict[str, float | None]) -> None:

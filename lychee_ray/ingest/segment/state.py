@@ -1,4 +1,5 @@
-"""The open segment's running state (JSON-able, so a stream can be saved and resumed)."""
+"""The open segment's running state (JSON-able, so a stream can be saved and resumed) and its
+bookkeeping: units and turns added, the last turn taken back (placement), the closed segment."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from lychee_ray.ingest.segment.types import TurnRef
+from lychee_ray.config import SegmenterConfig
+from lychee_ray.ingest.segment.types import CloseReason, Exchange, Segment, TurnRef
+from lychee_ray.names import SegmentationMethod
 
 # 2: n_turns in the open segment (count pressure over turns); 3: recent_words, last_question;
 # 4: the open segment's last turns (turn-level placement) and the stream threshold's history;
@@ -52,6 +55,72 @@ class _OpenSegment:
     recent_words: list[list[str]] = field(default_factory=list)  # content words of the last lexical_window units
     # The open segment's last whole turns (placement.window + 1 at most); emptied by a unit of pieces.
     tail: list[_TurnPart] = field(default_factory=list)
+
+    def add_exchange(self, ex: Exchange, parts: list[_TurnPart] | None, cfg: SegmenterConfig) -> None:
+        """Append a whole unit (``parts``: its whole turns for placement, None when it has pieces)."""
+        last = self.turns[-1].position if self.turns else None
+        for r in ex.turns:  # pieces of one turn are adjacent and count once
+            if r.position != last:
+                self.n_turns += 1
+                last = r.position
+        self.turns.extend(ex.turns)
+        self.tokens += ex.tokens
+        self.n_exchanges += 1
+        if ex.has_signal:
+            self._add_vector(ex.vector, cfg)
+        if ex.words:  # units without content words (greetings, "ok") neither add nor displace vocabulary
+            self._add_words(list(ex.words), cfg)
+        if parts is None:
+            self.tail = []  # a unit without whole-turn parts breaks the run of known last turns
+        else:
+            self.tail.extend(parts)
+            del self.tail[: -(cfg.placement.window + 1)]
+
+    def add_part(self, part: _TurnPart, cfg: SegmenterConfig, *, new_exchange: bool) -> None:
+        """Append one turn of a unit split by placement (``new_exchange``: the first piece of that unit here)."""
+        if not self.turns or self.turns[-1].position != part.ref.position:
+            self.n_turns += 1
+        self.turns.append(part.ref)
+        self.tokens += part.tokens
+        self.n_exchanges += int(new_exchange)
+        if np.any(part.vector):
+            self._add_vector(part.vector, cfg)
+        if part.words:
+            self._add_words(list(part.words), cfg)
+        self.tail.append(part)
+        del self.tail[: -(cfg.placement.window + 1)]
+
+    def pop_last_turn(self) -> _TurnPart:
+        """Take the last (whole) turn out, just before the segment is closed (placement moved it)."""
+        part = self.tail.pop()
+        self.turns.pop()
+        self.tokens -= part.tokens
+        self.n_turns -= 1
+        return part
+
+    def closed(self, reason: CloseReason, method: SegmentationMethod) -> Segment:
+        """The segment this one becomes when it is closed for ``reason``."""
+        return Segment(
+            segment_index=self.index,
+            session_index=self.session_index,
+            session_id=self.session_id,
+            turns=self.turns,
+            num_exchanges=self.n_exchanges,
+            first_exchange=self.first_exchange,
+            tokens=self.tokens,
+            reason=reason,
+            method=method,
+        )
+
+    def _add_vector(self, vector: np.ndarray, cfg: SegmenterConfig) -> None:
+        self.n_vec += 1
+        self.vec_sum = vector.copy() if self.vec_sum is None else self.vec_sum + vector
+        self.recent.append(vector)
+        del self.recent[: -cfg.trajectory_window]
+
+    def _add_words(self, words: list[str], cfg: SegmenterConfig) -> None:
+        self.recent_words.append(words)
+        del self.recent_words[: -cfg.cues.lexical_window]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -137,4 +137,7 @@ def sniff(obj: dict[str, Any] | None, head: str) -> bool:
 ADAPTER = Adapter(NAME, "OpenAI chat-completion", SUFFIXES, read_chat_completions, sniff, agent_log=True)
 
 
-__all__ = ["ADAPTER", "sniff", "NAME", "SUFFIXES", "convert_conversation", "looks_anthropic", "read_chat_completions", "recognise", "turn_id_of"]
+__all__ = [
+    "ADAPTER", "sniff", "NAME", "SUFFIXES", "convert_conversation", "looks_anthropic", "read_chat_completions",
+    "recognise", "turn_id_of",
+]

@@ -29,11 +29,11 @@ from lychee_ray.io.store.locks import (
     is_deleting,
     write_lock,
 )
-from lychee_ray.io.store.reader import ConversationData, MemoryStoreReader, StoreReader, read_part, read_parts
-from lychee_ray.io.store.writer import MemoryStoreWriter, StoreWriter
+from lychee_ray.io.store.reader import ConversationData, StoreReader, read_part, read_parts
+from lychee_ray.io.store.writer import StoreWriter
 
 __all__ = [
-    "STORE_VERSION", "CommitMarker", "ConversationArtifacts", "ConversationData", "MarkerError", "MemoryStoreReader", "MemoryStoreWriter",
+    "STORE_VERSION", "CommitMarker", "ConversationArtifacts", "ConversationData", "MarkerError",
     "StoreReader", "StoreWriter", "NotAStoreError", "StoreLayout", "TableSpec", "VectorIndex", "atomic_write_text",
     "build_flat_index", "compact", "conversation_key", "iter_markers", "read_part", "read_parts", "register_table", "table_names",
     "table_specs", "unregister_table",

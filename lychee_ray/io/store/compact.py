@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from lychee_ray.io.store.fs import StorePath, parquet_writer, replace, temp_sibling
+from lychee_ray.io.store.fs import parquet_writer, replace, temp_sibling
+from lychee_ray.io.store.remote_path import StorePath
 from lychee_ray.io.store.layout import StoreLayout, as_layout
 from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.marker import CommitMarker, TableLocation

@@ -42,7 +42,6 @@ from pydantic import BaseModel, Field
 
 from lychee_ray.io.store.fs import (
     AnyPath,
-    StorePath,
     parquet_file,
     parquet_writer,
     read_parquet,
@@ -53,6 +52,7 @@ from lychee_ray.io.store.fs import (
     tree_size,
     write_parquet,
 )
+from lychee_ray.io.store.remote_path import StorePath
 from lychee_ray.io.store.layout import (
     NotAStoreError,
     StoreLayout,

@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree, tree_size
+from lychee_ray.io.store.fs import AnyPath, remove_tree, tree_size
+from lychee_ray.io.store.remote_path import StorePath
 from lychee_ray.io.store.tables import table_names
 from lychee_ray.io.store.layout import (
     SEGSTATE_DIR,

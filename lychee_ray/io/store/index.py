@@ -26,7 +26,8 @@ import numpy as np
 
 from lychee_ray.config.store import StoreConfig
 from lychee_ray.names import VectorPrecision
-from lychee_ray.io.store.fs import AnyPath, StorePath
+from lychee_ray.io.store.fs import AnyPath
+from lychee_ray.io.store.remote_path import StorePath
 
 
 # the int8 codes' range: every component of a unit vector lies in it

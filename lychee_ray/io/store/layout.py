@@ -46,15 +46,15 @@ import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from collections.abc import Iterator
 
 from lychee_ray.config.store import StoreConfig
 from lychee_ray.io.store.lease import check_held
 from lychee_ray.io.store.marker import CommitMarker, MarkerError
 from lychee_ray.io.store.tables import table_names
-from lychee_ray.io.store.fs import (
-    AnyPath, StorePath, default_settings, display_uri, listing_state, sorted_entries, store_root)
+from lychee_ray.io.store.fs import AnyPath, listing_state, sorted_entries, store_root
+from lychee_ray.io.store.remote_path import StorePath, default_settings, display_uri
 
 # 2: one path scheme (every marker names a generation), typed markers with a version
 STORE_VERSION = 2
@@ -70,12 +70,36 @@ _KEY_PREFIX_CHARS = 80
 _KEY_HASH_CHARS = 10
 
 
-class NotAStoreError(FileNotFoundError):
-    """A path that is not a memory store (it has no ``commits/`` directory)."""
+# Why a path is no memory store: nothing is there, or something is but no store's ``commits/``.
+NotAStoreKind = Literal["missing", "not_a_store"]
 
-    def __init__(self, root: str | Path | StorePath) -> None:
-        super().__init__(f"not a memory store (no commits/): {display_uri(root)}")
+
+class NotAStoreError(FileNotFoundError):
+    """A path that is no memory store. ``kind``: ``missing`` when nothing exists there (a mistyped
+    path), ``not_a_store`` when something does but has no ``commits/`` directory (a store's writer
+    creates it first); left out, it is found by looking at ``root`` — every place that opens a store
+    raises this error, so each one reports the two cases apart."""
+
+    def __init__(self, root: str | Path | StorePath, kind: NotAStoreKind | None = None) -> None:
+        self.kind: NotAStoreKind = kind if kind is not None else "not_a_store" if _root_exists(root) else "missing"
         self.root = display_uri(root)
+        if self.kind == "missing":
+            super().__init__(f"no memory store at {self.root}: the folder does not exist")
+        else:
+            super().__init__(f"not a memory store (no commits/): {self.root}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # (rebuilt from its root and kind, not its message: the error crosses process boundaries under Ray)
+        return type(self), (self.root, self.kind)
+
+
+def _root_exists(root: str | Path | StorePath) -> bool:
+    """Whether anything exists at a store root (a remote one that cannot be reached counts as existing:
+    the error then names the missing ``commits/``, which is all that is known)."""
+    try:
+        return store_root(root).exists()
+    except Exception:  # noqa: BLE001 — unknown is reported as "exists" (the message above says why it is no store)
+        return True
 
 
 def conversation_key(conversation_id: str) -> str:
@@ -205,8 +229,9 @@ class StoreLayout:
         object store each one is a LIST of every conversation's objects — so a commit removing its
         old generations asks with ``complete=False``: a commit writes its generation's indexes
         first (writer.py), so listing the conversation's own ``index/<key>/`` finds every generation
-        that left any file, and its parts and state are then looked up by name. What this misses (a generation whose index files are gone, e.g. after a removal that died half-way)
-        no marker names, and the garbage sweep (gc.py) removes it."""
+        that left any file, and its parts and state are then looked up by name. What this misses (a
+        generation whose index files are gone, e.g. after a removal that died half-way) no marker
+        names, and the garbage sweep (gc.py) removes it."""
         if complete:
             return self._scanned_generation_paths(key)
         out: dict[str | None, list[AnyPath]] = {}
@@ -253,9 +278,10 @@ class StoreLayout:
 
     def conversation_paths(self, key: str) -> list[AnyPath]:
         """Every file or directory that belongs to conversation ``key`` alone (existing or not):
-        the commit marker first, then its own Parquet parts, FAISS indexes and build claims. Erasure (:mod:`.erase`) removes exactly these; a new per-conversation file
-        must be listed here. Rows in shared ``compact-*.parquet`` files and ``errors/`` are not paths
-        of one conversation (see :mod:`.compact`, :mod:`.erase`)."""
+        the commit marker first, then its own Parquet parts, FAISS indexes and build claims. Erasure
+        (:mod:`.erase`) removes exactly these; a new per-conversation file must be listed here. Rows
+        in shared ``compact-*.parquet`` files and ``errors/`` are not paths of one conversation (see
+        :mod:`.compact`, :mod:`.erase`)."""
         paths = [self.marker_path(key), self.index_dir(key), self.forgotten_path(key)]
         # parts and segmenter states of every generation, and any version-1 fixed-path part (the
         # index directory above holds all of its generations)

@@ -36,7 +36,7 @@ import time
 import uuid
 from typing import Any
 
-from lychee_ray.io.store.fs import StorePath
+from lychee_ray.io.store.remote_path import StorePath
 
 # the holder renews every this fraction of the lease; it trusts its lease for commits only while
 # its last renewal is at most twice that old, so at least this fraction of the lease is left

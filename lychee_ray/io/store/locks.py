@@ -48,7 +48,8 @@ from types import TracebackType
 from typing import Any, Literal, overload
 from collections.abc import Callable, Iterator
 
-from lychee_ray.io.store.fs import AnyPath, StorePath, sorted_entries
+from lychee_ray.io.store.fs import AnyPath, sorted_entries
+from lychee_ray.io.store.remote_path import StorePath
 from lychee_ray.io.store.layout import StoreLayout, as_layout, conversation_key
 from lychee_ray.io.store.lease import Lease, acquire_lease
 

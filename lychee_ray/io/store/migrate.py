@@ -23,7 +23,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lychee_ray.io.store.fs import AnyPath, StorePath, remove_tree
+from lychee_ray.io.store.fs import AnyPath, remove_tree
+from lychee_ray.io.store.remote_path import StorePath
 from lychee_ray.io.store.layout import LEGACY_STORE_VERSION, STORE_VERSION, StoreLayout, as_layout, atomic_write_text, new_generation
 from lychee_ray.io.store.locks import ConversationDeleting, conversation_write_lock, store_lock
 from lychee_ray.io.store.marker import MARKER_VERSION, CommitMarker, new_lineage

@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 from lychee_ray.core.records import ERROR_SCHEMA
-from lychee_ray.io.store.fs import StorePath, parquet_file, read_parquet, sorted_entries
+from lychee_ray.io.store.fs import parquet_file, read_parquet, sorted_entries
+from lychee_ray.io.store.remote_path import StorePath
 from lychee_ray.io.store.artifacts import TableDelta, TableVectors
 from lychee_ray.io.store.deltas import MergedTable, apply_delta, read_delta_manifest
 from lychee_ray.io.store.index import build_flat_index, read_index, stored_vectors
@@ -436,7 +437,3 @@ class StoreReader:
     def errors(self) -> pa.Table:
         files = sorted_entries(self.layout.errors_dir, "*.parquet")
         return pa.concat_tables([read_parquet(f) for f in files]) if files else ERROR_SCHEMA.empty_table()
-
-
-# The reader's name before the glossary (docs/architecture.md): "store" is the directory, MemoryStore the library's facade.
-MemoryStoreReader = StoreReader

@@ -17,7 +17,8 @@ from lychee_ray.config.appends import AppendsConfig
 from lychee_ray.config.store import StoreConfig
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import ERROR_SCHEMA
-from lychee_ray.io.store.fs import AnyPath, StorePath, create_exclusive, remove_tree, write_parquet
+from lychee_ray.io.store.fs import AnyPath, create_exclusive, remove_tree, write_parquet
+from lychee_ray.io.store.remote_path import StorePath
 from lychee_ray.io.store.artifacts import ConversationArtifacts, ConversationDelta, TableDelta, TableVectors
 from lychee_ray.io.store.deltas import write_delta_manifest
 from lychee_ray.io.store.index import build_flat_index, write_index
@@ -429,7 +430,3 @@ class StoreWriter:
             manifest["embedding_dim"] = int(manifest["embedding_dim"])
         atomic_write_text(self.layout.manifest_path, json.dumps(manifest, indent=1, sort_keys=True))
         return manifest
-
-
-# The writer's name before the glossary (docs/architecture.md): "store" is the directory, MemoryStore the library's facade.
-MemoryStoreWriter = StoreWriter

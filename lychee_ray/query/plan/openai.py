@@ -64,8 +64,9 @@ class OpenAIPlanner:
         except (ValueError, ValidationError) as e:
             log.warning("planner reply unusable, using the question as the only route: %s", e)
             out = self._fallback(question, question_date, f"invalid plan: {e}", estimate, None, kind="invalid_plan")
-            out.usage, out.calls = res.usage, 1
-            out.prompt_tokens, out.completion_tokens, out.estimated = res.usage.prompt_tokens, res.usage.completion_tokens, res.usage.estimated
+            u = res.usage
+            out.usage, out.calls = u, 1
+            out.prompt_tokens, out.completion_tokens, out.estimated = u.prompt_tokens, u.completion_tokens, u.estimated
             return out
         u = res.usage
         return PlanOutcome(plan=plan, prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,

@@ -262,15 +262,15 @@ def _year4(raw: str) -> int:
 
 def resolve_iso(m: re.Match, ref: date | None, ctx: str, fy: int | None) -> Resolution | None:
     """'2023-05-08' / '2023/05/08' → that day."""
-    return _day_res(_safe_date(int(m.group("y")), int(m.group("mo")), int(m.group("d"))))
+    return _day_res(_safe_date(int(m.group("y")), int(m.group("mo")), int(m.group("day"))))
 
 
 def make_slash_resolver(day_first: bool) -> Handler:
     """A resolver for '05/08/2023': month first unless ``day_first`` or the first number is over 12."""
 
     def resolve_slash(m: re.Match, ref: date | None, ctx: str, fy: int | None) -> Resolution | None:
-        a, b, y = int(m.group("a")), int(m.group("b")), _year4(m.group("y"))
-        mo, d = (b, a) if (day_first or a > 12) else (a, b)
+        first, second, y = int(m.group("first")), int(m.group("second")), _year4(m.group("y"))
+        mo, d = (second, first) if (day_first or first > 12) else (first, second)
         return _day_res(_safe_date(y, mo, d))
 
     return resolve_slash
@@ -287,7 +287,7 @@ def resolve_day_month(m: re.Match, ref: date | None, ctx: str, fy: int | None) -
     y = _year_or_ref(m, ref, fy)
     if y is None:
         return None
-    return _day_res(_safe_date(y, MONTHS[m.group("mon").lower().rstrip(".")], int(m.group("d"))))
+    return _day_res(_safe_date(y, MONTHS[m.group("mon").lower().rstrip(".")], int(m.group("day"))))
 
 
 def resolve_month_year(m: re.Match, ref: date | None, ctx: str, fy: int | None) -> Resolution | None:
@@ -335,7 +335,7 @@ def resolve_day_of_month(m: re.Match, ref: date | None, ctx: str, fy: int | None
     the next when the sentence speaks about the future)."""
     if ref is None:
         return None
-    d = int(m.group("d"))
+    d = int(m.group("day"))
     if not 1 <= d <= 31:
         return None
     if has_future_cue(ctx):

@@ -41,7 +41,8 @@ regular present-tense verbs); longer-distance agreement ("I, as a mother, am") i
 Modules: :mod:`~.cleaning` (markup, filler, trivial sentences), :mod:`~.units` (sentences → record
 units), :mod:`~.persons` (pronouns → names), :mod:`~.speakers` (names, aliases, the resolution
 note), :mod:`~.metadata` (entities, topics, type), :mod:`~.answers` (question → answer folding),
-:mod:`~.captions` (image records), :mod:`~.lexicon` (shared word lists) and :mod:`~.encoder`
+:mod:`~.captions` (image records), :mod:`~.lexicon` (shared word lists), :mod:`~.agent` (records of
+tool traffic, with :mod:`~.tool_results`: a call and its result as record text) and :mod:`~.encoder`
 (:class:`RulesEncoder`, which runs the steps above).
 """
 

@@ -17,7 +17,8 @@ that structure, deterministically, and keeps the specifics verbatim:
 
 Records are attributed by role: what the assistant said or did is the agent's ("the agent …"), a
 tool's output is the tool's, what the user said stays the user's (the sentence records of
-:mod:`.encoder`).
+:mod:`.encoder`). How a call and its result are written as record text (JSON rendered and chunked,
+errors recognised, a call's short signature) is :mod:`.tool_results`.
 """
 
 from __future__ import annotations
@@ -26,10 +27,20 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterator
 
 from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SegmentTurn, TimeDraft
 from lychee_ray.ingest.encode.rules.object_state import StateGroup, state_groups
+from lychee_ray.ingest.encode.rules.tool_results import (
+    args_text,
+    cut,
+    is_error_result,
+    one_line,
+    render,
+    result_body,
+    result_chunks,
+    short_signature,
+    state_chunks,
+)
 from lychee_ray.config import ToolRecordsConfig
 from lychee_ray.core.tools import CALL_ARROW, ToolCall
 from lychee_ray.text.sentences import split_sentences
@@ -52,9 +63,6 @@ CORRECTION = re.compile(
     r"\b(?:you(?:'re| are| have| got)|(?:that|this|it)(?:'s| is| was)) (?:\w+ )?wrong\b|"
     r"\bwrong (?:one|reservation|order|flight|item|date|number|address|name|amount|card|account|city|seat)\b)", re.I)
 WEAK_CORRECTION = re.compile(r"^(?:no|nope|wait)\b", re.I)
-# A tool result that reports a failure.
-_ERROR_TEXT = re.compile(r"^\s*(?:error|exception|failed|failure|traceback)\b", re.I)
-_ERROR_KEYS = ("error", "errors", "error_message", "exception")
 # A system-prompt sentence that states a rule (modal or limiting words).
 _RULE = re.compile(
     r"\b(?:must|should|shall|cannot|can't|can not|can only|only|at most|at least|never|always|not allowed|"
@@ -62,124 +70,6 @@ _RULE = re.compile(
     r"if and only if|unless|no more than|up to|free|eligible|not be)\b", re.I)
 _HEADER = re.compile(r"^\s{0,3}#{1,6}\s*(.+?)\s*#*\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
-_SPACES = re.compile(r"\s+")
-
-
-def _one_line(text: str) -> str:
-    return _SPACES.sub(" ", text).strip()
-
-
-def _cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters at a word boundary (marked with …)."""
-    if len(text) <= limit:
-        return text
-    head = text[:limit].rsplit(" ", 1)[0]
-    return (head or text[:limit]) + " …"
-
-
-def _key(k: Any) -> str:
-    """A JSON key as a record says it: ``created_at`` → ``created at``; a key that is itself an id
-    (``credit_card_4421486``: it has digits) stays verbatim."""
-    s = str(k)
-    return s if any(c.isdigit() for c in s) else s.replace("_", " ")
-
-
-def _render(value: Any) -> str:
-    """A JSON value written compactly with its keys: ``a: 1, b: (c: 2)``, lists as ``x; y``."""
-    if isinstance(value, dict):
-        return ", ".join(f"{_key(k)}: {_render(v) if not isinstance(v, dict) else '(' + _render(v) + ')'}"
-                         for k, v in value.items())
-    if isinstance(value, list):
-        return "; ".join(_render(v) if not isinstance(v, list) else " + ".join(_render(x) for x in v) for v in value)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _items(value: Any, split_chars: int, prefix: str = "") -> Iterator[str]:
-    """The parts of a JSON value that can stand as one record each: top-level fields (one whose
-    rendering is longer than ``split_chars`` split into its own items), list elements."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            key = f"{prefix}{_key(k)}"
-            if isinstance(v, (dict, list)) and v and len(_render(v)) > split_chars:
-                yield from _items(v, split_chars, f"{key} ")
-            else:
-                yield f"{key}: {_render(v)}"
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield f"{prefix}{i + 1}: {_render(v)}" if prefix else _render(v)
-    else:
-        yield f"{prefix}{_render(value)}"
-
-
-def result_chunks(text: str, limit: int, max_chunks: int) -> list[str]:
-    """A tool result as at most ``max_chunks`` texts of at most ``limit`` characters: JSON split by
-    fields and list items (packed while they fit), other text by sentences. The last chunk says
-    how many items did not fit."""
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, TypeError):
-        value = None
-    # a field longer than half a record is split (so that a record holds a few whole fields)
-    parts = list(_items(value, limit // 2)) if isinstance(value, (dict, list)) else [s for s in split_sentences(_one_line(text)) if s]
-    return _pack(parts, limit, max_chunks)
-
-
-def state_chunks(groups: list[StateGroup], limit: int, max_chunks: int) -> list[tuple[str, StateGroup]]:
-    """An object's state (:func:`~.object_state.state_groups`) as at most ``max_chunks`` texts of
-    at most ``limit`` characters, each holding fields of one group only (its slot), with its group."""
-    out: list[tuple[str, StateGroup]] = []
-    for i, g in enumerate(groups):
-        left = max_chunks - len(out)
-        if left <= 0:
-            more = sum(len(x.fields) for x in groups[i:])
-            out[-1] = (_cut(out[-1][0], max(20, limit - 24)) + f" (and {more} more)", out[-1][1])
-            break
-        out.extend((c, g) for c in _pack(list(_items(g.fields, limit // 2)), limit, left))
-    return out
-
-
-def _pack(parts: list[str], limit: int, max_chunks: int) -> list[str]:
-    """``parts`` packed in order into texts of at most ``limit`` characters (``; ``-joined), at most
-    ``max_chunks`` of them; the last one says how many parts did not fit."""
-    chunks: list[str] = []
-    cur = ""
-    for i, p in enumerate(parts):
-        p = _cut(_one_line(p), limit)
-        if cur and len(cur) + 2 + len(p) > limit:
-            chunks.append(cur)
-            cur = ""
-            if len(chunks) == max_chunks:
-                left = len(parts) - i
-                chunks[-1] = _cut(chunks[-1], max(20, limit - 24)) + f" (and {left} more)"
-                return chunks
-        cur = f"{cur}; {p}" if cur else p
-    if cur:
-        chunks.append(cur)
-    return chunks
-
-
-def is_error_result(turn: SegmentTurn) -> bool:
-    """A tool result that reports a failure (marked by its source, or reads as an error)."""
-    if turn.is_error:
-        return True
-    body = _result_body(turn)
-    if _ERROR_TEXT.match(body):
-        return True
-    try:
-        value = json.loads(body)
-    except (json.JSONDecodeError, TypeError):
-        return False
-    return isinstance(value, dict) and any(value.get(k) for k in _ERROR_KEYS)
-
-
-def _result_body(turn: SegmentTurn) -> str:
-    """A tool turn's own output (its rendered text minus the ``name result:`` prefix)."""
-    prefix = f"{turn.tool_name or 'tool'} result: "
-    return turn.content[len(prefix):] if turn.content.startswith(prefix) else turn.content
 
 
 def strip_calls(text: str) -> str:
@@ -237,7 +127,7 @@ class AgentRecords:
         if flow is not None:
             out.append(flow)
         for d in out:  # every record one bounded, capitalised sentence (a call's arguments can be long)
-            d.text = _cut(_cap(d.text), 2 * self.cfg.max_record_chars)
+            d.text = cut(_cap(d.text), 2 * self.cfg.max_record_chars)
         return out
 
     def _calls(self, request: EncodeRequest) -> list[_Call]:
@@ -259,9 +149,9 @@ class AgentRecords:
     def _request_gist(self, text: str) -> str | None:
         """What the user asked for: the first sentence of at least three words (else the turn's
         start), cut to ``request_chars``."""
-        line = _one_line(text)
+        line = one_line(text)
         first = next((x for x in split_sentences(line) if len(x.split()) >= 3), line)
-        return _cut(first, self.cfg.request_chars) if first else None
+        return cut(first, self.cfg.request_chars) if first else None
 
     def _call_records(self, c: _Call, request: EncodeRequest) -> list[RecordDraft]:
         name, sig = c.call.name, short_signature(c.call, self.cfg.short_arg_chars)
@@ -274,23 +164,23 @@ class AgentRecords:
         cap = self.cfg.max_record_chars
         if self.is_note(name):
             args = c.call.parsed_arguments()
-            note = _render(args) if isinstance(args, dict) and args else c.call.arguments
+            note = render(args) if isinstance(args, dict) and args else c.call.arguments
             if not note.strip():
                 return []
-            return [RecordDraft(type="fact", text=_cut(f"{_cap(AGENT)} noted: {_one_line(note)}", cap * 2),
+            return [RecordDraft(type="fact", text=cut(f"{_cap(AGENT)} noted: {one_line(note)}", cap * 2),
                                 entities=ents, topics=topics, source_turns=[c.turn.index])]
         out: list[RecordDraft] = []
         purpose = f" to handle the user's request: {c.request}" if c.request else ""
         out.append(RecordDraft(type="tool_affordance", text=f"{_cap(AGENT)} used the tool {name} with arguments "
-                                                            f"{_args_text(c.call)}{purpose}",
+                                                            f"{args_text(c.call)}{purpose}",
                                entities=ents, topics=topics, source_turns=[c.turn.index]))
         when = f"On {day}, " if day else ""
         if c.result is None:
             return out
-        body = _result_body(c.result)
+        body = result_body(c.result)
         if is_error_result(c.result):
             out.append(RecordDraft(type="failure_pattern", text=f"{when}{AGENT}'s call {sig}{user} failed: "
-                                                                f"{_cut(_one_line(body), cap)}",
+                                                                f"{cut(one_line(body), cap)}",
                                    entities=ents, topics=[*topics, "error"][: self.max_topics], time=time,
                                    source_turns=sources))
             return out
@@ -298,7 +188,7 @@ class AgentRecords:
         chunks = [p for p, _ in parts]
         if self.is_transfer(name):
             out.append(RecordDraft(type="failure_pattern", text=f"{when}{AGENT} handed the conversation{user} over to a "
-                                                                f"human agent ({sig}): {_cut(_one_line(body), cap)}",
+                                                                f"human agent ({sig}): {cut(one_line(body), cap)}",
                                    entities=ents, topics=[*topics, "transfer"][: self.max_topics], time=time,
                                    source_turns=sources))
         elif self.is_read(name):
@@ -343,10 +233,10 @@ class AgentRecords:
             day = _day(t.session_date)
             when = f"On {day}, " if day else ""
             if said:
-                for s in split_sentences(_one_line(said)):
+                for s in split_sentences(one_line(said)):
                     if t.role == "assistant" and REFUSAL.search(s):
                         out.append(RecordDraft(type="failure_pattern", text=f"{when}{AGENT} declined{_user(request)}: "
-                                                                            f"{_cut(s, cap)}",
+                                                                            f"{cut(s, cap)}",
                                                entities=[], topics=["refusal"], source_turns=[t.index]))
                         break
                     # a "no" that answers the agent's question is an answer, not a correction
@@ -354,7 +244,7 @@ class AgentRecords:
                             prev_role == "assistant" and not prev_asked and WEAK_CORRECTION.search(s))):
                         who = f"user {request.user_id}" if _has_user(request) else "the user"
                         out.append(RecordDraft(type="failure_pattern", text=f"{_cap(when)}{who} corrected "
-                                                                            f"{AGENT}: {_cut(s, cap)}",
+                                                                            f"{AGENT}: {cut(s, cap)}",
                                                entities=[], topics=["correction"], source_turns=[t.index]))
                         break
             if t.role in ("user", "assistant") and (said or t.tool_calls):
@@ -371,7 +261,7 @@ class AgentRecords:
         goal = next((c.request for c in acts if c.request), None)
         chain = f" {CALL_ARROW} ".join(_step(c, self.cfg.short_arg_chars) for c in steps)
         head = f"To handle the request \"{goal}\", " if goal else ""
-        text = _cut(f"{head}{AGENT} ran these steps: {chain}", self.cfg.max_record_chars * 2)
+        text = cut(f"{head}{AGENT} ran these steps: {chain}", self.cfg.max_record_chars * 2)
         ents = list(dict.fromkeys(e for c in steps for e in self._entities(c.call, request)))[: self.max_entities]
         return RecordDraft(type="procedure", text=_cap(text), entities=ents,
                            topics=list(dict.fromkeys(t for c in acts for t in self._topics(c.call.name)))[: self.max_topics],
@@ -406,19 +296,19 @@ def policy_records(request: EncodeRequest, cfg: ToolRecordsConfig, max_topics: i
         for line in t.content.splitlines():
             header = _HEADER.match(line)
             if header:
-                section = _one_line(header.group(1))
+                section = one_line(header.group(1))
                 continue
             text = _BULLET.sub("", line).strip()
             if not text:
                 continue
-            for s in split_sentences(_one_line(text)):
+            for s in split_sentences(one_line(text)):
                 if len(out) >= cfg.max_policy_records:
                     return out
                 if len(s.split()) < 4 or not _RULE.search(s):
                     continue
                 where = f" ({section})" if section else ""
                 topics = [w.lower() for w in re.findall(r"[A-Za-z]{3,}", section)][:max_topics]
-                out.append(RecordDraft(type="constraint", text=f"Policy{where}: {_cut(s, cfg.max_record_chars)}",
+                out.append(RecordDraft(type="constraint", text=f"Policy{where}: {cut(s, cfg.max_record_chars)}",
                                        entities=[], topics=topics, source_turns=[t.index]))
     return out
 
@@ -454,30 +344,9 @@ def _cap(text: str) -> str:
     return text if _IDENTIFIER_START.match(text) else text[:1].upper() + text[1:]
 
 
-def _args_text(call: ToolCall) -> str:
-    args = call.parsed_arguments()
-    if isinstance(args, dict):
-        return ", ".join(f"{k}={_render(v)}" for k, v in args.items()) or "(none)"  # (argument names verbatim)
-    return _one_line(call.arguments) or "(none)"
-
-
 def _step(c: _Call, max_arg_chars: int) -> str:
     outcome = " (failed)" if c.result is not None and is_error_result(c.result) else ""
     return f"{short_signature(c.call, max_arg_chars)}{outcome}"
 
 
-def short_signature(call: ToolCall, max_arg_chars: int) -> str:
-    """``name(key=value, …)`` with the scalar arguments that identify the call (ids, codes, dates);
-    longer or nested values are shown as ``…`` (the call's tool_affordance record has them all):
-    records lead with what identifies a call, not with a booking's payload."""
-    args = call.parsed_arguments()
-    if not isinstance(args, dict):
-        return call.signature() if len(call.arguments) <= max_arg_chars else f"{call.name}(…)"
-    shown = [f"{k}={v}" for k, v in args.items()
-             if isinstance(v, (str, int, float)) and not isinstance(v, bool) and len(str(v)) <= max_arg_chars]
-    more = "…" if len(shown) < len(args) else ""
-    return f"{call.name}({', '.join([*shown, more] if shown and more else shown or [more])})"
-
-
-__all__ = ["AGENT", "AgentRecords", "is_error_result", "policy_records", "result_chunks", "short_signature", "state_chunks",
-           "strip_calls"]
+__all__ = ["AGENT", "AgentRecords", "policy_records", "strip_calls"]

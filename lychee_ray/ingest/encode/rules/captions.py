@@ -9,7 +9,8 @@ from lychee_ray.ingest.encode.rules.metadata import extract_entities, extract_to
 
 _IMAGE = re.compile(r"\[image:\s*([^\]]*)\]", re.I)
 _PHOTOGRAPHY = re.compile(r"^an?\s+photograph(?:y)?\s+of\b", re.I)  # BLIP often says "a photography of"
-_PHOTO_PREFIX = re.compile(r"^(?:a|an)\s+(?:photo|photograph|photography|picture|image|screenshot|drawing|painting|close up|closeup)\b", re.I)
+_PHOTO_PREFIX = re.compile(
+    r"^(?:a|an)\s+(?:photo|photograph|photography|picture|image|screenshot|drawing|painting|close up|closeup)\b", re.I)
 # Words every caption record has: not topics.
 _CAPTION_WORDS = {"photo", "picture", "image", "shared"}
 

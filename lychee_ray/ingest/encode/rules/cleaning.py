@@ -18,7 +18,8 @@ TRIVIAL_PATTERNS = re.compile(
     r"|(?:wow|whoa|woah|omg|oh|ah|aw|aww|awesome|cool|nice|great|amazing|yay|lol|haha|hehe|yeah|yes|yep|yup|no|nope|ok|okay|"
     r"sure|right|true|totally|absolutely|definitely|indeed|exactly|same|agreed|congrats|congratulations|bye|goodbye|hmm|"
     r"wonderful|fantastic|perfect|sweet|lovely|beautiful|incredible|brilliant|gorgeous)(?: \w+){0,2}"
-    r"|(?:that|this|it|that's|this is|it's|that is|it is|what an?|how)(?: \w+)? (?:so |really |very |pretty |super |just |truly |such an? |totally )*"
+    r"|(?:that|this|it|that's|this is|it's|that is|it is|what an?|how)(?: \w+)? "
+    r"(?:so |really |very |pretty |super |just |truly |such an? |totally )*"
     r"(?:great|cool|awesome|amazing|nice|wonderful|fantastic|sweet|good|lovely|beautiful|fun|incredible|impressive|"
     r"inspiring|exciting|neat|brilliant|gorgeous|stunning|great news|awesome news|good news|rough|tough|hard|sad|"
     r"interesting|special|true|perfect|adorable|cute|scary|crazy|wild|fair|understandable|huge)(?: \w+)?"
@@ -35,7 +36,8 @@ TRIVIAL_PATTERNS = re.compile(
 )
 # Leading interjections stripped from a sentence ("Wow, that's a great painting" → "that's a great painting").
 LEADING_FILLER = re.compile(
-    r"^(?:(?:(?:and|but|so)\s+)?(?:by the way|anyway|anyways|btw|wow|whoa|oh|ah|aw|aww|yeah|yes|yep|yup|well|so|hey|hi|hmm|haha|lol|omg|okay|ok|oh wow|oh yeah|"
+    r"^(?:(?:(?:and|but|so)\s+)?(?:by the way|anyway|anyways|btw|wow|whoa|oh|ah|aw|aww|yeah|yes|yep|yup|well|so|hey|hi|hmm|"
+    r"haha|lol|omg|okay|ok|oh wow|oh yeah|"
     r"totally|absolutely|definitely|sure|indeed|exactly|true|right|man|dude|gosh|geez|yay|awesome|cool|nice|oof|ugh|"
     r"phew|yikes|aw man|oh man|oh no|no way|haha|hehe)\s*[,!.]+\s*)+",
     re.I,

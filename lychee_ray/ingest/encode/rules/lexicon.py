@@ -27,7 +27,8 @@ GENERIC_WORDS = frozenset(
 # Month and weekday names, lowercased: never entities or topics.
 MONTH_WEEKDAY = frozenset(name.lower() for name in MONTH_NAMES[1:]) | frozenset(WEEKDAYS)
 # Number and ordinal words: neither topics nor verbs.
-NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten eleven twelve twenty hundred thousand first second third".split())
+NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve twenty hundred thousand first second third".split())
 # Irregular past-tense verbs: they take no third-person "-s" and start no topic pair.
 IRREGULAR_PAST = frozenset(
     """was were went saw made got took had did ran bought thought felt found gave told came knew left met wrote sang

@@ -132,6 +132,12 @@ def rewrite_persons(text: str, speaker: str, other: str | None, *, we_pair: bool
         elif _looks_like_base_verb(low):
             out[j] = _third_person(toks[j])
 
+    def d_aux(ti: int) -> str:
+        """What "'d" stands for after the word at ``ti``: "had" before a participle, else "would"."""
+        nxt = adjacent(ti, 1)
+        after = toks[nxt].lower() if nxt is not None else None
+        return "had" if after is not None and (after in PARTICIPLE_AFTER_D or after.endswith("ed")) else "would"
+
     def fix_inverted_aux(ti: int) -> bool:
         """'are you' → 'is B', 'do I' → 'does A'; True when the subject was inverted (the aux
         starts a clause, or the sentence is a question: "What jobs are you thinking of?")."""
@@ -154,11 +160,7 @@ def rewrite_persons(text: str, speaker: str, other: str | None, *, we_pair: bool
                 fix_verb_after(ti)
             out[ti] = p.a
         elif low in ("i'm", "i've", "i'll", "i'd"):
-            if low == "i'd":
-                nxt = adjacent(ti, 1)
-                aux = "had" if nxt is not None and (toks[nxt].lower() in PARTICIPLE_AFTER_D or toks[nxt].lower().endswith("ed")) else "would"
-            else:
-                aux = {"i'm": "is", "i've": "has", "i'll": "will"}[low]
+            aux = d_aux(ti) if low == "i'd" else {"i'm": "is", "i've": "has", "i'll": "will"}[low]
             out[ti] = f"{p.a} {aux}"
         elif low in ("me", "myself"):
             out[ti] = p.a
@@ -176,11 +178,7 @@ def rewrite_persons(text: str, speaker: str, other: str | None, *, we_pair: bool
                 fix_verb_after(ti)
             out[ti] = p.b
         elif p.b is not None and low in ("you're", "you've", "you'll", "you'd"):
-            if low == "you'd":
-                nxt = adjacent(ti, 1)
-                aux = "had" if nxt is not None and (toks[nxt].lower() in PARTICIPLE_AFTER_D or toks[nxt].lower().endswith("ed")) else "would"
-            else:
-                aux = {"you're": "is", "you've": "has", "you'll": "will"}[low]
+            aux = d_aux(ti) if low == "you'd" else {"you're": "is", "you've": "has", "you'll": "will"}[low]
             out[ti] = f"{p.b} {aux}"
         elif p.b is not None and low in ("your", "yours"):
             out[ti] = f"{p.b}'s"
