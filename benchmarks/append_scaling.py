@@ -2,6 +2,7 @@
 
     python benchmarks/append_scaling.py --out benchmarks/results/append_scaling.json
     python benchmarks/append_scaling.py --sizes 100,1000 --appends 5 --out /tmp/append_scaling.json
+    python benchmarks/append_scaling.py --sizes 100,700 --appends 30 --conversation ../shared/data/beam/500K/1 --out /tmp/a.json
 
 For each size N in ``--sizes`` a fresh local store gets one conversation of N turns (LoCoMo turn
 texts cycled with fresh ids, ``--session-turns`` per session, dated one day apart; appended in
@@ -13,7 +14,9 @@ store root after the call. Two modes, each ``--appends`` turns: *queued* (``appe
 Serve's default request path, the turn stored as a delta and its segmentation queued; the
 background catch-up that follows is timed apart) and *inline* (segmented and encoded before the
 call returns). The summary gives medians per size and mode and the ratio of each size's medians to
-the smallest size's: issue 28 asks for <= 2x at 10,000 vs 100 turns. Run on one machine in one go;
+the smallest size's: issue 28 asks for <= 2x at 10,000 vs 100 turns. ``--conversation`` also stores
+the first conversation of an input (``--format``, default ``beam``) and appends LoCoMo texts to it in
+its last two voices. Run on one machine in one go;
 the ratios are what to compare.
 
 Searches after writes: a second ``MemoryStore`` on the same root stands for a search replica. After
@@ -24,6 +27,9 @@ A catch-up that encoded a segment changed records and nodes: at ``appends.view_r
 rows and more the search after it is answered by the previous view plus the new turns while the
 view is rebuilt in the background (``searches_lagged``; the rebuild's time, until the new records
 are searchable, is ``background_rebuild_s``); ``--set appends.view_rebuild=inline`` rebuilds on the search.
+After an inline append the same: the next append is timed once that rebuild is done (it runs in this
+process's threads, which take the interpreter lock in turns with the appender's; a replica is
+another process, and its rebuild is no part of the append's cost).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from append import LOCOMO, HashEmbedder  # noqa: E402
 from calibrate_segmenter import load_locomo  # noqa: E402
 
 from lychee_ray.config import load_config  # noqa: E402
+from lychee_ray.io.adapters import read_input  # noqa: E402
 from lychee_ray.io.store import StoreWriter  # noqa: E402
 from lychee_ray.memory import MemoryStore  # noqa: E402
 
@@ -86,40 +93,50 @@ def written(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
     return sum(after[k] for k in changed), len(changed)
 
 
-def timed_search(searcher: Any, question: str) -> float:
+def timed_search(searcher: Any, question: str, cid: str = CID) -> float:
     """Seconds for the search replica to see the latest commit and answer ``question``."""
     t0 = time.perf_counter()
-    searcher.reader.refresh_conversation(CID)
-    searcher.search(CID, question)
+    searcher.reader.refresh_conversation(cid)
+    searcher.search(cid, question)
     return round(time.perf_counter() - t0, 4)
 
 
-def measure(store: Any, searcher: Any, root: Path, src: list, start: int, appends: int, session: int,
-            queue: bool) -> list[dict[str, Any]]:
-    """``appends`` single-turn appends from turn ``start``: wall time and bytes written by each, and
-    the search replica's next search; with ``queue`` also the background half (the catch-up that
-    segments and encodes the queued turn) and the search after it."""
+def measure(store: Any, searcher: Any, root: Path, src: list, start: int, appends: int, new_turn: Any,
+            queue: bool, cid: str = CID, user: str = USER) -> list[dict[str, Any]]:
+    """``appends`` single-turn appends from turn ``start`` (``new_turn(i)``: the ``i``-th turn's dict):
+    wall time and bytes written by each, and the search replica's next search; with ``queue`` also
+    the background half (the catch-up that segments and encodes the queued turn) and the search after it."""
     rows = []
     for k in range(appends):
         i = start + k
         question = f"What did {src[i][1]} say about {' '.join(src[i][2].split()[:6])}?"
         before = file_sizes(root)
+        lagged = searcher.cache.lagged
         t1 = time.perf_counter()
-        r = store.append(CID, [turn(i, src[i], session, False)], user_id=USER, queue=queue)
+        r = store.append(cid, [new_turn(i)], user_id=user, queue=queue)
         wall = time.perf_counter() - t1
         nbytes, nfiles = written(before, file_sizes(root))
         row = {"wall_s": round(wall, 4), "bytes_written": nbytes, "files_written": nfiles,
                "segments_encoded": r.segments_encoded, "records_written": r.records_written,
-               "search_after_s": timed_search(searcher, question), "search_unchanged_s": timed_search(searcher, question)}
+               "search_after_s": timed_search(searcher, question, cid),
+               "search_unchanged_s": timed_search(searcher, question, cid)}
+        if not queue:
+            # the replica's background rebuild after this write runs in this process (its threads hold the
+            # interpreter lock in turns with the appender's): it ends before the next append is timed, as
+            # after a catch-up below; a replica is another process, its rebuild is not the append's cost
+            t3 = time.perf_counter()
+            searcher.cache.wait_idle()
+            row["search_lagged"] = searcher.cache.lagged > lagged
+            row["background_rebuild_s"] = round(time.perf_counter() - t3, 4) if row["search_lagged"] else 0.0
         if queue:
             before = file_sizes(root)
             t2 = time.perf_counter()
-            c = store.catch_up(CID)
+            c = store.catch_up(cid)
             row["catch_up_s"] = round(time.perf_counter() - t2, 4)
             row["catch_up_bytes"] = written(before, file_sizes(root))[0]
             row["catch_up_segments_encoded"] = c.segments_encoded
             lagged = searcher.cache.lagged
-            row["search_after_catch_up_s"] = timed_search(searcher, question)
+            row["search_after_catch_up_s"] = timed_search(searcher, question, cid)
             # appends.view_rebuild: background: that search was answered by the previous view plus the
             # new turns, and the view with the new records is built in the replica's background thread
             t3 = time.perf_counter()
@@ -146,32 +163,60 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         # catch-ups that encoded a segment change records and nodes: the replica builds its view again
         out["catch_ups_encoding"] = sum(bool(r["catch_up_segments_encoded"]) for r in rows)
         out["median_search_after_encoding_catch_up_s"] = med("search_after_catch_up_s", lambda r: r["catch_up_segments_encoded"])
+    if rows and "search_lagged" in rows[0]:
         out["searches_lagged"] = sum(r["search_lagged"] for r in rows)
         out["median_background_rebuild_s"] = med("background_rebuild_s", lambda r: r["search_lagged"])
     return out
 
 
-def one_size(n: int, appends: int, session_turns: int, embedder: Any, cfg: Any, work: Path) -> dict[str, Any]:
-    root = work / f"n{n}"
-    src = source_turns(n + 2 * appends)
+def run_store(root: Path, cid: str, user: str, base: list[dict[str, Any]], src: list, start: int, new_turn: Any,
+              appends: int, embedder: Any, cfg: Any) -> dict[str, Any]:
+    """A fresh store holding ``base`` (one append, then flushed: a normal stored conversation), then
+    ``appends`` queued and ``appends`` inline single-turn appends (``new_turn(i)`` from ``start``)."""
     StoreWriter(root, cfg.store)  # an empty store: the conversation is created by its first append
     t0 = time.perf_counter()
     with MemoryStore.open(root, cfg, embedder=embedder, llm="rules") as store:
-        # the base conversation in one append (sessions of --session-turns), then closed
-        store.append(CID, [turn(i, src[i], i // session_turns, i % session_turns == 0) for i in range(n)], user_id=USER)
-        store.flush(CID, user_id=USER)
+        store.append(cid, base, user_id=user)
+        store.flush(cid, user_id=user)
         base_s = time.perf_counter() - t0
         # the base build's megabytes reach the disk now, not during the measured appends' fsyncs
         os.sync()
-        last = (n - 1) // session_turns
         with MemoryStore.open(root, cfg, embedder=embedder, llm="rules") as searcher:
-            searcher.search(CID, "warm-up: load the conversation")
+            searcher.search(cid, "warm-up: load the conversation")
             # queued (Serve's default: the request path) first, then inline (segment + encode before returning)
-            queued = measure(store, searcher, root, src, n, appends, last, queue=True)
-            inline = measure(store, searcher, root, src, n + appends, appends, last, queue=False)
+            queued = measure(store, searcher, root, src, start, appends, new_turn, True, cid, user)
+            inline = measure(store, searcher, root, src, start + appends, appends, new_turn, False, cid, user)
     store_bytes = sum(file_sizes(root).values())
-    return {"turns": n, "base_build_s": round(base_s, 2), "store_bytes": store_bytes,
+    return {"turns": len(base), "base_build_s": round(base_s, 2), "store_bytes": store_bytes,
             "queued": {**summarise(queued), "appends": queued}, "inline": {**summarise(inline), "appends": inline}}
+
+
+def one_size(n: int, appends: int, session_turns: int, embedder: Any, cfg: Any, work: Path) -> dict[str, Any]:
+    """A conversation of ``n`` LoCoMo turns in sessions of ``session_turns``; appends continue its last session."""
+    src = source_turns(n + 2 * appends)
+    base = [turn(i, src[i], i // session_turns, i % session_turns == 0) for i in range(n)]
+    last = (n - 1) // session_turns
+    res = run_store(work / f"n{n}", CID, USER, base, src, n, lambda i: turn(i, src[i], last, False), appends, embedder, cfg)
+    return {"label": str(n), **res}
+
+
+def one_conversation(path: str, fmt: str, appends: int, embedder: Any, cfg: Any, work: Path) -> dict[str, Any]:
+    """The first conversation of input ``path`` (``fmt``, e.g. a BEAM 500K folder) as the stored one;
+    the appended turns are LoCoMo texts said in turn by its last two voices (role and speaker: no new
+    speaker, which would re-segment it), continuing its last session."""
+    conv = next(iter(read_input(fmt, path))).conversation
+    base = [dict(turn_id=t.turn_id, role=t.role, speaker=t.speaker, content=t.content, timestamp=t.timestamp,
+                 session_id=s.session_id, session_started_at=s.started_at, meta=t.meta) for _, s, _, t in conv.iter_turns()]
+    src = source_turns(2 * appends)
+    voices = list(dict.fromkeys((t["role"], t["speaker"]) for t in reversed(base)))[:2][::-1]
+
+    def new_turn(i: int) -> dict[str, Any]:
+        role, speaker = voices[i % len(voices)]
+        return {"turn_id": f"appended-{i}", "role": role, "speaker": speaker, "content": src[i][2]}
+
+    res = run_store(work / "conversation", conv.conversation_id, conv.user_id, base, src, 0, new_turn, appends,
+                    embedder, cfg)
+    return {"label": f"{fmt}:{path}", "chars": sum(len(t["content"]) for t in base), **res}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--session-turns", type=int, default=40, help="turns per session of the base conversation")
     ap.add_argument("--embedding", choices=("hash", "local"), default="hash")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    ap.add_argument("--conversation", help="also a stored conversation read from this input (e.g. a BEAM 500K folder)")
+    ap.add_argument("--format", default="beam", help="the --conversation input's format")
     ap.add_argument("--out", default="benchmarks/results/append_scaling.json")
     args = ap.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -188,9 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     embedder = HashEmbedder() if args.embedding == "hash" else None
     results = []
     with tempfile.TemporaryDirectory(prefix="lychee-append-scaling-") as tmp:
-        for n in sizes:
-            res = one_size(n, args.appends, args.session_turns, embedder, cfg, Path(tmp))
-            print(f"{n:>6} turns: queued append median {res['queued']['median_wall_s'] * 1000:.0f} ms "
+        runs: list[Any] = [lambda n=n: one_size(n, args.appends, args.session_turns, embedder, cfg, Path(tmp))
+                           for n in sizes]
+        if args.conversation:
+            runs.append(lambda: one_conversation(args.conversation, args.format, args.appends, embedder, cfg, Path(tmp)))
+        for run in runs:
+            res = run()
+            print(f"{res['label']}, {res['turns']} turns: queued append median {res['queued']['median_wall_s'] * 1000:.0f} ms "
                   f"{res['queued']['median_bytes_written'] / 1e3:.1f} kB (catch-up {res['queued']['median_catch_up_s'] * 1000:.0f} ms), "
                   f"search after it {res['queued']['median_search_after_s'] * 1000:.1f} ms "
                   f"(unchanged {res['queued']['median_search_unchanged_s'] * 1000:.1f} ms); "
@@ -202,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     def ratio(a: float | None, b: float | None) -> float | None:
         return round(a / b, 2) if a is not None and b else None
 
-    ratios = {str(r["turns"]): {mode: {
+    ratios = {r["label"]: {mode: {
         "wall": ratio(r[mode]["median_wall_s"], small[mode]["median_wall_s"]),
         "bytes": ratio(r[mode]["median_bytes_written"], small[mode]["median_bytes_written"]),
         "search_after": ratio(r[mode]["median_search_after_s"], small[mode]["median_search_after_s"]),

@@ -28,7 +28,6 @@ from lychee_ray.ingest.nodes import build_nodes
 from lychee_ray.ingest.resume_point import SEGSTATE_VERSION, ResumePoint
 from lychee_ray.ingest.passages import conversation_passages
 from lychee_ray.ingest.supersede import SlotState
-from lychee_ray.ingest.text_links import StatementIndex
 from lychee_ray.ingest.vectors import PassageKey, VectorPlan, plan_vectors
 from lychee_ray.core.passages import passages_table
 from lychee_ray.core.quality import QualityCounts
@@ -93,6 +92,9 @@ class PriorContext:
     records: list[MemoryRecord] = field(default_factory=list)
     # the guard's memory of exactly ``records``, when the caller keeps one (copied, not changed)
     memory: ConversationMemory | None = None
+    # the slots' current records and what people said after exactly ``records``, when the caller
+    # keeps them (copied, not changed)
+    slots: SlotState | None = None
     # ids of the stored segments that are system prompts (their records are no reference context)
     context_segments: set[str] = field(default_factory=set)
 
@@ -158,10 +160,11 @@ async def encode_segments(
         memory.accept(records)  # an increment continues after the stored segments (docs/incremental.md)
     # the current record of each slot where the stored segments left it, and what people said
     # (for links from text cues)
-    cur = cfg.encoder.currency
-    text_cues = cur.text_cues
-    slots = SlotState.of(records, StatementIndex(cur) if text_cues else None,
-                         {t.turn_id: t.speaker for *_, t in conv.iter_turns() if t.role == "user"} if text_cues else None)
+    if prior is not None and prior.slots is not None:
+        slots = prior.slots.copy()
+        slots.hear(conv)  # the speakers of the turns after the kept state's
+    else:
+        slots = SlotState.after(records, conv, cfg.encoder.currency)
     for seg in segments:
         sid = segment_id(conv.conversation_id, seg.segment_index)
         # the fields every row of this segment shares (values of several types: SegmentRow checks them)

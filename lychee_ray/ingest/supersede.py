@@ -32,11 +32,12 @@ from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
 
 from lychee_ray.config import CurrencyConfig
+from lychee_ray.core.conversation import Conversation
 from lychee_ray.core.currency import parse_slot, slot_subject, value_key
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, normalise_type
 from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SlotCandidate, SegmentTurn
-from lychee_ray.ingest.text_links import StatementIndex
+from lychee_ray.ingest.text_links import SharedLists, StatementIndex
 from lychee_ray.text.dates import iso_day
 from lychee_ray.text.lexical import lexical_terms
 
@@ -58,10 +59,36 @@ class SlotState:
     """The current records of one conversation's slots (see the module doc)."""
 
     def __init__(self, statements: StatementIndex | None = None, speakers: dict[str, str] | None = None) -> None:
-        self.current: dict[str, list[_Entry]] = {}  # slot -> its current records, oldest first
+        self.current: SharedLists[str, _Entry] = SharedLists()  # slot -> its current records, oldest first
+        self._slot_of: dict[str, str] = {}  # record id -> the slot it was made current in (what a link drops)
         # rules: what people said, for links from text cues (None: off)
         self.statements = statements
         self.speakers = speakers or {}  # turn id -> speaker, for the turns of role user
+        self.heard = 0  # the conversation's turns :meth:`hear` has taken into ``speakers``
+
+    @classmethod
+    def after(cls, records: Iterable[MemoryRecord], conv: Conversation, cfg: CurrencyConfig) -> SlotState:
+        """:meth:`of` ``records`` of ``conv`` (stored, with their links): what people said is indexed
+        when ``cfg.text_cues``, each turn's speaker heard from ``conv``."""
+        state = cls(StatementIndex(cfg) if cfg.text_cues else None)
+        state.hear(conv)
+        state.absorb(records)
+        return state
+
+    def hear(self, conv: Conversation) -> None:
+        """Take the speakers of ``conv``'s user-role turns after the ones heard already (the text
+        cues read only what people said): the new turns of an increment, not the conversation."""
+        if self.statements is not None:
+            self.speakers.update((t.turn_id, t.speaker) for *_, t in conv.iter_turns_from(self.heard) if t.role == "user")
+        self.heard = conv.num_turns
+
+    def copy(self) -> SlotState:
+        """An independent copy (an appending process keeps the state of the stored final segments and
+        continues each increment from a copy of it)."""
+        out = SlotState(self.statements.copy() if self.statements is not None else None, dict(self.speakers))
+        out.current, out._slot_of = self.current.copy(), dict(self._slot_of)
+        out.heard = self.heard
+        return out
 
     @classmethod
     def of(cls, records: Iterable[MemoryRecord], statements: StatementIndex | None = None,
@@ -83,7 +110,7 @@ class SlotState:
             self._drop(gone)
         for r in recs:
             if r.slot and r.record_id not in gone:
-                self.current.setdefault(r.slot, []).append(_Entry(r.record_id, r.slot, r.slot_value, r.text, r.valid_from))
+                self._current(r)
             speaker = self._said_by(r)
             if self.statements is not None and speaker is not None:
                 self.statements.add(r, speaker)
@@ -154,7 +181,7 @@ class SlotState:
             subject = slot_subject(r.slot)
             old = [e for e in self.entries() if slot_subject(e.slot) == subject]
         else:
-            old = [e for e in self.current.get(r.slot, []) if e.value != r.slot_value and e.value is not None
+            old = [e for e in self.current.get(r.slot) if e.value != r.slot_value and e.value is not None
                    and r.slot_value is not None]
         if old:
             r.supersedes = list(dict.fromkeys([*r.supersedes, *(e.record_id for e in old)]))
@@ -187,19 +214,28 @@ class SlotState:
         return adopted
 
     def _drop(self, gone: set[str]) -> None:
-        for slot in list(self.current):
+        # only the slots the gone records were current in (not every slot: a link costs its own slots)
+        for slot in dict.fromkeys(self._slot_of[g] for g in gone if g in self._slot_of):
+            if slot not in self.current:
+                continue
             kept = [e for e in self.current[slot] if e.record_id not in gone]
             if kept:
-                self.current[slot] = kept
+                self.current.put(slot, kept)
             else:
-                del self.current[slot]
+                self.current.pop(slot)
 
     def _take(self, r: MemoryRecord) -> None:
         """Apply ``r``'s links to the state and add it as a current record of its slot."""
         if r.supersedes:
             self._drop(set(r.supersedes))
         if r.slot:
-            self.current.setdefault(r.slot, []).append(_Entry(r.record_id, r.slot, r.slot_value, r.text, r.valid_from))
+            self._current(r)
+
+    def _current(self, r: MemoryRecord) -> None:
+        """Add ``r`` as a current record of its slot."""
+        assert r.slot is not None
+        self.current.append(r.slot, _Entry(r.record_id, r.slot, r.slot_value, r.text, r.valid_from))
+        self._slot_of[r.record_id] = r.slot
 
 
 def _normalise(r: MemoryRecord, dates: dict[str, str | None]) -> None:

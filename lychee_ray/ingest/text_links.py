@@ -30,7 +30,9 @@ cue costs one link, never a slot's history.
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from lychee_ray.config import CurrencyConfig
 from lychee_ray.core.currency import slot_key
@@ -39,6 +41,9 @@ from lychee_ray.core.records import MemoryRecord
 from lychee_ray.text.change_cues import (PLAN, ValueMention, changed_values, counted_values, denial, denied_verb,
                                          replaced_by, same_day_other_time, same_unit, says_done, value_mentions)
 from lychee_ray.text.lexical import lexical_terms
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 SUBJECT = "user"  # whose statements these are, when the speaker has no name
 _ATTEMPT = re.compile(r"\b(?:trying|try|tries|tried|attempting)\s+to\b", re.I)  # an attempt says nothing happened
@@ -54,6 +59,55 @@ def _surface(text: str, stems: list[str]) -> list[str]:
         if len(t) == 1 and t[0] in stems:
             found.setdefault(t[0], w.lower())
     return [found.get(x, x) for x in stems]
+
+
+class SharedLists(Generic[K, V]):
+    """A map of keys to lists whose :meth:`copy` costs a copy of the map, not of its lists: the two
+    share the lists, and whichever first changes a shared list changes its own copy of it (copy on
+    write, per key). An appending process keeps the index of a conversation's stored statements and
+    links each increment's records in a copy, so the copy must not cost the conversation's length."""
+
+    def __init__(self) -> None:
+        self._lists: dict[K, list[V]] = {}
+        self._own: set[K] = set()  # keys whose list no copy shares
+
+    def get(self, key: K) -> Sequence[V]:
+        return self._lists.get(key, ())
+
+    def __getitem__(self, key: K) -> Sequence[V]:
+        return self._lists[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._lists
+
+    def __len__(self) -> int:
+        return len(self._lists)
+
+    def values(self) -> Iterator[Sequence[V]]:
+        return iter(self._lists.values())
+
+    def append(self, key: K, value: V) -> None:
+        got = self._lists.get(key)
+        if got is not None and key in self._own:
+            got.append(value)
+        else:
+            self._lists[key] = [*(got or ()), value]
+            self._own.add(key)
+
+    def put(self, key: K, values: list[V]) -> None:
+        """Set ``key``'s list to ``values`` (taken over: the caller keeps no reference to it)."""
+        self._lists[key] = values
+        self._own.add(key)
+
+    def pop(self, key: K) -> None:
+        self._lists.pop(key, None)
+        self._own.discard(key)
+
+    def copy(self) -> SharedLists[K, V]:
+        out: SharedLists[K, V] = SharedLists()
+        out._lists = dict(self._lists)
+        self._own = set()  # every list is shared now: each side copies a list before changing it
+        return out
 
 
 @dataclass
@@ -81,8 +135,16 @@ class _SpeakerStatements:
         # positions in ``statements`` by (value kind, a word around the value) and by word: a change or a
         # denial is matched only against statements sharing a word with it (a scan of them all per new
         # statement made a conversation's links quadratic in its length)
-        self._by_value: dict[tuple[str, str], list[int]] = {}
-        self._by_term: dict[str, list[int]] = {}
+        self._by_value: SharedLists[tuple[str, str], int] = SharedLists()
+        self._by_term: SharedLists[str, int] = SharedLists()
+
+    def copy(self) -> _SpeakerStatements:
+        """An independent copy: the statements (never changed) and the position lists are shared, the
+        lists and counts copied flat (no text is analysed again)."""
+        out = _SpeakerStatements(self.cfg, self.subject)
+        out.statements, out._denials, out._df = list(self.statements), list(self._denials), dict(self._df)
+        out._by_value, out._by_term = self._by_value.copy(), self._by_term.copy()
+        return out
 
     def add(self, r: MemoryRecord, st: _Statement | None = None) -> None:
         """Remember a stored statement of the user's (``st``: its analysis, when :meth:`link` made it)."""
@@ -91,9 +153,9 @@ class _SpeakerStatements:
         self.statements.append(st)
         for t in st.terms:
             self._df[t] = self._df.get(t, 0) + 1
-            self._by_term.setdefault(t, []).append(pos)
+            self._by_term.append(t, pos)
         for kw in {(m.kind, w) for m in st.mentions for w in m.context}:
-            self._by_value.setdefault(kw, []).append(pos)
+            self._by_value.append(kw, pos)
         if st.denied:
             self._denials.append(st)
 
@@ -135,7 +197,7 @@ class _SpeakerStatements:
             new = ValueMention(new.kind, new.unit, new.text, self._specific(new.context), new.hedge)
             best: tuple[int, int, ValueMention, frozenset[str]] | None = None
             # (every match shares a word around the value: ``need`` >= 1)
-            candidates = sorted({i for w in new.context for i in self._by_value.get((new.kind, w), ())})
+            candidates = sorted({i for w in new.context for i in self._by_value.get((new.kind, w))})
             for i in candidates:
                 st = self.statements[i]
                 if not self._may_replace(r, st, new):
@@ -178,7 +240,7 @@ class _SpeakerStatements:
         if new.denied:  # the best-matching earlier statement that says it happened
             best: tuple[tuple[int, int], _Statement] | None = None
             # (a statement it covers shares ``denial_min_shared`` >= 1 of its words)
-            for i in sorted({i for t in new.denied for i in self._by_term.get(t, ())}):
+            for i in sorted({i for t in new.denied for i in self._by_term.get(t)}):
                 st = self.statements[i]
                 if not st.denied and self._covers(st.terms, new.denied) and self._affirms(st.text, st.affirms, new.verb):
                     key = (len(st.terms & new.denied), i)
@@ -228,6 +290,13 @@ class StatementIndex:
             sp = self._by[speaker] = _SpeakerStatements(self.cfg, speaker.strip() or SUBJECT)
         return sp
 
+    def copy(self) -> StatementIndex:
+        """An independent copy: an increment links its records in a copy of the index an appending
+        process keeps of the stored statements."""
+        out = StatementIndex(self.cfg)
+        out._by = {k: v.copy() for k, v in self._by.items()}
+        return out
+
     def add(self, r: MemoryRecord, speaker: str) -> None:
         if r.artifact is None:
             self._of(speaker).add(r)
@@ -237,4 +306,4 @@ class StatementIndex:
             self._of(speaker).link(r, quality)
 
 
-__all__ = ["StatementIndex"]
+__all__ = ["SharedLists", "StatementIndex"]

@@ -197,6 +197,7 @@ async def construct_increment(
                          context_segments={r.segment_id for r in final if r.close_reason == "system_prompt"})
     if keep is not None and stored is not None:  # kept between appends (increment/cache.py); (keep implies stored)
         prior.memory = stored.final_memory(prior.records)
+        prior.slots = stored.final_slots(prior.records, conv, cfg.encoder.currency)
     enc_rows, recs = await encode_segments(conv, segs, ctx, reuse, prior, speakers)
     new_recs = recs[len(prior.records):]
     enc_rows = [r if r.close_reason == s.reason else r.model_copy(update={"close_reason": s.reason})

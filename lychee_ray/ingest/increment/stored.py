@@ -19,6 +19,8 @@ from lychee_ray.ingest.increment.node_index import NodeIndex
 from lychee_ray.ingest.increment.turn_log import TurnLog
 from lychee_ray.ingest.pipeline import KnownVectors
 from lychee_ray.ingest.resume_point import ResumePoint
+from lychee_ray.ingest.supersede import SlotState
+from lychee_ray.config import CurrencyConfig
 from lychee_ray.core.conversation import Conversation, Session, Turn
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, SegmentRow
@@ -51,6 +53,7 @@ class StoredConversation:
     applied: set[str] = field(default_factory=set)
     kept_log: TurnLog | None = None  # the stored turns' identities (an append's checks)
     kept_memory: ConversationMemory | None = None  # the record guard's memory of the final segments' records
+    kept_slots: SlotState | None = None  # the slots' current records and what people said, after those records
     # the final (not provisional) segments and how many records they have, which open ``records``
     final_segments: set[str] | None = None
     final_records: int | None = None
@@ -101,6 +104,13 @@ class StoredConversation:
             self.kept_memory = ConversationMemory()
             self.kept_memory.accept(final_records)
         return self.kept_memory
+
+    def final_slots(self, final_records: list[MemoryRecord], conv: Conversation, cfg: CurrencyConfig) -> SlotState:
+        """The slot state after the final segments' records (``final_records``, in order; the
+        speakers heard from ``conv``), built once and kept for the increments that follow."""
+        if self.kept_slots is None:
+            self.kept_slots = SlotState.after(final_records, conv, cfg)
+        return self.kept_slots
 
     def turn_log(self) -> TurnLog:
         """The stored turns' identities (:class:`~lychee_ray.ingest.increment.turn_log.TurnLog`), built once and kept."""

@@ -154,10 +154,14 @@ async def delta_increment(
     memory = stored.kept_memory  # of the old final records: add the records of segments final now
     if memory is not None:
         memory.accept(now_final)
+    slots = stored.kept_slots  # likewise the slot state (the speakers of the new turns first)
+    if slots is not None:
+        slots.hear(conv)
+        slots.absorb(now_final)
     state = StoredConversation(
         marker=stored.marker, turns=pa.concat_tables([stored.turns, new_turns.cast(stored.turns.schema)]),
         rows=all_rows, records=records, usage=usage, turn_vectors=all_vectors, known=next_known, segstate=segstate,
-        kept_conv=conv, node_index=idx, applied=set(stored.applied), kept_log=log, kept_memory=memory,
+        kept_conv=conv, node_index=idx, applied=set(stored.applied), kept_log=log, kept_memory=memory, kept_slots=slots,
         final_records=keep + len(now_final), final_segments=final_ids | {r.segment_id for r in tail_rows
                                                                          if r.segment_id not in provisional},
         final_quality=_quality(stored, final_ids, [r for r in tail_rows if r.segment_id not in provisional]))
