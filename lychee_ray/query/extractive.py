@@ -88,12 +88,12 @@ def _names(sentence: str, asked: frozenset[str]) -> list[str]:
 
 
 def holds_type(sentence: str, kind: AnswerType, asked_terms: frozenset[str], asked_words: frozenset[str],
-               ref: str | None) -> bool:
+               ref: str | None, asked_text: str) -> bool:
     """Whether ``sentence`` holds a value of ``kind`` that the question does not already say."""
     if kind == "yesno":
         return True
     if kind == "date":
-        return any(m.text.lower() not in " ".join(asked_words) for m in find_time_expressions(sentence, ref))
+        return any(m.text.lower() not in asked_text for m in find_time_expressions(sentence, ref))
     if kind == "count":
         words = {w.lower() for w in _WORD.findall(sentence)}
         return any(n not in asked_words for n in _NUMBER.findall(sentence)) or bool((words & _COUNT_WORDS) - asked_words)
@@ -160,7 +160,8 @@ def extract_answer(question: str, lines: Sequence[AnswerLine], cfg: AnswerConfig
     asked_words = frozenset(w.lower() for w in _WORD.findall(question)) | frozenset(_NUMBER.findall(question))
     sentences = _sentences(lines, asked_terms)
     w = cfg.rules_weights
-    bearing = [holds_type(s.text, kind, asked_terms, asked_words, lines[s.line].session_day) for s in sentences]
+    asked_text = " ".join(question.lower().split())
+    bearing = [holds_type(s.text, kind, asked_terms, asked_words, lines[s.line].session_day, asked_text) for s in sentences]
     shared = []
     for s in sentences:
         n = len(asked_terms & s.terms)

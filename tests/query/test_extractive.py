@@ -107,3 +107,10 @@ def test_without_a_view_the_evidence_texts_are_read_line_by_line():
     out = RulesAnswerer(cfg()).answer("Where is Lena going for the long weekend?", None, ev, "")
     assert out.answer == "Lena: We are driving to Lake Ostra to camp."
     assert RulesAnswerer(cfg()).answer("Where is Lena going?", None, [], "").answer == NO_ANSWER
+
+
+def test_a_time_the_question_already_says_is_not_the_answer():
+    lines = [line("Last week Omar fixed the roof of the shed with new tiles.", unit=0, speaker="Lena"),
+             line("Omar fixed the shed roof on 3 March 2024.", unit=1, speaker="Nadia")]
+    out = extract_answer("When last week did Omar fix the shed roof?", lines, cfg())
+    assert out == "Nadia: Omar fixed the shed roof on 3 March 2024."
