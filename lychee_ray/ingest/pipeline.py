@@ -21,6 +21,8 @@ import pyarrow as pa
 from lychee_ray.config import LycheeConfig
 from lychee_ray.ingest.encode.base import EncodeRequest, SegmentEncoder, SegmentTurn
 from lychee_ray.ingest.encode.checked import encode_checked
+from lychee_ray.ingest.encode.factory import make_encoder
+from lychee_ray.embed.base import embedder_name
 from lychee_ray.ingest.encode.guard import ConversationMemory, RecordGuard
 from lychee_ray.llm.usage import UsageLedger
 from lychee_ray.core.conversation import TURN_SCHEMA, Conversation
@@ -44,7 +46,7 @@ from lychee_ray.ingest.segment import (
 from lychee_ray.io.store import ConversationArtifacts, ConversationData
 from lychee_ray.io.store.marker import BuildInfo, LastIncrement
 from lychee_ray.text.time.normalise import make_resolver
-from lychee_ray.names import ENCODE_STAGE, RULES_BACKEND, SEGMENT_STAGE, BuildStageName
+from lychee_ray.names import ENCODE_STAGE, RULES_BACKEND, SEGMENT_STAGE, BuildStageName, LLMBackend
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,11 @@ def build_fingerprint(cfg: LycheeConfig, backend: str, model: str, embedder_name
     """What decides a conversation's stored content: the config keys declared to shape it + models."""
     sections = cfg.store_fingerprint()
     return f"{sections}:{backend}:{model}:{embedder_name}"
+
+
+def planned_fingerprint(cfg: LycheeConfig, backend: LLMBackend) -> str:
+    """The fingerprint a build context of ``backend`` will have, without loading its models."""
+    return build_fingerprint(cfg, backend, make_encoder(cfg, backend).model, embedder_name(cfg.embedding))
 
 
 @dataclass

@@ -34,14 +34,12 @@ from lychee_ray.ingest.outcomes import (
 from lychee_ray.ingest.commit import Committer
 from lychee_ray.ingest.context import make_context
 from lychee_ray.ingest.decide import Decider
-from lychee_ray.ingest.encode.factory import make_encoder
-from lychee_ray.ingest.pipeline import BuildContext, build_fingerprint
+from lychee_ray.ingest.pipeline import BuildContext, planned_fingerprint
 from lychee_ray.ingest.run_progress import LOADING_MODEL_NOTE, READING_NOTE, BuildProgress
 from lychee_ray.ingest.local_stages import LazyContext, LocalStages
 from lychee_ray.ingest.stages.turn_report import TurnSink, settle, stored_turns
 from lychee_ray.ingest.stages.work import StageWork
 from lychee_ray.config import LycheeConfig
-from lychee_ray.embed.base import embedder_name
 from lychee_ray.io.adapters import AdapterItem, input_units, read_input
 from lychee_ray.io.adapters.detect import count_conversations
 from lychee_ray.io.store import StoreWriter, compact
@@ -117,11 +115,6 @@ def local_stages(cfg: LycheeConfig, ctx: BuildContext | LazyContext, writer: Sto
         rounds=cfg.build.decide_rounds, report=report, embed_chunk=cfg.embedding.max_batch_texts)
 
 
-def planned_fingerprint(cfg: LycheeConfig, backend: LLMBackend) -> str:
-    """The fingerprint a build context of ``backend`` will have, without loading its models."""
-    return build_fingerprint(cfg, backend, make_encoder(cfg, backend).model, embedder_name(cfg.embedding))
-
-
 def run_local_build_items(
     cfg: LycheeConfig,
     items: Iterable[AdapterItem],
@@ -184,4 +177,4 @@ def run_local_build_items(
 
 
 __all__ = ["SUMMARY_MAX_IDS", "BuildSummary", "Outcome", "finish_run", "input_warnings", "item_to_row", "local_stages",
-           "manifest_info", "planned_fingerprint", "row_to_item", "run_local_build", "run_local_build_items"]
+           "manifest_info", "row_to_item", "run_local_build", "run_local_build_items"]

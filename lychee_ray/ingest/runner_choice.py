@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lychee_ray.config import LycheeConfig, ray_address
-from lychee_ray.embed.base import embedder_name
-from lychee_ray.ingest.encode.factory import make_encoder
-from lychee_ray.ingest.pipeline import build_fingerprint
+from lychee_ray.ingest.pipeline import planned_fingerprint
 from lychee_ray.ingest.decide import built_as_is
 from lychee_ray.io.adapters import read_input
 from lychee_ray.io.adapters.base import is_uri
@@ -46,7 +44,7 @@ def choose_runner(cfg: LycheeConfig, fmt: str, input_path: str | Path, out: str 
     bc = cfg.build
     layout = StoreLayout(out, cfg.store)
     markers = StoreReader(layout).markers if layout.is_store() else {}
-    fingerprint = build_fingerprint(cfg, backend, make_encoder(cfg, backend).model, embedder_name(cfg.embedding))
+    fingerprint = planned_fingerprint(cfg, backend)
     seen: set[str] = set()
     to_build = turns = 0
     for item in read_input(fmt, input_path):

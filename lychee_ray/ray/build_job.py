@@ -25,7 +25,8 @@ import ray
 from lychee_ray.ingest.commit import contended_outcome
 from lychee_ray.ingest.outcomes import BuildSummary, Outcome, item_to_row, row_to_item
 from lychee_ray.ingest.run_progress import BuildProgress, ProgressCounts
-from lychee_ray.ingest.runner import finish_run, manifest_info, planned_fingerprint
+from lychee_ray.ingest.pipeline import planned_fingerprint
+from lychee_ray.ingest.runner import finish_run, manifest_info
 from lychee_ray.config import LycheeConfig, StageConfig
 from lychee_ray.io.adapters import AdapterItem, input_units, read_unit
 from lychee_ray.io.adapters.base import is_uri
