@@ -8,7 +8,9 @@ whole-word match (:func:`~lychee_ray.eval.metrics.context.answer_in_context`) of
 the context shown and in the printed answer. The figure is ``answer_holds_gold`` over the questions
 whose context holds it (``in_context``); per category beside it, with the answers' median length in
 words (a longer answer holds more by chance) and LoCoMo's token F1 of the answer. ``--data`` is a
-folder of LoCoMo files (the dev split: locomo-26, 41, 43, 47, 49).
+folder of LoCoMo files (the dev split: locomo-26, 41, 43, 47, 49); with ``--format openai`` (agent logs) the
+questions are the ones ``eval-retrieval`` derives from the logs' tool traffic (another corpus than the one the
+answer's weights were chosen on).
 """
 
 from __future__ import annotations
@@ -46,14 +48,16 @@ def summary(rows: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--memory", required=True)
-    ap.add_argument("--data", required=True, help="a LoCoMo file or a folder of them")
+    ap.add_argument("--data", required=True, help="a LoCoMo file or a folder of them (or an input of --format)")
+    ap.add_argument("--format", default="locomo",
+                    help="locomo (categories 1-4), or an agent-log format (questions derived from its tool traffic)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--limit", type=int, default=None, help="first N questions only")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
 
     cfg = load_config(sets=args.set)
-    questions = load_questions("locomo", args.data, LOCOMO_CATEGORIES)
+    questions = load_questions(args.format, args.data, LOCOMO_CATEGORIES if args.format == "locomo" else None)
     store = MemoryStore.open(args.memory, cfg, llm="rules")
     have = set(store.conversation_ids())
     questions = [q for q in questions if q.conversation_id in have][: args.limit]

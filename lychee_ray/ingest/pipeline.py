@@ -208,7 +208,7 @@ async def encode_segments(
                 state = done.resolution_state
             cut = done.salvage
             if cut is not None:
-                log.warning("segment %s salvaged: %s", sid, cut.message)
+                log.warning("segment %s %s", sid, cut.message)
             rows.append(SegmentRow(**base, status="ok" if cut is None else "salvaged", attempts=done.attempts,
                                    num_records=len(done.records), resolution_state=state,
                                    error=None if cut is None else cut.message,
