@@ -104,51 +104,36 @@ class CurrencyConfig(Section):
     candidate_tokens: int = Field(default=400, ge=0, description="... within this many prompt tokens (besides context_token_budget)")
     # Characters of a candidate's record text shown.
     candidate_chars: int = Field(default=160, ge=20, description="characters of a candidate's record text shown")
-    # Link what people said by explicit change and denial cues (ingest/text_links.py): every rules
-    # statement; an openai one the model gave no slot.
+    # Statements of value (core/statements.py) are read from each person's records and an
+    # assistant's records about its user, and put into slots by meaning (ingest/value_slots.py).
+    statements: bool = Field(default=True,
+        description=(
+            "read the values people state (counts, money, %, durations, dates, times, identifiers, states) and "
+            "link a newer value of a slot to the ones it replaces"))
+    # Content words of a statement's subject phrase ("shipping address", "chapters thesis").
+    subject_words: int = Field(default=4, ge=1, description="content words of a statement's subject phrase at most")
+    # Two statements of one kind and unit are of one slot when the cosine of their subject phrases'
+    # embeddings (the record model) is at least this.
+    slot_min_similarity: float = Field(default=0.8, ge=0, le=1,
+        description="subject phrases of one slot: cosine of their embeddings at least this (same kind and unit)")
+    # ... the embedded text is the subject phrase and its sentence's other content words ("accuracy:
+    # conditional probability problems"); false: the subject phrase alone.
+    slot_context: bool = Field(default=True,
+        description="slots compare a statement's subject with its sentence's other words (false: the subject alone)")
+    # Denials ("I've never ...") and the statement they contradict (ingest/text_links.py).
     text_cues: bool = Field(default=True,
-        description=(
-            "link people's statements by explicit change (\"improved to 78%\") and denial (\"I've never ...\") "
-            "cues (rules; openai: the statements the model gave no slot)"))
-    # Words each side of a value that say what it is about.
-    cue_window: int = Field(default=8, ge=1,
-        description="words each side of a value (of a change: of its cue and value) that say what it is about")
-    # Words a change verb may stand from its "to" ("moving the call with the director to April 22").
-    change_gap: int = Field(default=8, ge=0,
-        description="words a change verb may stand from its \"to\" (\"moving the call with the director to April 22\")")
-    # A count said again with another number and no change word ("I secured 5 interviews") replaces
-    # the earlier count of the same unit sharing this many words (0: off).
-    count_min_shared: int = Field(default=4, ge=0,
-        description=(
-            "a count said again with another number and no change word replaces an earlier count of its unit "
-            "sharing this many words (0: off)"))
-    # A changed value replaces an earlier value of the same kind and unit sharing this many of those
-    # words (one more for a value without a word for a unit: 78%, 250ms, a date, an amount) ...
-    change_min_shared: int = Field(default=2, ge=1,
-        description=(
-            "a changed value replaces an earlier one of the same kind and unit sharing this many of those words "
-            "(+1 for %, ms, dates, amounts) ..."))
-    # A changed date and time on the same day as an earlier one ("rescheduled to March 22 at 4:30 PM"
-    # after "March 22 at 3 PM": an appointment moved within its day) needs only this many.
-    same_day_min_shared: int = Field(default=1, ge=1,
-        description=(
-            "... a changed date and time on the same day as an earlier one (moved within its day) needs only "
-            "this many"))
-    # ... not counting words in more than this share of the user's statements so far (the
-    # conversation's everyday words), once there are at least cue_min_statements of them.
-    cue_max_df: float = Field(default=0.05, gt=0, le=1,
-        description=(
-            "... not counting words in more than this share of the user's statements so far (the conversation's "
-            "everyday words)"))
-    cue_min_statements: int = Field(default=20, ge=1, description="... once there are at least this many")
-    # A denial ("I've never ...") conflicts with a statement holding at least this many of its words ...
-    denial_min_shared: int = Field(default=3, ge=1,
-        description="a denial conflicts with a statement holding at least this many of its words ...")
-    # ... and at least this share of them ...
-    denial_min_share: float = Field(default=0.5, ge=0, le=1, description="... and at least this share of them ...")
-    # ... and its verb ("never written" against "wrote", not "reviewed").
-    denial_same_verb: bool = Field(default=True,
-        description="... and its verb (\"never written\" against \"wrote\", not \"reviewed\")")
+        description="link a denial (\"I've never ...\") and an earlier statement that says it happened as conflicting")
+    # A denial ("I've never ...") and a statement of the same person conflict when the statement shares
+    # at least this many of the denied words ...
+    denial_min_shared: int = Field(default=2, ge=1,
+        description="a denial is compared with the person's statements sharing at least this many of its words ...")
+    # ... (at most this many of them, most shared first) ...
+    denial_candidates: int = Field(default=8, ge=1, description="... at most this many of them, most shared first ...")
+    # ... and the cosine of the denied phrase's and the statement's embeddings is at least this.
+    denial_min_similarity: float = Field(default=0.6, ge=-1, le=1,
+        description="... and they conflict when the cosine of the denied phrase's and the statement's embeddings is at least this")
+    # A denial conflicts with at most this many of them (the nearest in meaning).
+    denial_max_links: int = Field(default=3, ge=1, description="a denial conflicts with at most this many statements (the nearest)")
 
 
 class AssistantRecordsConfig(Section):

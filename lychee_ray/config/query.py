@@ -246,48 +246,6 @@ class CurrentConfig(Section):
     # turn and the assistant's reply) says so: the advice was given for the old value.
     mark_answers: bool = Field(default=True,
         description="a record answering a user turn whose statement is superseded or conflicting says so")
-    # A question asking for a value now (how many, when, what percentage) marks the context's older
-    # values of it against the newest, linked or not (query/asked_values.py).
-    asked_values: bool = Field(default=True,
-        description="a question asking for a value now marks the context's older values of it against the newest")
-    # ... a value counts when this many of the question's content words stand near it (its unit aside) ...
-    asked_min_shared: int = Field(default=2, ge=1,
-        description="... a context value counts when this many of the question's content words stand near it")
-    # ... this many when the value counts a thing the question names ("5 interviews": how many interviews) ...
-    asked_unit_min_shared: int = Field(default=1, ge=0,
-        description="... this many when the value counts a thing the question names (its unit)")
-    # ... and a newer value replaces an older one when this many of the question's words stand near both ...
-    asked_pair_min_shared: int = Field(default=2, ge=1,
-        description="a newer value replaces an older one when this many of the question's words stand near both")
-    # The user's newest statement of the value asked for joins the pool when one of this many best
-    # pooled items states an older figure of it.
-    asked_pool_depth: int = Field(default=30, ge=0,
-        description="the user's newest statement of the value asked for joins the pool when one of this many best pooled items "
-                    "states an older figure")
-    # ... a date or time (one a change word governs) when this many stand near both: a date near two
-    # of the question's words is as often another appointment ...
-    asked_moment_pair_min_shared: int = Field(default=3, ge=1,
-        description="... a moved date or time replaces an older one when this many of the question's words stand near both")
-    # ... and a newer count of the very thing the question counts when this many stand near both.
-    asked_unit_pair_min_shared: int = Field(default=0, ge=0,
-        description="... a newer count of the thing the question counts (its unit) when this many stand near both")
-    # ... within this many words either side; a change verb may stand this many words from its "to".
-    asked_change_gap: int = Field(default=8, ge=0,
-        description="words between a change verb and its \"to\" (\"increased the count of commits to 165\")")
-    # ... within this many words either side.
-    asked_window: int = Field(default=8, ge=1, description="... within this many words either side")
-    # A yes/no question whose context holds the user's denial of it and a statement of it said as done
-    # marks both as conflicting (query/asked_conflicts.py) ...
-    asked_conflicts: bool = Field(default=True,
-        description="a yes/no question marks the user's denial of it and a statement of it said as done as conflicting")
-    # ... when this many of the question's words are in what is denied and in what both share.
-    denial_min_shared: int = Field(default=2, ge=1,
-        description="... when this many of the question's words are in what is denied and in what the two share")
-    # ... against at most this many statements (those saying the denied verb happened first, then the
-    # ones holding most of the denied words and the question's).
-    conflict_statements: int = Field(default=3, ge=1,
-        description="... a denial is marked against at most this many statements that say it happened (those saying the denied "
-                    "verb first, then those holding most of the denied and the question's words)")
     # Tokens the selection leaves for marks when the scope has superseded or conflicting records.
     mark_reserve_tokens: int = Field(default=60, ge=0,
         description="tokens the selection leaves for marks when the scope has superseded or conflicting records")

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from lychee_ray.core.statements import ValueStatement
 
 RecordType = Literal["fact", "preference", "event", "constraint", "procedure", "failure_pattern", "tool_affordance"]
 RECORD_TYPES: tuple[RecordType, ...] = get_args(RecordType)
@@ -159,6 +160,8 @@ class MemoryRecord(BaseModel):
     valid_from: str | None = Field(default=None, description="When the value became true (ISO day of the change).")
     supersedes: list[str] = Field(default_factory=list, description="Ids of earlier records of its slot it replaces.")
     conflicts_with: list[str] = Field(default_factory=list, description="Ids of earlier records of its slot it contradicts.")
+    # The values the record states, each with its slot and links (core/statements.py).
+    statements: list[ValueStatement] = Field(default_factory=list, description="Statements of value (core/statements.py).")
 
     @staticmethod
     def make_id(conversation_id: str, seg_id: str, ordinal: int, rtype: str, text: str) -> str:
@@ -260,6 +263,8 @@ def _arrow_type(annotation: Any, where: str) -> pa.DataType:
         return pa.string()
     elif origin is list:
         return pa.list_(_arrow_type(get_args(annotation)[0], where))
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel):  # a list of models: structs
+        return pa.struct(list(arrow_schema(annotation)))
     elif annotation in _ARROW_TYPES:
         return _ARROW_TYPES[annotation]
     raise TypeError(f"{where}: no Arrow column type for {annotation!r}")

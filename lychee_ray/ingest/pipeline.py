@@ -78,11 +78,18 @@ class BuildContext:
     ledger: UsageLedger = field(default_factory=UsageLedger)
     # record and node texts (``embedding.memory_quantization``); None = ``embed``, as turns
     embed_memory: EmbedFn | None = None
+    # the subject phrases of stated values (ingest/value_slots.py), while encoding; None = ``memory_embed``
+    embed_subjects: EmbedFn | None = None
 
     @property
     def memory_embed(self) -> EmbedFn:
         """The embedding function for record and node texts."""
         return self.embed_memory or self.embed
+
+    @property
+    def subject_embed(self) -> EmbedFn:
+        """The embedding function for the subject phrases of stated values (the record model)."""
+        return self.embed_subjects or self.memory_embed
 
     @property
     def fingerprint(self) -> str:
@@ -202,6 +209,7 @@ async def encode_segments(
         )
         done = await encode_checked(ctx.encoder, request, guard, memory, resolver, cfg.encoder, cfg.build.segment_attempts)
         if done.ok:
+            await slots.prepare(done.records, ctx.subject_embed)
             slots.link(done.records, done.drafts, request, ctx.encoder.backend, done.quality)
             records.extend(done.records)
             if request.kind == "dialogue":

@@ -17,8 +17,11 @@ incremental build continues exactly where a one-shot build would be. Per encoded
     cancellation, ``RecordDraft.ends``) replaces every current record of the subject;
   - ``openai`` records link as the reply says, validated: a label that was not a candidate, or a
     candidate of another slot than the record's, is dropped and counted (``QualityCounts.links``);
-  - a person's statement left without a slot, of either backend (a small model often names none),
-    links by the explicit change and denial cues of its text (:mod:`~lychee_ray.ingest.text_links`).
+  - the values a person states, and an assistant states to its user, of either backend, are read
+    from each record's text into statements of value, put into slots by the meaning of their
+    subjects and linked (:mod:`~lychee_ray.ingest.value_slots`);
+  - a person's denial ("I've never ...") and an earlier statement that says it happened conflict
+    (:mod:`~lychee_ray.ingest.text_links`).
 
 Records of a segment are linked in the order of the turns they come from, so a lookup and the
 change after it in one segment link as they would across two.
@@ -38,6 +41,7 @@ from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord, normalise_type
 from lychee_ray.ingest.encode.base import EncodeRequest, RecordDraft, SlotCandidate, SegmentTurn
 from lychee_ray.ingest.text_links import SharedLists, StatementIndex
+from lychee_ray.ingest.value_slots import EmbedFn, ValueSlots
 from lychee_ray.text.dates import iso_day
 from lychee_ray.text.lexical import lexical_terms
 
@@ -58,47 +62,58 @@ class _Entry:
 class SlotState:
     """The current records of one conversation's slots (see the module doc)."""
 
-    def __init__(self, statements: StatementIndex | None = None, speakers: dict[str, str] | None = None) -> None:
+    def __init__(self, statements: StatementIndex | None = None, speakers: dict[str, str] | None = None,
+                 values: ValueSlots | None = None) -> None:
         self.current: SharedLists[str, _Entry] = SharedLists()  # slot -> its current records, oldest first
         self._slot_of: dict[str, str] = {}  # record id -> the slot it was made current in (what a link drops)
-        # rules: what people said, for links from text cues (None: off)
+        # rules: what people said, for links from denial cues (None: off)
         self.statements = statements
+        self.values = values  # slots of stated values (None: off)
         self.speakers = speakers or {}  # turn id -> speaker, for the turns of role user
+        self.assistant_turns: set[str] = set()  # ids of the turns of role assistant
         self.heard = 0  # the conversation's turns :meth:`hear` has taken into ``speakers``
 
     @classmethod
     def after(cls, records: Iterable[MemoryRecord], conv: Conversation, cfg: CurrencyConfig) -> SlotState:
         """:meth:`of` ``records`` of ``conv`` (stored, with their links): what people said is indexed
-        when ``cfg.text_cues``, each turn's speaker heard from ``conv``."""
-        state = cls(StatementIndex(cfg) if cfg.text_cues else None)
+        when ``cfg.text_cues``, stated values when ``cfg.statements``, each turn's speaker heard from
+        ``conv``."""
+        state = cls(StatementIndex(cfg) if cfg.text_cues else None, values=ValueSlots(cfg) if cfg.statements else None)
         state.hear(conv)
         state.absorb(records)
         return state
 
     def hear(self, conv: Conversation) -> None:
-        """Take the speakers of ``conv``'s user-role turns after the ones heard already (the text
-        cues read only what people said): the new turns of an increment, not the conversation."""
-        if self.statements is not None:
-            self.speakers.update((t.turn_id, t.speaker) for *_, t in conv.iter_turns_from(self.heard) if t.role == "user")
+        """Take the speakers of ``conv``'s turns after the ones heard already (statements are read
+        only from what people said and an assistant said to them): the new turns of an increment,
+        not the conversation."""
+        if self.statements is not None or self.values is not None:
+            for *_, t in conv.iter_turns_from(self.heard):
+                if t.role == "user":
+                    self.speakers[t.turn_id] = t.speaker
+                elif t.role == "assistant":
+                    self.assistant_turns.add(t.turn_id)
         self.heard = conv.num_turns
 
     def copy(self) -> SlotState:
         """An independent copy (an appending process keeps the state of the stored final segments and
         continues each increment from a copy of it)."""
-        out = SlotState(self.statements.copy() if self.statements is not None else None, dict(self.speakers))
+        out = SlotState(self.statements.copy() if self.statements is not None else None, dict(self.speakers),
+                        self.values.copy() if self.values is not None else None)
         out.current, out._slot_of = self.current.copy(), dict(self._slot_of)
+        out.assistant_turns = set(self.assistant_turns)
         out.heard = self.heard
         return out
 
     @classmethod
     def of(cls, records: Iterable[MemoryRecord], statements: StatementIndex | None = None,
-           speakers: dict[str, str] | None = None) -> SlotState:
+           speakers: dict[str, str] | None = None, values: ValueSlots | None = None) -> SlotState:
         """The state after ``records`` (stored, with their links): a slotted record is current
         unless a record names it in ``supersedes``; replayed in two passes, so the order of the
         records within a segment does not matter. ``statements``: an empty index to fill with what
-        people said (``speakers``: the speaker of each turn of role user), for the text cues of the
-        records to come."""
-        state = cls(statements, speakers)
+        people said (``speakers``: the speaker of each turn of role user), for the denial cues of the
+        records to come; ``values``: empty value slots to fill."""
+        state = cls(statements, speakers, values)
         state.absorb(records)
         return state
 
@@ -114,11 +129,46 @@ class SlotState:
             speaker = self._said_by(r)
             if self.statements is not None and speaker is not None:
                 self.statements.add(r, speaker)
+        if self.values is not None:
+            self.values.absorb(recs, self._owner)
 
     def _said_by(self, r: MemoryRecord) -> str | None:
         """The one speaker whose user-role turns ``r`` comes from, else None."""
         who = {self.speakers.get(t) for t in r.source_turn_ids}
         return next(iter(who)) if len(who) == 1 and None not in who else None
+
+    def _owner(self, r: MemoryRecord) -> tuple[str, bool] | None:
+        """Whose value statements ``r``'s are, and whether an assistant said them: a person's own
+        turns; an assistant's reply belongs to the conversation's one person. None: a tool's result,
+        shared code or a table, a condensed answer citing the person's turn too, several people."""
+        if r.artifact is not None or not r.source_turn_ids:
+            return None
+        said = self._said_by(r)
+        if said is not None:
+            return said, False
+        src = set(r.source_turn_ids)
+        if not src & self.assistant_turns or src & set(self.speakers):
+            return None  # a tool's, or a condensed answer (its person's statements are in the person's records)
+        people = set(self.speakers.values())
+        if len(people) != 1 or src - self.assistant_turns:
+            return None
+        return next(iter(people)), True
+
+    async def prepare(self, records: Sequence[MemoryRecord], embed: EmbedFn) -> None:
+        """Before :meth:`link`: read the statements of value of ``records`` that have an owner and
+        embed their subjects (``embed``: the record model)."""
+        if self.statements is not None:
+            said = [(r, sp) for r in records if not r.slot and (sp := self._said_by(r)) is not None]
+            await self.statements.prepare(said, embed)
+        if self.values is None:
+            return
+        mine = []
+        for r in records:
+            owner = None if r.slot else self._owner(r)
+            if owner is not None:
+                self.values.parse(r, *owner)
+                mine.append(r)
+        await self.values.prepare(mine, embed)
 
     def entries(self) -> list[_Entry]:
         return [e for es in self.current.values() for e in es]
@@ -165,13 +215,16 @@ class SlotState:
                     self._link_by_structure(r, draft, quality)
                 elif self._link_declared(r, draft, labels, quality):
                     _normalise(r, dates)  # the record took the slot of a candidate it named
+                had = r.slot
+                owner = self._owner(r) if self.values is not None and r.statements else None
+                if owner is not None:  # the values it states, slotted by meaning
+                    self.values.link(r, *owner, quality)  # type: ignore[union-attr]
                 speaker = self._said_by(r)
                 if self.statements is not None and speaker is not None:
-                    # what a person said, left without a slot (a model that names none): the text cues
-                    had = r.slot
+                    # a denial of what a person said
                     self.statements.link(r, speaker, quality)
-                    if r.slot != had:
-                        _normalise(r, dates)
+                if r.slot != had:
+                    _normalise(r, dates)
             self._take(r)
 
     def _link_by_structure(self, r: MemoryRecord, d: RecordDraft, quality: QualityCounts) -> None:

@@ -1,53 +1,42 @@
-"""Links between what a user said, from explicit cues in the words (docs/current-memory.md).
+"""Denials and what they deny, matched by meaning (docs/current-memory.md).
 
-Chat statements carry no structure, so two of them are linked only where the text says so
-(:mod:`lychee_ray.text.change_cues`) — every statement of the ``rules`` backend, and one an LLM
-backend's model left without a slot (ingest/supersede.py):
-
-* a statement that **changes a value** ("my test coverage has recently improved to 78%") replaces
-  the earlier statements of the best-matching earlier value of the same kind with another value and
-  enough words in common around it ("I've reached 65% test coverage"): the new record names the
-  slot the two share (``user · <shared words> <unit>``) and supersedes the old ones;
-* a statement that **says a count again with another number** ("I secured 5 interviews for
-  producer roles" after "I only secured 3 interviews for producer roles") does the same without a
-  change word, with more words in common (``count_min_shared``) and never over a plan or a goal;
-* a **denial** ("I've never submitted my cover letter to Greg") and a statement that says the denied
-  thing happened ("I've submitted my cover letter to Greg for review") conflict, whichever came
-  first: the newer one names the other in ``conflicts_with``. It must say the denied verb too
-  ("never written Flask routes" against "reviewed Flask routing" is no contradiction). A statement
-  of a plan, a wish or an attempt ("I want to submit ...", "I'm trying to submit ...") affirms
-  nothing. A value said as a bound ("under 200ms") is never replaced; a count never replaces, or is
-  replaced as, a goal ("my goal of 10 problems").
-
-Only what people say is read (records all of whose source turns are one speaker's turns of role
-``user``: the user of an assistant chat, each person of a two-person chat; not a record describing a
-code block, table or document they shared), one speaker at a time,
-and the slot is that speaker's (``user · …``, ``caroline · …``); a change links to the statements of
-the value it replaces, a denial to one statement (the best match, the latest on ties), so a misread
-cue costs one link, never a slot's history.
+A **denial** ("I've never submitted my cover letter to Greg") and a statement of the same person
+that says the denied thing happened or is being done ("I've submitted my cover letter to Greg",
+"I'm trying to submit my cover letter to Greg") conflict, whichever came first: the newer one names
+the other in ``conflicts_with``. The two are the same event when the cosine of the denied phrase's
+embedding and the statement's (the record model) is at least ``encoder.currency.denial_min_similarity``;
+the statements compared are those sharing ``denial_min_shared`` of the denied phrase's words (an
+index, so a conversation's links stay linear in its length). A question or a plan ("can you help me
+submit it", "I want to submit it") says nothing happened. Only what people say is read (records all
+of whose source turns are one speaker's turns of role ``user``, not a record describing shared code
+or a table), one speaker at a time; a denial links to the few statements nearest in meaning
+(``denial_max_links``), a later statement to the one denial it answers. Changed values are linked by :mod:`lychee_ray.ingest.value_slots`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+import numpy as np
 
 from lychee_ray.config import CurrencyConfig
 from lychee_ray.core.currency import slot_key
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord
-from lychee_ray.text.change_cues import (PLAN, ValueMention, changed_values, counted_values, denial, denied_verb,
-                                         replaced_by, same_day_other_time, same_unit, says_done, value_mentions)
+from lychee_ray.text.denials import PLAN, denial, denied_text
 from lychee_ray.text.lexical import lexical_terms
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
 SUBJECT = "user"  # whose statements these are, when the speaker has no name
-_ATTEMPT = re.compile(r"\b(?:trying|try|tries|tried|attempting)\s+to\b", re.I)  # an attempt says nothing happened
 _SLOT_WORDS = 3  # shared words a text slot is named by
+_QUESTION = re.compile(r"\?\s*$|^\s*(?:[A-Z][\w ]{0,30}\s+asked:|(?:can|could|would|should|how|what|why|when|where|do|"
+                       r"does|did|is|are|will)\b)", re.I)
 
 
 def _surface(text: str, stems: list[str]) -> list[str]:
@@ -113,14 +102,16 @@ class SharedLists(Generic[K, V]):
 @dataclass
 class _Statement:
     record_id: str
-    mentions: list[ValueMention]
-    denied: frozenset[str]
+    denied: frozenset[str]  # the words of what it denies (empty: no denial)
+    denied_phrase: str
     terms: frozenset[str]
-    affirms: bool  # no plan, wish or attempt in it (what a denial's verb is not checked against)
+    affirms: bool  # no question, plan or denial in it: it can say a denied thing happened
     text: str
-    turns: frozenset[str]
-    verb: str | None = None  # a denial's verb
-    plan: bool = False  # it says a plan, a wish or an attempt
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    n = float(np.linalg.norm(v))
+    return (v / n).astype(np.float32) if n > 0 else v.astype(np.float32)
 
 
 class _SpeakerStatements:
@@ -131,154 +122,98 @@ class _SpeakerStatements:
         self.subject = subject
         self.statements: list[_Statement] = []
         self._denials: list[_Statement] = []
-        self._df: dict[str, int] = {}  # statements so far holding each word
-        # positions in ``statements`` by (value kind, a word around the value) and by word: a change or a
-        # denial is matched only against statements sharing a word with it (a scan of them all per new
-        # statement made a conversation's links quadratic in its length)
-        self._by_value: SharedLists[tuple[str, str], int] = SharedLists()
+        # positions in ``statements`` by word: a denial is compared only with statements sharing its words
         self._by_term: SharedLists[str, int] = SharedLists()
+        self.vectors: dict[str, np.ndarray] = {}  # text -> unit vector (phrases and statements compared)
 
     def copy(self) -> _SpeakerStatements:
         """An independent copy: the statements (never changed) and the position lists are shared, the
-        lists and counts copied flat (no text is analysed again)."""
+        lists copied flat (no text is analysed again)."""
         out = _SpeakerStatements(self.cfg, self.subject)
-        out.statements, out._denials, out._df = list(self.statements), list(self._denials), dict(self._df)
-        out._by_value, out._by_term = self._by_value.copy(), self._by_term.copy()
+        out.statements, out._denials = list(self.statements), list(self._denials)
+        out._by_term = self._by_term.copy()
+        out.vectors = self.vectors  # (a text's vector never changes)
         return out
 
     def add(self, r: MemoryRecord, st: _Statement | None = None) -> None:
-        """Remember a stored statement of the user's (``st``: its analysis, when :meth:`link` made it)."""
-        st = st or self._statement(r)
+        """Remember a stored statement (``st``: its analysis, when :meth:`link` made it)."""
+        st = st or self.statement(r)
         pos = len(self.statements)
         self.statements.append(st)
         for t in st.terms:
-            self._df[t] = self._df.get(t, 0) + 1
             self._by_term.append(t, pos)
-        for kw in {(m.kind, w) for m in st.mentions for w in m.context}:
-            self._by_value.append(kw, pos)
         if st.denied:
             self._denials.append(st)
 
-    def _statement(self, r: MemoryRecord) -> _Statement:
-        """What the cues read in ``r``'s text, read once (a new statement is linked, then remembered)."""
+    def statement(self, r: MemoryRecord) -> _Statement:
+        """What the cues read in ``r``'s text, read once."""
         denied = denial(r.text, self.subject)
-        plan = bool(PLAN.search(r.text) or _ATTEMPT.search(r.text))
-        return _Statement(r.record_id, value_mentions(r.text, self.cfg.cue_window), denied,
-                          frozenset(lexical_terms(r.text)), not denied and not plan, r.text,
-                          frozenset(r.source_turn_ids), denied_verb(r.text, self.subject) if denied else None,
-                          plan)
+        phrase = denied_text(r.text, self.subject) if denied else ""
+        affirms = not denied and not PLAN.search(r.text) and not _QUESTION.search(r.text)
+        return _Statement(r.record_id, denied, phrase, frozenset(lexical_terms(r.text)), affirms, r.text)
 
-    def _specific(self, words: frozenset[str]) -> frozenset[str]:
-        """``words`` without the conversation's everyday ones (in more than ``cue_max_df`` of the
-        user's statements so far: the project's name, its usual verbs): they tell no two things apart."""
-        n = len(self.statements)
-        if n < self.cfg.cue_min_statements:
-            return words
-        return frozenset(w for w in words if self._df.get(w, 0) <= self.cfg.cue_max_df * n)
+    def _candidates(self, new: _Statement) -> list[_Statement]:
+        """Earlier statements a new denial may deny, or earlier denials a new statement may contradict:
+        those sharing ``denial_min_shared`` of the denied words, most shared first, at most ``denial_candidates``."""
+        need = self.cfg.denial_min_shared
+        if new.denied:
+            pos = {i for t in new.denied for i in self._by_term.get(t)}
+            got = [self.statements[i] for i in pos
+                   if self.statements[i].affirms and len(self.statements[i].terms & new.denied) >= need]
+            got.sort(key=lambda st: (-len(st.terms & new.denied), -self.statements.index(st)))
+        elif new.affirms:
+            got = [d for d in self._denials if len(new.terms & d.denied) >= need]
+            got.reverse()
+        else:
+            return []
+        return got[: self.cfg.denial_candidates]
+
+    def texts_to_embed(self, r: MemoryRecord) -> list[str]:
+        """What :meth:`link` of ``r`` will compare: its text or denied phrase, and its candidates'."""
+        new = self.statement(r)
+        cands = self._candidates(new)
+        if not cands:
+            return []
+        mine = new.denied_phrase if new.denied else new.text
+        theirs = [c.text if new.denied else c.denied_phrase for c in cands]
+        return [t for t in (mine, *theirs) if t not in self.vectors]
 
     def link(self, r: MemoryRecord, quality: QualityCounts) -> None:
-        """Write ``r``'s links from its cues (it must be a statement of the user's), then remember it."""
-        st = self._statement(r)
-        if r.slot is None:
-            self._change(r, quality)
+        """Write ``r``'s conflict link (it must be a statement of the speaker's), then remember it."""
+        st = self.statement(r)
         if r.slot is None:
             self._contradiction(r, st, quality)
         self.add(r, st)
 
-    def _change(self, r: MemoryRecord, quality: QualityCounts) -> None:
-        cfg = self.cfg
-        changed = [(v, cfg.change_min_shared + (0 if v.kind == "num" and v.unit[:1].isalpha() else 1), False)
-                   for v in changed_values(r.text, cfg.cue_window, cfg.change_gap)]
-        said = {v.text for v, _, _ in changed}
-        if cfg.count_min_shared:  # a count said again with another number: a newer count, if more words agree
-            changed += [(v, cfg.count_min_shared, True) for v in counted_values(r.text, cfg.cue_window)
-                        if v.text not in said and not v.hedge]
-        for new, need, counted in changed:
-            new = ValueMention(new.kind, new.unit, new.text, self._specific(new.context), new.hedge)
-            best: tuple[int, int, ValueMention, frozenset[str]] | None = None
-            # (every match shares a word around the value: ``need`` >= 1)
-            candidates = sorted({i for w in new.context for i in self._by_value.get((new.kind, w))})
-            for i in candidates:
-                st = self.statements[i]
-                if not self._may_replace(r, st, new):
-                    continue
-                for old in st.mentions:
-                    # a bound ("under 200ms") is no value to replace; a count replaces what was, not a goal
-                    if old.hedge == "bound" or (counted and old.hedge):
-                        continue
-                    shared = replaced_by(new, old, self._need(new, old, need, counted))
-                    if shared and (best is None or (len(shared), i) > best[:2]):
-                        best = (len(shared), i, old, shared)
-            if best is None:
-                continue
-            # the old value, and every earlier statement of it (a restatement is replaced too)
-            old_value = best[2]
-            ids = [st.record_id for st in (self.statements[i] for i in candidates) if self._may_replace(r, st, new)
-                   and any(m.text == old_value.text and m.hedge != "bound" and not (counted and m.hedge)
-                          and replaced_by(new, m, self._need(new, m, need, counted)) for m in st.mentions)]
-            words = _surface(r.text, [*sorted(best[3])[:_SLOT_WORDS], *(new.unit.split() or [new.kind])])
-            r.slot, r.slot_value = slot_key(self.subject, " ".join(words)), new.text
-            r.supersedes = list(dict.fromkeys(ids))
-            quality.link("supersedes", len(r.supersedes))
-            return
-
-    def _need(self, new: ValueMention, old: ValueMention, need: int, counted: bool) -> int:
-        """Shared words a change needs: fewer for a time moved within its day (the day itself says
-        which appointment it is; ``same_day_min_shared``)."""
-        if not counted and same_day_other_time(new, old):
-            return min(need, self.cfg.same_day_min_shared)
-        return need
-
-    @staticmethod
-    def _may_replace(r: MemoryRecord, st: _Statement, new: ValueMention) -> bool:
-        """``st`` is an earlier statement ``new`` may replace: of another message (one message lists
-        values, it does not update itself) and not already saying the new value (a restatement)."""
-        return not (st.turns & set(r.source_turn_ids)) and \
-            not any(m.text == new.text and same_unit(m.unit, new.unit) for m in st.mentions)
-
     def _contradiction(self, r: MemoryRecord, new: _Statement, quality: QualityCounts) -> None:
-        if new.denied:  # the best-matching earlier statement that says it happened
-            best: tuple[tuple[int, int], _Statement] | None = None
-            # (a statement it covers shares ``denial_min_shared`` >= 1 of its words)
-            for i in sorted({i for t in new.denied for i in self._by_term.get(t)}):
-                st = self.statements[i]
-                if not st.denied and self._covers(st.terms, new.denied) and self._affirms(st.text, st.affirms, new.verb):
-                    key = (len(st.terms & new.denied), i)
-                    if best is None or key > best[0]:
-                        best = (key, st)
-            if best is not None:
-                self._conflict(r, best[1], new.denied & best[1].terms, "no", quality)
+        cands = self._candidates(new)
+        mine = self.vectors.get(new.denied_phrase if new.denied else new.text)
+        if not cands or mine is None:
             return
-        hits = [st for st in self._denials if self._covers(new.terms, st.denied)
-                and self._affirms(r.text, not new.plan, st.verb)]
-        if hits:  # it says happened what the latest such denial denied
-            self._conflict(r, hits[-1], new.terms & hits[-1].denied, "yes", quality)
+        near: list[tuple[float, int, _Statement]] = []
+        for i, c in enumerate(cands):
+            other = self.vectors.get(c.text if new.denied else c.denied_phrase)
+            if other is not None and (sim := float(mine @ other)) >= self.cfg.denial_min_similarity:
+                near.append((sim, -i, c))
+        near.sort(key=lambda x: (x[0], x[1]), reverse=True)
+        # a denial conflicts with the statements of the same event (the nearest few); a statement
+        # with the one denial it answers
+        picked = [c for _, _, c in near[: self.cfg.denial_max_links if new.denied else 1]]
+        if picked:
+            shared = (new.denied & picked[0].terms) if new.denied else (new.terms & picked[0].denied)
+            self._conflict(r, picked, shared, "no" if new.denied else "yes", quality)
 
-    def _affirms(self, text: str, affirms: bool, verb: str | None) -> bool:
-        """A statement says what a denial of ``verb`` denies happened: with ``denial_same_verb`` it
-        says that verb outside a question, a plan or an attempt ("reviewed Flask routing" does not
-        say "never written Flask routes" is false; "can you help me submit it" says nothing);
-        otherwise it holds no plan, wish or attempt at all (``affirms``)."""
-        if not self.cfg.denial_same_verb:
-            return affirms
-        return verb is not None and says_done(text, verb)
-
-    def _covers(self, terms: frozenset[str], denied: frozenset[str]) -> bool:
-        shared = terms & denied
-        return bool(denied) and len(shared) >= self.cfg.denial_min_shared and \
-            len(shared) >= self.cfg.denial_min_share * len(denied)
-
-    def _conflict(self, r: MemoryRecord, other: _Statement, shared: frozenset[str], value: str,
+    def _conflict(self, r: MemoryRecord, others: list[_Statement], shared: frozenset[str], value: str,
                   quality: QualityCounts) -> None:
         r.slot = slot_key(self.subject, " ".join(_surface(r.text, sorted(shared)[:_SLOT_WORDS])))
         r.slot_value = value
-        r.conflicts_with = [other.record_id]
-        quality.link("conflicts")
+        r.conflicts_with = [o.record_id for o in others]
+        quality.link("conflicts", len(others))
 
 
 class StatementIndex:
     """Each speaker's statements of one conversation (two people's "never" are no contradiction):
-    :meth:`add` a stored statement, :meth:`link` a new one (see the module doc)."""
+    :meth:`add` a stored statement, :meth:`prepare` then :meth:`link` a new one (see the module doc)."""
 
     def __init__(self, cfg: CurrencyConfig) -> None:
         self.cfg = cfg
@@ -300,6 +235,28 @@ class StatementIndex:
     def add(self, r: MemoryRecord, speaker: str) -> None:
         if r.artifact is None:
             self._of(speaker).add(r)
+
+    async def prepare(self, said: Sequence[tuple[MemoryRecord, str]], embed: EmbedFn) -> None:
+        """Embed what linking ``said`` (records and their speakers, in order) will compare. Each
+        record is compared with the statements stored before it; a record of the same batch that
+        denies or affirms an earlier one of the batch is compared when it is linked (its texts are
+        embedded here too: every text a batch record holds)."""
+        want: dict[str, list[str]] = {}
+        mine = [(r, speaker, self._of(speaker).statement(r)) for r, speaker in said if r.artifact is None]
+        denied = {(speaker, t) for _, speaker, st in mine for t in st.denied}
+        for r, speaker, st in mine:
+            sp = self._of(speaker)
+            want.setdefault(speaker, []).extend(sp.texts_to_embed(r))
+            if st.denied:
+                want[speaker].append(st.denied_phrase)
+            elif st.affirms and sum((speaker, t) in denied for t in st.terms) >= self.cfg.denial_min_shared:
+                want[speaker].append(st.text)  # a denial later in the batch may deny it
+        for speaker, texts in want.items():
+            sp = self._of(speaker)
+            todo = list(dict.fromkeys(t for t in texts if t and t not in sp.vectors))
+            if todo:
+                vecs = np.asarray(await embed(todo), dtype=np.float32)
+                sp.vectors.update((t, _unit(v)) for t, v in zip(todo, vecs, strict=True))
 
     def link(self, r: MemoryRecord, speaker: str, quality: QualityCounts) -> None:
         if r.artifact is None:  # a record describing shared code or a table quotes words, it states nothing

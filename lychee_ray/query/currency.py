@@ -5,7 +5,7 @@ conversation once per loaded view (kept in its memo), and in a user's scope also
 conversations (:func:`~lychee_ray.core.currency.links_across`). The query path uses them three ways:
 
 * **current first** (:func:`adjust_pool`): a pooled superseded record brings the record that holds
-  now into the pool with at least its relevance, and its own relevance is scaled by
+  now into the pool with at least its relevance (a conflicting one the records it contradicts), and its own relevance is scaled by
   ``query.current.superseded_weight``; a history question (:attr:`QueryPlan.history`) instead brings
   each pooled record's whole slot chain, unweighted;
 * **marks** (:mod:`lychee_ray.query.marks`): a shown item that holds a value no longer current says
@@ -23,18 +23,20 @@ takes that record's mark.
 
 from __future__ import annotations
 
-from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
+from lychee_ray.core.status import CONFLICTING_STATUS, CURRENT_STATUS, SUPERSEDED_STATUS
 
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 
-from lychee_ray.core.currency import CURRENT, SLOT_SEP, LinkRow, RecordStatus, SlotRow, derive_status, links_across
+from lychee_ray.core.currency import CURRENT, LinkRow, RecordStatus, SlotRow, derive_status, links_across
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.view import ConversationView
-from lychee_ray.text.change_cues import same_unit, says_day, value_mentions, words_from_value
+from lychee_ray.core.statements import statement_record
 from lychee_ray.text.lexical import identifier_terms, lexical_terms
+from lychee_ray.text.values import says_value
 
 _MEMO_KEY = "currency"
+_FRAME = frozenset(lexical_terms("user assistant said asked now currently"))  # the rules records' own frame words
 HISTORY_CHANNEL = "history"  # the channel name of pool items a history question's chains added
 
 
@@ -49,12 +51,14 @@ class Replaced:
     before: int
     record: int  # the superseded record's position
     words: frozenset[str] = frozenset()
+    by: list[str] = field(default_factory=list)  # a replaced statement's: the records that replaced it
+    until: str | None = None  # ... and when
 
     def shown_in(self, text: str, identifiers: set[str], terms: set[str]) -> bool:
         """``text`` (its ``identifier_terms`` and ``lexical_terms``) shows this value."""
         if not self.words:
             return self.token in identifiers
-        return bool(self.words & terms) and says_day(text, self.token)
+        return bool(self.words & terms) and says_value(text, self.token)
 
 
 @dataclass
@@ -67,6 +71,9 @@ class ViewCurrency:
     value_of: list[str | None] = field(default_factory=list)
     valid_from: list[str | None] = field(default_factory=list)
     replaced: list[Replaced] = field(default_factory=list)
+    statements: list[list[dict]] = field(default_factory=list)  # each record's statements of value, as stored
+    # statement id -> positions of the records whose statements replaced it
+    replaced_by: dict[str, list[int]] = field(default_factory=dict)
     # turn position -> the records made from it that no longer hold alone (superseded, conflicting)
     stated: dict[int, list[int]] = field(default_factory=dict)
 
@@ -93,15 +100,20 @@ def view_currency(view: ConversationView) -> ViewCurrency:
     con = [list(x or []) for x in _column(view, "conflicts_with")] if n else []
     since = list(_column(view, "valid_from")) if n else []
     values = list(_column(view, "slot_value")) if n else []
-    vc = ViewCurrency(slot_of=slots, value_of=values, valid_from=since)
+    stated = [list(x or []) for x in _column(view, "statements")] if n else []
+    vc = ViewCurrency(slot_of=slots, value_of=values, valid_from=since, statements=stated)
     for p, s in enumerate(slots):
         if s:
             vc.slots.setdefault(s, []).append(p)
-    if any(sup) or any(con):
+    for q, sts in enumerate(stated):
+        for st in sts:
+            for sid in st.get("supersedes") or []:
+                vc.replaced_by.setdefault(sid, []).append(q)
+    if any(sup) or any(con) or vc.replaced_by:
         rows = [LinkRow(view.record_ids[p], sup[p], con[p], since[p]) for p in range(n)]
         by_id = view.record_pos
         vc.status = {by_id[rid]: st for rid, st in derive_status(rows).items() if rid in by_id}
-        vc.replaced = _replaced_tokens(view, vc)
+        vc.replaced = _replaced_tokens(view, vc) + _replaced_values(view, vc)
         for p in sorted(vc.status):
             if vc.status[p].status != CURRENT_STATUS:
                 for tp in dict.fromkeys(view.record_turns[p]):
@@ -125,31 +137,26 @@ def _replaced_tokens(view: ConversationView, vc: ViewCurrency) -> list[Replaced]
             # codes (letters and digits: a flight number, an order code), not the names of tools or keys
             if tok not in kept and any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok):
                 out.append(Replaced(tok, before, p))
-        out += _replaced_values(view, vc, p, succ, before)
     return out
 
 
-def _replaced_values(view: ConversationView, vc: ViewCurrency, p: int, succ: list[int], before: int) -> list[Replaced]:
-    """The plain values of superseded record ``p`` that a successor with a slot value replaced: values
-    of ``p``'s text of that value's kind and unit, other than it ("65%" for "78%"), each shown only
-    with a word of the successor's slot."""
+def _replaced_values(view: ConversationView, vc: ViewCurrency) -> list[Replaced]:
+    """The stated values a newer statement replaced (named in another's ``supersedes``), each shown
+    only beside a word of its record's own sentence other than the value's ("45 sources" of a library,
+    not of a survey paper), with the records that replaced it and when."""
     out: list[Replaced] = []
-    for q in succ:
-        new_value, slot = vc.value_of[q], vc.slot_of[q]
-        if not new_value or not slot:
+    for sid, succ in vc.replaced_by.items():
+        p = view.record_pos.get(statement_record(sid))
+        i = int(sid.rpartition("#")[2]) if sid.rpartition("#")[2].isdigit() else -1
+        if p is None or not 0 <= i < len(vc.statements[p]):
             continue
-        new = next(iter(value_mentions(new_value, 1)), None)
-        if new is None:
-            continue
-        words = frozenset(lexical_terms(slot.partition(SLOT_SEP)[2])) - frozenset(new.unit.split())
-        if not words:
-            continue
-        olds = [m.text for m in value_mentions(view.record_text[p], 1)
-                if m.kind == new.kind and same_unit(m.unit, new.unit) and m.text != new.text]
-        # of several such values, those nearest the slot's words ("3 hours studying", not "2 hours on coin toss")
-        far = {v: words_from_value(view.record_text[p], v, words) for v in dict.fromkeys(olds)}
-        best = min((d for d in far.values() if d is not None), default=None)
-        out += [Replaced(v, before, p, words) for v, d in far.items() if d == best]
+        st = vc.statements[p][i]
+        said = " ".join(str(st.get("said") or "").lower().split()).rstrip(".")
+        words = frozenset(lexical_terms(view.record_text[p])) - _FRAME - frozenset(lexical_terms(said))
+        starts = [min(view.record_turns[q]) for q in succ if view.record_turns[q]]
+        if said and words:
+            out.append(Replaced(said, min(starts) if starts else view.num_turns, p, words,
+                                [view.record_ids[q] for q in succ], vc.valid_from[succ[0]] if succ else None))
     return out
 
 
@@ -175,7 +182,7 @@ class ScopeCurrency:
 
     @property
     def any_links(self) -> bool:
-        return bool(self.across) or any(vc.status for vc in self.per_view.values())
+        return bool(self.across) or any(vc.status or vc.replaced for vc in self.per_view.values())
 
     def chain(self, cid: str, pos: int) -> list[tuple[str, int]]:
         """Every record of ``pos``'s slot in the scope (its conversation's first), stored order."""
@@ -258,6 +265,12 @@ def adjust_pool(pool: list[FusedItem], relevance: Sequence[float], sc: ScopeCurr
                 bring(c, p, here, it)
             continue
         st = sc.status(cid, pos)
+        if st.status == CONFLICTING_STATUS:  # the statements it contradicts come with it, for both to be seen
+            for rid in st.conflicts:
+                loc = sc.locate(rid, cid)
+                if loc is not None:
+                    bring(*loc, here, it)
+            continue
         if st.status != SUPERSEDED_STATUS:
             continue
         for rid in st.latest or st.superseded_by:

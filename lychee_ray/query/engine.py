@@ -52,8 +52,6 @@ from lychee_ray.query.evidence import Selection, prime_line_tokens
 from lychee_ray.query.explain import explain_search
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
 from lychee_ray.query.history import HistoryResult, slot_history
-from lychee_ray.query.asked_conflicts import asked_event
-from lychee_ray.query.asked_values import asked_value, bring_newest
 from lychee_ray.query.marks import apply_marks
 from lychee_ray.query.pacing import Pause
 from lychee_ray.query.plan import PlanContext, Route, make_planner
@@ -369,14 +367,10 @@ class QueryEngine:
         if sc is not None and (sc.any_links or plan.history):
             pool, relevance = adjust_pool(pool, relevance, sc, cur.superseded_weight, plan.history)
             reserve = min(cur.mark_reserve_tokens, budget // 4)
-        asked = asked_value(question) if sc is not None and cur.asked_values and not plan.history else None
-        if asked is not None:
-            pool, relevance = bring_newest(pool, relevance, views, asked, cur)
         sel = select_evidence(pool, relevance, views, budget - reserve, self.qcfg.select, self.encoding)
         if sc is not None:
             show_conv = len({it.key.conversation_id for it in pool}) > 1
-            event = asked_event(question) if cur.asked_conflicts else None
-            sel = apply_marks(sel, sc, plan.history, cur, budget, show_conv, self.encoding, asked, event)
+            sel = apply_marks(sel, sc, plan.history, cur, budget, show_conv, self.encoding)
         sel.budget = budget
         timings["selection"] = _ms(time.perf_counter() - t0)
         timings["total"] = _ms(time.perf_counter() - t_start)

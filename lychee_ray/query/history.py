@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from lychee_ray.core.currency import Status, parse_slot, slot_key, slot_subject
-from lychee_ray.query.currency import ScopeCurrency
+from lychee_ray.core.currency import SLOT_SEP, Status, parse_slot, slot_key, slot_subject
+from lychee_ray.core.statements import statement_id
+from lychee_ray.core.status import CURRENT_STATUS, SUPERSEDED_STATUS
+from lychee_ray.query.currency import ScopeCurrency, ViewCurrency
 
 
 class HistoryEntry(BaseModel):
@@ -55,6 +57,14 @@ def _subject_key(subject: str) -> str:
     return slot_subject(key)
 
 
+def _statement_replaced(currency: ViewCurrency, record_id: str, p: int, slot: str) -> list[int]:
+    """Positions of the records that replaced record ``p``'s stated value of ``slot`` (empty: it holds)."""
+    for i, st in enumerate(currency.statements[p] if p < len(currency.statements) else []):
+        if st.get("slot") == slot:
+            return currency.replaced_by.get(statement_id(record_id, i), [])
+    return []
+
+
 def slot_history(scope: ScopeCurrency, *, slot: str | None = None, subject: str | None = None,
                  record_id: str | None = None) -> HistoryResult:
     """The history of the slots ``slot``, ``subject`` or ``record_id`` name (exactly one of them)."""
@@ -76,19 +86,26 @@ def slot_history(scope: ScopeCurrency, *, slot: str | None = None, subject: str 
         else:
             raise HistoryQueryError(f"unknown record {record_id!r}", kind="unknown_record")
     else:
+        # the slot's subject ("reservation m05knl"), or what a person's stated value is about (its
+        # attribute: "rent" of "user · rent")
         subj = _subject_key(subject or "")
-        wanted = {s for currency in scope.per_view.values() for s in currency.slots if slot_subject(s) == subj}
+        wanted = {s for currency in scope.per_view.values() for s in currency.slots
+                  if subj in (slot_subject(s), s.partition(SLOT_SEP)[2])}
     rows: list[tuple[str, str, int, HistoryEntry]] = []
     for cid, currency in scope.per_view.items():
         view = scope.views[cid]
         for s in wanted:
             for p in currency.slots.get(s, []):
                 record_status = scope.status(cid, p)
+                status, until, by = record_status.status, record_status.valid_until, list(record_status.superseded_by)
+                replaced = _statement_replaced(currency, view.record_ids[p], p, s)
+                if replaced and status == CURRENT_STATUS:  # its value of this slot was replaced, not all it says
+                    status, by = SUPERSEDED_STATUS, [view.record_ids[q] for q in replaced]
+                    until = currency.valid_from[replaced[0]]
                 e = HistoryEntry(
                     record_id=view.record_ids[p], conversation_id=cid, slot=s, value=currency.value_of[p],
                     text=view.record_text[p], type=view.record_type[p], valid_from=currency.valid_from[p],
-                    valid_until=record_status.valid_until, status=record_status.status,
-                    superseded_by=list(record_status.superseded_by),
+                    valid_until=until, status=status, superseded_by=by,
                     conflicts_with=list(record_status.conflicts), source_turn_ids=list(view.record_sources[p]),
                 )
                 rows.append((e.valid_from or "", cid, p, e))

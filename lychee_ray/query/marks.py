@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 
 from lychee_ray.config import CurrentConfig
 from lychee_ray.core.currency import SLOT_SEP, day
-from lychee_ray.query.asked_conflicts import AskedEvent, asked_conflict_marks
-from lychee_ray.query.asked_values import AskedValue, asked_value_marks
 from lychee_ray.query.currency import ScopeCurrency
 from lychee_ray.query.evidence import Evidence, Selection, line_tokens, render, rendered_tokens
 from lychee_ray.query.view import ConversationView
@@ -142,8 +140,8 @@ def _record_mark(e: Evidence, view: ConversationView, sc: ScopeCurrency, history
     if answered is not None:
         e.status, e.valid_until, e.superseded_by = answered.status, answered.valid_until, answered.superseded_by
         return answered.text
-    if src and not (sc.per_view[e.conversation_id].slot_of[pos] if pos < len(sc.per_view[e.conversation_id].slot_of) else None):
-        # a record of no slot (a sentence the agent said) can still show a value a change replaced
+    if src:
+        # a record that holds, or states nothing, can still repeat a value a change replaced
         mark, until, by = _shown_value_mark(e.conversation_id, min(src), view.record_text[pos], sc, cfg)
         if mark:
             e.status, e.valid_until, e.superseded_by = ("history" if history else "superseded"), until, by
@@ -201,10 +199,12 @@ def _shown_value_mark(cid: str, tp: int, text: str, sc: ScopeCurrency, cfg: Curr
     if not found:
         return "", None, []
     st = sc.status(cid, found[0].record)
-    now = _now(sc, st.latest or st.superseded_by, cid, (text, None, None), cfg)
+    by = found[0].by or st.latest or st.superseded_by
+    until = found[0].until if found[0].by else st.valid_until
+    now = _now(sc, by, cid, (text, None, None), cfg)
     toks = ", ".join(dict.fromkeys(r.token if r.words else r.token.upper() for r in found))
-    when = f" on {day(st.valid_until)}" if day(st.valid_until) else ""
-    return f"[shows {toks}, superseded{when} by: {now}]", st.valid_until, list(st.superseded_by)
+    when = f" on {day(until)}" if day(until) else ""
+    return f"[shows {toks}, superseded{when} by: {now}]", until, list(found[0].by or st.superseded_by)
 
 
 def _turn_marks(e: Evidence, view: ConversationView, sc: ScopeCurrency, history: bool, cfg: CurrentConfig) -> list[str]:
@@ -243,17 +243,12 @@ def _marked(e: Evidence, marks: Sequence[str], encoding: str) -> None:
 
 
 def apply_marks(sel: Selection, sc: ScopeCurrency, history: bool, cfg: CurrentConfig, budget: int, show_conv: bool,
-                encoding: str, asked: AskedValue | None = None, event: AskedEvent | None = None) -> Selection:
-    """``sel`` with its units marked (see the module doc), within ``budget``; ``asked``: the value
-    the question asks for now, whose older values in the context are marked too
-    (:mod:`lychee_ray.query.asked_values`); ``event``: what a yes/no question asks happened, whose
-    denial and contradicting statement in the context are marked (:mod:`lychee_ray.query.asked_conflicts`)."""
-    if not sc.any_links and not history and asked is None and event is None:
+                encoding: str) -> Selection:
+    """``sel`` with its units marked (see the module doc), within ``budget``."""
+    if not sc.any_links and not history:
         return sel
     changed = False
     for e in sel.evidence:
-        if not sc.any_links and not history:
-            break
         view = sc.views[e.conversation_id]
         if e.kind == "record":
             mark = _record_mark(e, view, sc, history, cfg)
@@ -262,16 +257,6 @@ def apply_marks(sel: Selection, sc: ScopeCurrency, history: bool, cfg: CurrentCo
                 changed = True
         else:
             marks = _turn_marks(e, view, sc, history, cfg)
-            if any(marks):
-                _marked(e, marks, encoding)
-                changed = True
-    if asked is not None:
-        for e, marks in zip(sel.evidence, asked_value_marks(sel.evidence, sc.views, asked, cfg), strict=True):
-            if any(marks):
-                _marked(e, marks, encoding)
-                changed = True
-    if event is not None:
-        for e, marks in zip(sel.evidence, asked_conflict_marks(sel.evidence, sc.views, event, cfg), strict=True):
             if any(marks):
                 _marked(e, marks, encoding)
                 changed = True

@@ -235,8 +235,15 @@ class BuildStage:
         async def no_embedding(texts: Sequence[str]) -> np.ndarray:  # the embedding stages embed
             raise RuntimeError("the construct stage does not embed")
 
+        subjects: list[Any] = []  # the record model, loaded when a conversation first states a value
+
+        async def embed_subjects(texts: Sequence[str]) -> np.ndarray:
+            if not subjects:
+                subjects.append(get_embedder(cfg.embedding.for_build(), cfg.llm, memory=True))
+            return np.asarray(await asyncio.to_thread(subjects[0].encode, list(texts)), dtype=np.float32)
+
         ctx = BuildContext(cfg=cfg, embed=no_embedding, embed_dim=0, embedder_name=embedder_name(cfg.embedding),
-                           encoder=encoder)
+                           encoder=encoder, embed_subjects=embed_subjects)
         client = getattr(encoder, "client", None)
         if client is not None:
             ctx.ledger = client.ledger

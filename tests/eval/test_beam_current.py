@@ -21,7 +21,7 @@ def test_the_latest_updated_message_must_be_cited():
 
 def test_an_original_shown_unmarked_is_stale_and_marked_is_not():
     stale = beam_current_scores("knowledge_update", UPDATE, [(["3", "4"], "current"), (["12"], "current")], order)
-    assert stale == {"updated_in_context": 1.0, "original_only": 0.0, "stale_unmarked": None,
+    assert stale == {"updated_in_context": 1.0, "updated_marked": 0.0, "original_only": 0.0, "stale_unmarked": None,
                      "stale_message_unmarked": 1.0}
     marked = beam_current_scores("knowledge_update", UPDATE, [(["4"], "superseded"), (["12"], "current")], order)
     assert marked["stale_message_unmarked"] == 0.0
@@ -47,6 +47,13 @@ def test_stale_by_value_counts_an_unmarked_unit_showing_the_replaced_value():
     # no annotation, or an original message that states no replaced value: not measured
     assert score(["at 3 PM", "ok", "4 PM"], replaced=()) is None
     assert beam_current_scores("knowledge_update", UPDATE, units, order)["stale_unmarked"] is None
+
+
+def test_the_update_shown_alone_and_marked_is_the_current_value_called_stale():
+    wrong = beam_current_scores("knowledge_update", UPDATE, [(["12"], "superseded")], order)
+    assert wrong["updated_marked"] == 1.0
+    beside = beam_current_scores("knowledge_update", UPDATE, [(["4", "12"], "superseded"), (["12"], "current")], order)
+    assert beside["updated_marked"] == 0.0  # a unit showing the original too may be marked for it
 
 
 def test_an_original_that_is_also_the_update_is_never_stale():

@@ -163,7 +163,8 @@ def test_knowledge_update_and_contradiction_scores_from_a_beam_folder(beam, tmp_
     view = store.view("beam-1")
     m = _Measure(ku, view, [0.5])
     units = [(["4"], "reminders at 3 PM"), (["6"], "reminders at 4 PM")]
-    assert m(units, "", 10, 0, 0).current == {"updated_in_context": 1.0, "original_only": 0.0, "stale_unmarked": None,
+    assert m(units, "", 10, 0, 0).current == {"updated_in_context": 1.0, "updated_marked": 0.0, "original_only": 0.0,
+                                              "stale_unmarked": None,
                                               "stale_message_unmarked": 1.0}
     marked = m(units, "", 10, 0, 0, statuses=["superseded", "current"]).current
     assert marked["stale_message_unmarked"] == 0.0 and marked["updated_in_context"] == 1.0

@@ -37,7 +37,7 @@ class _Counter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.analysed = self.replayed = 0
-        analyse, absorb = text_links._SpeakerStatements._statement, supersede.SlotState.absorb
+        analyse, absorb = text_links._SpeakerStatements.statement, supersede.SlotState.absorb
 
         def counted_analyse(inner, r):
             self.analysed += 1
@@ -48,7 +48,7 @@ class _Counter:
             self.replayed += len(recs)
             return absorb(state, recs)
 
-        monkeypatch.setattr(text_links._SpeakerStatements, "_statement", counted_analyse)
+        monkeypatch.setattr(text_links._SpeakerStatements, "statement", counted_analyse)
         monkeypatch.setattr(supersede.SlotState, "absorb", counted_absorb)
 
     def take(self) -> int:

@@ -51,6 +51,12 @@ def items(n: int, seed: int = 5, start: int = 0) -> list[AdapterItem]:
 
 def stages(tmp_path: Path, embedder=None, run_id: str = "run-1"):
     ctx = make_context(CFG, "rules", embedder or HashEmbedder())
+    subjects = HashEmbedder()
+
+    async def embed_subjects(texts):  # the construct step's own calls (stated values' subjects), counted apart
+        return subjects.encode(list(texts))
+
+    ctx.embed_subjects = embed_subjects
     writer = StoreWriter(tmp_path / "st", CFG.store)
     decider = Decider(writer, run_id, ctx.fingerprint, CFG.segmenter.max_turn_chars)
     return ctx, writer, decider, Constructor(ctx, writer, 4), Committer(writer)

@@ -209,46 +209,6 @@ def test_declared_links_are_checked_against_the_candidates():
     assert QualityCounts.from_flat(q.to_flat()).links == q.links and q.report()["links"]["supersedes"] == 1
 
 
-def test_an_openai_statement_without_a_slot_links_by_the_text_cues():
-    """A small model often names no slot (so no candidate reaches the next call): a user's statement
-    it left without one links by the change and denial cues of its text; one it gave a slot keeps
-    the model's decision."""
-    from lychee_ray.ingest.text_links import StatementIndex
-
-    def rec(rid, text, turn, slot=None, value=None):
-        return MemoryRecord(record_id=rid, conversation_id="c", user_id="u", session_id="s", segment_id="c#s00001",
-                            ordinal=0, type="event", text=text, source_turn_ids=[turn], created_at="2024-03-20T10:00:00",
-                            backend="openai", model="m", slot=slot, slot_value=value)
-
-    def turn(tid, said, day):
-        return SegmentTurn(index=int(tid[1:]), turn_id=tid, session_id="s", session_date=f"2024-03-{day}T10:00:00",
-                           speaker="User", role="user", content=said)
-
-    state = SlotState.of([], StatementIndex(CFG.encoder.currency), {"t1": "User", "t2": "User", "t3": "User"})
-    said = [("t1", "I have a Zoom meeting with Professor Danielle on March 22 at 3 PM to review my draft.", "18"),
-            ("t2", "Can you remind me that the Zoom meeting with Professor Danielle is rescheduled to March 22 at "
-                   "4:30 PM?", "20"),
-            ("t3", "My Zoom meeting with Professor Danielle moved to March 23 at 9 AM.", "21")]
-    made = []
-    for i, (tid, text, day) in enumerate(said):
-        slot = ("user · meeting with professor danielle", "march 23 at 9 am") if tid == "t3" else (None, None)
-        r = rec(f"r{i}", text, tid, *slot)
-        q = QualityCounts()
-        state.link([r], [RecordDraft(type="event", text=text, slot=slot[0], slot_value=slot[1])],
-                   EncodeRequest(conversation_id="c", user_id="u", segment_id=f"c#s0000{i}", segment_index=i,
-                                 turns=[turn(tid, text, day)]), "openai", q)
-        made.append(r)
-    assert made[1].supersedes == ["r0"] and made[1].slot and made[1].valid_from == "2024-03-20T10:00:00"
-    assert made[2].supersedes == [] and made[2].slot == "user · meeting with professor danielle"  # the model's slot
-    off = SlotState.of([], None, {"t1": "User", "t2": "User"})
-    r0, r1 = rec("x0", said[0][1], "t1"), rec("x1", said[1][1], "t2")
-    for i, r in enumerate((r0, r1)):
-        off.link([r], [RecordDraft(type="event", text=r.text)], EncodeRequest(
-            conversation_id="c", user_id="u", segment_id="c#s0", segment_index=i, turns=[turn(r.source_turn_ids[0], r.text, "20")]),
-            "openai", QualityCounts())
-    assert r1.supersedes == []  # encoder.currency.text_cues off: no index, no cue links
-
-
 def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_path, embedder):
     """The one encode call of a segment is shown the current records of the slots its turns mention,
     and the labels its reply names become links on the new record (a label it was not shown is
@@ -299,36 +259,20 @@ def test_openai_encode_sees_candidates_and_its_declared_links_are_stored(tmp_pat
     assert quality.links == {"supersedes": 1, "dropped_unknown": 2}  # c99 in both replies
 
 
-# -- rules: links between the user's statements from explicit cues ------------------------------------
-def test_change_cues_read_only_values_a_change_word_governs():
-    from lychee_ray.text.change_cues import changed_values, denial, value_mentions
-    from lychee_ray.config import CurrencyConfig
-
-    GAP = CurrencyConfig().change_gap  # words a change verb may stand from its "to"
-
-    got = [v.text for v in changed_values("My test coverage has recently improved to 78% after the refactor.", 8, GAP)]
-    assert got == ["78%"]
-    assert [v.text for v in changed_values("The call was rescheduled to March 22 at 4:30 PM.", 8, GAP)] == ["march 22 at 4:30 pm"]
-    assert [v.text for v in changed_values("My Zotero library has 52 sources.", 8, GAP)] == []  # a statement, no change
-    assert [v.text for v in changed_values("My Zotero library now has 52 sources.", 8, GAP)] == ["52 sources"]
-    assert changed_values("I solved problems 12, and 14 today.", 8, GAP) == []  # a bare number counts nothing
-    assert [(v.kind, v.unit) for v in value_mentions("It took 250ms and cost $30 on May 3", 8)] == [
-        ("num", "ms"), ("money", ""), ("date", "")]
-    assert denial("I've never submitted my cover letter to Greg for review, should I?") >= {"submit", "cover", "letter", "greg"}
-    assert denial("I have submitted it.") == frozenset()
-
-
+# -- rules: a denial and what it denies --------------------------------------------------------------
 def _said(ordinal: int, text: str, turn: str) -> MemoryRecord:
     return MemoryRecord(record_id=f"r{ordinal}", conversation_id="c", user_id="u", session_id="s", segment_id="c#s1",
                         ordinal=ordinal, type="fact", text=text, source_turn_ids=[turn], created_at="2024-05-01",
                         backend="rules", model="rules-v1")
 
 
-def test_text_cues_link_a_change_to_every_statement_of_the_old_value_and_a_denial_to_what_it_denies():
+def test_text_cues_link_a_denial_to_what_it_denies():
     from lychee_ray.ingest.text_links import StatementIndex
+    from lychee_ray.text.denials import denial
 
-    cfg = CFG.encoder.currency.model_copy(update={"cue_min_statements": 1000})  # (no everyday-word filter here)
-    idx = StatementIndex(cfg)
+    assert denial("I've never submitted my cover letter to Greg for review, should I?") >= {"submit", "cover", "letter", "greg"}
+    assert denial("I have submitted it.") == frozenset()
+    idx = StatementIndex(CFG.encoder.currency)
     q = QualityCounts()
     said = [
         "I've reached 65% test coverage on my API integration module.",
@@ -339,36 +283,38 @@ def test_text_cues_link_a_change_to_every_statement_of_the_old_value_and_a_denia
     ]
     for i, text in enumerate(said):
         idx.add(_said(i, text, f"t{i}"), "user")
-    change = _said(10, "My API integration test coverage has recently improved to 78%.", "t10")
-    idx.link(change, "user", q)
-    assert change.supersedes == ["r0", "r1"] and change.slot_value == "78%"
-    assert change.slot is not None and change.slot.startswith("user · ") and change.slot.endswith(" %")
-    unrelated = _said(11, "Our team size has grown to 12 people.", "t11")  # no earlier value of that
-    idx.link(unrelated, "user", q)
-    assert unrelated.slot is None and not unrelated.supersedes
+    hashed = HashEmbedder()
+
+    async def embed(texts):
+        return hashed.encode(list(texts))
+
+    def link(r, speaker="user"):
+        asyncio.run(idx.prepare([(r, speaker)], embed))
+        idx.link(r, speaker, q)
+
     denied = _said(12, "I've never submitted my cover letter to Greg for review, should I?", "t12")
-    idx.link(denied, "user", q)
+    link(denied)
     assert denied.conflicts_with == ["r3"] and denied.slot_value == "no"
     again = _said(13, "I submitted the cover letter to Greg for his review yesterday.", "t13")  # says it again
-    idx.link(again, "user", q)
+    link(again)
     assert again.conflicts_with == ["r12"] and again.slot_value == "yes"
     plan = _said(14, "I want to submit my cover letter to Greg for review soon.", "t14")  # a plan affirms nothing
-    idx.link(plan, "user", q)
+    link(plan)
     assert not plan.conflicts_with
-    assert q.links == {"supersedes": 2, "conflicts": 2}
+    assert q.links == {"conflicts": 2}
     other = _said(15, "I've never submitted my cover letter to Greg for review.", "t15")  # someone else's denial
-    idx.link(other, "Melanie", q)
+    link(other, "Melanie")
     assert not other.conflicts_with
     code = _said(16, "The user shared Python code (the user submitted the cover letter to Greg for review): defines send",
                  "t16").model_copy(update={"artifact": "code"})  # describes shared code: quotes, states nothing
-    idx.link(code, "user", q)
-    assert not code.conflicts_with and q.links == {"supersedes": 2, "conflicts": 2}
+    link(code)
+    assert not code.conflicts_with and q.links == {"conflicts": 2}
 
 
 def test_a_denial_links_as_the_rules_backend_writes_it_in_the_third_person(ctx):
     """The rules backend rewrites "I've never ..." to "User has never ..."; the denial cue reads that
     form too (a unit test of the cue, then a built chat whose two statements conflict)."""
-    from lychee_ray.text.change_cues import denial
+    from lychee_ray.text.denials import denial
 
     assert denial("User has never submitted User's cover letter to Greg.", "user") >= {"submit", "cover", "letter", "greg"}
     assert denial("Caroline had never tried sushi before today.", "Caroline") >= {"sushi"}

@@ -36,7 +36,7 @@ EVAL_LAYERS: dict[str, int] = {"setup": 0, "metrics": 0, "baselines": 0, "report
 # above them, runners on top. A unit imports units of a LOWER level only.
 INGEST_LEVELS: dict[str, int] = {
     # data: types and the pure helpers every step shares
-    "resume_point": 0, "passages": 0, "vectors": 0, "text_links": 0, "nodes": 0,
+    "resume_point": 0, "passages": 0, "vectors": 0, "text_links": 0, "value_slots": 0, "nodes": 0,
     "outcomes": 1,
     # steps: one conversation segmented, encoded, constructed; an increment; a build run's stages
     "segment": 2, "encode": 2,

@@ -15,6 +15,8 @@ Knowledge update:
   message words it, and other ways of writing it; BEAM does not name it, so they are annotated by
   hand, ``eval-retrieval --replaced-values``); None without them, or when the list is empty (the
   original message states no value the update replaces);
+* ``updated_marked`` — a unit that cites an updated message and no original one (it shows the value
+  that holds) is marked superseded (or history): the current value said to be stale;
 * ``stale_message_unmarked`` — an original message (one that is not also an updated one) is cited by an
   unmarked unit, whatever the unit shows (an upper bound of the above: a long message's other,
   still-valid statements count too); None when the groups leave no such message.
@@ -30,14 +32,15 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Callable, Sequence
 
-from lychee_ray.core.status import CURRENT_STATUS
-from lychee_ray.text.change_cues import says_value
+from lychee_ray.core.status import CURRENT_STATUS, HISTORY_STATUS, SUPERSEDED_STATUS
+from lychee_ray.text.values import says_value
 
 KNOWLEDGE_UPDATE = "knowledge_update"
 CONTRADICTION = "contradiction_resolution"
 ORIGINAL, UPDATED = "original_info", "updated_info"
 FIRST, SECOND = "first_statement", "second_statement"
 ABILITIES = (KNOWLEDGE_UPDATE, CONTRADICTION)
+REPLACED = (SUPERSEDED_STATUS, HISTORY_STATUS)  # statuses that say a unit's value no longer holds
 
 
 def _cited(units: Sequence[tuple[Sequence[str], str]], ids: Sequence[str], marked: bool | None = None) -> bool:
@@ -47,7 +50,7 @@ def _cited(units: Sequence[tuple[Sequence[str], str]], ids: Sequence[str], marke
 
 
 def _shows(text: str, values: Sequence[str]) -> bool:
-    """``text`` says one of ``values`` as a whole (:func:`~lychee_ray.text.change_cues.says_value`:
+    """``text`` says one of ``values`` as a whole (:func:`~lychee_ray.text.values.says_value`:
     case and spacing aside, "3 PM" is not in "13 pm", "April 1" is not in "April 10")."""
     return any(says_value(text, " ".join(v.lower().split())) for v in values if v.strip())
 
@@ -72,8 +75,11 @@ def beam_current_scores(category: str, groups: dict[str, list[str]] | None, unit
             new = set(updated)
             stale = float(any(status == CURRENT_STATUS and not new & set(turns) and _shows(text, replaced)
                               for (turns, status), text in zip(units, texts, strict=True)))
+        only_new = any(set(updated) & set(turns) and not set(original) & set(turns) and status in REPLACED
+                       for turns, status in units)
         return {
             "updated_in_context": float(_cited(units, [latest])),
+            "updated_marked": float(only_new),
             "original_only": float(shown_original and not _cited(units, updated)),
             "stale_unmarked": stale,
             "stale_message_unmarked": float(_cited(units, original, marked=False)) if original else None,
