@@ -114,7 +114,7 @@ class CurrencyConfig(Section):
     subject_words: int = Field(default=4, ge=1, description="content words of a statement's subject phrase at most")
     # Two statements of one kind and unit are of one slot when the cosine of their subject phrases'
     # embeddings (the record model) is at least this.
-    slot_min_similarity: float = Field(default=0.8, ge=0, le=1,
+    slot_min_similarity: float = Field(default=0.7, ge=0, le=1,
         description="subject phrases of one slot: cosine of their embeddings at least this (same kind and unit)")
     # ... the embedded text is the subject phrase and its sentence's other content words ("accuracy:
     # conditional probability problems"); false: the subject phrase alone.

@@ -11,7 +11,8 @@ Fields: ``subject`` a short phrase of what the value is about ("rent", "shipping
 "usd/month", "%", "s", "mb", the counted noun) or ""; ``value`` the value normalised (digits without
 separators, seconds for durations, an ISO day, "15:30", lower-case words); ``said`` the value as the
 text writes it (what a reader looks for in a line); ``context`` the sentence's other content words
-(what else it speaks of); ``modality`` one of :data:`MODALITIES`;
+(what else it speaks of); ``changed`` its clause says the value is new or holds now ("went up to",
+"now": only such a statement replaces another); ``modality`` one of :data:`MODALITIES`;
 ``slot`` the slot the write path put it in (None: none); ``supersedes`` ids
 (:func:`statement_id`) of earlier statements it replaces.
 """
@@ -47,6 +48,7 @@ class ValueStatement(BaseModel):
     value: str
     said: str
     context: str = ""
+    changed: bool = False
     modality: Modality = NOW
     slot: str | None = None
     supersedes: list[str] = Field(default_factory=list)

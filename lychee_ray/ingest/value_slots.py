@@ -7,9 +7,10 @@ statements belong to the user it answers) when the **cosine of their subject phr
 (the record model) is at least ``encoder.currency.slot_min_similarity``, with the same kind and a
 compatible unit; else it opens a slot ``<owner> · <subject>``. Within a slot:
 
-* the newest statement that is *done* or *now* holds; one with another value than the slot's
-  holders **supersedes** them (the link is written on the newer statement and its record, never on
-  the older one), one with the same value restates (it holds beside them, links nothing);
+* a statement that is *done* or *now* holds; one with another value than the slot's holders, said
+  as a new value or what holds now ("went up to", "moved to", "now": ``ValueStatement.changed``),
+  **supersedes** them (the link is written on the newer statement and its record, never on the
+  older one); one with the same value, or said plainly, holds beside them and links nothing;
 * plans, goals, questions and denials join the slot for its history but never replace a value;
 * a message does not update itself: statements of the same turn never replace each other;
 * an assistant's statement never replaces what a person said (it echoes, or it errs).
@@ -135,7 +136,7 @@ class ValueSlots:
         if not r.statements:
             about = _about(owner) if assistant else None
             r.statements = [ValueStatement(subject=v.subject, kind=v.kind, unit=v.unit, value=v.value, said=v.said,
-                                           context=v.context, modality=v.modality)
+                                           context=v.context, changed=v.changed, modality=v.modality)
                             for v in parse_values(r.text, self.cfg.subject_words, about)]
 
     async def prepare(self, records: Sequence[MemoryRecord], embed: EmbedFn) -> None:
@@ -150,9 +151,10 @@ class ValueSlots:
         vecs = (vecs / np.where(norms > 0, norms, 1)).astype(np.float32)
         self._vectors.update(zip(todo, vecs, strict=True))
 
-    def _similar(self, owner: str, st: ValueStatement) -> _Slot | None:
+    def _similar(self, owner: str, st: ValueStatement, turns: frozenset[str]) -> _Slot | None:
         """The slot of ``owner``, ``st``'s kind and unit whose subject is nearest ``st``'s in meaning,
-        if near enough (one matrix product over the group's slots)."""
+        if near enough (one matrix product over the group's slots); never a slot a statement of the
+        same turns holds (one message lists values: "3 card draws and 5 dice rolls" are two slots)."""
         group = (owner, st.kind, _unit_base(st.kind, st.unit))
         keys = self._by_group.get(group, [])
         v = self._vectors.get(self._meaning(st))
@@ -164,8 +166,13 @@ class ValueSlots:
             m = np.stack([self._vectors.get(self.slots[k].subject, np.zeros(dim, np.float32)) for k in keys])
             self._matrix[group] = m
         sims = m @ v
-        i = int(np.argmax(sims))
-        return self.slots[keys[i]] if float(sims[i]) >= self.cfg.slot_min_similarity else None
+        for i in np.argsort(-sims):
+            if float(sims[i]) < self.cfg.slot_min_similarity:
+                return None
+            slot = self.slots[keys[int(i)]]
+            if not any(h.turns & turns for h in slot.holders):
+                return slot
+        return None
 
     def link(self, r: MemoryRecord, owner: str, assistant: bool, quality: QualityCounts) -> None:
         """Slot ``r``'s statements and write their links (see the module doc); ``owner``: whose
@@ -173,25 +180,26 @@ class ValueSlots:
         turns = frozenset(r.source_turn_ids)
         replaced: list[str] = []
         for i, st in enumerate(r.statements):
-            slot = self._similar(owner, st)
-            if slot is None:
+            slot = self._similar(owner, st, turns)
+            if slot is None:  # a slot of its own: the same words of another meaning are another slot
                 key = slot_key(owner, st.subject)
+                n = 1
+                while key is not None and key in self.slots:
+                    n += 1
+                    key = slot_key(owner, f"{st.subject} ({n})")
                 if key is None:
                     continue
-                other = self.slots.get(key)
-                if other is not None and (other.kind, _unit_base(other.kind, other.unit)) != \
-                        (st.kind, _unit_base(st.kind, st.unit)):
-                    key = slot_key(owner, f"{st.subject} ({st.kind})")
-                    if key is None:
-                        continue
                 slot = self._slot(key, owner, st)
             st.slot = slot.key
             if not st.holds:
                 continue
             sid = statement_id(r.record_id, i)
-            other_values = [h for h in slot.holders if h.value != st.value and not (h.turns & turns)]
-            if assistant and any(not h.assistant for h in other_values):
+            differing = [h for h in slot.holders if h.value != st.value and not (h.turns & turns)]
+            if assistant and any(not h.assistant for h in differing):
                 continue  # an assistant's other value of what a person said: an echo gone wrong, not a change
+            # only a value said as new or holding now replaces ("went up to", "now"); another one said
+            # plainly may be a recap or an aside, and holds beside them
+            other_values = differing if st.changed else []
             if other_values:
                 st.supersedes = [h.sid for h in other_values]
                 self._gone.update(st.supersedes)

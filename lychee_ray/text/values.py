@@ -14,6 +14,7 @@ Avenue"). For each:
   speaker names in front ("User's", "my") are not part of it;
 * **context** — the sentence's other content words (what else it is about: "accuracy" of
   "conditional probability problems");
+* **changed** — its clause says the value is new or holds now ("went up to", "moved to", "now");
 * **modality** — ``question`` (a question, or an "X asked:" line), ``plan`` (a plan, goal, wish or
   a bound: "want", "going to", "by June", "under 200ms"), ``denial`` ("never", "not"), ``done`` (said
   in a past or perfect tense) or ``now``.
@@ -84,7 +85,7 @@ _QUESTION_START = re.compile(r"^(?:[A-Z][\w ]{0,30}\s+asked:|(?:how|what|which|w
                              r"do|does|did|is|are|will)\b)", re.I)
 _PLAN = re.compile(r"\b(?:want|wants|wanted|plan|plans|planning|planned|goal|goals|target|targets|targeting|aim|aims|"
                    r"aiming|hope|hopes|hoping|intend|intends|going\s+to|gonna|will|'ll|would\s+like|'d\s+like|"
-                   r"need\s+to|needs\s+to|should|could|might|expect|expects|expecting|by\s+the\s+end|"
+                   r"try|tries|trying|need\s+to|needs\s+to|should|could|might|expect|expects|expecting|by\s+the\s+end|"
                    r"budget\s+for)\b", re.I)
 _BOUND = re.compile(r"\b(?:under|below|over|above|less\s+than|more\s+than|fewer\s+than|at\s+least|at\s+most|"
                     r"(?<!went\s)(?<!goes\s)(?<!gone\s)(?<!go\s)up\s+to|"
@@ -101,6 +102,12 @@ _WH = re.compile(r"\s*(?:how|what|why|which|where|who)\b(?!\s+(?:many|much|long)
 _FROM_TO = re.compile(r"\bfrom\s*$", re.I)
 _HOLDS = re.compile(r"\b(?:new|now|updated|currently|recently|already|has\s+(?:now\s+)?(?:reached|become|grown|risen|"
                     r"dropped|improved|increased|decreased))\b", re.I)
+# words that say a value is new or holds now: a change ("went up to", "moved to", "improved to"), "now"
+_CHANGED = re.compile(
+    r"\b(?:now|new|newly|updated?|currently|anymore|changed|changes|moved|moves|increased|increases|decreased|"
+    r"decreases|improved|improves|reduced|reduces|raised|raises|lowered|lowers|rose|risen|dropped|drops|fell|fallen|"
+    r"grew|grown|jumped|climbed|bumped|adjusted|extended|shortened|pushed|postponed|rescheduled|switched|shifted|"
+    r"replaced|revised|upgraded|downgraded|cut|(?:went|gone|go|goes)\s+(?:up|down)|instead)\b", re.I)
 _DENIAL = re.compile(r"\b(?:never|not|no\s+longer|n't|n’t)\b", re.I)
 _PAST = re.compile(r"\b(?:have|has|had|'ve|’ve)\s+(?:\w+\s+)?\w+(?:ed|en|wn|ne|t)\b|\b\w{3,}ed\b|\b(?:did|was|were|got|"
                    r"made|spent|paid|bought|sold|won|lost|ran|took|gave|went|came|saw|wrote|read|began|built|met)\b", re.I)
@@ -118,7 +125,7 @@ _VERBISH = frozenset(
     "charges charged hold holds every each per spent spend spends spending gone".split())
 _CALENDAR = frozenset("january february march april may june july august september october november december jan feb mar "
                       "apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday "
-                      "today tomorrow yesterday".split())
+                      "today tomorrow yesterday week weeks month months year years weekend morning evening night".split())
 _SUBJECT_STOP = COMMON_STOPWORDS | _VERBISH | _CALENDAR | frozenset(
     "user assistant said asked told now currently still already new old current total amount number "
     "about around roughly approximately nearly almost only just up down also so far recently initially finally "
@@ -138,6 +145,7 @@ class ParsedValue:
     start: int
     end: int
     context: str = ""  # the sentence's other content words (what else it is about)
+    changed: bool = False  # its clause says it is a new value or what holds now ("improved to", "now")
 
 
 def _number(s: str) -> float | None:
@@ -216,6 +224,12 @@ def _clause_before(sentence: str, start: int) -> str:
     for m in _CLAUSE_BREAK.finditer(before):
         cut = m.end()
     return before[cut:]
+
+
+def _clause_after(sentence: str, end: int) -> str:
+    """The sentence from ``end`` to the next clause break ("$1,450 now", "78% after the refactor")."""
+    m = _CLAUSE_BREAK.search(sentence, end)
+    return sentence[end:m.start()] if m else sentence[end:]
 
 
 def _antecedent(sentence: str, start: int) -> str:
@@ -369,7 +383,8 @@ def _sentence_values(sentence: str, offset: int, max_words: int) -> list[ParsedV
         context = [w for w in dict.fromkeys(_content_words(sentence[:a] + " " + sentence[b:]))
                    if w not in mine and not w.endswith(("ed", "ing"))]
         out.append(ParsedValue(subject, kind, unit, value, sentence[a:b].strip(), _modality(sentence, a, question),
-                               offset + a, offset + b, " ".join(context[:_CONTEXT_WORDS])))
+                               offset + a, offset + b, " ".join(context[:_CONTEXT_WORDS]),
+                               bool(_CHANGED.search(_clause_before(sentence, a) + " " + _clause_after(sentence, b)))))
     return out
 
 

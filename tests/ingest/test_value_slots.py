@@ -66,12 +66,15 @@ def test_plans_questions_and_one_message_replace_nothing():
         _link(slots, r)
         assert r.statements[0].slot == "user · swim pool laps" and not r.supersedes
     assert [st.modality for st in (goal.statements[0], asked.statements[0])] == ["plan", "question"]
-    same_turn = _rec(3, "Last week I swam 35 pool laps.", turn="t0")  # the first message's own turn
-    _link(slots, same_turn)
-    assert not same_turn.supersedes
+    same_turn = _rec(3, "Last week I swam 35 pool laps.", turn="t0")  # the first message's own turn: two values,
+    _link(slots, same_turn)                                         # two slots
+    assert not same_turn.supersedes and same_turn.statements[0].slot not in (None, goal.statements[0].slot)
+    recap = _rec(5, "I swim 45 pool laps on Mondays.")  # another figure said plainly: no change said
+    _link(slots, recap)
+    assert not recap.supersedes
     later = _rec(4, "Now I swim 40 pool laps on Mondays.")
     _link(slots, later)
-    assert later.supersedes == ["r0", "r3"]  # what held, not the goal or the question
+    assert later.supersedes == ["r0", "r5"]  # what held, not the goal or the question
 
 
 def test_an_assistants_other_value_never_replaces_what_the_person_said():
@@ -93,7 +96,7 @@ def test_a_value_only_an_assistant_stated_is_replaced_by_the_person():
     slots = ValueSlots(CFG)
     quoted = _rec(0, "Assistant said: Your gym membership is $39 on the student plan.")
     _link(slots, quoted, assistant=True)
-    mine = _rec(1, "My gym membership is $45 since I graduated.")
+    mine = _rec(1, "My gym membership is $45 now that I graduated.")
     _link(slots, mine)
     assert mine.supersedes == ["r0"]
 
@@ -131,7 +134,7 @@ def test_the_readme_example_current_value_first_older_statements_marked_and_hist
     from tests.reliability.test_bad_input import HashEmbedder
 
     said = [("u1", "user", "My shipping address is 12 Elm Street. My rent is 1,200 dollars a month."),
-            ("a1", "assistant", "Noted. With your rent at $1,200 a month, a $150 monthly saving for the bike works."),
+            ("a1", "assistant", "Noted: your rent is $1,200 a month. A $150 monthly saving for the bike works."),
             ("u2", "user", "I moved, my shipping address is now 48 Oak Avenue. The rent went up to 1,450 dollars."),
             ("a2", "assistant", "Updated, thanks.")]
     turns = [{"turn_id": t, "role": r, "content": c} for t, r, c in said]

@@ -131,9 +131,10 @@ def test_record_statuses_and_slot_chains_are_the_query_paths(tmp_path, toy_table
 
 
 def test_a_beam_chat_shows_its_replaced_value_and_a_long_turns_passages(client, inspector_data):
-    """The BEAM chat: the user's changed coverage figure supersedes the earlier one (the chain is the
-    one GET /v1/history answers), and the long assistant answer carries its passages, placed in its
-    content; a search hit of kind passage gives the same position."""
+    """The BEAM chat: the user's changed coverage figure supersedes the earlier one (the slot's chain
+    is the one GET /v1/history answers, its statements shown with each record), and the long
+    assistant answer carries its passages, placed in its content; a search hit of kind passage gives
+    the same position."""
     from tests.inspector_fixtures import BEAM_CHANGE, BEAM_COVERAGE
 
     cid = inspector_data.beam_id
@@ -148,8 +149,11 @@ def test_a_beam_chat_shows_its_replaced_value_and_a_long_turns_passages(client, 
     said = {t["content"]: t["turn_id"] for t in d["turns"]}
     assert [r["source_turn_ids"] for r in d["records"] if r["record_id"] == new[0]] == [[said[BEAM_CHANGE[0]]]]
     assert said[BEAM_COVERAGE[0]] in [r for r in d["records"] if r["record_id"] == old][0]["source_turn_ids"]
-    [chain] = d["slots"]
-    assert [e["record_id"] for e in chain["entries"]] == new and chain["entries"][0]["value"] == "78%"
+    [chain] = [c for c in d["slots"] if any(e["record_id"] == old for e in c["entries"])]
+    assert [e["record_id"] for e in chain["entries"]] == [old, *new] and chain["entries"][1]["value"] == "78%"
+    assert [e["status"] for e in chain["entries"]] == ["superseded", "current"]
+    stated = [st for r in d["records"] if r["record_id"] == new[0] for st in r["statements"]]
+    assert [(st["kind"], st["said"], st["slot"]) for st in stated] == [("percentage", "78%", chain["slot"])]
     hist = client.get("/v1/history", params={"conversation_id": cid, "slot": chain["slot"]}).json()
     assert hist["entries"] == chain["entries"]
     [long_turn] = [t for t in d["turns"] if t["passages"]]

@@ -9,7 +9,17 @@ import { colourOf, legend } from "./plots.js";
 // Record columns with a place of their own in the record's view (the rest go under "more").
 const SHOWN = new Set(["record_id", "conversation_id", "user_id", "session_id", "segment_id", "ordinal", "type", "text",
   "entities", "topics", "time_start", "time_end", "time_granularity", "time_expression", "source_turn_ids", "created_at",
-  "backend", "model", "slot", "slot_value", "valid_from", "supersedes", "conflicts_with"]);
+  "backend", "model", "slot", "slot_value", "valid_from", "supersedes", "conflicts_with", "statements"]);
+
+// The values a record states (core/statements.py): what each is about, as said, its kind and
+// modality, the slot it was put in and how many earlier statements it replaced.
+function statementsLine(rec) {
+  const sts = asList(rec.statements);
+  if (!sts.length) return null;
+  return h("ul", { class: "statements muted", "aria-label": "statements of value" }, sts.map((st) =>
+    h("li", {}, `${st.subject} = ${st.said} (${st.kind}${st.unit ? " " + st.unit : ""}, ${st.modality})`,
+      st.slot ? ` · slot ${st.slot}` : "", asList(st.supersedes).length ? ` · replaces ${asList(st.supersedes).length}` : "")));
+}
 
 function recordTime(r) {
   const s = day(r.time_start), e = day(r.time_end);
@@ -238,6 +248,7 @@ export async function conversationPage(main, r) {
               rec.slot_value ? `value ${rec.slot_value}` : null, rec.valid_from ? `since ${day(rec.valid_from)}` : null]
               .filter(Boolean).join(" · ")),
           statusLine(rec, st),
+          statementsLine(rec),
           more.length ? h("details", { class: "more" }, h("summary", {}, "more fields"), h("dl", { class: "pairs" }, more.map((k) => [h("dt", {}, k), h("dd", {}, fmtValue(rec[k]))]))) : null);
       })))),
     slotsPanel()
