@@ -132,6 +132,10 @@ class CurrencyConfig(Section):
     # ... and the cosine of the denied phrase's and the statement's embeddings is at least this.
     denial_min_similarity: float = Field(default=0.6, ge=-1, le=1,
         description="... and they conflict when the cosine of the denied phrase's and the statement's embeddings is at least this")
+    # ... that say the denied verb as done or being done ("never written ..." against "I wrote ...",
+    # "I'm trying to write ...", not "I reviewed ...") ...
+    denial_same_verb: bool = Field(default=True,
+        description="... that say the denied verb as done or being done (not another verb of the same topic) ...")
     # A denial conflicts with at most this many of them (the nearest in meaning).
     denial_max_links: int = Field(default=3, ge=1, description="a denial conflicts with at most this many statements (the nearest)")
 

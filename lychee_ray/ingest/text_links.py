@@ -6,7 +6,9 @@ that says the denied thing happened or is being done ("I've submitted my cover l
 the other in ``conflicts_with``. The two are the same event when the cosine of the denied phrase's
 embedding and the statement's (the record model) is at least ``encoder.currency.denial_min_similarity``;
 the statements compared are those sharing ``denial_min_shared`` of the denied phrase's words (an
-index, so a conversation's links stay linear in its length). A question or a plan ("can you help me
+index, so a conversation's links stay linear in its length) and, with ``denial_same_verb``, saying
+its verb as done or being done ("never written Flask routes" against "I wrote a route", not "I
+reviewed routing tutorials"). A question or a plan ("can you help me
 submit it", "I want to submit it") says nothing happened. Only what people say is read (records all
 of whose source turns are one speaker's turns of role ``user``, not a record describing shared code
 or a table), one speaker at a time; a denial links to the few statements nearest in meaning
@@ -26,7 +28,7 @@ from lychee_ray.config import CurrencyConfig
 from lychee_ray.core.currency import slot_key
 from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord
-from lychee_ray.text.denials import PLAN, denial, denied_text
+from lychee_ray.text.denials import PLAN, denial, denied_text, denied_verb, says_done
 from lychee_ray.text.lexical import lexical_terms
 
 K = TypeVar("K", bound=Hashable)
@@ -107,6 +109,7 @@ class _Statement:
     terms: frozenset[str]
     affirms: bool  # no question, plan or denial in it: it can say a denied thing happened
     text: str
+    verb: str | None = None  # a denial's verb (as verb_terms writes it)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -150,7 +153,12 @@ class _SpeakerStatements:
         denied = denial(r.text, self.subject)
         phrase = denied_text(r.text, self.subject) if denied else ""
         affirms = not denied and not PLAN.search(r.text) and not _QUESTION.search(r.text)
-        return _Statement(r.record_id, denied, phrase, frozenset(lexical_terms(r.text)), affirms, r.text)
+        return _Statement(r.record_id, denied, phrase, frozenset(lexical_terms(r.text)), affirms, r.text,
+                          denied_verb(r.text, self.subject) if denied else None)
+
+    def _says(self, statement: _Statement, verb: str | None) -> bool:
+        """``statement`` says the denied verb happened or is being done (``denial_same_verb``)."""
+        return not self.cfg.denial_same_verb or verb is None or says_done(statement.text, verb, attempts=True)
 
     def _candidates(self, new: _Statement) -> list[_Statement]:
         """Earlier statements a new denial may deny, or earlier denials a new statement may contradict:
@@ -158,11 +166,11 @@ class _SpeakerStatements:
         need = self.cfg.denial_min_shared
         if new.denied:
             pos = {i for t in new.denied for i in self._by_term.get(t)}
-            got = [self.statements[i] for i in pos
-                   if self.statements[i].affirms and len(self.statements[i].terms & new.denied) >= need]
+            got = [self.statements[i] for i in pos if self.statements[i].affirms
+                   and len(self.statements[i].terms & new.denied) >= need and self._says(self.statements[i], new.verb)]
             got.sort(key=lambda st: (-len(st.terms & new.denied), -self.statements.index(st)))
         elif new.affirms:
-            got = [d for d in self._denials if len(new.terms & d.denied) >= need]
+            got = [d for d in self._denials if len(new.terms & d.denied) >= need and self._says(new, d.verb)]
             got.reverse()
         else:
             return []
