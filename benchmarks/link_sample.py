@@ -4,8 +4,9 @@
     python benchmarks/link_sample.py --store /tmp/beam --store /tmp/locomo --n 100 --seed 7 \\
         --out benchmarks/results/link_sample.json
 
-Reads every record of each store, lists each link (``supersedes`` and ``conflicts_with``, one row
-per (newer, older) pair) with both records' texts, slots and source turns, and draws ``--n`` of
+Reads every record of each store, lists each link (a statement of value's ``supersedes``, a
+record's ``conflicts_with``, and a record's ``supersedes`` that no statement gives: one row per
+(newer, older) pair) with both records' texts, slots and source turns, and draws ``--n`` of
 them at random with ``--seed`` from all stores together. Writes the counts per store and kind and
 the sample; a reader then marks each pair right (the newer statement replaces, or contradicts, the
 older one) or wrong.
@@ -31,18 +32,32 @@ def store_links(root: str) -> list[dict[str, Any]]:
     rows = StoreReader(root).read_table("records").to_pylist()
     by_id = {(r["conversation_id"], r["record_id"]): r for r in rows}
     out: list[dict[str, Any]] = []
+
+    def add(r: dict[str, Any], kind: str, old_id: str, slot: Any, value: Any, said: Any = None) -> None:
+        old = by_id.get((r["conversation_id"], old_id))
+        if old is not None:
+            out.append({
+                "store": root, "conversation": r["conversation_id"], "kind": kind, "slot": slot, "value": value,
+                "replaced": said,
+                "newer": {"id": r["record_id"], "turns": list(r.get("source_turn_ids") or []), "text": r["text"]},
+                "older": {"id": old_id, "turns": list(old.get("source_turn_ids") or []), "text": old["text"]},
+            })
+
     for r in rows:
-        for kind, field in (("supersedes", "supersedes"), ("conflicts", "conflicts_with")):
-            for old_id in r.get(field) or []:
+        stated: set[str] = set()
+        for st in r.get("statements") or []:
+            for sid in st.get("supersedes") or []:
+                old_id, _, i = sid.rpartition("#")
+                stated.add(old_id)
                 old = by_id.get((r["conversation_id"], old_id))
-                if old is None:
-                    continue
-                out.append({
-                    "store": root, "conversation": r["conversation_id"], "kind": kind, "slot": r.get("slot"),
-                    "value": r.get("slot_value"),
-                    "newer": {"id": r["record_id"], "turns": list(r.get("source_turn_ids") or []), "text": r["text"]},
-                    "older": {"id": old_id, "turns": list(old.get("source_turn_ids") or []), "text": old["text"]},
-                })
+                olds = (old or {}).get("statements") or []
+                said = olds[int(i)]["said"] if i.isdigit() and int(i) < len(olds) else None
+                add(r, "supersedes", old_id, st.get("slot"), st.get("said"), said)
+        for old_id in r.get("supersedes") or []:
+            if old_id not in stated:
+                add(r, "supersedes", old_id, r.get("slot"), r.get("slot_value"))
+        for old_id in r.get("conflicts_with") or []:
+            add(r, "conflicts", old_id, r.get("slot"), r.get("slot_value"))
     return out
 
 

@@ -233,6 +233,10 @@ class CurrentConfig(Section):
         description=(
             "a pooled record a newer one replaced keeps this share of its relevance (the newer one enters with at"
             " least its full relevance either way); history questions ignore it"))
+    # What holds now enters the pool with this much more than the relevance of what it replaced (and a
+    # turn a superseded record was made from brings the replacing record's turn): shown before it.
+    current_margin: float = Field(default=0.01, ge=0,
+        description="what holds now gets this much more relevance than what it replaced (shown first); 0: the same")
     # Characters of the replacing record's text a mark quotes.
     mark_chars: int = Field(default=60, ge=20,
         description="characters of the replacing record (its slot value, else its text) a mark quotes")

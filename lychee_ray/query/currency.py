@@ -233,17 +233,18 @@ def scope_currency(views: dict[str, ConversationView]) -> ScopeCurrency:
 
 
 def adjust_pool(pool: list[FusedItem], relevance: Sequence[float], sc: ScopeCurrency, superseded_weight: float,
-                history: bool) -> tuple[list[FusedItem], list[float]]:
+                history: bool, margin: float = 0.0) -> tuple[list[FusedItem], list[float]]:
     """The fused pool with what holds now brought forward (see the module doc); returns the pool
-    and its relevance, best first."""
+    and its relevance, best first. ``margin``: what holds now gets this much more than the relevance
+    of what it replaced, so it is shown first; a raw turn (or a passage of it) a superseded record was
+    made from brings the replacing records' turns too."""
     if not sc.any_links and not history:
         return pool, list(relevance)
     score = {it.key: float(r) for it, r in zip(pool, relevance, strict=False)}
     items = {it.key: it for it in pool}
     added: list[FusedItem] = []
 
-    def bring(cid: str, pos: int, at_least: float, src: FusedItem) -> None:
-        key = ItemKey(cid, "record", sc.views[cid].record_ids[pos])
+    def bring_key(key: ItemKey, at_least: float, src: FusedItem) -> None:
         if key not in items:
             it = FusedItem(key=key, score=0.0, channels={HISTORY_CHANNEL}, routes=set(src.routes),
                            first_seen=len(items))
@@ -252,14 +253,36 @@ def adjust_pool(pool: list[FusedItem], relevance: Sequence[float], sc: ScopeCurr
             score[key] = 0.0
         score[key] = max(score[key], at_least)
 
+    def bring(cid: str, pos: int, at_least: float, src: FusedItem) -> None:
+        bring_key(ItemKey(cid, "record", sc.views[cid].record_ids[pos]), at_least, src)
+
+    def bring_now(cid: str, st: RecordStatus, here: float, src: FusedItem, turns: bool) -> None:
+        for rid in st.latest or st.superseded_by:
+            loc = sc.locate(rid, cid)
+            if loc is None:
+                continue
+            bring(*loc, here * (1 + margin), src)
+            view = sc.views[loc[0]]
+            if turns and view.record_turns[loc[1]]:  # the turn that says what holds now, as a turn is shown
+                bring_key(ItemKey(loc[0], "turn", view.turn_ids[min(view.record_turns[loc[1]])]), here * (1 + margin), src)
+
     for it in list(pool):
-        if it.key.kind != "record":
-            continue
         cid = it.key.conversation_id
-        pos = sc.views[cid].record_pos.get(it.key.id)
+        view = sc.views[cid]
+        here = score[it.key]
+        if it.key.kind != "record":
+            if history:
+                continue
+            tp = view.turn_pos.get(it.key.id) if it.key.kind == "turn" else (
+                view.passage_turn(view.passage_pos[it.key.id]) if it.key.id in view.passage_pos else None)
+            for p in sc.per_view[cid].stated.get(tp, []) if tp is not None else []:
+                st = sc.status(cid, p)
+                if st.status == SUPERSEDED_STATUS:
+                    bring_now(cid, st, here, it, True)
+            continue
+        pos = view.record_pos.get(it.key.id)
         if pos is None:
             continue
-        here = score[it.key]
         if history:
             for c, p in sc.chain(cid, pos):
                 bring(c, p, here, it)
@@ -273,10 +296,7 @@ def adjust_pool(pool: list[FusedItem], relevance: Sequence[float], sc: ScopeCurr
             continue
         if st.status != SUPERSEDED_STATUS:
             continue
-        for rid in st.latest or st.superseded_by:
-            loc = sc.locate(rid, cid)
-            if loc is not None:
-                bring(*loc, here, it)
+        bring_now(cid, st, here, it, False)
         score[it.key] = here * superseded_weight
     out = sorted([*pool, *added], key=lambda x: (-score[x.key], x.first_seen))
     return out, [score[x.key] for x in out]

@@ -365,7 +365,7 @@ class QueryEngine:
         sc = scope_currency(views) if cur.enabled else None
         reserve = 0
         if sc is not None and (sc.any_links or plan.history):
-            pool, relevance = adjust_pool(pool, relevance, sc, cur.superseded_weight, plan.history)
+            pool, relevance = adjust_pool(pool, relevance, sc, cur.superseded_weight, plan.history, cur.current_margin)
             reserve = min(cur.mark_reserve_tokens, budget // 4)
         sel = select_evidence(pool, relevance, views, budget - reserve, self.qcfg.select, self.encoding)
         if sc is not None:
