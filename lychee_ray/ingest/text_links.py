@@ -30,6 +30,7 @@ from lychee_ray.core.quality import QualityCounts
 from lychee_ray.core.records import MemoryRecord
 from lychee_ray.text.denials import PLAN, denial, denied_text, denied_verb, says_done
 from lychee_ray.text.lexical import lexical_terms
+from lychee_ray.text.values import is_question
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -37,8 +38,6 @@ EmbedFn = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
 SUBJECT = "user"  # whose statements these are, when the speaker has no name
 _SLOT_WORDS = 3  # shared words a text slot is named by
-_QUESTION = re.compile(r"\?\s*$|^\s*(?:[A-Z][\w ]{0,30}\s+asked:|(?:can|could|would|should|how|what|why|when|where|do|"
-                       r"does|did|is|are|will)\b)", re.I)
 
 
 def _surface(text: str, stems: list[str]) -> list[str]:
@@ -152,7 +151,7 @@ class _SpeakerStatements:
         """What the cues read in ``r``'s text, read once."""
         denied = denial(r.text, self.subject)
         phrase = denied_text(r.text, self.subject) if denied else ""
-        affirms = not denied and not PLAN.search(r.text) and not _QUESTION.search(r.text)
+        affirms = not denied and not PLAN.search(r.text) and not is_question(r.text)
         return _Statement(r.record_id, denied, phrase, frozenset(lexical_terms(r.text)), affirms, r.text,
                           denied_verb(r.text, self.subject) if denied else None)
 
