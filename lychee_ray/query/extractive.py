@@ -186,6 +186,10 @@ def extract_answer(question: str, lines: Sequence[AnswerLine], cfg: AnswerConfig
             score = (w.words * common / max(1, len(asked_terms)) + w.meaning * meaning + w.type * bearing[b]
                      + w.relevance * ln.relevance + w.record * ln.is_record - w.gap * (b - a))
             scored.append((score, a, b))
+    # a line marked superseded answers only when no line that holds does (a history question's lines
+    # are marked "history", not superseded)
+    holding = [x for x in scored if lines[sentences[x[2]].line].status != SUPERSEDED_STATUS]
+    scored = holding or scored
     scored.sort(key=lambda x: (-x[0], x[2], x[1]))
     quotes: list[str] = []
     used: set[int] = set()

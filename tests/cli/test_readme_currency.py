@@ -39,6 +39,7 @@ def test_query_shows_the_current_value_first_and_marks_the_older_ones(store, cap
     old = [e for e in ev if "1,200" in e["text"]]
     assert old and all(e["status"] == "superseded" for e in old), res["context"]
     assert all("superseded on 2024-04-10" in line for line in res["context"].splitlines() if "1,200" in line)
+    assert "1,450" in res["answer"] and "1,200" not in res["answer"]  # the rules answer quotes what holds
 
 
 @pytest.mark.heavy
