@@ -97,12 +97,32 @@ _YES_NO = re.compile(r"\s*(?:is|are|was|were|do|does|did|should|shall|can|could|
 _WH = re.compile(r"\s*(?:how|what|why|which|where|who)\b(?!\s+(?:many|much|long)\b)", re.I)
 _HOLDS = re.compile(r"\b(?:new|now|updated|currently|recently|already|has\s+(?:now\s+)?(?:reached|become|grown|risen|"
                     r"dropped|improved|increased|decreased))\b", re.I)
-# words that say a value is new or holds now: a change ("went up to", "moved to", "improved to"), "now"
-_CHANGED = re.compile(
-    r"\b(?:now|new|newly|updated?|currently|anymore|changed|changes|moved|moves|increased|increases|decreased|"
-    r"decreases|improved|improves|reduced|reduces|raised|raises|lowered|lowers|rose|risen|dropped|drops|fell|fallen|"
-    r"grew|grown|jumped|climbed|bumped|adjusted|extended|shortened|pushed|postponed|rescheduled|switched|shifted|"
-    r"replaced|revised|upgraded|downgraded|cut|(?:went|gone|go|goes)\s+(?:up|down)|instead)\b", re.I)
+# words that say a value is new or holds now: "now", "new", "updated", and a change of its kind — an
+# amount goes up or down ("went up to", "improved to"), a date or time moves ("moved to",
+# "rescheduled to"), a state changes ("switched to"); a time verb does not move an amount, nor an
+# amount verb a date ("dropped off the cakes on 24 July" is no change of a date)
+_CHANGED = re.compile(r"\b(?:now|new|newly|updated?|currently|anymore|changed|changes|instead|replaced|revised)\b", re.I)
+_CHANGED_BY_KIND = re.compile(
+    r"\b(?P<amount>increased|increases|decreased|decreases|improved|improves|reduced|reduces|raised|raises|lowered|"
+    r"lowers|rose|risen|dropped|drops|fell|fallen|grew|grown|jumped|climbed|bumped|upgraded|downgraded|cut|"
+    r"(?:went|gone|go|goes)\s+(?:up|down))\b(?!\s+off)"
+    r"|\b(?P<moment>moved|moves|rescheduled|postponed|pushed|extended|shortened|shifted|brought\s+forward)\b"
+    r"|\b(?P<state>moved|switched|shifted)\b", re.I)
+_MOMENTS = (DATE, TIME)
+_STATES = (STATE, IDENTIFIER)
+
+
+def _says_changed(kind: ValueKind, around: str) -> bool:
+    """``around`` (a value's clause) says the value is new or holds now, by a word of its kind."""
+    if _CHANGED.search(around):
+        return True
+    for m in _CHANGED_BY_KIND.finditer(around):
+        group = "moment" if kind in _MOMENTS else "state" if kind in _STATES else "amount"
+        if m.group(group):
+            return True
+    return False
+
+
 _DENIAL = re.compile(r"\b(?:never|not|no\s+longer|n't|n’t)\b", re.I)
 _PAST = re.compile(r"\b(?:have|has|had|'ve|’ve)\s+(?:\w+\s+)?\w+(?:ed|en|wn|ne|t)\b|\b\w{3,}ed\b|\b(?:did|was|were|got|"
                    r"made|spent|paid|bought|sold|won|lost|ran|took|gave|went|came|saw|wrote|read|began|built|met)\b", re.I)
@@ -254,7 +274,10 @@ def _modality(sentence: str, start: int, question: bool) -> Modality:
     clause = _clause_before(sentence, start)
     if _BOUND.search(sentence[:start]):
         return PLAN
-    if _PLAN.search(clause) and not _HOLDS.search(clause):
+    # a plan word governs its clause and the verbs joined to it ("gonna explore more and volunteer in
+    # August"), up to a comma or a stronger break
+    phrase = re.split(r"[,;:()]", sentence[:start])[-1]
+    if (_PLAN.search(clause) or _PLAN.search(phrase)) and not _HOLDS.search(clause):
         return PLAN
     if _DENIAL.search(clause):
         return DENIAL
@@ -387,7 +410,7 @@ def _sentence_values(sentence: str, offset: int, max_words: int) -> list[ParsedV
                    if w not in mine and not w.endswith(("ed", "ing"))]
         out.append(ParsedValue(subject, kind, unit, value, sentence[a:b].strip(), _modality(sentence, a, question),
                                offset + a, offset + b, " ".join(context[:_CONTEXT_WORDS]),
-                               bool(_CHANGED.search(_clause_before(sentence, a) + " " + _clause_after(sentence, b)))))
+                               _says_changed(kind, _clause_before(sentence, a) + " " + _clause_after(sentence, b))))
     return out
 
 
