@@ -50,5 +50,5 @@ def test_a_runtime_key_never_enters_the_store_fingerprint():
 
 def test_changing_a_store_key_changes_the_store_fingerprint():
     for s in ("segmenter.threshold=0.4", "encoder.rules.min_words=3", "encoder.mode=summary", "passages.max_tokens=100",
-              "encoder.currency.slot_min_similarity=0.7", "nodes.min_records_to_embed=3"):
+              "encoder.currency.slot_min_similarity=0.65", "nodes.min_records_to_embed=3"):
         assert load_config(sets=[s], env={}).store_fingerprint() != DEFAULT_STORE_FINGERPRINT, s

@@ -56,11 +56,19 @@ CURRENCY_COLUMNS = [
     pa.field("supersedes", pa.list_(pa.string())),
     pa.field("conflicts_with", pa.list_(pa.string())),
 ]
+# the statements of value (core/statements.py), added after them: a list of structs
+STATEMENT_COLUMNS = [
+    pa.field("statements", pa.list_(pa.struct([
+        pa.field("subject", pa.string()), pa.field("kind", pa.string()), pa.field("unit", pa.string()),
+        pa.field("value", pa.string()), pa.field("said", pa.string()), pa.field("context", pa.string()),
+        pa.field("changed", pa.bool_()), pa.field("modality", pa.string()), pa.field("slot", pa.string()),
+        pa.field("supersedes", pa.list_(pa.string()))]))),
+]
 
 
 def test_derived_schema_equals_the_literal_one():
     """The columns the store had keep their names, types and order; later fields follow them."""
-    expected = pa.schema([*LITERAL_RECORD_SCHEMA, *CURRENCY_COLUMNS])
+    expected = pa.schema([*LITERAL_RECORD_SCHEMA, *CURRENCY_COLUMNS, *STATEMENT_COLUMNS])
     assert RECORD_SCHEMA.equals(expected, check_metadata=True)
     assert [(f.name, f.type, f.nullable) for f in RECORD_SCHEMA] == [(f.name, f.type, f.nullable) for f in expected]
 

@@ -234,7 +234,7 @@ def test_a_beam_store_statuses_passages_and_search(page, inspector_url, inspecto
     new = page.locator("button.record[aria-pressed=true]")
     assert "78%" in new.inner_text() and new.locator(".badge.status-current").count() == 1
     assert "78%" in page.locator(".turn.src").inner_text()
-    chain = page.locator(".chain-list li")  # the slot's chain: the replaced value, then the current one
+    chain = page.locator(".chain", has_text="78%").locator(".chain-list li")  # the slot's chain: the replaced value, then the current one
     assert chain.count() == 2 and "superseded" in chain.nth(0).inner_text() and "78%" in chain.nth(1).inner_text()
     long_turn = page.locator(".turn", has=page.locator(".passage"))
     assert long_turn.count() == 1 and "role-assistant" in long_turn.get_attribute("class")
