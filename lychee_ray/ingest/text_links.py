@@ -1,13 +1,13 @@
 """Denials and what they deny, matched by meaning (docs/current-memory.md).
 
-A **denial** ("I've never submitted my cover letter to Greg") and a statement of the same person
-that says the denied thing happened or is being done ("I've submitted my cover letter to Greg",
-"I'm trying to submit my cover letter to Greg") conflict, whichever came first: the newer one names
+A **denial** ("I've never submitted my grant proposal to Ines") and a statement of the same person
+that says the denied thing happened or is being done ("I've submitted my grant proposal to Ines",
+"I'm trying to submit my grant proposal to Ines") conflict, whichever came first: the newer one names
 the other in ``conflicts_with``. The two are the same event when the cosine of the denied phrase's
 embedding and the statement's (the record model) is at least ``encoder.currency.denial_min_similarity``;
 the statements compared are those sharing ``denial_min_shared`` of the denied phrase's words (an
 index, so a conversation's links stay linear in its length) and, with ``denial_same_verb``, saying
-its verb as done or being done ("never written Flask routes" against "I wrote a route", not "I
+its verb as done or being done ("never written Rust macros" against "I wrote a route", not "I
 reviewed routing tutorials"). A question or a plan ("can you help me
 submit it", "I want to submit it") says nothing happened. Only what people say is read (records all
 of whose source turns are one speaker's turns of role ``user``, not a record describing shared code

@@ -387,7 +387,7 @@ def _sentence_values(sentence: str, offset: int, max_words: int) -> list[ParsedV
                     sentence[a:b].lower().rstrip("s").endswith(unit.rstrip("s")):
                 # what is counted, after what the count is of ("a quota of 1,200 calls" -> "quota calls")
                 # what is counted, after what the count is of ("a quota of 1,200 calls" -> "quota calls";
-                # "the project gallery with 8 cards" -> "project gallery cards")
+                # "the photo album with 40 prints" -> "photo album prints")
                 noun = sentence[a:b].split()[-1].lower()
                 counted = [noun, *after.split()]
                 context = before.split() or [w for w in _content_words(_LINK.sub("", clause))

@@ -97,8 +97,8 @@ def test_an_appends_statement_work_does_not_grow_with_the_conversation(tmp_path,
 SAID = ["I've reached {n}% test coverage on the billing service.",
         "My test coverage on the billing service has recently improved to {n}%.",
         "I only secured {k} interviews for producer roles this month.",
-        "I've never submitted my cover letter to Greg at the studio.",
-        "I've submitted my cover letter to Greg at the studio for review.",
+        "I've never submitted my grant proposal to Ines at the studio.",
+        "I've submitted my grant proposal to Ines at the studio for review.",
         "I moved the Zoom call with the creative director to April {d} at 11 AM."]
 
 
@@ -152,9 +152,9 @@ def _said(i: int, text: str, slot: str | None = None, supersedes: list[str] | No
 
 def test_a_copy_of_the_slot_state_leaves_the_kept_one_as_it_was():
     speakers = {f"t{i}": "User" for i in range(6)}
-    stored = [_said(0, "I've never submitted my cover letter to Greg."), _said(1, "I live in Lisbon.", "user · home"),
+    stored = [_said(0, "I've never submitted my grant proposal to Ines."), _said(1, "I live in Lisbon.", "user · home"),
               _said(2, "I work at the studio.", "user · work")]
-    later = [_said(3, "I moved to Porto.", "user · home", ["r1"]), _said(4, "I've submitted my cover letter to Greg.")]
+    later = [_said(3, "I moved to Porto.", "user · home", ["r1"]), _said(4, "I've submitted my grant proposal to Ines.")]
     kept = supersede.SlotState.of(stored, text_links.StatementIndex(CFG.encoder.currency), dict(speakers))
     before = ([e.record_id for e in kept.entries()], len(kept.statements._of("User").statements))  # type: ignore[union-attr]
     copy = kept.copy()

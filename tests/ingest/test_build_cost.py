@@ -66,14 +66,14 @@ def test_a_denial_is_matched_through_the_words_it_denies():
     idx = StatementIndex(CFG.encoder.currency)
     for i in range(50):
         idx.add(_rec(i, f"I walked the dog number {i} around the park.", [], []), "user")
-    idx.add(_rec(60, "I've submitted my cover letter to Greg for review.", [], []), "user")
+    idx.add(_rec(60, "I've submitted my grant proposal to Ines for review.", [], []), "user")
     embedded: list[str] = []
 
     async def embed(texts):
         embedded.extend(texts)
         return np.ones((len(texts), 4), dtype=np.float32)  # all alike: the words decide the candidates
 
-    denial = _rec(61, "I've never submitted my cover letter to Greg.", [], [])
+    denial = _rec(61, "I've never submitted my grant proposal to Ines.", [], [])
     asyncio.run(idx.prepare([(denial, "user")], embed))
     idx.link(denial, "user", QualityCounts())
     assert denial.conflicts_with == ["r60"] and len(embedded) == 2  # the denied phrase and the one candidate

@@ -75,8 +75,8 @@ def _indexed(*said: str) -> tuple[StatementIndex, QualityCounts]:
 def test_a_denial_conflicts_with_the_statement_nearest_in_meaning():
     """Of the statements sharing the denied words, the one that means the denied thing happened (or
     is being done) conflicts; a question or a plan says nothing happened; two denials agree."""
-    near = {"written any Flask routes for the budget tracker app": 0, "wrote": 0, "trying to write": 0,
-            "reviewed": 1, "budget tracker app, honestly": 0}
+    near = {"written any Rust macros for the tide tracker app": 0, "wrote": 0, "trying to write": 0,
+            "reviewed": 1, "tide tracker app, honestly": 0}
 
     async def embed(texts):
         out = np.zeros((len(texts), 8), dtype=np.float32)
@@ -85,25 +85,25 @@ def test_a_denial_conflicts_with_the_statement_nearest_in_meaning():
         return out
 
     idx, q = _indexed(
-        "I reviewed Flask routes tutorials for the budget tracker app.",
-        "Can you help me write Flask routes for the budget tracker app?",
-        "I'm trying to write Flask routes for the budget tracker app today.",
+        "I reviewed Rust macro tutorials for the tide tracker app.",
+        "Can you help me write Rust macros for the tide tracker app?",
+        "I'm trying to write Rust macros for the tide tracker app today.",
     )
 
     def link(r):
         asyncio.run(idx.prepare([(r, "user")], embed))
         idx.link(r, "user", q)
 
-    never = _said(10, "I've never written any Flask routes for the budget tracker app.")
+    never = _said(10, "I've never written any Rust macros for the tide tracker app.")
     link(never)
     assert never.conflicts_with == ["r2"]  # an attempt is working with it; a review is not; a question says nothing
-    again = _said(11, "I have never written any Flask routes for the budget tracker app, honestly.")
+    again = _said(11, "I have never written any Rust macros for the tide tracker app, honestly.")
     link(again)
     assert again.conflicts_with == ["r2"]  # never with the denial before it: two denials agree
-    asked = _said(12, "Could you show me how to write Flask routes for the budget tracker app?")
+    asked = _said(12, "Could you show me how to write Rust macros for the tide tracker app?")
     link(asked)
     assert not asked.conflicts_with and q.links == {"conflicts": 2}
-    did = _said(13, "Yesterday I wrote two Flask routes for the budget tracker app.")
+    did = _said(13, "Yesterday I wrote two Rust macros for the tide tracker app.")
     link(did)
     assert did.conflicts_with == ["r11"]  # it says happened what the latest denial denied
 
@@ -111,7 +111,7 @@ def test_a_denial_conflicts_with_the_statement_nearest_in_meaning():
 # -- the query path: a raw-turn line a replaced or contradicted statement came from ---------------
 def _chat() -> Conversation:
     said = [
-        ("u0", "user", "I submitted my cover letter to Greg for review on April 10."),
+        ("u0", "user", "I submitted my grant proposal to Ines for review on April 10."),
         ("a0", "assistant", "Good luck, feedback usually takes a few days."),
         ("u1", "user", "My Zotero library now has 45 sources tagged by theme."),
         ("a1", "assistant", "Tags by theme make retrieval quicker. Export them like this:\n"
@@ -120,7 +120,7 @@ def _chat() -> Conversation:
         ("a2", "assistant", "A standing desk helps on long writing days."),
         ("u3", "user", "My Zotero library now has 52 sources tagged by theme after this week."),
         ("a3", "assistant", "That is a solid base for the essay."),
-        ("u4", "user", "I have never submitted my cover letter to Greg for review."),
+        ("u4", "user", "I have never submitted my grant proposal to Ines for review."),
         ("a4", "assistant", "You could send it to him this week."),
     ]
     turns = [{"turn_id": t, "role": r, "content": c} for t, r, c in said]
@@ -170,8 +170,8 @@ def test_a_turn_line_that_states_a_replaced_value_is_marked_and_what_holds_is_no
 
 
 def test_turn_lines_of_contradicting_statements_are_marked_conflicting(root):
-    res = _search(root, "Have I submitted my cover letter to Greg?")
-    first = _turn_lines(res, "u0", "user: I submitted my cover letter")
+    res = _search(root, "Have I submitted my grant proposal to Ines?")
+    first = _turn_lines(res, "u0", "user: I submitted my grant proposal")
     second = _turn_lines(res, "u4", "user: I have never submitted")
     assert first and second, res.context
     assert "[conflicts with: User has never submitted" in first[0][1]

@@ -270,7 +270,7 @@ def test_text_cues_link_a_denial_to_what_it_denies():
     from lychee_ray.ingest.text_links import StatementIndex
     from lychee_ray.text.denials import denial
 
-    assert denial("I've never submitted my cover letter to Greg for review, should I?") >= {"submit", "cover", "letter", "greg"}
+    assert denial("I've never submitted my grant proposal to Ines for review, should I?") >= {"submit", "grant", "proposal", "ine"}
     assert denial("I have submitted it.") == frozenset()
     idx = StatementIndex(CFG.encoder.currency)
     q = QualityCounts()
@@ -278,8 +278,8 @@ def test_text_cues_link_a_denial_to_what_it_denies():
         "I've reached 65% test coverage on my API integration module.",
         "My API integration module test coverage is 65% so far, as I said.",
         "I bought 3 new monitors for the office.",
-        "I've submitted my cover letter to Greg for review on April 10.",
-        "I want to submit my portfolio to Greg next week.",
+        "I've submitted my grant proposal to Ines for review on April 10.",
+        "I want to submit my portfolio to Ines next week.",
     ]
     for i, text in enumerate(said):
         idx.add(_said(i, text, f"t{i}"), "user")
@@ -292,20 +292,20 @@ def test_text_cues_link_a_denial_to_what_it_denies():
         asyncio.run(idx.prepare([(r, speaker)], embed))
         idx.link(r, speaker, q)
 
-    denied = _said(12, "I've never submitted my cover letter to Greg for review, should I?", "t12")
+    denied = _said(12, "I've never submitted my grant proposal to Ines for review, should I?", "t12")
     link(denied)
     assert denied.conflicts_with == ["r3"] and denied.slot_value == "no"
-    again = _said(13, "I submitted the cover letter to Greg for his review yesterday.", "t13")  # says it again
+    again = _said(13, "I submitted the grant proposal to Ines for his review yesterday.", "t13")  # says it again
     link(again)
     assert again.conflicts_with == ["r12"] and again.slot_value == "yes"
-    plan = _said(14, "I want to submit my cover letter to Greg for review soon.", "t14")  # a plan affirms nothing
+    plan = _said(14, "I want to submit my grant proposal to Ines for review soon.", "t14")  # a plan affirms nothing
     link(plan)
     assert not plan.conflicts_with
     assert q.links == {"conflicts": 2}
-    other = _said(15, "I've never submitted my cover letter to Greg for review.", "t15")  # someone else's denial
+    other = _said(15, "I've never submitted my grant proposal to Ines for review.", "t15")  # someone else's denial
     link(other, "Melanie")
     assert not other.conflicts_with
-    code = _said(16, "The user shared Python code (the user submitted the cover letter to Greg for review): defines send",
+    code = _said(16, "The user shared Python code (the user submitted the grant proposal to Ines for review): defines send",
                  "t16").model_copy(update={"artifact": "code"})  # describes shared code: quotes, states nothing
     link(code)
     assert not code.conflicts_with and q.links == {"conflicts": 2}
@@ -316,15 +316,15 @@ def test_a_denial_links_as_the_rules_backend_writes_it_in_the_third_person(ctx):
     form too (a unit test of the cue, then a built chat whose two statements conflict)."""
     from lychee_ray.text.denials import denial
 
-    assert denial("User has never submitted User's cover letter to Greg.", "user") >= {"submit", "cover", "letter", "greg"}
+    assert denial("User has never submitted User's grant proposal to Ines.", "user") >= {"submit", "grant", "proposal", "ine"}
     assert denial("Caroline had never tried sushi before today.", "Caroline") >= {"sushi"}
-    assert denial("User has never submitted it to Greg at all.") == frozenset()  # the first person only, without a subject
+    assert denial("User has never submitted it to Ines at all.") == frozenset()  # the first person only, without a subject
     assert denial("User's sister has never been to Paris at all.", "user") == frozenset()  # someone else's
     assert denial("Superuser has never logged into the admin panel.", "user") == frozenset()
     turns = [
-        {"turn_id": "u1", "role": "user", "content": "I have never written a Flask route for my plant watering app."},
-        {"turn_id": "a1", "role": "assistant", "content": "Flask routes are functions decorated with app.route."},
-        {"turn_id": "u2", "role": "user", "content": "Yesterday I wrote a Flask route for the plant watering app homepage."},
+        {"turn_id": "u1", "role": "user", "content": "I have never written a Rust macro for my plant watering app."},
+        {"turn_id": "a1", "role": "assistant", "content": "Rust macros are functions decorated with app.route."},
+        {"turn_id": "u2", "role": "user", "content": "I finally wrote a Rust macro for my plant watering app."},
         {"turn_id": "a2", "role": "assistant", "content": "Nice, keep the view function small."},
     ]
     conv = Conversation.model_validate({"conversation_id": "chat-deny", "user_id": "u", "sessions": [
