@@ -24,6 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lychee_ray.core.statements import statement_parts  # noqa: E402
 from lychee_ray.io.store import StoreReader  # noqa: E402
 
 
@@ -47,11 +48,11 @@ def store_links(root: str) -> list[dict[str, Any]]:
         stated: set[str] = set()
         for st in r.get("statements") or []:
             for sid in st.get("supersedes") or []:
-                old_id, _, i = sid.rpartition("#")
+                old_id, i = statement_parts(sid)
                 stated.add(old_id)
                 old = by_id.get((r["conversation_id"], old_id))
                 olds = (old or {}).get("statements") or []
-                said = olds[int(i)]["said"] if i.isdigit() and int(i) < len(olds) else None
+                said = olds[i]["said"] if 0 <= i < len(olds) else None
                 add(r, "supersedes", old_id, st.get("slot"), st.get("said"), said)
         for old_id in r.get("supersedes") or []:
             if old_id not in stated:

@@ -112,6 +112,9 @@ class CurrencyConfig(Section):
             "link a newer value of a slot to the ones it replaces"))
     # Content words of a statement's subject phrase ("shipping address", "chapters thesis").
     subject_words: int = Field(default=4, ge=1, description="content words of a statement's subject phrase at most")
+    # Content words of the statement's sentence kept as its context ("accuracy" of "conditional
+    # probability problems"), which the slot comparison embeds with the subject.
+    context_words: int = Field(default=8, ge=0, description="content words of a statement's sentence kept as its context")
     # Two statements of one kind and unit are of one slot when the cosine of their subject phrases'
     # embeddings (the record model) is at least this.
     slot_min_similarity: float = Field(default=0.7, ge=0, le=1,

@@ -74,6 +74,12 @@ def statement_record(sid: str) -> str:
     return sid.rpartition(_ID_SEP)[0]
 
 
+def statement_parts(sid: str) -> tuple[str, int]:
+    """(record id, index) of a statement id; index -1 when the id names no index."""
+    rid, _, i = sid.rpartition(_ID_SEP)
+    return rid, int(i) if i.isdigit() else -1
+
+
 __all__ = ["COUNT", "DATE", "DENIAL", "DONE", "DURATION", "HOLDING", "IDENTIFIER", "MODALITIES", "MONEY", "Modality", "NOW",
            "PERCENTAGE", "PLAN", "QUESTION", "STATE", "TIME", "VALUE_KINDS", "ValueKind", "ValueStatement", "statement_id",
-           "statement_record"]
+           "statement_parts", "statement_record"]

@@ -175,9 +175,8 @@ class _SpeakerStatements:
             return []
         return got[: self.cfg.denial_candidates]
 
-    def texts_to_embed(self, r: MemoryRecord) -> list[str]:
-        """What :meth:`link` of ``r`` will compare: its text or denied phrase, and its candidates'."""
-        new = self.statement(r)
+    def texts_to_embed(self, new: _Statement) -> list[str]:
+        """What :meth:`link` of ``new`` will compare: its text or denied phrase, and its candidates'."""
         cands = self._candidates(new)
         if not cands:
             return []
@@ -249,11 +248,11 @@ class StatementIndex:
         denies or affirms an earlier one of the batch is compared when it is linked (its texts are
         embedded here too: every text a batch record holds)."""
         want: dict[str, list[str]] = {}
-        mine = [(r, speaker, self._of(speaker).statement(r)) for r, speaker in said if r.artifact is None]
-        denied = {(speaker, t) for _, speaker, st in mine for t in st.denied}
-        for r, speaker, st in mine:
+        mine = [(speaker, self._of(speaker).statement(r)) for r, speaker in said if r.artifact is None]
+        denied = {(speaker, t) for speaker, st in mine for t in st.denied}
+        for speaker, st in mine:
             sp = self._of(speaker)
-            want.setdefault(speaker, []).extend(sp.texts_to_embed(r))
+            want.setdefault(speaker, []).extend(sp.texts_to_embed(st))
             if st.denied:
                 want[speaker].append(st.denied_phrase)
             elif st.affirms and sum((speaker, t) in denied for t in st.terms) >= self.cfg.denial_min_shared:

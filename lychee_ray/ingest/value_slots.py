@@ -85,6 +85,7 @@ class ValueSlots:
         self._by_group: dict[tuple[str, str, str], list[str]] = {}  # (owner, kind, unit base) -> slot keys
         self._matrix: dict[tuple[str, str, str], np.ndarray] = {}  # the group's slot subject vectors, stacked
         self._vectors: dict[str, np.ndarray] = {}  # subject phrase -> its unit vector
+        self._unembedded: set[str] = set()  # slot subjects without a vector yet (slots replayed from stored records)
         self._gone: set[str] = set()  # statement ids superseded
         # record id -> its holding statements not yet superseded: a record is superseded with its last one
         self._holding: dict[str, set[str]] = {}
@@ -95,6 +96,7 @@ class ValueSlots:
         out._by_group = {k: list(v) for k, v in self._by_group.items()}
         out._matrix = dict(self._matrix)  # (arrays are replaced, never changed in place)
         out._vectors = self._vectors  # phrase vectors never change: shared
+        out._unembedded = set(self._unembedded)
         out._gone = set(self._gone)
         out._holding = {k: set(v) for k, v in self._holding.items()}
         return out
@@ -126,6 +128,8 @@ class ValueSlots:
         if got is None:
             got = self.slots[key] = _Slot(key, owner, self._meaning(st), st.kind, st.unit)
             self._by_group.setdefault((owner, st.kind, _unit_base(st.kind, st.unit)), []).append(key)
+            if got.subject not in self._vectors:
+                self._unembedded.add(got.subject)  # a replayed slot: embedded by the next prepare
         return got
 
     # -- new records ---------------------------------------------------------------------------------
@@ -137,12 +141,12 @@ class ValueSlots:
             about = _about(owner) if assistant else None
             r.statements = [ValueStatement(subject=v.subject, kind=v.kind, unit=v.unit, value=v.value, said=v.said,
                                            context=v.context, changed=v.changed, modality=v.modality)
-                            for v in parse_values(r.text, self.cfg.subject_words, about)]
+                            for v in parse_values(r.text, self.cfg.subject_words, about, self.cfg.context_words)]
 
     async def prepare(self, records: Sequence[MemoryRecord], embed: EmbedFn) -> None:
         """Embed the subject phrases :meth:`link` will compare: the new statements' and the slots'."""
-        want = {self._meaning(st) for r in records for st in r.statements}
-        want |= {s.subject for s in self.slots.values()}
+        want = {self._meaning(st) for r in records for st in r.statements} | self._unembedded
+        self._unembedded = set()
         todo = sorted(w for w in want if w and w not in self._vectors)
         if not todo:
             return

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from lychee_ray.core.currency import CURRENT, LinkRow, RecordStatus, SlotRow, derive_status, links_across
 from lychee_ray.query.fuse import FusedItem, ItemKey
 from lychee_ray.query.view import ConversationView
-from lychee_ray.core.statements import statement_record
+from lychee_ray.core.statements import statement_parts
 from lychee_ray.text.lexical import identifier_terms, lexical_terms
 from lychee_ray.text.values import says_value
 
@@ -146,8 +146,8 @@ def _replaced_values(view: ConversationView, vc: ViewCurrency) -> list[Replaced]
     not of a survey paper), with the records that replaced it and when."""
     out: list[Replaced] = []
     for sid, succ in vc.replaced_by.items():
-        p = view.record_pos.get(statement_record(sid))
-        i = int(sid.rpartition("#")[2]) if sid.rpartition("#")[2].isdigit() else -1
+        rid, i = statement_parts(sid)
+        p = view.record_pos.get(rid)
         if p is None or not 0 <= i < len(vc.statements[p]):
             continue
         st = vc.statements[p][i]

@@ -88,7 +88,6 @@ _BOUND = re.compile(r"\b(?:under|below|over|above|less\s+than|more\s+than|fewer\
                     r"within|no\s+more\s+than|max(?:imum)?|min(?:imum)?)\s*$", re.I)
 # a value a question takes as given: "how do I handle the 1,000 daily call limit" (not "is it $310?")
 _PRESUPPOSED = re.compile(r"\b(?:the|my|our|your|this|its|their)\s+(?:[a-z][\w-]*\s+)?$", re.I)
-_CONTEXT_WORDS = 8  # content words of a value's sentence kept as its context
 _MEASURE_NOUNS = frozenset("unit degree percent point line inch foot feet meter metre mile gram pound ounce liter litre "
                            "byte pixel".split())
 # a yes/no question asks its value ("Is the deposit $310?"); a wh-question takes the values it
@@ -288,7 +287,7 @@ def _overlaps(spans: list[tuple[int, int]], a: int, b: int) -> bool:
     return any(a < e and s < b for s, e in spans)
 
 
-def _sentence_values(sentence: str, offset: int, max_words: int) -> list[ParsedValue]:
+def _sentence_values(sentence: str, offset: int, max_words: int, context_words: int) -> list[ParsedValue]:
     question = is_question(sentence)
     body_at = 0
     m = _ATTRIBUTION.match(sentence)
@@ -409,21 +408,23 @@ def _sentence_values(sentence: str, offset: int, max_words: int) -> list[ParsedV
         context = [w for w in dict.fromkeys(_content_words(sentence[:a] + " " + sentence[b:]))
                    if w not in mine and not w.endswith(("ed", "ing"))]
         out.append(ParsedValue(subject, kind, unit, value, sentence[a:b].strip(), _modality(sentence, a, question),
-                               offset + a, offset + b, " ".join(context[:_CONTEXT_WORDS]),
+                               offset + a, offset + b, " ".join(context[:context_words]),
                                _says_changed(kind, _clause_before(sentence, a) + " " + _clause_after(sentence, b))))
     return out
 
 
-def parse_values(text: str, max_subject_words: int = 4, about: re.Pattern[str] | None = None) -> list[ParsedValue]:
+def parse_values(text: str, max_subject_words: int = 4, about: re.Pattern[str] | None = None,
+                 context_words: int = 8) -> list[ParsedValue]:
     """The values ``text`` states, in order (see the module doc); ``about``: only in sentences it
-    finds (an assistant's statements to a person about that person: "your budget is ...")."""
+    finds (an assistant's statements to a person about that person: "your budget is ...");
+    ``context_words``: the sentence's other content words kept as a value's context, at most."""
     out: list[ParsedValue] = []
     at = 0
     for s in split_sentences(text):
         i = text.find(s, at)
         i = at if i < 0 else i
         if about is None or about.search(s):
-            out.extend(_sentence_values(s, i, max_subject_words))
+            out.extend(_sentence_values(s, i, max_subject_words, context_words))
         at = i + len(s)
     return out
 

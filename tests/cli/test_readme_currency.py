@@ -60,14 +60,11 @@ def test_history_by_slot_and_by_subject_shows_the_chain(store, capsys):
 def test_the_inspector_shows_the_statements_and_the_chain(store, embedder):
     from lychee_ray.config import load_config
     from lychee_ray.inspector.conversation import conversation_detail
-    from lychee_ray.io.store import StoreWriter
+    from lychee_ray.io.store import StoreWriter, iter_markers
     from lychee_ray.query.engine import QueryEngine
 
     w = StoreWriter(store)
-    marker = w.marker("moving") if hasattr(w, "marker") else None
-    if marker is None:
-        from lychee_ray.io.store import iter_markers
-        marker = next(m for m in iter_markers(store) if m.conversation_id == "moving")
+    marker = next(m for m in iter_markers(store) if m.conversation_id == "moving")
     engine = QueryEngine.open(store, load_config(env={}), embedder=embedder, llm="rules")
     try:
         d = conversation_detail(w.layout, marker, engine)
