@@ -7,7 +7,7 @@ for every question of the dataset with gold evidence, after loading every conver
 serving steady state: conversations are in the LRU cache). Stages: plan, embed (the one batched
 query-embedding call), channels (all recall channels of all routes), fusion, rerank (off by
 default), selection; total = all of them. Conversation load time (tables, FAISS, BM25 build) is
-reported separately.
+reported separately, and the process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -28,6 +29,19 @@ from lychee_ray.eval.runners.retrieval import LOCOMO_CATEGORIES, last_session_da
 from lychee_ray.memory import MemoryStore  # noqa: E402
 
 STAGES = ("plan", "embed", "channels", "fusion", "rerank", "selection", "total")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory: Linux's VmHWM (its own since exec; ``ru_maxrss`` also
+    counts the memory of the process that forked it), else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -78,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         "queries_per_s": round(n / wall, 2) if wall else None,
         "stages_ms": {s: {"median": round(statistics.median(v), 3), "p95": round(pct(v, 0.95), 3), "mean": round(statistics.fmean(v), 3)}
                       for s, v in per_stage.items() if v},
+        # the process's peak resident memory: the loaded views, their indexes, the model
+        "peak_rss_mib": peak_rss_mib(),
         "conversation_load_ms": {"median": round(statistics.median(loads.values()), 1), "max": round(max(loads.values()), 1),
                                  "conversations": len(loads)},
         "config": {"budget_tokens": args.budget_tokens or cfg.query.select.budget_tokens, "recall_threads": cfg.query.recall.threads,

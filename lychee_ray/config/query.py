@@ -69,6 +69,13 @@ class RecallConfig(Section):
         description="(f) lexical BM25 over the raw turns alone (with (d): the hybrid turn RAG inside the method)")
     bm25_k1: float = Field(default=1.2, ge=0)
     bm25_b: float = Field(default=0.75, ge=0, le=1)
+    # Depth that grows with the memory (query/depth.py): a conversation of more records and turns than
+    # the reference is searched to (size / reference) ** growth times every depth above and the pool.
+    depth_reference_items: int = Field(default=2500, ge=0,
+        description=("records + turns of a conversation searched to the depths as set; a larger one is searched "
+                     "deeper (0 = never)"))
+    depth_growth: float = Field(default=0.5, ge=0, le=1,
+        description="depths and the fused pool grow as (records + turns / depth_reference_items) ** this")
     # A route naming identifiers the conversation holds (codes, ids, e-mails: letters and digits
     # mixed, or joined by _ @ .) gets the items holding them first in every channel's list.
     prefer_identifiers: bool = Field(default=True,

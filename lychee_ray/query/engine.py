@@ -49,6 +49,7 @@ from lychee_ray.query.channels import RECALL_CHANNELS, route_query_text
 from lychee_ray.query.currency import adjust_pool, scope_currency
 from lychee_ray.query.errors import ScopeError, UnknownConversation
 from lychee_ray.query.evidence import Selection, prime_line_tokens
+from lychee_ray.query.depth import scaled_pool, scaled_recall
 from lychee_ray.query.explain import explain_search
 from lychee_ray.query.fuse import FusedItem, RankedList, rrf
 from lychee_ray.query.history import HistoryResult, slot_history
@@ -348,7 +349,9 @@ class QueryEngine:
 
         t0 = time.perf_counter()
         f = self.qcfg.fusion
-        pool = rrf(lists, k=f.rrf_k, weights=f.weights.model_dump(), limit=f.pool_size)
+        size = sum(v.num_records + v.num_turns for v in views.values())
+        pool = rrf(lists, k=f.rrf_k, weights=f.weights.model_dump(),
+                   limit=scaled_pool(f.pool_size, self.qcfg.recall, size))
         timings["fusion"] = _ms(time.perf_counter() - t0)
 
         t0 = time.perf_counter()
@@ -392,9 +395,10 @@ class QueryEngine:
     def _channel_tasks(self, views: dict[str, ConversationView], routes: list[Route],
                        qvecs: list[np.ndarray]) -> list[Callable[[], list[RankedList]]]:
         """One task per (conversation, route), running that route's channels; tasks run in parallel."""
-        rc = self.qcfg.recall
+        base = self.qcfg.recall
 
         def route_task(cid: str, view: ConversationView, ri: int, route: Route, qv: np.ndarray) -> list[RankedList]:
+            rc = scaled_recall(base, view.num_records + view.num_turns)
             idents = route_identifiers(view, route_query_text(route)) if rc.prefer_identifiers else []
             return [RankedList(ch.name, ri, cid, prefer_identifiers(prefer_types(
                 without_context(ch.recall(view, route, qv, rc), view, route.record_types), view, route.record_types),

@@ -105,6 +105,21 @@ def test_lru_cache_is_bounded(store_dir, embedder):
         assert "c-1" in store.cache and "c-3" in store.cache
 
 
+def test_a_larger_memory_than_the_reference_is_searched_deeper(store_dir, embedder):
+    sets = {"query.recall.record_depth": 2, "query.recall.turn_depth": 2, "query.recall.bm25_depth": 2,
+            "query.recall.turn_bm25_depth": 2, "query.recall.node_record_depth": 2, "query.recall.time_depth": 2,
+            "query.fusion.pool_size": 3, "query.recall.depth_growth": 1.0}
+    question = "What did Melanie do with her family?"
+    with open_store(store_dir, embedder, **sets) as store:
+        size = store.view("c-1").num_records + store.view("c-1").num_turns
+        fixed = store.search("c-1", question, question_date="2023-08-01", explain=True)
+    with open_store(store_dir, embedder, **sets, **{"query.recall.depth_reference_items": max(1, size // 3)}) as store:
+        deeper = store.search("c-1", question, question_date="2023-08-01", explain=True)
+    assert fixed.pool_size == 3 and deeper.pool_size > 3
+    assert max(r for it in fixed.explain.pool for r in it.ranks.values()) <= 2
+    assert max(r for it in deeper.explain.pool for r in it.ranks.values()) > 2
+
+
 @pytest.mark.heavy
 def test_rerank_failure_falls_back_to_fused_order(store_dir, embedder):
     from lychee_ray.query.rerank import CrossEncoderReranker
