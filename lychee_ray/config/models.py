@@ -57,6 +57,10 @@ class EmbeddingConfig(Section):
         description="concurrent embed requests arriving within this window share one model call")
     # Upper bound on texts per coalesced call.
     max_batch_texts: int = Field(default=512, ge=1, description="texts per coalesced embedding call at most")
+    # A build's embedding stages call the model with this many texts at a time and report each call's
+    # turns, so progress moves during a long conversation (the model batches within a call as before).
+    progress_texts: int = Field(default=64, ge=1,
+        description="a build embeds this many texts per model call, reporting progress after each")
     # Record and node vectors of builds (local onnx runtime on CPU): int8 = the query model (per-channel
     # int8 weights, one text per run so a text's vector never depends on its batch), none = fp32.
     # Turn vectors stay fp32 always: the segmenter cuts on them (stored segments must not change).

@@ -40,16 +40,16 @@ class BuildStagesConfig(Section):
         default_factory=lambda: StageConfig(num_cpus=0.1, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=4),
         description="skip / increment / build, from the commit marker, before any embedding")
     embed_turns: StageConfig = Field(
-        default_factory=lambda: StageConfig(num_cpus=0.25, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=4),
+        default_factory=lambda: StageConfig(num_cpus=0.25, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=1),
         description="turn vectors: the texts of a whole batch of conversations in one model call")
     build: StageConfig = Field(
-        default_factory=lambda: StageConfig(num_cpus=0.5, num_gpus=0, concurrency=1, max_concurrency=2, batch_size=4),
+        default_factory=lambda: StageConfig(num_cpus=0.5, num_gpus=0, concurrency=1, max_concurrency=2, batch_size=1),
         description="segment, encode (one cluster-wide LLM limiter), nodes; build.conversations_in_flight per actor")
     embed_memory: StageConfig = Field(
-        default_factory=lambda: StageConfig(num_cpus=0.25, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=4),
+        default_factory=lambda: StageConfig(num_cpus=0.25, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=1),
         description="record and node vectors, batched across conversations")
     commit: StageConfig = Field(
-        default_factory=lambda: StageConfig(num_cpus=0.1, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=4),
+        default_factory=lambda: StageConfig(num_cpus=0.1, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=1),
         description="one generation per conversation under its write lock (re-checked against the decision)")
 
 
@@ -59,8 +59,8 @@ class RayConfig(Section):
     stages: BuildStagesConfig = Field(default_factory=BuildStagesConfig,
         description=(
             "the build job, stage by stage (docs/cluster.md); the logical CPUs of one node's stages must fit its "
-            "CPUs (2 cores: <= 2); a stage waits for batch_size conversations from the one before, so equal batch"
-            " sizes stream best"))
+            "CPUs (2 cores: <= 2); a stage waits for batch_size conversations from the one before: the stages from "
+            "embed turns on take one at a time, so a long conversation holds up no short one"))
     # Object store size for a local Ray started by the job (MiB); 0 = Ray's default.
     object_store_memory_mb: int = Field(default=512, ge=0, description="object store of a local Ray started by the job; 0 = Ray default")
     # Seconds between progress lines.

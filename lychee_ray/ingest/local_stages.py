@@ -129,7 +129,7 @@ class LocalStages:
     in_flight: int
     rounds: int = 1  # decisions a conversation gets in all (build.decide_rounds)
     report: TurnSink | None = None  # where each stage reports the turns it passes (progress)
-    embed_chunk: int = 0  # texts per model call when reporting (embedding.max_batch_texts; 0: one call)
+    embed_chunk: int = 0  # texts per model call when reporting (embedding.progress_texts; 0: one call)
     _constructor: Constructor | None = field(default=None, init=False, repr=False)
 
     def constructor(self, ctx: BuildContext) -> Constructor:

@@ -112,7 +112,7 @@ def local_stages(cfg: LycheeConfig, ctx: BuildContext | LazyContext, writer: Sto
         context=ctx, writer=writer, committer=Committer(writer), max_turn_chars=cfg.segmenter.max_turn_chars,
         turn_batch=st.embed_turns.batch_size, memory_batch=st.embed_memory.batch_size,
         commit_batch=st.commit.batch_size, in_flight=cfg.build.conversations_in_flight,
-        rounds=cfg.build.decide_rounds, report=report, embed_chunk=cfg.embedding.max_batch_texts)
+        rounds=cfg.build.decide_rounds, report=report, embed_chunk=cfg.embedding.progress_texts)
 
 
 def run_local_build_items(

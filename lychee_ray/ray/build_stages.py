@@ -168,7 +168,7 @@ class _EmbedStage:
         cfg = _cfg(cfg_json)
         self.report = turn_sink(progress)
         self.on_chunk = chunk_reporter(self.stage, self.report)
-        self.chunk = cfg.embedding.max_batch_texts  # texts per model call, so progress moves during a long batch
+        self.chunk = cfg.embedding.progress_texts  # texts per model call, so progress moves during a long batch
         ecfg, self.device = stage_embedding_config(cfg.embedding.for_build(), num_gpus)
         model = get_embedder(ecfg, cfg.llm, memory=self.memory)
         self.model = with_memo(model, cfg.embedding.memo_texts)

@@ -53,8 +53,8 @@ def _record(monkeypatch) -> list[StageTurns]:
 
 
 def test_one_conversation_moves_through_the_stages_segment_by_segment(tmp_path, monkeypatch):
-    """Encoding reports each segment; the embedding stages each call of ``embedding.max_batch_texts`` texts."""
-    cfg = load_config(env={}, sets=["ray.progress_interval_s=3600", "embedding.max_batch_texts=8"])
+    """Encoding reports each segment; the embedding stages each call of ``embedding.progress_texts`` texts."""
+    cfg = load_config(env={}, sets=["ray.progress_interval_s=3600", "embedding.progress_texts=8"])
     conv = synthetic_conversation(0, seed=3, sessions=3, topics_per_session=2)
     events = _record(monkeypatch)
     out = io.StringIO()

@@ -3,7 +3,7 @@ the texts of a whole batch of conversations (identical texts once: the embedders
 
 Quarantine as elsewhere: when a batch's call fails, each conversation is embedded alone, and only
 those that fail alone are failed (stage ``embed``). With ``chunk``, the texts go to the model
-``chunk`` at a time (``embedding.max_batch_texts``) and ``on_chunk`` hears, after each call, what
+``chunk`` at a time (``embedding.progress_texts``) and ``on_chunk`` hears, after each call, what
 share of each conversation's texts is embedded (the progress display moves during a long call).
 """
 
