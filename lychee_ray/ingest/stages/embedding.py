@@ -33,21 +33,32 @@ def turn_texts(work: StageWork, max_turn_chars: int) -> list[str]:
 
 async def _embed_chunks(works: list[StageWork], texts: list[list[str]], embed: EmbedFn, dim: int, chunk: int,
                         on_chunk: OnChunk | None) -> np.ndarray:
-    """The vectors of all works' texts, ``chunk`` texts per call (0: one call), ``on_chunk`` told after each."""
+    """The vectors of all works' texts, ``chunk`` texts per call (0: one call), ``on_chunk`` told after each.
+
+    In chunks the texts go shortest first, so that each call holds texts of about one length, as the
+    model's own length-sorted batches of one large call would (a call of mixed lengths pads every
+    batch to its longest text)."""
     flat = [t for ts in texts for t in ts]
     if not flat:
         return np.zeros((0, dim), np.float32)
-    step = chunk if chunk > 0 and on_chunk is not None else len(flat)
-    parts = []
-    for start in range(0, len(flat), step):
-        parts.append(np.asarray(await embed(flat[start:start + step]), dtype=np.float32))
+    if not (chunk > 0 and on_chunk is not None) or chunk >= len(flat):
+        vecs = np.asarray(await embed(flat), dtype=np.float32)
         if on_chunk is not None:
-            done, offset = start + len(parts[-1]), 0
             for w, ts in zip(works, texts, strict=False):
                 if ts:
-                    on_chunk(w, min(1.0, max(0, done - offset) / len(ts)))
-                offset += len(ts)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+                    on_chunk(w, 1.0)
+        return vecs
+    owner = np.repeat(np.arange(len(texts)), [len(ts) for ts in texts])
+    order = sorted(range(len(flat)), key=lambda i: (len(flat[i]), i))
+    out = np.empty((len(flat), dim), dtype=np.float32)
+    done = np.zeros(len(texts), dtype=np.int64)
+    for start in range(0, len(flat), chunk):
+        part = order[start:start + chunk]
+        out[part] = np.asarray(await embed([flat[i] for i in part]), dtype=np.float32).reshape(len(part), dim)
+        np.add.at(done, owner[part], 1)
+        for k in sorted(set(owner[part].tolist())):
+            on_chunk(works[k], float(done[k]) / len(texts[k]))
+    return out
 
 
 async def _embed_split(works: list[StageWork], texts: list[list[str]], embed: EmbedFn, dim: int,
