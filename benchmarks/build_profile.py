@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -48,6 +47,7 @@ from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.io.adapters import read_input  # noqa: E402
 from lychee_ray.io.store import StoreWriter  # noqa: E402
 from lychee_ray.io.store import writer as writer_mod  # noqa: E402
+from lychee_ray.testing.fresh_process import RESULT_MARK, run_json_script  # noqa: E402
 
 def cpu() -> float:
     """This process's CPU seconds (all threads)."""
@@ -164,7 +164,7 @@ RAY_SCRIPT = textwrap.dedent("""
         by = totals_by_label(cpu.totals(), labels)
         out[name] = {{"cpu_s": round(sum(by.values()), 2), "wall_s": round(time.perf_counter() - w0, 2),
                      "built": s.built, "failed": s.failed, "cpu_s_by_process": by}}
-    print("RAYJSON" + json.dumps(out))
+    print({mark!r} + json.dumps(out))
 """)
 
 
@@ -173,14 +173,7 @@ def profile_ray(fmt: str, path: str, work: Path, sets: list[str], one: Path) -> 
     then the whole input; CPU of that process tree for each."""
     runs = [("one_conversation", "jsonl", str(one), str(work / "ray_one")),
             ("input", fmt, path, str(work / "ray_store"))]
-    script = RAY_SCRIPT.format(root=str(ROOT), sets=sets, runs=runs)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=7200)
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RAYJSON")), None)
-    if proc.returncode != 0 or line is None:
-        raise RuntimeError(f"the Ray run failed:\n{proc.stderr[-4000:]}")
-    return json.loads(line[len("RAYJSON"):])
+    return run_json_script(RAY_SCRIPT.format(root=str(ROOT), sets=sets, runs=runs, mark=RESULT_MARK), ROOT)
 
 
 def main(argv: list[str] | None = None) -> int:

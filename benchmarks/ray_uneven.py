@@ -18,9 +18,7 @@ the job's time after the last of them was committed. With ``--local-store`` (a
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import textwrap
 from datetime import datetime
@@ -32,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from lychee_ray.config import load_config  # noqa: E402
 from lychee_ray.memory import MemoryStore  # noqa: E402
+from lychee_ray.testing.fresh_process import RESULT_MARK, run_json_script  # noqa: E402
 from lychee_ray.testing.results import write_result  # noqa: E402
 
 # actor class name in a worker's process title -> build stage
@@ -67,7 +66,7 @@ JOB_SCRIPT = textwrap.dedent("""
         s = run_ray_build(cfg, {fmt!r}, {path!r}, {store!r}, backend="rules", progress=False)
     wall = time.perf_counter() - w0
     stop.set()
-    print("RAYJSON" + json.dumps({{"started": started, "wall_s": round(wall, 2), "built": s.built, "failed": s.failed,
+    print({mark!r} + json.dumps({{"started": started, "wall_s": round(wall, 2), "built": s.built, "failed": s.failed,
                                   "cpu_s_by_process": totals_by_label(cpu.totals(), labels),
                                   "plasma_peak_mib": max(plasma, default=None), "plasma_samples": len(plasma)}}))
 """)
@@ -90,14 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     if store.exists():
         raise SystemExit(f"{store} exists: the job must build every conversation")
     script = JOB_SCRIPT.format(root=str(ROOT), sets=args.set, fmt=args.format, path=str(Path(args.input).resolve()),
-                               store=str(store))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=7200)
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RAYJSON")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"the Ray job failed:\n{proc.stderr[-4000:]}")
-    job = json.loads(line[len("RAYJSON"):])
+                               store=str(store), mark=RESULT_MARK)
+    job = run_json_script(script, ROOT)
     t0 = datetime.fromisoformat(job["started"])
     cfg = load_config()
     convs: dict[str, Any] = {}

@@ -75,7 +75,7 @@ class RecallConfig(Section):
         description=("records + turns of a conversation searched to the depths as set; a larger one is searched "
                      "deeper (0 = never)"))
     depth_growth: float = Field(default=0.5, ge=0, le=1,
-        description="depths and the fused pool grow as (records + turns / depth_reference_items) ** this")
+        description="depths and the fused pool grow as ((records + turns) / depth_reference_items) ** this")
     # A route naming identifiers the conversation holds (codes, ids, e-mails: letters and digits
     # mixed, or joined by _ @ .) gets the items holding them first in every channel's list.
     prefer_identifiers: bool = Field(default=True,

@@ -41,13 +41,13 @@ class BuildStagesConfig(Section):
         description="skip / increment / build, from the commit marker, before any embedding")
     embed_turns: StageConfig = Field(
         default_factory=lambda: StageConfig(num_cpus=0.25, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=1),
-        description="turn vectors: the texts of a whole batch of conversations in one model call")
+        description="turn vectors: the texts of a batch of conversations, embedding.progress_texts per model call")
     build: StageConfig = Field(
         default_factory=lambda: StageConfig(num_cpus=0.5, num_gpus=0, concurrency=1, max_concurrency=2, batch_size=1),
         description="segment, encode (one cluster-wide LLM limiter), nodes; build.conversations_in_flight per actor")
     embed_memory: StageConfig = Field(
         default_factory=lambda: StageConfig(num_cpus=0.25, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=1),
-        description="record and node vectors, batched across conversations")
+        description="record and node vectors of a batch of conversations, embedding.progress_texts per model call")
     commit: StageConfig = Field(
         default_factory=lambda: StageConfig(num_cpus=0.1, num_gpus=0, concurrency=1, max_concurrency=0, batch_size=1),
         description="one generation per conversation under its write lock (re-checked against the decision)")

@@ -384,7 +384,6 @@ def _sentence_values(sentence: str, offset: int, max_words: int, context_words: 
             after = _subject_after(sentence[b:], max_words)
             if kind == COUNT and unit.isalpha() and " " in sentence[a:b].strip() and \
                     sentence[a:b].lower().rstrip("s").endswith(unit.rstrip("s")):
-                # what is counted, after what the count is of ("a quota of 1,200 calls" -> "quota calls")
                 # what is counted, after what the count is of ("a quota of 1,200 calls" -> "quota calls";
                 # "the photo album with 40 prints" -> "photo album prints")
                 noun = sentence[a:b].split()[-1].lower()

@@ -1,5 +1,6 @@
 """The two embedding stages: turn vectors, then record and node vectors — each one model call for
-the texts of a whole batch of conversations (identical texts once: the embedders deduplicate).
+the texts of a batch of conversations, or calls of ``chunk`` texts (identical texts once: the
+embedders deduplicate).
 
 Quarantine as elsewhere: when a batch's call fails, each conversation is embedded alone, and only
 those that fail alone are failed (stage ``embed``). With ``chunk``, the texts go to the model
